@@ -1,0 +1,272 @@
+//! The `RunnerGroup` custom resource (`forgerunner.dev/v1alpha1`).
+//!
+//! The Rust types are the source of truth: the CRD YAML in the chart is generated from them
+//! (`forgerunner crd`) and a test fails when the checked-in copy drifts.
+
+use std::fmt;
+
+use k8s_openapi::api::core::v1::PodTemplateSpec;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// API group of every forgerunner resource.
+pub const API_GROUP: &str = "forgerunner.dev";
+
+/// Which forge a `RunnerGroup` serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ForgeKind {
+    /// GitHub (github.com, GHE.com or GHES) runner scale sets.
+    Github,
+    /// Gitea 1.25+ Actions.
+    Gitea,
+}
+
+impl ForgeKind {
+    /// Every forge forgerunner knows, enabled or not.
+    pub const ALL: [ForgeKind; 2] = [ForgeKind::Github, ForgeKind::Gitea];
+
+    /// The lowercase name used in the spec, config and labels.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ForgeKind::Github => "github",
+            ForgeKind::Gitea => "gitea",
+        }
+    }
+
+    /// Parses the lowercase name used in the spec and in the configuration.
+    pub fn parse(name: &str) -> Option<ForgeKind> {
+        ForgeKind::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+}
+
+impl fmt::Display for ForgeKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Desired state of a pool of ephemeral runners for one forge.
+#[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "forgerunner.dev",
+    version = "v1alpha1",
+    kind = "RunnerGroup",
+    plural = "runnergroups",
+    shortname = "rg",
+    namespaced,
+    status = "RunnerGroupStatus",
+    printcolumn = r#"{"name":"Forge","type":"string","jsonPath":".spec.forge"}"#,
+    printcolumn = r#"{"name":"Min","type":"integer","jsonPath":".spec.minRunners"}"#,
+    printcolumn = r#"{"name":"Max","type":"integer","jsonPath":".spec.maxRunners"}"#,
+    printcolumn = r#"{"name":"Current","type":"integer","jsonPath":".status.currentRunners"}"#,
+    printcolumn = r#"{"name":"Running","type":"integer","jsonPath":".status.runningJobs"}"#,
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
+    validation = r#"self.forge != 'github' || (has(self.github) && !has(self.gitea))"#,
+    validation = r#"self.forge != 'gitea' || (has(self.gitea) && !has(self.github))"#,
+    validation = r#"!has(self.minRunners) || self.minRunners <= self.maxRunners"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct RunnerGroupSpec {
+    /// The forge this group serves; exactly the block of the same name must be set.
+    pub forge: ForgeKind,
+    /// GitHub settings; required when `forge` is `github`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub github: Option<GithubSpec>,
+    /// Gitea settings; required when `forge` is `gitea`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gitea: Option<GiteaSpec>,
+    /// Idle runners kept ready on top of demand.
+    #[serde(default)]
+    #[schemars(range(min = 0))]
+    pub min_runners: u32,
+    /// Upper bound on runners of this group at any moment (at least 1).
+    #[schemars(range(min = 1))]
+    pub max_runners: u32,
+    /// Runner container image; defaults to the forge's official runner image.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// Pod template merged onto the forge's default runner pod. The container named `runner`
+    /// merges into the default runner container; other containers are appended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "preserve_unknown_object")]
+    pub template: Option<PodTemplateSpec>,
+    /// Seconds a finished runner Job is kept before Kubernetes removes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub ttl_seconds_after_finished: Option<i32>,
+    /// Hard limit on a runner's lifetime in seconds (Job `activeDeadlineSeconds`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub active_deadline_seconds: Option<i64>,
+    /// Seconds a runner may wait without taking a job before it is removed (default 600).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub idle_timeout_seconds: Option<u32>,
+}
+
+/// Default idle timeout for runners that never take a job.
+pub const DEFAULT_IDLE_TIMEOUT_SECONDS: u32 = 600;
+
+impl RunnerGroupSpec {
+    /// The idle timeout with its default applied.
+    pub fn idle_timeout_seconds(&self) -> u32 {
+        self.idle_timeout_seconds.unwrap_or(DEFAULT_IDLE_TIMEOUT_SECONDS)
+    }
+}
+
+/// GitHub runner scale set settings.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "self.configUrl.startsWith('https://') || self.configUrl.startsWith('http://')",
+     "message": "configUrl must be an http(s) URL"}
+]))]
+pub struct GithubSpec {
+    /// Organization, repository or enterprise URL, e.g. `https://github.com/my-org`
+    /// (GHES and GHE.com hosts allowed).
+    pub config_url: String,
+    /// Name of a Secret in this namespace with `github_token`, or `github_app_id`,
+    /// `github_app_installation_id` and `github_app_private_key`.
+    pub credentials: String,
+    /// Runner group the scale set joins; the default group when empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner_group: Option<String>,
+    /// Scale set name, which is also the `runs-on` label; defaults to the RunnerGroup's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scale_set_name: Option<String>,
+    /// Extra labels of the scale set.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub labels: Vec<String>,
+    /// Name of a ConfigMap in this namespace whose key `ca.crt` holds extra trusted CA certificates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_bundle_config_map: Option<String>,
+    /// HTTP(S) proxy URL for calls to GitHub.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy_url: Option<String>,
+}
+
+/// Which level of a Gitea instance the runners register at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum GiteaScope {
+    /// Instance-wide runners (admin token).
+    Global,
+    /// Runners of one organization.
+    Org,
+    /// Runners of one user's repositories.
+    User,
+    /// Runners of one repository (`owner/name`).
+    Repo,
+}
+
+impl GiteaScope {
+    /// The lowercase name used in the spec.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GiteaScope::Global => "global",
+            GiteaScope::Org => "org",
+            GiteaScope::User => "user",
+            GiteaScope::Repo => "repo",
+        }
+    }
+}
+
+/// Gitea Actions settings.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "self.url.startsWith('https://') || self.url.startsWith('http://')",
+     "message": "url must be an http(s) URL"},
+    {"rule": "self.scope != 'org' || has(self.org)", "message": "scope org needs org"},
+    {"rule": "self.scope != 'user' || has(self.user)", "message": "scope user needs user"},
+    {"rule": "self.scope != 'repo' || has(self.repo)", "message": "scope repo needs repo (owner/name)"}
+]))]
+pub struct GiteaSpec {
+    /// Base URL of the Gitea instance, e.g. `https://gitea.example.com`.
+    pub url: String,
+    /// Level the runners register at.
+    pub scope: GiteaScope,
+    /// Organization name, for `scope: org`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub org: Option<String>,
+    /// User name, for `scope: user`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// Repository as `owner/name`, for `scope: repo`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repo: Option<String>,
+    /// Name of a Secret in this namespace: key `token` holds the API token, optional key
+    /// `registration_token` a fixed runner registration token.
+    pub credentials: String,
+    /// Runner labels in act_runner form `name[:docker://image|:host]`; jobs whose `runs-on`
+    /// labels are all among these names are served by this group.
+    #[schemars(length(min = 1))]
+    pub labels: Vec<String>,
+    /// Seconds between polls of the queued jobs (default 5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub poll_interval_seconds: Option<u32>,
+    /// Name of a Secret whose key `secret` verifies `workflow_job` webhooks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook_secret: Option<String>,
+}
+
+/// Default seconds between Gitea polls.
+pub const DEFAULT_GITEA_POLL_INTERVAL_SECONDS: u32 = 5;
+
+impl GiteaSpec {
+    /// The poll interval with its default applied.
+    pub fn poll_interval_seconds(&self) -> u32 {
+        self.poll_interval_seconds.unwrap_or(DEFAULT_GITEA_POLL_INTERVAL_SECONDS)
+    }
+}
+
+/// Observed state of a `RunnerGroup`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RunnerGroupStatus {
+    /// Generation of the spec this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// `Ready`, `ForgeConnected`, `CredentialsValid`, `Scaling`, `Degraded`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// Runners the forge's demand asks for.
+    #[serde(default)]
+    pub desired_runners: u32,
+    /// Runner Jobs that exist and have not finished.
+    #[serde(default)]
+    pub current_runners: u32,
+    /// Runners registered and waiting for a job.
+    #[serde(default)]
+    pub idle_runners: u32,
+    /// Runners working on a job.
+    #[serde(default)]
+    pub running_jobs: u32,
+    /// Jobs the forge has that wait for a runner of this group.
+    #[serde(default)]
+    pub pending_jobs: u32,
+    /// Runners that failed since the last successful one.
+    #[serde(default)]
+    pub failed_runners: u32,
+    /// When the forge was last asked for demand.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_poll_time: Option<Time>,
+    /// GitHub: id of the runner scale set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scale_set_id: Option<i64>,
+    /// Gitea: server version reported by `/api/v1/version`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forge_version: Option<String>,
+}
+
+fn preserve_unknown_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": true
+    })
+}

@@ -1,0 +1,69 @@
+//! Bounded error categories shared by metrics labels, Event reasons and condition reasons.
+
+use std::fmt;
+
+/// A closed set of failure kinds; its string form is safe as a metric label or Event reason.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ErrorCategory {
+    /// The spec breaks a rule the CRD schema states.
+    InvalidSpec,
+    /// The group's forge is not enabled in this operator.
+    ForgeDisabled,
+    /// The credentials Secret does not exist.
+    SecretNotFound,
+    /// The credentials Secret lacks keys or holds malformed values.
+    InvalidCredentials,
+    /// The forge rejected the credentials.
+    Unauthorized,
+    /// Something the spec names does not exist at the forge.
+    ForgeNotFound,
+    /// The forge cannot work with this configuration.
+    ForgeConfig,
+    /// The forge rate-limited us.
+    RateLimited,
+    /// The forge is unreachable or failing.
+    ForgeUnavailable,
+    /// The forge backend is still starting.
+    ForgeNotReady,
+    /// A Kubernetes API call failed.
+    Kubernetes,
+}
+
+impl ErrorCategory {
+    /// CamelCase name used as metric label, Event reason and condition reason.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCategory::InvalidSpec => "InvalidSpec",
+            ErrorCategory::ForgeDisabled => "ForgeDisabled",
+            ErrorCategory::SecretNotFound => "SecretNotFound",
+            ErrorCategory::InvalidCredentials => "InvalidCredentials",
+            ErrorCategory::Unauthorized => "Unauthorized",
+            ErrorCategory::ForgeNotFound => "ForgeNotFound",
+            ErrorCategory::ForgeConfig => "ForgeConfig",
+            ErrorCategory::RateLimited => "RateLimited",
+            ErrorCategory::ForgeUnavailable => "ForgeUnavailable",
+            ErrorCategory::ForgeNotReady => "ForgeNotReady",
+            ErrorCategory::Kubernetes => "KubernetesError",
+        }
+    }
+
+    /// Whether the user must change something before a retry can succeed.
+    pub fn needs_user_action(self) -> bool {
+        matches!(
+            self,
+            ErrorCategory::InvalidSpec
+                | ErrorCategory::ForgeDisabled
+                | ErrorCategory::SecretNotFound
+                | ErrorCategory::InvalidCredentials
+                | ErrorCategory::Unauthorized
+                | ErrorCategory::ForgeNotFound
+                | ErrorCategory::ForgeConfig
+        )
+    }
+}
+
+impl fmt::Display for ErrorCategory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}

@@ -1,0 +1,13 @@
+//! forgerunner core: the `RunnerGroup` resource, the `Forge` trait, the pure planner and the
+//! generic reconcile pipeline. Knows nothing of HTTP or of any particular forge.
+
+pub mod crd;
+pub mod error;
+pub mod forge;
+pub mod metrics;
+pub mod plan;
+pub mod validate;
+
+pub use crd::{ForgeKind, RunnerGroup, RunnerGroupSpec, RunnerGroupStatus};
+pub use error::ErrorCategory;
+pub use forge::{Forge, ForgeError, GroupContext, GroupKey};

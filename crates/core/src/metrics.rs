@@ -1,0 +1,168 @@
+//! Prometheus metrics shared by the reconciler and the forge backends.
+//!
+//! Labels are bounded: forge kind, operation names and error categories are closed sets; group
+//! names appear only on the per-group runner gauge, whose cardinality is the number of groups.
+
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// Outcome of one forge request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, EncodeLabelValue)]
+pub enum Outcome {
+    /// 2xx.
+    Success,
+    /// 401/403.
+    Unauthorized,
+    /// 404.
+    NotFound,
+    /// 409.
+    Conflict,
+    /// 429 or a secondary rate limit.
+    RateLimited,
+    /// 5xx.
+    ServerError,
+    /// Connection failure or timeout.
+    Transport,
+    /// A 2xx with a body we could not read.
+    BadResponse,
+    /// Any other 4xx.
+    ClientError,
+}
+
+/// Labels of forge request metrics.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct ForgeRequestLabels {
+    /// `github` or `gitea`.
+    pub forge: &'static str,
+    /// A fixed operation name such as `get_message` or `list_jobs`.
+    pub operation: &'static str,
+    /// How it ended.
+    pub outcome: Outcome,
+}
+
+/// Labels of reconcile metrics.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct ReconcileLabels {
+    /// `github` or `gitea`.
+    pub forge: &'static str,
+}
+
+/// Labels of reconcile error metrics.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct ReconcileErrorLabels {
+    /// `github` or `gitea`.
+    pub forge: &'static str,
+    /// Error category (`ErrorCategory::as_str`).
+    pub category: &'static str,
+}
+
+/// Labels of the per-group runner gauge.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct RunnerLabels {
+    /// `github` or `gitea`.
+    pub forge: &'static str,
+    /// `namespace/name` of the group.
+    pub group: String,
+    /// `idle`, `busy`, `pending` or `failed`.
+    pub state: &'static str,
+}
+
+/// Labels of the per-forge runner lifecycle counters.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct ForgeLabels {
+    /// `github` or `gitea`.
+    pub forge: &'static str,
+}
+
+/// All forgerunner metrics, registered under the `forgerunner` prefix.
+#[derive(Debug)]
+pub struct Metrics {
+    /// Reconciles run.
+    pub reconciles: Family<ReconcileLabels, Counter>,
+    /// Reconcile failures by category.
+    pub reconcile_errors: Family<ReconcileErrorLabels, Counter>,
+    /// Reconcile duration in seconds.
+    pub reconcile_duration: Family<ReconcileLabels, Histogram>,
+    /// Forge requests by forge, operation and outcome.
+    pub forge_requests: Family<ForgeRequestLabels, Counter>,
+    /// Forge request latency in seconds.
+    pub forge_request_duration: Family<ForgeRequestLabels, Histogram>,
+    /// Runners by group and state.
+    pub runners: Family<RunnerLabels, Gauge>,
+    /// Runner Jobs created.
+    pub runners_created: Family<ForgeLabels, Counter>,
+    /// Runner Jobs removed.
+    pub runners_removed: Family<ForgeLabels, Counter>,
+    /// Jobs seen by the forge as started on our runners.
+    pub jobs_started: Family<ForgeLabels, Counter>,
+    /// Jobs completed on our runners.
+    pub jobs_completed: Family<ForgeLabels, Counter>,
+    /// Seconds from a job being queued at the forge to its runner Job being created.
+    pub job_queue_to_runner: Family<ForgeLabels, Histogram>,
+}
+
+fn latency_histogram() -> Histogram {
+    // 1 ms … ~65 s
+    Histogram::new(exponential_buckets(0.001, 2.0, 17))
+}
+
+impl Metrics {
+    /// Creates the metrics and registers them in `registry` under `forgerunner_`.
+    pub fn register(registry: &mut Registry) -> Metrics {
+        let m = Metrics::default();
+        let r = registry.sub_registry_with_prefix("forgerunner");
+        r.register("reconciles", "RunnerGroup reconciles run", m.reconciles.clone());
+        r.register("reconcile_errors", "RunnerGroup reconcile failures by category", m.reconcile_errors.clone());
+        r.register(
+            "reconcile_duration_seconds",
+            "RunnerGroup reconcile duration",
+            m.reconcile_duration.clone(),
+        );
+        r.register("forge_requests", "Requests to forges by operation and outcome", m.forge_requests.clone());
+        r.register(
+            "forge_request_duration_seconds",
+            "Latency of requests to forges",
+            m.forge_request_duration.clone(),
+        );
+        r.register("runners", "Runners by group and state", m.runners.clone());
+        r.register("runners_created", "Runner Jobs created", m.runners_created.clone());
+        r.register("runners_removed", "Runner Jobs removed", m.runners_removed.clone());
+        r.register("jobs_started", "Jobs started on forgerunner runners", m.jobs_started.clone());
+        r.register("jobs_completed", "Jobs completed on forgerunner runners", m.jobs_completed.clone());
+        r.register(
+            "job_queue_to_runner_seconds",
+            "Seconds from a job being queued to its runner Job being created",
+            m.job_queue_to_runner.clone(),
+        );
+        m
+    }
+
+    /// Records one forge request.
+    pub fn observe_forge_request(&self, labels: ForgeRequestLabels, seconds: f64) {
+        self.forge_requests.get_or_create(&labels).inc();
+        self.forge_request_duration.get_or_create(&labels).observe(seconds);
+    }
+}
+
+impl Default for Metrics {
+    /// Unregistered metrics, for tests and for backends used without a registry.
+    fn default() -> Self {
+        Metrics {
+            reconciles: Family::default(),
+            reconcile_errors: Family::default(),
+            reconcile_duration: Family::new_with_constructor(latency_histogram),
+            forge_requests: Family::default(),
+            forge_request_duration: Family::new_with_constructor(latency_histogram),
+            runners: Family::default(),
+            runners_created: Family::default(),
+            runners_removed: Family::default(),
+            jobs_started: Family::default(),
+            jobs_completed: Family::default(),
+            job_queue_to_runner: Family::new_with_constructor(latency_histogram),
+        }
+    }
+}

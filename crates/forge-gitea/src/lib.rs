@@ -1,0 +1,1 @@
+//! Gitea Actions backend.

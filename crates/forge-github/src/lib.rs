@@ -1,0 +1,1 @@
+//! GitHub runner scale set backend.

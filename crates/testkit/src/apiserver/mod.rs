@@ -1,0 +1,1 @@
+//! A stateful fake Kubernetes API server on loopback.

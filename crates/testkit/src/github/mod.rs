@@ -1,0 +1,1 @@
+//! GitHub side of the testkit: simulated runners driving the `scaleset` emulator.

@@ -1,0 +1,3 @@
+//! Cluster simulator: a Job controller and a kubelet stand-in on top of the fake API server.
+
+pub mod behaviour;

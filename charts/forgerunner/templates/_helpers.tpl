@@ -1,0 +1,137 @@
+{{/*
+Chart name, truncated to the 63 characters a label value allows.
+*/}}
+{{- define "forgerunner.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Full name used as the prefix of every object; the release name alone when it already
+contains the chart name, so `helm install forgerunner` gives objects named "forgerunner".
+*/}}
+{{- define "forgerunner.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+Labels that select the operator pods; never change them, Deployment selectors are immutable.
+*/}}
+{{- define "forgerunner.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "forgerunner.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/*
+Labels on every object of the release.
+*/}}
+{{- define "forgerunner.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "forgerunner.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/component: operator
+app.kubernetes.io/part-of: forgerunner
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{/*
+The operator's ServiceAccount name.
+*/}}
+{{- define "forgerunner.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "forgerunner.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/*
+Image reference: a digest wins over a tag; the tag defaults to the chart's appVersion.
+*/}}
+{{- define "forgerunner.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/*
+Lease name for leader election.
+*/}}
+{{- define "forgerunner.leaseName" -}}
+{{- default (include "forgerunner.fullname" .) .Values.leaderElection.leaseName }}
+{{- end }}
+
+{{/*
+The operator configuration file (the config.yaml contract of crates/operator). Only contract
+keys may appear: the operator exits with code 2 on an unknown key.
+*/}}
+{{- define "forgerunner.config" -}}
+forges:
+{{- range .Values.forges.enabled }}
+  - {{ . }}
+{{- end }}
+watchNamespaces:
+{{- if .Values.watchNamespaces }}
+{{- range .Values.watchNamespaces }}
+  - {{ . }}
+{{- end }}
+{{- else }} []
+{{- end }}
+httpAddr: "0.0.0.0:8080"
+logFormat: {{ .Values.logFormat }}
+logLevel: {{ .Values.logLevel | quote }}
+leaderElection:
+  enabled: {{ .Values.leaderElection.enabled }}
+  leaseName: {{ include "forgerunner.leaseName" . }}
+  leaseNamespace: {{ .Release.Namespace }}
+  leaseDurationSeconds: {{ .Values.leaderElection.leaseDurationSeconds }}
+{{- end }}
+
+{{/*
+RBAC rules for namespaced resources, shared by the ClusterRole (all namespaces) and the
+per-namespace Roles. Each rule says why the operator needs it; verbs are the minimum.
+*/}}
+{{- define "forgerunner.namespacedRules" -}}
+# Watch RunnerGroups, and patch/update them to add and remove the forgerunner.dev/cleanup finalizer.
+- apiGroups: ["forgerunner.dev"]
+  resources: ["runnergroups"]
+  verbs: ["get", "list", "watch", "patch", "update"]
+# Write observed state (conditions, runner counts) with server-side apply.
+- apiGroups: ["forgerunner.dev"]
+  resources: ["runnergroups/status"]
+  verbs: ["patch", "update"]
+# Set ownerReferences with blockOwnerDeletion on runner Jobs (OwnerReferencesPermissionEnforcement).
+- apiGroups: ["forgerunner.dev"]
+  resources: ["runnergroups/finalizers"]
+  verbs: ["update"]
+# One Job per runner: create on demand, watch progress, mark busy (annotation), delete on scale-down.
+- apiGroups: ["batch"]
+  resources: ["jobs"]
+  verbs: ["get", "list", "watch", "create", "delete", "patch"]
+# Read runner pod phases and container exit codes to tell idle, busy and failed runners apart.
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["get", "list", "watch"]
+# Read forge credentials; create and delete the per-runner Secret (JIT config / registration token).
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get", "create", "delete"]
+# Read the CA bundle ConfigMap a GitHub RunnerGroup may name (spec.github.caBundleConfigMap).
+- apiGroups: [""]
+  resources: ["configmaps"]
+  verbs: ["get"]
+# Report condition transitions as Events on the RunnerGroup.
+- apiGroups: ["", "events.k8s.io"]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+{{- end }}

@@ -1,0 +1,106 @@
+"""RBAC: exactly the rules of the team contract, cluster-wide or per watched namespace."""
+
+import chartlib
+from conftest import find, one
+
+NS = chartlib.NAMESPACE
+
+# (apiGroup, resource) → verbs, from the agreed contract; nothing more may be granted.
+NAMESPACED_RULES = {
+    ("forgerunner.dev", "runnergroups"): {"get", "list", "watch", "patch", "update"},
+    ("forgerunner.dev", "runnergroups/status"): {"patch", "update"},
+    ("forgerunner.dev", "runnergroups/finalizers"): {"update"},
+    ("batch", "jobs"): {"get", "list", "watch", "create", "delete", "patch"},
+    ("", "pods"): {"get", "list", "watch"},
+    ("", "secrets"): {"get", "create", "delete"},
+    ("", "configmaps"): {"get"},
+    ("", "events"): {"create", "patch"},
+    ("events.k8s.io", "events"): {"create", "patch"},
+}
+CRD_RULE = {("apiextensions.k8s.io", "customresourcedefinitions"): {"get"}}
+LEASE_RULE = {("coordination.k8s.io", "leases"): {"get", "create", "update", "patch"}}
+
+
+def grants(role):
+    """(apiGroup, resource) → verbs of a Role or ClusterRole, with rules flattened."""
+    out = {}
+    for rule in role["rules"]:
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                out.setdefault((group, resource), set()).update(rule["verbs"])
+    return out
+
+
+def bound_subject(binding):
+    (subject,) = binding["subjects"]
+    return subject["kind"], subject["name"], subject["namespace"]
+
+
+def test_cluster_mode_grants_the_contract_rules(render):
+    objects = render()
+    role = one(objects, "ClusterRole", "forgerunner")
+    assert grants(role) == {**NAMESPACED_RULES, **CRD_RULE}
+    crd_rule = next(r for r in role["rules"] if r["apiGroups"] == ["apiextensions.k8s.io"])
+    assert crd_rule["resourceNames"] == ["runnergroups.forgerunner.dev"]
+    binding = one(objects, "ClusterRoleBinding", "forgerunner")
+    assert binding["roleRef"]["name"] == "forgerunner"
+    assert bound_subject(binding) == ("ServiceAccount", "forgerunner", NS)
+    namespaced_roles = [r for r in find(objects, "Role") if not r["metadata"]["name"].endswith("leader-election")]
+    assert namespaced_roles == []
+
+
+def test_no_wildcards_anywhere(render):
+    for values in ({}, {"watchNamespaces": ["a", "b"]}):
+        for obj in render(values):
+            for rule in obj.get("rules", []) if obj["kind"] in ("Role", "ClusterRole") else []:
+                for field in ("apiGroups", "resources", "verbs"):
+                    assert "*" not in rule[field], obj["metadata"]["name"]
+
+
+def test_namespaced_mode_grants_roles_per_namespace(render):
+    objects = render({"watchNamespaces": ["team-a", "team-b"]})
+    for ns in ("team-a", "team-b"):
+        role = one(objects, "Role", "forgerunner", ns)
+        assert grants(role) == NAMESPACED_RULES
+        binding = one(objects, "RoleBinding", "forgerunner", ns)
+        assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "forgerunner"}
+        assert bound_subject(binding) == ("ServiceAccount", "forgerunner", NS)
+    # The only cluster-wide grant left is reading the CRD object itself.
+    (cluster_role,) = find(objects, "ClusterRole")
+    assert grants(cluster_role) == CRD_RULE
+    assert cluster_role["metadata"]["name"] == "forgerunner-crd"
+    (cluster_binding,) = find(objects, "ClusterRoleBinding")
+    assert cluster_binding["roleRef"]["name"] == "forgerunner-crd"
+
+
+def test_leader_election_role_lives_in_the_release_namespace(render):
+    objects = render()
+    role = one(objects, "Role", "forgerunner-leader-election", NS)
+    assert grants(role) == LEASE_RULE
+    binding = one(objects, "RoleBinding", "forgerunner-leader-election", NS)
+    assert bound_subject(binding) == ("ServiceAccount", "forgerunner", NS)
+
+
+def test_leader_election_off_drops_the_lease_role(render):
+    objects = render({"leaderElection": {"enabled": False}})
+    assert find(objects, "Role", "forgerunner-leader-election") == []
+
+
+def test_rbac_and_service_account_can_be_disabled(render):
+    objects = render({"rbac": {"create": False}, "serviceAccount": {"create": False, "name": "mine"}})
+    for kind in ("Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding", "ServiceAccount"):
+        assert find(objects, kind) == [], kind
+    pod = one(objects, "Deployment")["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "mine"
+
+
+def test_every_rule_has_a_reason(chart):
+    """Each RBAC rule in the templates is preceded by a comment saying why it is needed."""
+    sources = {t["name"]: t["data"] for t in chart.templates}
+    for name in ("templates/_helpers.tpl", "templates/rbac.yaml"):
+        data = sources[name]
+        text = data.decode() if isinstance(data, (bytes, bytearray)) else data
+        lines = text.splitlines()
+        for i, line in enumerate(lines):
+            if line.strip().startswith("- apiGroups:"):
+                assert lines[i - 1].strip().startswith("#"), f"{name}:{i + 1} rule without a reason"

@@ -1,0 +1,222 @@
+"""Renders the chart for the supported configurations and checks what comes out."""
+
+import pytest
+import yaml
+
+import chartlib
+import k8s_objects
+from conftest import find, one
+
+NS = chartlib.NAMESPACE
+CONFIG_KEYS = {"forges", "watchNamespaces", "httpAddr", "logFormat", "logLevel", "leaderElection"}
+LEADER_KEYS = {"enabled", "leaseName", "leaseNamespace", "leaseDurationSeconds"}
+
+
+def config_of(objects):
+    cm = one(objects, "ConfigMap", "forgerunner")
+    return yaml.safe_load(cm["data"]["config.yaml"])
+
+
+def operator_container(objects):
+    deployment = one(objects, "Deployment", "forgerunner")
+    containers = deployment["spec"]["template"]["spec"]["containers"]
+    assert [c["name"] for c in containers] == ["operator"]
+    return deployment, containers[0]
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {},
+        {"forges": {"enabled": ["github"]}},
+        {"forges": {"enabled": ["gitea"]}},
+        {"watchNamespaces": ["ci", "ci-large"]},
+        {"replicaCount": 3, "serviceMonitor": {"enabled": True}, "networkPolicy": {"enabled": True}},
+    ],
+    ids=["defaults", "github", "gitea", "namespaced", "everything"],
+)
+def test_every_object_is_structurally_valid(render, values):
+    objects = render(values)
+    assert objects, "nothing rendered"
+    for obj in objects:
+        assert k8s_objects.problems(obj) == [], obj["__source__"]
+        assert obj["metadata"]["labels"]["app.kubernetes.io/part-of"] == "forgerunner"
+
+
+def test_defaults_render_the_expected_objects(render):
+    kinds = sorted(o["kind"] for o in render())
+    assert kinds == sorted(
+        [
+            "ConfigMap",
+            "Deployment",
+            "Service",
+            "ServiceAccount",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Role",
+            "RoleBinding",
+        ]
+    )
+
+
+def test_default_config_matches_the_operator_contract(render):
+    config = config_of(render())
+    assert set(config) <= CONFIG_KEYS, "unknown keys make the operator exit with code 2"
+    assert set(config["leaderElection"]) <= LEADER_KEYS
+    assert config["forges"] == ["github", "gitea"]
+    assert config["watchNamespaces"] == []
+    assert config["httpAddr"] == "0.0.0.0:8080"
+    assert config["logFormat"] == "json"
+    assert config["logLevel"] == "info"
+    assert config["leaderElection"] == {
+        "enabled": True,
+        "leaseName": "forgerunner",
+        "leaseNamespace": NS,
+        "leaseDurationSeconds": 15,
+    }
+
+
+@pytest.mark.parametrize("forges", [["github"], ["gitea"], ["gitea", "github"]])
+def test_config_carries_the_enabled_forges(render, forges):
+    assert config_of(render({"forges": {"enabled": forges}}))["forges"] == forges
+
+
+def test_config_follows_values(render):
+    config = config_of(
+        render(
+            {
+                "logFormat": "text",
+                "logLevel": "info,forgerunner=debug",
+                "watchNamespaces": ["a"],
+                "leaderElection": {"leaseName": "other", "leaseDurationSeconds": 30},
+            }
+        )
+    )
+    assert config["logFormat"] == "text"
+    assert config["logLevel"] == "info,forgerunner=debug"
+    assert config["watchNamespaces"] == ["a"]
+    assert config["leaderElection"]["leaseName"] == "other"
+    assert config["leaderElection"]["leaseDurationSeconds"] == 30
+
+
+def test_config_change_rolls_the_pods(render):
+    def checksum(objects):
+        return one(objects, "Deployment")["spec"]["template"]["metadata"]["annotations"]["checksum/config"]
+
+    assert checksum(render()) != checksum(render({"forges": {"enabled": ["gitea"]}}))
+    assert checksum(render()) == checksum(render())
+
+
+def test_deployment_runs_the_operator_hardened(render):
+    objects = render()
+    deployment, container = operator_container(objects)
+    pod = deployment["spec"]["template"]["spec"]
+    assert container["args"] == ["run", "--config", "/etc/forgerunner/config.yaml"]
+    assert container["image"] == "ghcr.io/forgerunner/forgerunner:0.1.0"
+    assert container["ports"] == [{"name": "http", "containerPort": 8080, "protocol": "TCP"}]
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+    sc = container["securityContext"]
+    assert sc["runAsNonRoot"] is True
+    assert sc["readOnlyRootFilesystem"] is True
+    assert sc["allowPrivilegeEscalation"] is False
+    assert sc["capabilities"] == {"drop": ["ALL"]}
+    assert sc["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert container["resources"]["requests"] == {"cpu": "50m", "memory": "64Mi"}
+    assert container["resources"]["limits"] == {"cpu": "500m", "memory": "128Mi"}
+    assert pod["serviceAccountName"] == "forgerunner"
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert mounts == {"config": "/etc/forgerunner", "tmp": "/tmp"}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["config"]["configMap"]["name"] == "forgerunner"
+
+
+def test_pod_identity_comes_from_the_downward_api(render):
+    _, container = operator_container(render())
+    env = {e["name"]: e for e in container["env"]}
+    assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
+
+
+def test_extra_env_is_appended(render):
+    _, container = operator_container(render({"extraEnv": [{"name": "HTTPS_PROXY", "value": "http://proxy:3128"}]}))
+    names = [e["name"] for e in container["env"]]
+    assert names == ["POD_NAME", "POD_NAMESPACE", "HTTPS_PROXY"]
+
+
+def test_image_digest_wins_over_tag(render):
+    digest = "sha256:" + "a" * 64
+    _, container = operator_container(render({"image": {"tag": "9.9.9", "digest": digest}}))
+    assert container["image"] == f"ghcr.io/forgerunner/forgerunner@{digest}"
+    _, container = operator_container(render({"image": {"tag": "9.9.9"}}))
+    assert container["image"] == "ghcr.io/forgerunner/forgerunner:9.9.9"
+
+
+def test_service_exposes_metrics_and_webhooks(render):
+    service = one(render(), "Service", "forgerunner")
+    assert service["spec"]["ports"] == [{"name": "http", "port": 8080, "targetPort": "http", "protocol": "TCP"}]
+    deployment = one(render(), "Deployment")
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    for key, value in service["spec"]["selector"].items():
+        assert pod_labels[key] == value
+
+
+def test_service_monitor_is_optional(render):
+    assert find(render(), "ServiceMonitor") == []
+    monitor = one(render({"serviceMonitor": {"enabled": True, "labels": {"release": "kube-prometheus"}}}), "ServiceMonitor")
+    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus"
+    endpoint = monitor["spec"]["endpoints"][0]
+    assert endpoint["port"] == "http"
+    assert endpoint["path"] == "/metrics"
+    assert endpoint["interval"] == "30s"
+    assert monitor["spec"]["namespaceSelector"]["matchNames"] == [NS]
+
+
+def test_pdb_only_with_more_than_one_replica(render):
+    assert find(render(), "PodDisruptionBudget") == []
+    assert find(render({"replicaCount": 0}), "PodDisruptionBudget") == []
+    pdb = one(render({"replicaCount": 2}), "PodDisruptionBudget")
+    assert pdb["spec"]["minAvailable"] == 1
+    assert find(render({"replicaCount": 2, "podDisruptionBudget": {"enabled": False}}), "PodDisruptionBudget") == []
+
+
+def test_replica_count_reaches_the_deployment(render):
+    assert one(render({"replicaCount": 3}), "Deployment")["spec"]["replicas"] == 3
+    assert one(render({"replicaCount": 0}), "Deployment")["spec"]["replicas"] == 0
+
+
+def test_network_policy_is_optional_and_allows_dns_and_ports(render):
+    assert find(render(), "NetworkPolicy") == []
+    policy = one(render({"networkPolicy": {"enabled": True, "egress": {"ports": [443, 3000]}}}), "NetworkPolicy")
+    assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
+    egress_ports = [p["port"] for rule in policy["spec"]["egress"] for p in rule["ports"]]
+    assert egress_ports == [53, 53, 443, 3000]
+    ingress = policy["spec"]["ingress"]
+    assert ingress == [{"ports": [{"port": "http", "protocol": "TCP"}]}]
+
+
+def test_network_policy_ingress_peers(render):
+    peer = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+    policy = one(render({"networkPolicy": {"enabled": True, "ingress": {"from": [peer]}}}), "NetworkPolicy")
+    assert policy["spec"]["ingress"][0]["from"] == [peer]
+
+
+def test_release_name_prefixes_objects(render):
+    objects = render(release="ci")
+    assert one(objects, "Deployment")["metadata"]["name"] == "ci-forgerunner"
+    assert config_of_named(objects, "ci-forgerunner")["leaderElection"]["leaseName"] == "ci-forgerunner"
+
+
+def config_of_named(objects, name):
+    return yaml.safe_load(one(objects, "ConfigMap", name)["data"]["config.yaml"])
+
+
+def test_notes_name_the_webhook_only_with_gitea(chart):
+    notes = chartlib.render_files(chart, {})
+    text = next(v for k, v in notes.items() if k.endswith("NOTES.txt"))
+    assert "/webhooks/gitea" in text
+    notes = chartlib.render_files(chart, {"forges": {"enabled": ["github"]}})
+    text = next(v for k, v in notes.items() if k.endswith("NOTES.txt"))
+    assert "/webhooks/gitea" not in text
+    assert "Forges enabled: github" in text

@@ -270,3 +270,12 @@ fn preserve_unknown_object(_: &mut schemars::SchemaGenerator) -> schemars::Schem
         "x-kubernetes-preserve-unknown-fields": true
     })
 }
+
+/// The `RunnerGroup` CustomResourceDefinition as YAML (what `forgerunner crd` prints and the
+/// chart ships).
+pub fn crd_yaml() -> String {
+    use kube::CustomResourceExt;
+    // Serialising a value built from our own types cannot fail; keep the signature simple and
+    // still never panic.
+    serde_yaml::to_string(&RunnerGroup::crd()).unwrap_or_else(|e| format!("# cannot render the CRD: {e}\n"))
+}

@@ -1,0 +1,206 @@
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::time::Duration;
+
+use forgerunner_core::ForgeKind;
+
+use super::*;
+
+fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
+fn yaml_file(text: &str) -> tempfile::NamedTempFile {
+    let mut f = tempfile::NamedTempFile::new().expect("temp file");
+    f.write_all(text.as_bytes()).expect("write");
+    f
+}
+
+fn load(file: Option<&str>, env_pairs: &[(&str, &str)], flags: FlagOverrides) -> Result<Config, ConfigError> {
+    let file = file.map(yaml_file);
+    Config::load(file.as_ref().map(|f| f.path()), &env(env_pairs), &flags)
+}
+
+fn key_of(err: ConfigError) -> String {
+    match err {
+        ConfigError::Key { key, .. } => key,
+        other => panic!("expected a key error, got {other}"),
+    }
+}
+
+#[test]
+fn defaults_apply_without_any_layer() {
+    let c = load(None, &[], FlagOverrides::default()).expect("defaults load");
+    assert_eq!(c.forges, compiled_forges());
+    assert!(c.watch_namespaces.is_empty());
+    assert_eq!(c.http_addr.to_string(), "0.0.0.0:8080");
+    assert_eq!(c.log_format, LogFormat::Text);
+    assert_eq!(c.log_level, "info");
+    assert!(c.leader_election.enabled);
+    assert_eq!(c.leader_election.lease_name, "forgerunner");
+    assert_eq!(c.leader_election.lease_namespace, "default");
+    assert_eq!(c.leader_election.lease_duration, Duration::from_secs(15));
+}
+
+#[test]
+fn lease_namespace_defaults_to_pod_namespace() {
+    let c = load(None, &[("POD_NAMESPACE", "ops")], FlagOverrides::default()).expect("load");
+    assert_eq!(c.leader_election.lease_namespace, "ops");
+}
+
+#[test]
+fn file_overrides_defaults() {
+    let c = load(
+        Some(
+            "forges: [github]\nwatchNamespaces: [a, b]\nhttpAddr: 127.0.0.1:9000\nlogFormat: json\n\
+             leaderElection:\n  enabled: false\n  leaseDurationSeconds: 30\n",
+        ),
+        &[],
+        FlagOverrides::default(),
+    )
+    .expect("load");
+    assert_eq!(c.forges, vec![ForgeKind::Github]);
+    assert_eq!(c.watch_namespaces, vec!["a", "b"]);
+    assert_eq!(c.http_addr.to_string(), "127.0.0.1:9000");
+    assert_eq!(c.log_format, LogFormat::Json);
+    assert!(!c.leader_election.enabled);
+    assert_eq!(c.leader_election.lease_duration, Duration::from_secs(30));
+    // Keys the file leaves out keep their defaults, even inside a nested block.
+    assert_eq!(c.leader_election.lease_name, "forgerunner");
+}
+
+#[test]
+fn env_overrides_file() {
+    let c = load(
+        Some("forges: [github]\nlogLevel: warn\nleaderElection:\n  enabled: true\n"),
+        &[
+            ("FORGERUNNER_FORGES", "gitea, github"),
+            ("FORGERUNNER_WATCH_NAMESPACES", "x,y"),
+            ("FORGERUNNER_LOG_LEVEL", "debug"),
+            ("FORGERUNNER_LEADER_ELECTION_ENABLED", "false"),
+            ("FORGERUNNER_LEADER_ELECTION_LEASE_NAME", "my-lease"),
+            ("FORGERUNNER_LEADER_ELECTION_LEASE_NAMESPACE", "ops"),
+            ("FORGERUNNER_LEADER_ELECTION_LEASE_DURATION_SECONDS", "20"),
+        ],
+        FlagOverrides::default(),
+    );
+    if compiled_forges().len() < 2 {
+        // `gitea` is not built in: the same input must be refused instead.
+        assert_eq!(key_of(c.expect_err("gitea not compiled")), "forges");
+        return;
+    }
+    let c = c.expect("load");
+    assert_eq!(c.forges, vec![ForgeKind::Gitea, ForgeKind::Github]);
+    assert_eq!(c.watch_namespaces, vec!["x", "y"]);
+    assert_eq!(c.log_level, "debug");
+    assert!(!c.leader_election.enabled);
+    assert_eq!(c.leader_election.lease_name, "my-lease");
+    assert_eq!(c.leader_election.lease_namespace, "ops");
+    assert_eq!(c.leader_election.lease_duration, Duration::from_secs(20));
+}
+
+#[test]
+fn flags_override_env() {
+    let c = load(
+        Some("httpAddr: 127.0.0.1:1\n"),
+        &[("FORGERUNNER_HTTP_ADDR", "127.0.0.1:2"), ("FORGERUNNER_LOG_FORMAT", "json")],
+        FlagOverrides {
+            forges: Some("github".into()),
+            watch_namespaces: Some("one,two".into()),
+            http_addr: Some("127.0.0.1:3".into()),
+            log_format: Some("text".into()),
+            log_level: Some("trace".into()),
+        },
+    )
+    .expect("load");
+    assert_eq!(c.http_addr.to_string(), "127.0.0.1:3");
+    assert_eq!(c.log_format, LogFormat::Text);
+    assert_eq!(c.log_level, "trace");
+    assert_eq!(c.forges, vec![ForgeKind::Github]);
+    assert_eq!(c.watch_namespaces, vec!["one", "two"]);
+}
+
+#[test]
+fn unknown_forge_is_named() {
+    let err = load(None, &[], FlagOverrides { forges: Some("gitlab".into()), ..Default::default() })
+        .expect_err("gitlab is unknown");
+    assert_eq!(err.to_string(), "config key 'forges': unknown forge 'gitlab' (known: github, gitea)");
+}
+
+#[test]
+fn empty_forge_list_is_refused() {
+    let err = load(Some("forges: []\n"), &[], FlagOverrides::default()).expect_err("empty");
+    assert_eq!(key_of(err), "forges");
+}
+
+#[cfg(not(feature = "gitea"))]
+#[test]
+fn forge_not_compiled_in_is_refused() {
+    let err = load(None, &[("FORGERUNNER_FORGES", "gitea")], FlagOverrides::default()).expect_err("not built");
+    assert!(err.to_string().contains("not compiled"), "{err}");
+}
+
+#[test]
+fn unknown_file_key_is_named() {
+    let err = load(Some("forgez: [github]\n"), &[], FlagOverrides::default()).expect_err("typo");
+    let text = err.to_string();
+    assert_eq!(key_of(err), "forgez");
+    assert!(text.contains("unknown key"), "{text}");
+}
+
+#[test]
+fn unknown_nested_key_is_named() {
+    let err = load(Some("leaderElection:\n  leaseDuration: 10\n"), &[], FlagOverrides::default()).expect_err("typo");
+    assert_eq!(key_of(err), "leaderElection.leaseDuration");
+}
+
+#[test]
+fn unknown_env_variable_is_named() {
+    let err = load(None, &[("FORGERUNNER_LOGLEVEL", "debug")], FlagOverrides::default()).expect_err("typo");
+    assert_eq!(key_of(err), "FORGERUNNER_LOGLEVEL");
+}
+
+#[test]
+fn config_file_variable_is_not_a_key() {
+    load(None, &[("FORGERUNNER_CONFIG", "/etc/x.yaml")], FlagOverrides::default()).expect("ignored here");
+}
+
+#[test]
+fn bad_values_name_their_key() {
+    let cases: [(Option<&str>, &[(&str, &str)], FlagOverrides, &str); 7] = [
+        (None, &[], FlagOverrides { http_addr: Some("nowhere".into()), ..Default::default() }, "httpAddr"),
+        (None, &[], FlagOverrides { log_format: Some("xml".into()), ..Default::default() }, "logFormat"),
+        (None, &[], FlagOverrides { log_level: Some("loud[".into()), ..Default::default() }, "logLevel"),
+        (None, &[("FORGERUNNER_LEADER_ELECTION_ENABLED", "maybe")], FlagOverrides::default(), "leaderElection.enabled"),
+        (
+            None,
+            &[("FORGERUNNER_LEADER_ELECTION_LEASE_DURATION_SECONDS", "1")],
+            FlagOverrides::default(),
+            "leaderElection.leaseDurationSeconds",
+        ),
+        (Some("watchNamespaces: [Bad_NS]\n"), &[], FlagOverrides::default(), "watchNamespaces"),
+        (Some("leaderElection:\n  leaseName: 'no spaces'\n"), &[], FlagOverrides::default(), "leaderElection.leaseName"),
+    ];
+    for (file, env_pairs, flags, key) in cases {
+        let err = load(file, env_pairs, flags).expect_err(key);
+        assert_eq!(key_of(err), key);
+    }
+}
+
+#[test]
+fn missing_or_broken_file_is_reported() {
+    let err = Config::load(Some(Path::new("/nonexistent/forgerunner.yaml")), &env(&[]), &FlagOverrides::default())
+        .expect_err("missing");
+    assert!(matches!(err, ConfigError::File { .. }), "{err}");
+    let err = load(Some("forges: [github\n"), &[], FlagOverrides::default()).expect_err("bad yaml");
+    assert!(matches!(err, ConfigError::File { .. }), "{err}");
+    let err = load(Some("- a\n- b\n"), &[], FlagOverrides::default()).expect_err("not a mapping");
+    assert!(matches!(err, ConfigError::File { .. }), "{err}");
+}
+
+#[test]
+fn forge_names_are_deduplicated_and_trimmed() {
+    let c = load(None, &[], FlagOverrides { forges: Some(" github , github,".into()), ..Default::default() })
+        .expect("load");
+    assert_eq!(c.forges, vec![ForgeKind::Github]);
+}

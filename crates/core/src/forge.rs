@@ -93,6 +93,9 @@ pub struct Demand {
     pub running_jobs: u32,
     /// Names of our runners the forge knows to be busy (GitHub `JobStarted`).
     pub busy_runners: Vec<String>,
+    /// Names of runners of this group the forge lists as offline (ghosts whose pod may be
+    /// gone); the planner deregisters those without a Job (`PlanInput::offline_forge_runners`).
+    pub offline_runners: Vec<String>,
     /// Forge facts for the status (scale set id, server version).
     pub facts: ForgeFacts,
 }

@@ -7,7 +7,7 @@ use std::fmt;
 
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use kube::CustomResource;
+use kube::{CustomResource, CustomResourceExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -64,12 +64,32 @@ impl fmt::Display for ForgeKind {
     printcolumn = r#"{"name":"Current","type":"integer","jsonPath":".status.currentRunners"}"#,
     printcolumn = r#"{"name":"Running","type":"integer","jsonPath":".status.runningJobs"}"#,
     printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
-    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
-    validation = r#"self.forge != 'github' || (has(self.github) && !has(self.gitea))"#,
-    validation = r#"self.forge != 'gitea' || (has(self.gitea) && !has(self.github))"#,
-    validation = r#"!has(self.minRunners) || self.minRunners <= self.maxRunners"#
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
+// The rules sit on the spec object (not on the root, where `#[kube(validation)]` would put them and
+// where `self` is the whole resource), so `self.forge` resolves. `fieldPath` makes the API server
+// name the offending field in its error. `validate::validate_spec` checks the same rules again.
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "self.forge != 'github' || has(self.github)",
+     "message": "github is required when forge is github",
+     "fieldPath": ".github", "reason": "FieldValueRequired"},
+    {"rule": "self.forge == 'github' || !has(self.github)",
+     "message": "github must not be set unless forge is github",
+     "fieldPath": ".github", "reason": "FieldValueForbidden"},
+    {"rule": "self.forge != 'gitea' || has(self.gitea)",
+     "message": "gitea is required when forge is gitea",
+     "fieldPath": ".gitea", "reason": "FieldValueRequired"},
+    {"rule": "self.forge == 'gitea' || !has(self.gitea)",
+     "message": "gitea must not be set unless forge is gitea",
+     "fieldPath": ".gitea", "reason": "FieldValueForbidden"},
+    {"rule": "self.maxRunners >= 1",
+     "message": "maxRunners must be at least 1",
+     "fieldPath": ".maxRunners"},
+    {"rule": "!has(self.minRunners) || self.minRunners <= self.maxRunners",
+     "message": "minRunners must not exceed maxRunners",
+     "fieldPath": ".minRunners"}
+]))]
 pub struct RunnerGroupSpec {
     /// The forge this group serves; exactly the block of the same name must be set.
     pub forge: ForgeKind,
@@ -81,10 +101,10 @@ pub struct RunnerGroupSpec {
     pub gitea: Option<GiteaSpec>,
     /// Idle runners kept ready on top of demand.
     #[serde(default)]
-    #[schemars(range(min = 0))]
+    #[schemars(range(min = 0), extend("format" = "int32"))]
     pub min_runners: u32,
     /// Upper bound on runners of this group at any moment (at least 1).
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1), extend("format" = "int32"))]
     pub max_runners: u32,
     /// Runner container image; defaults to the forge's official runner image.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -104,7 +124,7 @@ pub struct RunnerGroupSpec {
     pub active_deadline_seconds: Option<i64>,
     /// Seconds a runner may wait without taking a job before it is removed (default 600).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1), extend("format" = "int32"))]
     pub idle_timeout_seconds: Option<u32>,
 }
 
@@ -122,30 +142,41 @@ impl RunnerGroupSpec {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-validations" = [
-    {"rule": "self.configUrl.startsWith('https://') || self.configUrl.startsWith('http://')",
-     "message": "configUrl must be an http(s) URL"}
+    {"rule": "self.configUrl.matches('^https?://[^/]+')",
+     "message": "configUrl must be an http:// or https:// URL with a host",
+     "fieldPath": ".configUrl"},
+    {"rule": "!has(self.proxyUrl) || self.proxyUrl.matches('^https?://[^/]+')",
+     "message": "proxyUrl must be an http:// or https:// URL with a host",
+     "fieldPath": ".proxyUrl"}
 ]))]
 pub struct GithubSpec {
     /// Organization, repository or enterprise URL, e.g. `https://github.com/my-org`
     /// (GHES and GHE.com hosts allowed).
+    #[schemars(length(min = 1, max = 2048))]
     pub config_url: String,
     /// Name of a Secret in this namespace with `github_token`, or `github_app_id`,
     /// `github_app_installation_id` and `github_app_private_key`.
+    #[schemars(length(min = 1, max = 253))]
     pub credentials: String,
     /// Runner group the scale set joins; the default group when empty.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 255))]
     pub runner_group: Option<String>,
     /// Scale set name, which is also the `runs-on` label; defaults to the RunnerGroup's name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 255))]
     pub scale_set_name: Option<String>,
     /// Extra labels of the scale set.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64), inner(length(min = 1, max = 256)))]
     pub labels: Vec<String>,
     /// Name of a ConfigMap in this namespace whose key `ca.crt` holds extra trusted CA certificates.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
     pub ca_bundle_config_map: Option<String>,
     /// HTTP(S) proxy URL for calls to GitHub.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 2048))]
     pub proxy_url: Option<String>,
 }
 
@@ -179,39 +210,58 @@ impl GiteaScope {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-validations" = [
-    {"rule": "self.url.startsWith('https://') || self.url.startsWith('http://')",
-     "message": "url must be an http(s) URL"},
-    {"rule": "self.scope != 'org' || has(self.org)", "message": "scope org needs org"},
-    {"rule": "self.scope != 'user' || has(self.user)", "message": "scope user needs user"},
-    {"rule": "self.scope != 'repo' || has(self.repo)", "message": "scope repo needs repo (owner/name)"}
+    {"rule": "self.url.matches('^https?://[^/]+')",
+     "message": "url must be an http:// or https:// URL with a host",
+     "fieldPath": ".url"},
+    {"rule": "self.scope != 'org' || (has(self.org) && size(self.org) > 0)",
+     "message": "org is required when scope is org",
+     "fieldPath": ".org", "reason": "FieldValueRequired"},
+    {"rule": "self.scope != 'user' || (has(self.user) && size(self.user) > 0)",
+     "message": "user is required when scope is user",
+     "fieldPath": ".user", "reason": "FieldValueRequired"},
+    {"rule": "self.scope != 'repo' || has(self.repo)",
+     "message": "repo (owner/name) is required when scope is repo",
+     "fieldPath": ".repo", "reason": "FieldValueRequired"},
+    {"rule": "!has(self.repo) || self.repo.matches('^[^/]+/[^/]+$')",
+     "message": "repo must be owner/name",
+     "fieldPath": ".repo"},
+    {"rule": "self.labels.all(l, l.matches('^[^:, ]+(:host|:docker://[^, ]+)?$'))",
+     "message": "each label must be name, name:host or name:docker://image",
+     "fieldPath": ".labels"}
 ]))]
 pub struct GiteaSpec {
     /// Base URL of the Gitea instance, e.g. `https://gitea.example.com`.
+    #[schemars(length(min = 1, max = 2048))]
     pub url: String,
     /// Level the runners register at.
     pub scope: GiteaScope,
     /// Organization name, for `scope: org`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 255))]
     pub org: Option<String>,
     /// User name, for `scope: user`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 255))]
     pub user: Option<String>,
     /// Repository as `owner/name`, for `scope: repo`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 512))]
     pub repo: Option<String>,
     /// Name of a Secret in this namespace: key `token` holds the API token, optional key
     /// `registration_token` a fixed runner registration token.
+    #[schemars(length(min = 1, max = 253))]
     pub credentials: String,
     /// Runner labels in act_runner form `name[:docker://image|:host]`; jobs whose `runs-on`
     /// labels are all among these names are served by this group.
-    #[schemars(length(min = 1))]
+    #[schemars(length(min = 1, max = 64), inner(length(min = 1, max = 256)))]
     pub labels: Vec<String>,
     /// Seconds between polls of the queued jobs (default 5).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1), extend("format" = "int32"))]
     pub poll_interval_seconds: Option<u32>,
     /// Name of a Secret whose key `secret` verifies `workflow_job` webhooks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
     pub webhook_secret: Option<String>,
 }
 
@@ -221,7 +271,8 @@ pub const DEFAULT_GITEA_POLL_INTERVAL_SECONDS: u32 = 5;
 impl GiteaSpec {
     /// The poll interval with its default applied.
     pub fn poll_interval_seconds(&self) -> u32 {
-        self.poll_interval_seconds.unwrap_or(DEFAULT_GITEA_POLL_INTERVAL_SECONDS)
+        self.poll_interval_seconds
+            .unwrap_or(DEFAULT_GITEA_POLL_INTERVAL_SECONDS)
     }
 }
 
@@ -234,24 +285,31 @@ pub struct RunnerGroupStatus {
     pub observed_generation: Option<i64>,
     /// `Ready`, `ForgeConnected`, `CredentialsValid`, `Scaling`, `Degraded`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
     /// Runners the forge's demand asks for.
     #[serde(default)]
+    #[schemars(extend("format" = "int32"))]
     pub desired_runners: u32,
     /// Runner Jobs that exist and have not finished.
     #[serde(default)]
+    #[schemars(extend("format" = "int32"))]
     pub current_runners: u32,
     /// Runners registered and waiting for a job.
     #[serde(default)]
+    #[schemars(extend("format" = "int32"))]
     pub idle_runners: u32,
     /// Runners working on a job.
     #[serde(default)]
+    #[schemars(extend("format" = "int32"))]
     pub running_jobs: u32,
     /// Jobs the forge has that wait for a runner of this group.
     #[serde(default)]
+    #[schemars(extend("format" = "int32"))]
     pub pending_jobs: u32,
     /// Runners that failed since the last successful one.
     #[serde(default)]
+    #[schemars(extend("format" = "int32"))]
     pub failed_runners: u32,
     /// When the forge was last asked for demand.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -264,18 +322,25 @@ pub struct RunnerGroupStatus {
     pub forge_version: Option<String>,
 }
 
+/// First line of the generated CRD file, so nobody edits the chart copy by hand.
+pub const CRD_YAML_HEADER: &str =
+    "# Generated from the Rust types by `forgerunner crd`; do not edit by hand.\n";
+
+/// The `RunnerGroup` CustomResourceDefinition as YAML, exactly as the chart ships it
+/// (`charts/forgerunner/crds/runnergroups.yaml`); `forgerunner crd` prints it.
+pub fn crd_yaml() -> String {
+    let crd = RunnerGroup::crd();
+    // Serializing a CRD value cannot fail in practice; JSON is valid YAML, so it is the fallback
+    // rather than a panic.
+    let body = serde_yaml::to_string(&crd)
+        .or_else(|_| serde_json::to_string_pretty(&crd).map(|json| json + "\n"))
+        .unwrap_or_default();
+    format!("{CRD_YAML_HEADER}{body}")
+}
+
 fn preserve_unknown_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({
         "type": "object",
         "x-kubernetes-preserve-unknown-fields": true
     })
-}
-
-/// The `RunnerGroup` CustomResourceDefinition as YAML (what `forgerunner crd` prints and the
-/// chart ships).
-pub fn crd_yaml() -> String {
-    use kube::CustomResourceExt;
-    // Serialising a value built from our own types cannot fail; keep the signature simple and
-    // still never panic.
-    serde_yaml::to_string(&RunnerGroup::crd()).unwrap_or_else(|e| format!("# cannot render the CRD: {e}\n"))
 }

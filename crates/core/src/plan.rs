@@ -35,7 +35,10 @@ impl RunnerPhase {
 
     /// Whether the runner's pod may still exist and so counts against `maxRunners`.
     pub fn occupies_capacity(self) -> bool {
-        matches!(self, RunnerPhase::Pending | RunnerPhase::Running | RunnerPhase::Terminating)
+        matches!(
+            self,
+            RunnerPhase::Pending | RunnerPhase::Running | RunnerPhase::Terminating
+        )
     }
 
     /// Whether the Job has finished.
@@ -127,7 +130,8 @@ pub struct Removal {
 pub struct RunnerCounts {
     /// Runners the demand asks for (capped at `maxRunners`).
     pub desired: u32,
-    /// Active runner Jobs (pending or running).
+    /// Runner Jobs whose pods may still run (pending, running or terminating): what counts
+    /// against `maxRunners`.
     pub current: u32,
     /// Active runners not (yet) working on a job.
     pub idle: u32,
@@ -155,6 +159,18 @@ pub struct Plan {
 }
 
 /// Decides what to create and remove. Pure: same input, same plan.
+///
+/// Rules (each covered by `plan/tests.rs` and the properties in `tests/plan_props.rs`):
+/// - Finished Jobs (succeeded or failed) are always cleaned up; failed ones never count toward
+///   capacity.
+/// - Pending, running and terminating runners occupy capacity: `occupied + create <= maxRunners`.
+/// - GitHub: `desired = min(minRunners + totalAssignedJobs, maxRunners)`; surplus runners that
+///   never took a job are scaled down (pending first, then unregistered, then youngest idle).
+/// - Gitea: `create = clamp(queued + minRunners - notYetBusy, 0, maxRunners - occupied)`.
+/// - A runner that never took a job within the idle timeout is removed; a runner that is or ever
+///   was busy is never removed while it runs.
+/// - After [`FAILURE_THROTTLE_THRESHOLD`] consecutive failures, at most one runner is created
+///   at a time, and only when none is active.
 pub fn plan(input: &PlanInput<'_>) -> Plan {
     let busy_names: BTreeSet<&str> = input.demand.busy_runners.iter().map(String::as_str).collect();
     let is_busy_now =
@@ -163,7 +179,11 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
 
     let mut out = Plan::default();
     let active: Vec<&ObservedRunner> = input.runners.iter().filter(|r| r.phase.is_active()).collect();
-    let occupied = input.runners.iter().filter(|r| r.phase.occupies_capacity()).count() as u32;
+    let occupied = input
+        .runners
+        .iter()
+        .filter(|r| r.phase.occupies_capacity())
+        .count() as u32;
 
     // Finished runners: clean up; deregister when the forge still lists them.
     for r in input.runners.iter().filter(|r| r.phase.is_finished()) {
@@ -171,7 +191,11 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
         out.counts.failed += u32::from(failed);
         out.remove.push(Removal {
             name: r.name.clone(),
-            reason: if failed { RemovalReason::Failed } else { RemovalReason::Succeeded },
+            reason: if failed {
+                RemovalReason::Failed
+            } else {
+                RemovalReason::Succeeded
+            },
             deregister: r.forge_state != ForgeRunnerState::Unknown,
             delete_job: true,
         });
@@ -185,7 +209,11 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
 
     // Runners that never took a job, oldest first; only these may be removed.
     let mut waiting: Vec<&ObservedRunner> = active.iter().copied().filter(|r| !has_worked(r)).collect();
-    waiting.sort_by(|a, b| b.age_seconds.cmp(&a.age_seconds).then_with(|| a.name.cmp(&b.name)));
+    waiting.sort_by(|a, b| {
+        b.age_seconds
+            .cmp(&a.age_seconds)
+            .then_with(|| a.name.cmp(&b.name))
+    });
     let working = active.len() as u32 - waiting.len() as u32;
 
     let timed_out: BTreeSet<&str> = waiting
@@ -196,8 +224,11 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     for name in &timed_out {
         out.remove.push(active_removal(name, RemovalReason::IdleTimeout));
     }
-    let waiting_kept: Vec<&ObservedRunner> =
-        waiting.iter().copied().filter(|r| !timed_out.contains(r.name.as_str())).collect();
+    let waiting_kept: Vec<&ObservedRunner> = waiting
+        .iter()
+        .copied()
+        .filter(|r| !timed_out.contains(r.name.as_str()))
+        .collect();
     let waiting_kept_count = waiting_kept.len() as u32;
 
     let max = input.max_runners;
@@ -230,7 +261,11 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                 .jobs
                 .saturating_add(input.min_runners)
                 .saturating_sub(waiting_kept_count);
-            out.counts.desired = (working + waiting_kept_count + need).min(max);
+            // Saturating: `jobs` comes from the forge and may be huge; bad input never panics.
+            out.counts.desired = working
+                .saturating_add(waiting_kept_count)
+                .saturating_add(need)
+                .min(max);
             need
         }
     };
@@ -241,10 +276,12 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
         out.create = u32::from(active.is_empty());
     }
 
-    // Ghosts: offline at the forge and no Job of ours; deregister only.
+    // Ghosts: offline at the forge and no Job of ours; deregister only, once each even when the
+    // forge lists a name twice.
     let known: BTreeSet<&str> = input.runners.iter().map(|r| r.name.as_str()).collect();
+    let mut ghosts_seen: BTreeSet<&str> = BTreeSet::new();
     for name in input.offline_forge_runners {
-        if !known.contains(name.as_str()) {
+        if !known.contains(name.as_str()) && ghosts_seen.insert(name.as_str()) {
             out.remove.push(Removal {
                 name: name.clone(),
                 reason: RemovalReason::Orphaned,
@@ -254,7 +291,8 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
         }
     }
 
-    out.counts.current = active.len() as u32;
+    // Terminating pods still run and count against `maxRunners`, so they are shown as current.
+    out.counts.current = occupied;
     out.counts.running_jobs = working;
     out.counts.idle = waiting.len() as u32;
     out.counts.pending_jobs = match input.forge {
@@ -266,7 +304,12 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
 }
 
 fn active_removal(name: &str, reason: RemovalReason) -> Removal {
-    Removal { name: name.to_owned(), reason, deregister: true, delete_job: true }
+    Removal {
+        name: name.to_owned(),
+        reason,
+        deregister: true,
+        delete_job: true,
+    }
 }
 
 /// Lower ranks are removed first on scale-down.
@@ -277,3 +320,6 @@ fn scale_down_rank(r: &ObservedRunner) -> u8 {
         _ => 2,
     }
 }
+
+#[cfg(test)]
+mod tests;

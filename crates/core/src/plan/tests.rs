@@ -1,0 +1,340 @@
+//! Table-driven tests of the planner: one `#[test]` per row, each row an observation and the plan
+//! it must produce. Every row is also checked against the capacity and busy-runner invariants.
+
+use super::*;
+use ForgeRunnerState::{Busy, Idle, Offline, Unknown};
+use RemovalReason::{Failed as RFailed, IdleTimeout, Orphaned, ScaleDown, Succeeded as RSucceeded};
+use RunnerPhase::{Failed, Pending, Running, Succeeded, Terminating};
+
+const TIMEOUT: u32 = 600;
+
+fn r(name: &str, phase: RunnerPhase, state: ForgeRunnerState) -> ObservedRunner {
+    ObservedRunner {
+        name: name.to_owned(),
+        phase,
+        forge_state: state,
+        age_seconds: 10,
+        ever_busy: false,
+    }
+}
+
+fn aged(mut runner: ObservedRunner, age_seconds: u64) -> ObservedRunner {
+    runner.age_seconds = age_seconds;
+    runner
+}
+
+fn was_busy(mut runner: ObservedRunner) -> ObservedRunner {
+    runner.ever_busy = true;
+    runner
+}
+
+/// One observation.
+struct Case {
+    forge: ForgeKind,
+    min: u32,
+    max: u32,
+    idle_timeout: u32,
+    runners: Vec<ObservedRunner>,
+    demand: Demand,
+    offline: Vec<String>,
+    failures: u32,
+}
+
+fn gh(min: u32, max: u32) -> Case {
+    Case {
+        forge: ForgeKind::Github,
+        min,
+        max,
+        idle_timeout: TIMEOUT,
+        runners: vec![],
+        demand: Demand::default(),
+        offline: vec![],
+        failures: 0,
+    }
+}
+
+fn gt(min: u32, max: u32) -> Case {
+    Case {
+        forge: ForgeKind::Gitea,
+        ..gh(min, max)
+    }
+}
+
+impl Case {
+    fn runners(mut self, runners: Vec<ObservedRunner>) -> Self {
+        self.runners = runners;
+        self
+    }
+    fn jobs(mut self, jobs: u32) -> Self {
+        self.demand.jobs = jobs;
+        self
+    }
+    fn busy(mut self, names: &[&str]) -> Self {
+        self.demand.busy_runners = names.iter().map(|n| (*n).to_owned()).collect();
+        self
+    }
+    fn offline(mut self, names: &[&str]) -> Self {
+        self.offline = names.iter().map(|n| (*n).to_owned()).collect();
+        self
+    }
+    fn failures(mut self, failures: u32) -> Self {
+        self.failures = failures;
+        self
+    }
+    fn plan(&self) -> Plan {
+        plan(&PlanInput {
+            forge: self.forge,
+            min_runners: self.min,
+            max_runners: self.max,
+            idle_timeout_seconds: self.idle_timeout,
+            runners: &self.runners,
+            demand: &self.demand,
+            offline_forge_runners: &self.offline,
+            consecutive_failures: self.failures,
+        })
+    }
+}
+
+/// What the plan must contain.
+#[derive(Default)]
+struct Want {
+    create: u32,
+    remove: Vec<(&'static str, RemovalReason)>,
+    mark_busy: Vec<&'static str>,
+    throttled: bool,
+    desired: Option<u32>,
+}
+
+fn create(n: u32) -> Want {
+    Want {
+        create: n,
+        ..Want::default()
+    }
+}
+
+impl Want {
+    fn remove(mut self, removals: &[(&'static str, RemovalReason)]) -> Self {
+        self.remove = removals.to_vec();
+        self
+    }
+    fn mark_busy(mut self, names: &[&'static str]) -> Self {
+        self.mark_busy = names.to_vec();
+        self
+    }
+    fn throttled(mut self) -> Self {
+        self.throttled = true;
+        self
+    }
+    fn desired(mut self, desired: u32) -> Self {
+        self.desired = Some(desired);
+        self
+    }
+}
+
+fn check(case: Case, want: Want) {
+    let got = case.plan();
+    assert_eq!(got.create, want.create, "create; plan: {got:?}");
+    let mut removed: Vec<(&str, RemovalReason)> =
+        got.remove.iter().map(|r| (r.name.as_str(), r.reason)).collect();
+    removed.sort();
+    let mut expected = want.remove.clone();
+    expected.sort();
+    assert_eq!(removed, expected, "removals; plan: {got:?}");
+    assert_eq!(got.mark_busy, want.mark_busy, "mark_busy; plan: {got:?}");
+    assert_eq!(got.throttled, want.throttled, "throttled; plan: {got:?}");
+    if let Some(desired) = want.desired {
+        assert_eq!(got.counts.desired, desired, "desired; plan: {got:?}");
+    }
+    // Invariants every row must keep.
+    let occupied = case
+        .runners
+        .iter()
+        .filter(|r| r.phase.occupies_capacity())
+        .count() as u32;
+    assert!(
+        occupied.saturating_add(got.create) <= case.max.max(occupied),
+        "capacity exceeded: {got:?}"
+    );
+    for removal in &got.remove {
+        if let Some(runner) = case.runners.iter().find(|r| r.name == removal.name) {
+            let busy = runner.ever_busy
+                || runner.forge_state == Busy
+                || case.demand.busy_runners.contains(&runner.name);
+            assert!(
+                !(busy && runner.phase.is_active()),
+                "removed an active busy runner: {removal:?}"
+            );
+        }
+    }
+}
+
+macro_rules! cases {
+    ($($name:ident: $case:expr => $want:expr;)*) => {
+        $(#[test] fn $name() { check($case, $want) })*
+    };
+}
+
+cases! {
+    // GitHub: desired = min(minRunners + totalAssignedJobs, maxRunners).
+    gh_nothing_to_do: gh(0, 5) => create(0).desired(0);
+    gh_min_runners_only: gh(2, 5) => create(2).desired(2);
+    gh_jobs_on_top_of_min: gh(1, 10).jobs(3) => create(4).desired(4);
+    gh_desired_capped_by_max: gh(2, 5).jobs(10) => create(5).desired(5);
+    gh_min_above_max_still_capped: gh(5, 3) => create(3).desired(3);
+    gh_idle_runners_cover_demand: gh(0, 5).jobs(2).runners(vec![r("a", Running, Idle), r("b", Running, Idle)])
+        => create(0).desired(2);
+    gh_pending_runners_cover_demand: gh(0, 5).jobs(2).runners(vec![r("a", Pending, Unknown), r("b", Pending, Unknown)])
+        => create(0);
+    gh_busy_runners_count_as_working: gh(0, 5).jobs(2).runners(vec![r("a", Running, Busy), r("b", Running, Busy)])
+        => create(0).mark_busy(&["a", "b"]);
+    gh_busy_from_job_started_list: gh(0, 5).jobs(1).busy(&["a"]).runners(vec![r("a", Running, Idle)])
+        => create(0).mark_busy(&["a"]);
+    gh_already_marked_not_marked_again: gh(0, 5).jobs(1).runners(vec![was_busy(r("a", Running, Busy))])
+        => create(0);
+    gh_scale_down_idle_surplus: gh(0, 5).runners(vec![r("a", Running, Idle), r("b", Running, Idle)])
+        => create(0).remove(&[("a", ScaleDown), ("b", ScaleDown)]);
+    gh_scale_down_prefers_pending: gh(1, 5).runners(vec![aged(r("old", Running, Idle), 300), r("new", Pending, Unknown)])
+        => create(0).remove(&[("new", ScaleDown)]);
+    gh_scale_down_prefers_unregistered: gh(1, 5).runners(vec![r("reg", Running, Idle), r("unreg", Running, Unknown)])
+        => create(0).remove(&[("unreg", ScaleDown)]);
+    gh_scale_down_youngest_idle_first: gh(1, 5).runners(vec![aged(r("old", Running, Idle), 100), aged(r("young", Running, Idle), 50)])
+        => create(0).remove(&[("young", ScaleDown)]);
+    gh_never_scales_down_busy: gh(0, 5).runners(vec![r("a", Running, Busy), r("b", Running, Busy)])
+        => create(0).mark_busy(&["a", "b"]);
+    gh_never_scales_down_ever_busy: gh(0, 5).runners(vec![was_busy(r("a", Running, Idle))]) => create(0);
+    gh_scale_down_only_the_excess: gh(0, 5).jobs(1).runners(vec![r("busy", Running, Busy), r("idle", Running, Idle)])
+        => create(0).remove(&[("idle", ScaleDown)]).mark_busy(&["busy"]);
+    gh_terminating_occupies_capacity: gh(0, 3).jobs(3).runners(vec![r("t1", Terminating, Unknown), r("t2", Terminating, Unknown)])
+        => create(1);
+    gh_failed_frees_capacity: gh(0, 2).jobs(2).runners(vec![r("f1", Failed, Unknown), r("f2", Failed, Unknown)])
+        => create(2).remove(&[("f1", RFailed), ("f2", RFailed)]);
+    gh_succeeded_cleaned_up: gh(0, 2).runners(vec![was_busy(r("done", Succeeded, Unknown))])
+        => create(0).remove(&[("done", RSucceeded)]);
+    gh_idle_timeout_without_headroom: gh(1, 1).runners(vec![aged(r("stale", Running, Idle), 600)])
+        => create(0).remove(&[("stale", IdleTimeout)]);
+    gh_idle_timeout_replaced_with_headroom: gh(1, 2).runners(vec![aged(r("stale", Running, Idle), 601)])
+        => create(1).remove(&[("stale", IdleTimeout)]);
+    gh_idle_timeout_spares_busy: gh(0, 2).jobs(1).runners(vec![aged(r("long", Running, Busy), 100_000)])
+        => create(0).mark_busy(&["long"]);
+    gh_over_max_already_creates_nothing: gh(0, 2).jobs(3).runners(vec![r("a", Running, Busy), r("b", Running, Busy), r("c", Running, Busy)])
+        => create(0).mark_busy(&["a", "b", "c"]);
+
+    // Gitea: create = clamp(queued + minRunners - notYetBusy, 0, maxRunners - occupied).
+    gt_queued_jobs_create_runners: gt(0, 10).jobs(3) => create(3);
+    gt_min_on_top_of_queue: gt(1, 10).jobs(2) => create(3);
+    gt_not_yet_busy_subtracted: gt(0, 10).jobs(3).runners(vec![r("p1", Pending, Unknown), r("p2", Running, Idle)])
+        => create(1);
+    gt_busy_runners_not_subtracted: gt(0, 10).jobs(2).runners(vec![r("b1", Running, Busy), r("b2", Running, Busy)])
+        => create(2).mark_busy(&["b1", "b2"]);
+    gt_clamped_to_headroom: gt(0, 4).jobs(10).runners(vec![r("b", Running, Busy), r("t", Terminating, Unknown)])
+        => create(2).mark_busy(&["b"]);
+    gt_enough_waiting_creates_nothing: gt(0, 10).jobs(1).runners(vec![r("a", Running, Idle), r("b", Running, Idle)])
+        => create(0);
+    gt_idle_runners_wait_for_timeout: gt(0, 10).runners(vec![r("a", Running, Idle), r("b", Pending, Unknown)])
+        => create(0);
+    gt_idle_timeout_removes: gt(0, 10).runners(vec![aged(r("stale", Running, Idle), 700)])
+        => create(0).remove(&[("stale", IdleTimeout)]);
+    gt_idle_timeout_replaced_when_queued: gt(0, 5).jobs(1).runners(vec![aged(r("stale", Running, Unknown), 700)])
+        => create(1).remove(&[("stale", IdleTimeout)]);
+    gt_failed_frees_capacity: gt(0, 2).jobs(2).runners(vec![r("f1", Failed, Unknown), r("f2", Failed, Offline)])
+        => create(2).remove(&[("f1", RFailed), ("f2", RFailed)]);
+    gt_terminating_blocks_creation: gt(0, 2).jobs(1).runners(vec![r("t1", Terminating, Unknown), r("t2", Terminating, Unknown)])
+        => create(0);
+    gt_max_zero_creates_nothing: gt(0, 0).jobs(5) => create(0);
+    gt_huge_queue_does_not_overflow: gt(3, 4).jobs(u32::MAX).runners(vec![r("b", Running, Busy)])
+        => create(3).mark_busy(&["b"]).desired(4);
+
+    // Failure throttle.
+    throttle_waits_while_a_runner_is_active: gt(0, 10).jobs(3).failures(FAILURE_THROTTLE_THRESHOLD)
+        .runners(vec![r("p", Pending, Unknown)]) => create(0).throttled();
+    throttle_allows_one_when_none_active: gt(0, 10).jobs(3).failures(FAILURE_THROTTLE_THRESHOLD) => create(1).throttled();
+    no_throttle_below_threshold: gt(0, 10).jobs(3).failures(FAILURE_THROTTLE_THRESHOLD - 1) => create(3);
+    throttle_not_flagged_without_demand: gh(0, 10).failures(50) => create(0);
+
+    // Ghost runners registered at the forge without a Job.
+    ghost_is_deregistered: gt(0, 5).offline(&["ghost"]) => create(0).remove(&[("ghost", Orphaned)]);
+    ghost_with_a_job_is_not_orphaned: gt(0, 5).offline(&["mine", "gone"]).runners(vec![r("mine", Terminating, Offline)])
+        => create(0).remove(&[("gone", Orphaned)]);
+    ghost_listed_twice_removed_once: gt(0, 5).offline(&["ghost", "ghost"]) => create(0).remove(&[("ghost", Orphaned)]);
+}
+
+#[test]
+fn removal_flags_follow_the_reason() {
+    let case = gh(0, 5)
+        .runners(vec![
+            r("done-unknown", Succeeded, Unknown),
+            r("done-known", Failed, Offline),
+            aged(r("stale", Running, Idle), 1_000),
+        ])
+        .offline(&["ghost"]);
+    let got = case.plan();
+    let find = |name: &str| {
+        got.remove
+            .iter()
+            .find(|r| r.name == name)
+            .cloned()
+            .expect("removal")
+    };
+    let done_unknown = find("done-unknown");
+    assert!(
+        done_unknown.delete_job && !done_unknown.deregister,
+        "nothing to deregister: {done_unknown:?}"
+    );
+    let done_known = find("done-known");
+    assert!(done_known.delete_job && done_known.deregister, "{done_known:?}");
+    let stale = find("stale");
+    assert!(stale.delete_job && stale.deregister, "{stale:?}");
+    let ghost = find("ghost");
+    assert!(!ghost.delete_job && ghost.deregister, "{ghost:?}");
+}
+
+#[test]
+fn counts_with_runners_in_every_state() {
+    let case = gh(0, 10).jobs(3).busy(&["working"]).runners(vec![
+        r("pending", Pending, Unknown),
+        r("idle", Running, Idle),
+        r("working", Running, Idle),
+        was_busy(r("was-busy", Running, Busy)),
+        r("leaving", Terminating, Unknown),
+        r("ok", Succeeded, Unknown),
+        r("broken", Failed, Unknown),
+    ]);
+    let got = case.plan();
+    let counts = got.counts;
+    assert_eq!(counts.current, 5, "pending, running and terminating: {counts:?}");
+    assert_eq!(counts.running_jobs, 2, "{counts:?}");
+    assert_eq!(counts.idle, 2, "{counts:?}");
+    assert_eq!(counts.failed, 1, "{counts:?}");
+    assert_eq!(counts.pending_jobs, 1, "assigned minus running: {counts:?}");
+    assert_eq!(counts.desired, 3, "{counts:?}");
+}
+
+#[test]
+fn gitea_pending_jobs_are_the_queue() {
+    let got = gt(0, 10).jobs(4).runners(vec![r("b", Running, Busy)]).plan();
+    assert_eq!(got.counts.pending_jobs, 4);
+    assert_eq!(got.counts.desired, 5);
+}
+
+#[test]
+fn removal_reason_names_are_camel_case() {
+    let names: Vec<&str> = [RSucceeded, RFailed, IdleTimeout, ScaleDown, Orphaned]
+        .into_iter()
+        .map(RemovalReason::as_str)
+        .collect();
+    assert_eq!(
+        names,
+        ["Succeeded", "Failed", "IdleTimeout", "ScaleDown", "Orphaned"]
+    );
+}
+
+#[test]
+fn phase_predicates() {
+    let all = [Pending, Running, Terminating, Succeeded, Failed];
+    let active: Vec<_> = all.into_iter().filter(|p| p.is_active()).collect();
+    let occupying: Vec<_> = all.into_iter().filter(|p| p.occupies_capacity()).collect();
+    let finished: Vec<_> = all.into_iter().filter(|p| p.is_finished()).collect();
+    assert_eq!(active, [Pending, Running]);
+    assert_eq!(occupying, [Pending, Running, Terminating]);
+    assert_eq!(finished, [Succeeded, Failed]);
+}

@@ -1,0 +1,245 @@
+//! Properties of the planner over random observations: runners in every state at once, huge or
+//! zero demand, duplicate forge listings, any failure count.
+
+use std::collections::BTreeSet;
+
+use forgerunner_core::crd::ForgeKind;
+use forgerunner_core::forge::{Demand, ForgeRunnerState};
+use forgerunner_core::plan::{
+    FAILURE_THROTTLE_THRESHOLD, ObservedRunner, Plan, PlanInput, RunnerPhase, plan,
+};
+use proptest::prelude::*;
+
+/// An owned observation, so proptest can generate and shrink it.
+#[derive(Clone, Debug)]
+struct Observation {
+    forge: ForgeKind,
+    min: u32,
+    max: u32,
+    idle_timeout: u32,
+    runners: Vec<ObservedRunner>,
+    demand: Demand,
+    offline: Vec<String>,
+    failures: u32,
+}
+
+impl Observation {
+    fn input(&self) -> PlanInput<'_> {
+        PlanInput {
+            forge: self.forge,
+            min_runners: self.min,
+            max_runners: self.max,
+            idle_timeout_seconds: self.idle_timeout,
+            runners: &self.runners,
+            demand: &self.demand,
+            offline_forge_runners: &self.offline,
+            consecutive_failures: self.failures,
+        }
+    }
+
+    fn plan(&self) -> Plan {
+        plan(&self.input())
+    }
+
+    fn occupied(&self) -> u32 {
+        self.runners
+            .iter()
+            .filter(|r| r.phase.occupies_capacity())
+            .count() as u32
+    }
+
+    fn busy_or_ever_busy(&self, r: &ObservedRunner) -> bool {
+        r.ever_busy || r.forge_state == ForgeRunnerState::Busy || self.demand.busy_runners.contains(&r.name)
+    }
+}
+
+fn phase() -> impl Strategy<Value = RunnerPhase> {
+    prop_oneof![
+        Just(RunnerPhase::Pending),
+        Just(RunnerPhase::Running),
+        Just(RunnerPhase::Terminating),
+        Just(RunnerPhase::Succeeded),
+        Just(RunnerPhase::Failed),
+    ]
+}
+
+fn forge_state() -> impl Strategy<Value = ForgeRunnerState> {
+    prop_oneof![
+        Just(ForgeRunnerState::Unknown),
+        Just(ForgeRunnerState::Idle),
+        Just(ForgeRunnerState::Busy),
+        Just(ForgeRunnerState::Offline),
+    ]
+}
+
+fn observation() -> impl Strategy<Value = Observation> {
+    let runner = (phase(), forge_state(), 0u64..2_000, any::<bool>());
+    (
+        prop_oneof![Just(ForgeKind::Github), Just(ForgeKind::Gitea)],
+        0u32..8,
+        0u32..10,
+        1u32..1_200,
+        prop::collection::vec(runner, 0..14),
+        prop_oneof![4 => 0u32..25, 1 => Just(u32::MAX)],
+        prop::collection::vec(0usize..20, 0..6),
+        prop::collection::vec(0usize..20, 0..6),
+        0u32..(FAILURE_THROTTLE_THRESHOLD * 2),
+    )
+        .prop_map(
+            |(forge, min, max, idle_timeout, runners, jobs, busy_idx, offline_idx, failures)| {
+                let runners: Vec<ObservedRunner> = runners
+                    .into_iter()
+                    .enumerate()
+                    .map(
+                        |(i, (phase, forge_state, age_seconds, ever_busy))| ObservedRunner {
+                            name: format!("rg-{i:02}"),
+                            phase,
+                            forge_state,
+                            age_seconds,
+                            ever_busy,
+                        },
+                    )
+                    .collect();
+                // Indices past the runner list name runners the cluster does not have (ghosts).
+                let name = |i: usize| format!("rg-{i:02}");
+                Observation {
+                    forge,
+                    min,
+                    max,
+                    idle_timeout,
+                    runners,
+                    demand: Demand {
+                        jobs,
+                        busy_runners: busy_idx.into_iter().map(name).collect(),
+                        ..Demand::default()
+                    },
+                    offline: offline_idx.into_iter().map(name).collect(),
+                    failures,
+                }
+            },
+        )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 500, ..ProptestConfig::default() })]
+
+    #[test]
+    fn never_exceeds_max_runners(obs in observation()) {
+        let p = obs.plan();
+        let occupied = obs.occupied();
+        if occupied >= obs.max {
+            prop_assert_eq!(p.create, 0);
+        } else {
+            prop_assert!(occupied + p.create <= obs.max, "occupied {} + create {} > max {}", occupied, p.create, obs.max);
+        }
+    }
+
+    #[test]
+    fn never_removes_a_running_busy_or_ever_busy_runner(obs in observation()) {
+        let p = obs.plan();
+        for removal in &p.remove {
+            if let Some(r) = obs.runners.iter().find(|r| r.name == removal.name) {
+                prop_assert!(!(r.phase.is_active() && obs.busy_or_ever_busy(r)), "removed {:?}", r);
+                prop_assert!(r.phase != RunnerPhase::Terminating, "removed a terminating runner {:?}", r);
+            }
+        }
+    }
+
+    #[test]
+    fn removals_are_unique(obs in observation()) {
+        let p = obs.plan();
+        let names: BTreeSet<&str> = p.remove.iter().map(|r| r.name.as_str()).collect();
+        prop_assert_eq!(names.len(), p.remove.len(), "{:?}", p.remove);
+    }
+
+    #[test]
+    fn finished_runners_are_always_cleaned(obs in observation()) {
+        let p = obs.plan();
+        for r in obs.runners.iter().filter(|r| r.phase.is_finished()) {
+            let removal = p.remove.iter().find(|x| x.name == r.name);
+            prop_assert!(removal.is_some_and(|x| x.delete_job), "finished {:?} not cleaned", r);
+        }
+        let failed = obs.runners.iter().filter(|r| r.phase == RunnerPhase::Failed).count() as u32;
+        prop_assert_eq!(p.counts.failed, failed);
+    }
+
+    #[test]
+    fn idle_past_timeout_is_removed(obs in observation()) {
+        let p = obs.plan();
+        for r in obs.runners.iter().filter(|r| r.phase.is_active() && !obs.busy_or_ever_busy(r)) {
+            if r.age_seconds >= u64::from(obs.idle_timeout) {
+                prop_assert!(p.remove.iter().any(|x| x.name == r.name), "stale {:?} kept", r);
+            }
+        }
+    }
+
+    #[test]
+    fn ghosts_are_only_deregistered(obs in observation()) {
+        let p = obs.plan();
+        let known: BTreeSet<&str> = obs.runners.iter().map(|r| r.name.as_str()).collect();
+        for removal in p.remove.iter().filter(|x| !known.contains(x.name.as_str())) {
+            prop_assert!(obs.offline.contains(&removal.name), "{:?} is neither a runner nor a ghost", removal);
+            prop_assert!(removal.deregister && !removal.delete_job);
+        }
+    }
+
+    #[test]
+    fn plan_is_deterministic_and_order_independent(obs in observation(), seed in any::<u64>()) {
+        let first = obs.plan();
+        prop_assert_eq!(&first, &obs.plan());
+        // Observing the same runners in another order gives the same decisions.
+        let mut shuffled = obs.clone();
+        let n = shuffled.runners.len();
+        if n > 1 {
+            let mut state = seed | 1;
+            for i in (1..n).rev() {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                shuffled.runners.swap(i, (state % (i as u64 + 1)) as usize);
+            }
+        }
+        let second = shuffled.plan();
+        prop_assert_eq!(first.create, second.create);
+        prop_assert_eq!(first.counts, second.counts);
+        prop_assert_eq!(first.throttled, second.throttled);
+        let set = |p: &Plan| p.remove.iter().map(|r| (r.name.clone(), r.reason)).collect::<BTreeSet<_>>();
+        prop_assert_eq!(set(&first), set(&second));
+        let busy = |p: &Plan| p.mark_busy.iter().cloned().collect::<BTreeSet<_>>();
+        prop_assert_eq!(busy(&first), busy(&second));
+    }
+
+    #[test]
+    fn scaling_rules_hold_when_not_throttled(obs in observation()) {
+        let p = obs.plan();
+        prop_assume!(!p.throttled);
+        let headroom = obs.max.saturating_sub(obs.occupied());
+        let stale = |r: &ObservedRunner| r.age_seconds >= u64::from(obs.idle_timeout);
+        let active: Vec<&ObservedRunner> = obs.runners.iter().filter(|r| r.phase.is_active()).collect();
+        let working = active.iter().filter(|r| obs.busy_or_ever_busy(r)).count() as u32;
+        let not_yet_busy = active.iter().filter(|r| !obs.busy_or_ever_busy(r) && !stale(r)).count() as u32;
+        match obs.forge {
+            ForgeKind::Github => {
+                let desired = obs.min.saturating_add(obs.demand.jobs).min(obs.max);
+                prop_assert_eq!(p.counts.desired, desired);
+                let want = desired.saturating_sub(working + not_yet_busy).min(headroom);
+                prop_assert_eq!(p.create, want);
+            }
+            ForgeKind::Gitea => {
+                let want = obs.demand.jobs.saturating_add(obs.min).saturating_sub(not_yet_busy).min(headroom);
+                prop_assert_eq!(p.create, want);
+            }
+        }
+    }
+
+    #[test]
+    fn throttled_plans_create_at_most_one(obs in observation()) {
+        let p = obs.plan();
+        if p.throttled {
+            prop_assert!(obs.failures >= FAILURE_THROTTLE_THRESHOLD);
+            prop_assert!(p.create <= 1);
+            let any_active = obs.runners.iter().any(|r| r.phase.is_active());
+            prop_assert!(!(any_active && p.create > 0));
+        }
+    }
+}

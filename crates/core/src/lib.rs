@@ -1,11 +1,13 @@
 //! forgerunner core: the `RunnerGroup` resource, the `Forge` trait, the pure planner and the
 //! generic reconcile pipeline. Knows nothing of HTTP or of any particular forge.
 
+pub mod conditions;
 pub mod crd;
 pub mod error;
 pub mod forge;
 pub mod metrics;
 pub mod plan;
+pub mod runner_job;
 pub mod validate;
 
 pub use crd::{ForgeKind, RunnerGroup, RunnerGroupSpec, RunnerGroupStatus};

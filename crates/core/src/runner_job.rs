@@ -1,0 +1,220 @@
+//! Pure building of runner Jobs and their Secrets.
+//!
+//! One runner = one `batch/v1` Job with `backoffLimit: 0` and a pod that never restarts, plus a
+//! Secret of the same name holding what the runner needs to join the forge. The Secret is owned by
+//! the Job, the Job by the `RunnerGroup`, so deleting either cascades.
+
+pub mod template;
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::batch::v1::{Job, JobSpec};
+use k8s_openapi::api::core::v1::{EnvVar, PodSpec, PodTemplateSpec, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::Resource;
+use rand::Rng;
+
+use crate::crd::RunnerGroup;
+use crate::forge::RunnerCredentials;
+
+pub use template::{RUNNER_CONTAINER, merge_container, merge_pod_spec};
+
+/// Label naming the manager of every object forgerunner creates.
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+/// Value of [`MANAGED_BY_LABEL`].
+pub const MANAGED_BY_VALUE: &str = "forgerunner";
+/// Label selector matching every runner Job of this operator.
+pub const MANAGED_BY_SELECTOR: &str = "app.kubernetes.io/managed-by=forgerunner";
+/// Label holding the owning group's name.
+pub const GROUP_LABEL: &str = "forgerunner.dev/group";
+/// Label holding the forge (`github` or `gitea`).
+pub const FORGE_LABEL: &str = "forgerunner.dev/forge";
+/// Annotation set to `true` once the runner was seen busy; it is never idle again.
+pub const BUSY_ANNOTATION: &str = "forgerunner.dev/busy";
+/// Longest prefix of the group name used in runner names (63 − 1 − 5, minus room for the pod
+/// suffix the Job controller appends).
+pub const RUNNER_NAME_PREFIX_MAX: usize = 46;
+/// Length of the random runner name suffix.
+pub const RUNNER_NAME_SUFFIX_LEN: usize = 5;
+
+/// Why a runner Job cannot be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RunnerJobError {
+    /// The group lacks a name, namespace or uid (it was not read from the API server).
+    #[error("RunnerGroup is missing metadata.{0}")]
+    MissingGroupMetadata(&'static str),
+    /// The Job lacks a name or uid, so its Secret cannot be owned by it.
+    #[error("runner Job is missing metadata.{0}")]
+    MissingJobMetadata(&'static str),
+}
+
+/// A fresh runner name: the group name cut to 46 characters, `-`, and 5 random `[a-z0-9]`.
+pub fn runner_name(group_name: &str) -> String {
+    runner_name_with(group_name, &mut rand::rng())
+}
+
+/// [`runner_name`] with a given random source (for tests).
+pub fn runner_name_with(group_name: &str, rng: &mut impl Rng) -> String {
+    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+    // Group names are DNS subdomains (ASCII), so a char cut is a byte cut.
+    let prefix: String = group_name.chars().take(RUNNER_NAME_PREFIX_MAX).collect();
+    let suffix: String = (0..RUNNER_NAME_SUFFIX_LEN)
+        .map(|_| char::from(ALPHABET[rng.random_range(0..ALPHABET.len())]))
+        .collect();
+    format!("{prefix}-{suffix}")
+}
+
+/// The labels every runner Job and pod of `group` carries.
+pub fn runner_labels(group: &RunnerGroup) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (MANAGED_BY_LABEL.to_owned(), MANAGED_BY_VALUE.to_owned()),
+        (
+            GROUP_LABEL.to_owned(),
+            group.metadata.name.clone().unwrap_or_default(),
+        ),
+        (FORGE_LABEL.to_owned(), group.spec.forge.as_str().to_owned()),
+    ])
+}
+
+/// The owner reference making `group` the controller of a runner Job.
+pub fn group_owner_reference(group: &RunnerGroup) -> Result<OwnerReference, RunnerJobError> {
+    group
+        .controller_owner_ref(&())
+        .ok_or(RunnerJobError::MissingGroupMetadata("uid"))
+}
+
+/// Everything one runner Job is built from.
+#[derive(Clone, Debug)]
+pub struct RunnerJobInput<'a> {
+    /// The owning group, as read from the API server (name, namespace and uid set).
+    pub group: &'a RunnerGroup,
+    /// The runner's name (= Job name = Secret name = forge-side runner name).
+    pub runner_name: &'a str,
+    /// The forge's default pod (`Forge::default_runner_pod`).
+    pub default_pod: PodSpec,
+    /// What the forge issued for this runner; only `env` and `annotations` reach the Job.
+    pub credentials: &'a RunnerCredentials,
+}
+
+/// Builds the runner Job: default pod + `spec.image` + credential env, then the user's template,
+/// then the reserved fields (restart policy, labels, owner).
+pub fn build_runner_job(input: RunnerJobInput<'_>) -> Result<Job, RunnerJobError> {
+    let group = input.group;
+    let namespace = group
+        .metadata
+        .namespace
+        .clone()
+        .ok_or(RunnerJobError::MissingGroupMetadata("namespace"))?;
+    if group.metadata.name.is_none() {
+        return Err(RunnerJobError::MissingGroupMetadata("name"));
+    }
+    let owner = group_owner_reference(group)?;
+
+    let mut pod = input.default_pod;
+    if let Some(i) = template::runner_container_index(&pod)
+        && let Some(runner) = pod.containers.get_mut(i)
+    {
+        if let Some(image) = group.spec.image.as_deref().filter(|i| !i.is_empty()) {
+            runner.image = Some(image.to_owned());
+        }
+        // Credential env goes in before the merge so the template cannot override it.
+        let env = runner.env.get_or_insert_with(Vec::new);
+        for (name, value) in &input.credentials.env {
+            match env.iter_mut().find(|e| &e.name == name) {
+                Some(e) => {
+                    e.value = Some(value.clone());
+                    e.value_from = None;
+                }
+                None => env.push(EnvVar {
+                    name: name.clone(),
+                    value: Some(value.clone()),
+                    value_from: None,
+                }),
+            }
+        }
+    }
+    let tpl = group.spec.template.as_ref();
+    let pod = merge_pod_spec(pod, template::template_spec(tpl));
+
+    let labels = runner_labels(group);
+    let tpl_meta = tpl.and_then(|t| t.metadata.as_ref());
+    let pod_labels = template::merge_metadata_map(&labels, tpl_meta.and_then(|m| m.labels.as_ref()));
+    let mut job_annotations: BTreeMap<String, String> = input.credentials.annotations.clone();
+    job_annotations.retain(|k, _| !k.is_empty());
+    let pod_annotations =
+        template::merge_metadata_map(&job_annotations, tpl_meta.and_then(|m| m.annotations.as_ref()));
+
+    Ok(Job {
+        metadata: ObjectMeta {
+            name: Some(input.runner_name.to_owned()),
+            namespace: Some(namespace),
+            labels: Some(labels),
+            annotations: (!job_annotations.is_empty()).then_some(job_annotations),
+            owner_references: Some(vec![owner]),
+            ..ObjectMeta::default()
+        },
+        spec: Some(JobSpec {
+            backoff_limit: Some(0),
+            completions: Some(1),
+            parallelism: Some(1),
+            ttl_seconds_after_finished: group.spec.ttl_seconds_after_finished,
+            active_deadline_seconds: group.spec.active_deadline_seconds,
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(pod_labels),
+                    annotations: (!pod_annotations.is_empty()).then_some(pod_annotations),
+                    ..ObjectMeta::default()
+                }),
+                spec: Some(pod),
+            },
+            ..JobSpec::default()
+        }),
+        status: None,
+    })
+}
+
+/// Builds the runner Secret for a created Job: same name and labels, owned by the Job (so it goes
+/// when the Job goes), data from `credentials.secret_data`.
+pub fn build_runner_secret(job: &Job, credentials: &RunnerCredentials) -> Result<Secret, RunnerJobError> {
+    let name = job
+        .metadata
+        .name
+        .clone()
+        .ok_or(RunnerJobError::MissingJobMetadata("name"))?;
+    let uid = job
+        .metadata
+        .uid
+        .clone()
+        .ok_or(RunnerJobError::MissingJobMetadata("uid"))?;
+    let owner = OwnerReference {
+        api_version: "batch/v1".to_owned(),
+        kind: "Job".to_owned(),
+        name: name.clone(),
+        uid,
+        controller: Some(true),
+        // No blockOwnerDeletion: it would need `jobs/finalizers` rights for no benefit here.
+        block_owner_deletion: None,
+    };
+    let data: BTreeMap<String, ByteString> = credentials
+        .secret_data
+        .iter()
+        .map(|(k, v)| (k.clone(), ByteString(v.expose().as_bytes().to_vec())))
+        .collect();
+    Ok(Secret {
+        metadata: ObjectMeta {
+            name: Some(name),
+            namespace: job.metadata.namespace.clone(),
+            labels: job.metadata.labels.clone(),
+            owner_references: Some(vec![owner]),
+            ..ObjectMeta::default()
+        },
+        data: Some(data),
+        immutable: Some(true),
+        type_: Some("Opaque".to_owned()),
+        ..Secret::default()
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,526 @@
+//! Unit tests of runner Job building and template merge.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{
+    Container, ContainerPort, EnvVar, EnvVarSource, PodSpec, PodTemplateSpec, ResourceRequirements,
+    SecretKeySelector, Volume, VolumeMount,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+
+use super::*;
+use crate::crd::{ForgeKind, GiteaScope, GiteaSpec, RunnerGroupSpec};
+use crate::forge::SecretValue;
+
+const TOKEN: &str = "super-secret-registration-token-123";
+
+fn group(template: Option<PodTemplateSpec>) -> RunnerGroup {
+    let mut g = RunnerGroup::new(
+        "linux-x64",
+        RunnerGroupSpec {
+            forge: ForgeKind::Gitea,
+            github: None,
+            gitea: Some(GiteaSpec {
+                url: "https://gitea.example.com".into(),
+                scope: GiteaScope::Global,
+                org: None,
+                user: None,
+                repo: None,
+                credentials: "gitea-creds".into(),
+                labels: vec!["ubuntu-latest".into()],
+                poll_interval_seconds: None,
+                webhook_secret: None,
+            }),
+            min_runners: 0,
+            max_runners: 5,
+            image: None,
+            template,
+            ttl_seconds_after_finished: Some(300),
+            active_deadline_seconds: Some(3600),
+            idle_timeout_seconds: None,
+        },
+    );
+    g.metadata.namespace = Some("ci".into());
+    g.metadata.uid = Some("uid-123".into());
+    g
+}
+
+fn env(name: &str, value: &str) -> EnvVar {
+    EnvVar {
+        name: name.into(),
+        value: Some(value.into()),
+        value_from: None,
+    }
+}
+
+fn secret_env(name: &str, secret: &str, key: &str) -> EnvVar {
+    EnvVar {
+        name: name.into(),
+        value: None,
+        value_from: Some(EnvVarSource {
+            secret_key_ref: Some(SecretKeySelector {
+                name: secret.into(),
+                key: key.into(),
+                optional: None,
+            }),
+            ..EnvVarSource::default()
+        }),
+    }
+}
+
+fn default_pod(secret_name: &str) -> PodSpec {
+    PodSpec {
+        containers: vec![Container {
+            name: "runner".into(),
+            image: Some("gitea/act_runner:0.2".into()),
+            command: Some(vec!["/bin/run".into()]),
+            env: Some(vec![
+                env("GITEA_INSTANCE_URL", "https://gitea.example.com"),
+                secret_env("GITEA_RUNNER_REGISTRATION_TOKEN", secret_name, "token"),
+            ]),
+            volume_mounts: Some(vec![VolumeMount {
+                name: "data".into(),
+                mount_path: "/data".into(),
+                ..VolumeMount::default()
+            }]),
+            ..Container::default()
+        }],
+        volumes: Some(vec![Volume {
+            name: "data".into(),
+            ..Volume::default()
+        }]),
+        restart_policy: Some("Always".into()),
+        ..PodSpec::default()
+    }
+}
+
+fn creds() -> RunnerCredentials {
+    RunnerCredentials {
+        secret_data: BTreeMap::from([("token".to_owned(), SecretValue::new(TOKEN))]),
+        env: BTreeMap::from([("GITEA_RUNNER_NAME".to_owned(), "linux-x64-abcde".to_owned())]),
+        annotations: BTreeMap::from([("forgerunner.dev/runner-id".to_owned(), "42".to_owned())]),
+    }
+}
+
+fn build(g: &RunnerGroup) -> Job {
+    let c = creds();
+    build_runner_job(RunnerJobInput {
+        group: g,
+        runner_name: "linux-x64-abcde",
+        default_pod: default_pod("linux-x64-abcde"),
+        credentials: &c,
+    })
+    .expect("job builds")
+}
+
+fn pod_spec(job: &Job) -> &PodSpec {
+    job.spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .expect("pod spec")
+}
+
+fn runner(job: &Job) -> &Container {
+    pod_spec(job)
+        .containers
+        .iter()
+        .find(|c| c.name == "runner")
+        .expect("runner container")
+}
+
+fn env_value<'a>(c: &'a Container, name: &str) -> Option<&'a EnvVar> {
+    c.env.as_ref()?.iter().find(|e| e.name == name)
+}
+
+fn template(spec: PodSpec, labels: &[(&str, &str)]) -> PodTemplateSpec {
+    PodTemplateSpec {
+        metadata: Some(ObjectMeta {
+            labels: Some(
+                labels
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect(),
+            ),
+            name: Some("ignored".into()),
+            namespace: Some("elsewhere".into()),
+            ..ObjectMeta::default()
+        }),
+        spec: Some(spec),
+    }
+}
+
+#[test]
+fn runner_names_have_truncated_prefix_and_random_suffix() {
+    let mut rng = StdRng::seed_from_u64(7);
+    let long = "a".repeat(80);
+    let name = runner_name_with(&long, &mut rng);
+    assert_eq!(name.len(), RUNNER_NAME_PREFIX_MAX + 1 + RUNNER_NAME_SUFFIX_LEN);
+    let (prefix, suffix) = name.rsplit_once('-').expect("dash");
+    assert_eq!(prefix, "a".repeat(46));
+    assert!(
+        suffix
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+    );
+    let short = runner_name_with("g", &mut rng);
+    assert!(short.starts_with("g-") && short.len() == 7);
+    assert_ne!(runner_name("g"), runner_name("g").to_uppercase());
+}
+
+#[test]
+fn job_has_contract_fields() {
+    let g = group(None);
+    let job = build(&g);
+    assert_eq!(job.metadata.name.as_deref(), Some("linux-x64-abcde"));
+    assert_eq!(job.metadata.namespace.as_deref(), Some("ci"));
+    let labels = job.metadata.labels.as_ref().expect("labels");
+    assert_eq!(
+        labels.get(MANAGED_BY_LABEL).map(String::as_str),
+        Some("forgerunner")
+    );
+    assert_eq!(labels.get(GROUP_LABEL).map(String::as_str), Some("linux-x64"));
+    assert_eq!(labels.get(FORGE_LABEL).map(String::as_str), Some("gitea"));
+    let owner = &job.metadata.owner_references.as_ref().expect("owner")[0];
+    assert_eq!(owner.kind, "RunnerGroup");
+    assert_eq!(owner.uid, "uid-123");
+    assert_eq!(owner.controller, Some(true));
+    let spec = job.spec.as_ref().expect("spec");
+    assert_eq!(spec.backoff_limit, Some(0));
+    assert_eq!(spec.ttl_seconds_after_finished, Some(300));
+    assert_eq!(spec.active_deadline_seconds, Some(3600));
+    let pod_meta = spec.template.metadata.as_ref().expect("pod meta");
+    assert_eq!(
+        pod_meta
+            .labels
+            .as_ref()
+            .expect("pod labels")
+            .get(GROUP_LABEL)
+            .map(String::as_str),
+        Some("linux-x64")
+    );
+    assert_eq!(pod_spec(&job).restart_policy.as_deref(), Some("Never"));
+    let ann = job.metadata.annotations.as_ref().expect("annotations");
+    assert_eq!(
+        ann.get("forgerunner.dev/runner-id").map(String::as_str),
+        Some("42")
+    );
+}
+
+#[test]
+fn credential_env_is_set_and_no_secret_literal_in_job() {
+    let g = group(None);
+    let job = build(&g);
+    let r = runner(&job);
+    assert_eq!(
+        env_value(r, "GITEA_RUNNER_NAME").and_then(|e| e.value.as_deref()),
+        Some("linux-x64-abcde")
+    );
+    let json = serde_json::to_string(&job).expect("serialize");
+    assert!(!json.contains(TOKEN), "secret literal leaked into the Job");
+    let reg = env_value(r, "GITEA_RUNNER_REGISTRATION_TOKEN").expect("token env");
+    assert!(reg.value.is_none() && reg.value_from.is_some());
+}
+
+#[test]
+fn missing_uid_is_an_error() {
+    let mut g = group(None);
+    g.metadata.uid = None;
+    let c = creds();
+    let err = build_runner_job(RunnerJobInput {
+        group: &g,
+        runner_name: "x-abcde",
+        default_pod: PodSpec::default(),
+        credentials: &c,
+    })
+    .expect_err("no uid");
+    assert_eq!(err, RunnerJobError::MissingGroupMetadata("uid"));
+}
+
+#[test]
+fn spec_image_then_template_image() {
+    let mut g = group(None);
+    g.spec.image = Some("my/runner:1".into());
+    assert_eq!(runner(&build(&g)).image.as_deref(), Some("my/runner:1"));
+    g.spec.template = Some(template(
+        PodSpec {
+            containers: vec![Container {
+                name: "runner".into(),
+                image: Some("tpl/runner:2".into()),
+                ..Container::default()
+            }],
+            ..PodSpec::default()
+        },
+        &[],
+    ));
+    assert_eq!(runner(&build(&g)).image.as_deref(), Some("tpl/runner:2"));
+}
+
+#[test]
+fn runner_container_merges_resources_env_and_mounts() {
+    let limits = BTreeMap::from([("cpu".to_owned(), Quantity("2".into()))]);
+    let tpl = PodSpec {
+        containers: vec![Container {
+            name: "runner".into(),
+            resources: Some(ResourceRequirements {
+                limits: Some(limits.clone()),
+                ..ResourceRequirements::default()
+            }),
+            env: Some(vec![
+                env("EXTRA", "1"),
+                env("GITEA_RUNNER_NAME", "hijack"),
+                env("GITEA_RUNNER_REGISTRATION_TOKEN", "literal"),
+            ]),
+            volume_mounts: Some(vec![
+                VolumeMount {
+                    name: "cache".into(),
+                    mount_path: "/cache".into(),
+                    ..VolumeMount::default()
+                },
+                VolumeMount {
+                    name: "evil".into(),
+                    mount_path: "/data".into(),
+                    ..VolumeMount::default()
+                },
+            ]),
+            ..Container::default()
+        }],
+        ..PodSpec::default()
+    };
+    let g = group(Some(template(tpl, &[])));
+    let job = build(&g);
+    let r = runner(&job);
+    assert_eq!(pod_spec(&job).containers.len(), 1);
+    assert_eq!(r.resources.as_ref().and_then(|x| x.limits.clone()), Some(limits));
+    assert_eq!(
+        r.image.as_deref(),
+        Some("gitea/act_runner:0.2"),
+        "image kept when template has none"
+    );
+    assert_eq!(r.command.as_deref(), Some(&["/bin/run".to_owned()][..]));
+    assert_eq!(env_value(r, "EXTRA").and_then(|e| e.value.as_deref()), Some("1"));
+    assert_eq!(
+        env_value(r, "GITEA_RUNNER_NAME").and_then(|e| e.value.as_deref()),
+        Some("linux-x64-abcde")
+    );
+    assert!(
+        env_value(r, "GITEA_RUNNER_REGISTRATION_TOKEN")
+            .and_then(|e| e.value.as_ref())
+            .is_none()
+    );
+    let names: Vec<&str> = r.env.iter().flatten().map(|e| e.name.as_str()).collect();
+    assert_eq!(names.iter().filter(|n| **n == "GITEA_RUNNER_NAME").count(), 1);
+    let mounts: Vec<(&str, &str)> = r
+        .volume_mounts
+        .iter()
+        .flatten()
+        .map(|m| (m.name.as_str(), m.mount_path.as_str()))
+        .collect();
+    assert_eq!(mounts, [("data", "/data"), ("cache", "/cache")]);
+}
+
+#[test]
+fn other_containers_and_init_containers_are_appended() {
+    let tpl = PodSpec {
+        containers: vec![
+            Container {
+                name: "dind".into(),
+                image: Some("docker:dind".into()),
+                ..Container::default()
+            },
+            Container {
+                name: "runner".into(),
+                args: Some(vec!["--x".into()]),
+                ..Container::default()
+            },
+        ],
+        init_containers: Some(vec![Container {
+            name: "init".into(),
+            image: Some("busybox".into()),
+            ..Container::default()
+        }]),
+        ..PodSpec::default()
+    };
+    let job = build(&group(Some(template(tpl, &[]))));
+    let spec = pod_spec(&job);
+    let names: Vec<&str> = spec.containers.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["runner", "dind"]);
+    assert_eq!(runner(&job).args.as_deref(), Some(&["--x".to_owned()][..]));
+    let init: Vec<&str> = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(init, ["init"]);
+}
+
+#[test]
+fn volumes_appended_but_default_names_reserved() {
+    let tpl = PodSpec {
+        volumes: Some(vec![
+            Volume {
+                name: "cache".into(),
+                ..Volume::default()
+            },
+            Volume {
+                name: "data".into(),
+                host_path: Some(k8s_openapi::api::core::v1::HostPathVolumeSource {
+                    path: "/".into(),
+                    type_: None,
+                }),
+                ..Volume::default()
+            },
+        ]),
+        ..PodSpec::default()
+    };
+    let job = build(&group(Some(template(tpl, &[]))));
+    let vols = pod_spec(&job).volumes.as_ref().expect("volumes");
+    let names: Vec<&str> = vols.iter().map(|v| v.name.as_str()).collect();
+    assert_eq!(names, ["data", "cache"]);
+    assert!(vols[0].host_path.is_none(), "default volume must not be replaced");
+}
+
+#[test]
+fn reserved_pod_fields_and_labels_are_not_taken() {
+    let tpl = PodSpec {
+        restart_policy: Some("Always".into()),
+        service_account_name: Some("runner-sa".into()),
+        node_selector: Some(BTreeMap::from([("pool".to_owned(), "ci".to_owned())])),
+        ..PodSpec::default()
+    };
+    let t = template(
+        tpl,
+        &[
+            ("team", "infra"),
+            (GROUP_LABEL, "other"),
+            (MANAGED_BY_LABEL, "helm"),
+        ],
+    );
+    let job = build(&group(Some(t)));
+    let spec = pod_spec(&job);
+    assert_eq!(spec.restart_policy.as_deref(), Some("Never"));
+    assert_eq!(spec.service_account_name.as_deref(), Some("runner-sa"));
+    assert_eq!(
+        spec.node_selector
+            .as_ref()
+            .and_then(|n| n.get("pool"))
+            .map(String::as_str),
+        Some("ci")
+    );
+    let labels = job
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.metadata.as_ref())
+        .and_then(|m| m.labels.as_ref())
+        .expect("labels");
+    assert_eq!(labels.get("team").map(String::as_str), Some("infra"));
+    assert_eq!(labels.get(GROUP_LABEL).map(String::as_str), Some("linux-x64"));
+    assert_eq!(
+        labels.get(MANAGED_BY_LABEL).map(String::as_str),
+        Some("forgerunner")
+    );
+    assert_eq!(job.metadata.name.as_deref(), Some("linux-x64-abcde"));
+    assert_eq!(job.metadata.namespace.as_deref(), Some("ci"));
+}
+
+#[test]
+fn first_container_is_the_runner_when_none_named_runner() {
+    let default = PodSpec {
+        containers: vec![
+            Container {
+                name: "main".into(),
+                image: Some("a".into()),
+                ..Container::default()
+            },
+            Container {
+                name: "side".into(),
+                image: Some("b".into()),
+                ..Container::default()
+            },
+        ],
+        ..PodSpec::default()
+    };
+    let tpl = PodSpec {
+        containers: vec![
+            Container {
+                name: "runner".into(),
+                image: Some("c".into()),
+                ..Container::default()
+            },
+            Container {
+                name: "side".into(),
+                image: Some("d".into()),
+                ..Container::default()
+            },
+        ],
+        ..PodSpec::default()
+    };
+    let merged = merge_pod_spec(default, Some(&tpl));
+    let got: Vec<(&str, Option<&str>)> = merged
+        .containers
+        .iter()
+        .map(|c| (c.name.as_str(), c.image.as_deref()))
+        .collect();
+    assert_eq!(got, [("runner", Some("c")), ("side", Some("d"))]);
+}
+
+#[test]
+fn ports_dedupe_and_empty_template_keeps_default() {
+    let mut d = Container {
+        name: "runner".into(),
+        ports: Some(vec![ContainerPort {
+            container_port: 80,
+            ..ContainerPort::default()
+        }]),
+        ..Container::default()
+    };
+    let t = Container {
+        name: "runner".into(),
+        image: Some(String::new()),
+        command: Some(vec![]),
+        ports: Some(vec![
+            ContainerPort {
+                container_port: 80,
+                ..ContainerPort::default()
+            },
+            ContainerPort {
+                container_port: 81,
+                ..ContainerPort::default()
+            },
+        ]),
+        ..Container::default()
+    };
+    d.image = Some("keep".into());
+    merge_container(&mut d, &t);
+    assert_eq!(d.image.as_deref(), Some("keep"));
+    assert_eq!(d.ports.as_ref().map(Vec::len), Some(2));
+    let no_template = merge_pod_spec(default_pod("s"), None);
+    assert_eq!(no_template.restart_policy.as_deref(), Some("Never"));
+    assert_eq!(no_template.containers.len(), 1);
+}
+
+#[test]
+fn secret_is_owned_by_job_and_holds_data() {
+    let g = group(None);
+    let mut job = build(&g);
+    let c = creds();
+    assert_eq!(
+        build_runner_secret(&job, &c).expect_err("no uid"),
+        RunnerJobError::MissingJobMetadata("uid")
+    );
+    job.metadata.uid = Some("job-uid".into());
+    let s = build_runner_secret(&job, &c).expect("secret");
+    assert_eq!(s.metadata.name.as_deref(), Some("linux-x64-abcde"));
+    assert_eq!(s.metadata.namespace.as_deref(), Some("ci"));
+    let owner = &s.metadata.owner_references.as_ref().expect("owner")[0];
+    assert_eq!((owner.kind.as_str(), owner.uid.as_str()), ("Job", "job-uid"));
+    let data = s.data.as_ref().expect("data");
+    assert_eq!(data.get("token").map(|b| b.0.as_slice()), Some(TOKEN.as_bytes()));
+    assert!(
+        !format!("{c:?}").contains(TOKEN),
+        "Debug of credentials must be redacted"
+    );
+}

@@ -1,0 +1,424 @@
+//! HTTP layer: one reqwest client per (config URL, credentials), the token chain, request
+//! retries, metrics and the mapping of responses onto [`ApiError`].
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes_helpers::strip_bom;
+use forgerunner_core::forge::SecretValue;
+use forgerunner_core::metrics::{ForgeRequestLabels, Metrics};
+use reqwest::header::{HeaderMap, HeaderValue, RETRY_AFTER};
+use reqwest::{Method, RequestBuilder};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use url::Url;
+
+use crate::auth::AuthMethod;
+use crate::auth::token_cache::{AdminConnection, TokenCache, jwt_exp};
+use crate::backoff::Backoff;
+use crate::config_url::ConfigUrl;
+use crate::error::{ApiError, status_outcome, truncate};
+
+/// API version every Actions service call carries.
+pub const API_VERSION: &str = "6.0-preview";
+/// Label value of the `forge` metric label.
+const FORGE: &str = "github";
+
+/// Timeouts and retry policy of the HTTP layer.
+#[derive(Clone, Debug)]
+pub struct HttpOptions {
+    /// Timeout of an ordinary request.
+    pub request_timeout: Duration,
+    /// Timeout of a long poll (must exceed the service's ~50 s hold).
+    pub poll_timeout: Duration,
+    /// Connect timeout.
+    pub connect_timeout: Duration,
+    /// Retries of a transient failure (429, 5xx except 501, transport) before giving up.
+    pub max_retries: u32,
+    /// Backoff between those retries; a `Retry-After` longer than `retry.cap` is not waited
+    /// for but returned to the caller as a rate limit.
+    pub retry: Backoff,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        HttpOptions {
+            request_timeout: Duration::from_secs(60),
+            poll_timeout: Duration::from_secs(90),
+            connect_timeout: Duration::from_secs(10),
+            max_retries: 3,
+            retry: Backoff { base: Duration::from_millis(500), cap: Duration::from_secs(10) },
+        }
+    }
+}
+
+/// How a request is authorized.
+#[derive(Clone, Copy)]
+pub enum Auth<'a> {
+    /// `Authorization: Bearer <token>`.
+    Bearer(&'a SecretValue),
+    /// `Authorization: RemoteAuth <token>` (runner-registration).
+    RemoteAuth(&'a SecretValue),
+}
+
+/// A successful response: its status and its body with any BOM removed.
+#[derive(Debug)]
+pub struct Reply {
+    /// HTTP status (2xx).
+    pub status: u16,
+    /// Body bytes.
+    pub body: Vec<u8>,
+}
+
+impl Reply {
+    /// Decodes the body as JSON.
+    pub fn json<T: DeserializeOwned>(&self, operation: &'static str) -> Result<T, ApiError> {
+        serde_json::from_slice(&self.body)
+            .map_err(|e| ApiError::BadResponse { operation, message: truncate(&e.to_string()) })
+    }
+}
+
+/// Error body of the Actions service (`typeName`) and of GitHub REST (`message`).
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+struct ErrorBody {
+    type_name: Option<String>,
+    message: Option<String>,
+}
+
+/// A GitHub client for one config URL and one set of credentials.
+#[derive(Debug)]
+pub struct GithubClient {
+    http: reqwest::Client,
+    metrics: Arc<Metrics>,
+    config: ConfigUrl,
+    auth: AuthMethod,
+    tokens: TokenCache,
+    opts: HttpOptions,
+}
+
+impl GithubClient {
+    /// Builds a client; `ca_bundle` (PEM) is trusted on top of the system roots, `proxy` proxies
+    /// every request.
+    pub fn new(
+        metrics: Arc<Metrics>,
+        config: ConfigUrl,
+        auth: AuthMethod,
+        ca_bundle: Option<&str>,
+        proxy: Option<&str>,
+        opts: HttpOptions,
+    ) -> Result<GithubClient, ApiError> {
+        let mut headers = HeaderMap::new();
+        let agent = format!(
+            r#"{{"system":"forgerunner","version":"{}","subsystem":"forgerunner-github","kind":"scaleset"}}"#,
+            env!("CARGO_PKG_VERSION")
+        );
+        if let Ok(v) = HeaderValue::from_str(&agent) {
+            headers.insert(reqwest::header::USER_AGENT, v);
+        }
+        let mut builder = reqwest::Client::builder().default_headers(headers).connect_timeout(opts.connect_timeout);
+        if let Some(pem) = ca_bundle.filter(|p| !p.trim().is_empty()) {
+            let certs = reqwest::Certificate::from_pem_bundle(pem.as_bytes())
+                .map_err(|e| ApiError::Config(format!("CA bundle is not valid PEM: {e}")))?;
+            builder = builder.tls_certs_merge(certs);
+        }
+        if let Some(p) = proxy.filter(|p| !p.trim().is_empty()) {
+            // The proxy URL may carry credentials: never echo it.
+            let proxy = reqwest::Proxy::all(p.trim()).map_err(|_| ApiError::Config("proxyUrl is not a valid proxy URL".into()))?;
+            builder = builder.proxy(proxy);
+        }
+        let http = builder.build().map_err(|e| ApiError::Config(format!("cannot build HTTP client: {e}")))?;
+        Ok(GithubClient { http, metrics, config, auth, tokens: TokenCache::default(), opts })
+    }
+
+    /// The parsed config URL.
+    pub fn config(&self) -> &ConfigUrl {
+        &self.config
+    }
+
+    /// Sends a request built by `build` (called once per attempt), retrying transient failures.
+    pub async fn execute(
+        &self,
+        operation: &'static str,
+        timeout: Duration,
+        build: impl Fn() -> RequestBuilder,
+    ) -> Result<Reply, ApiError> {
+        let mut attempt = 0;
+        loop {
+            let result = self.attempt(operation, build().timeout(timeout)).await;
+            match result {
+                Err(e) if e.is_transient() && attempt < self.opts.max_retries => {
+                    let wait_asked = e.retry_after().map(Duration::from_secs);
+                    if wait_asked.is_some_and(|w| w > self.opts.retry.cap) {
+                        return Err(e);
+                    }
+                    let wait = self.opts.retry.delay_with_retry_after(attempt, e.retry_after());
+                    tracing::debug!(operation, attempt, wait_ms = wait.as_millis() as u64, error = %e, "retrying GitHub request");
+                    tokio::time::sleep(wait).await;
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn attempt(&self, operation: &'static str, request: RequestBuilder) -> Result<Reply, ApiError> {
+        let started = Instant::now();
+        let result = match request.send().await {
+            Err(e) => Err(ApiError::Transport { operation, message: transport_message(&e) }),
+            Ok(resp) => {
+                let status = resp.status().as_u16();
+                let headers = resp.headers().clone();
+                match resp.bytes().await {
+                    Err(e) => Err(ApiError::Transport { operation, message: transport_message(&e) }),
+                    Ok(body) if (200..300).contains(&status) => Ok(Reply { status, body: strip_bom(&body).to_vec() }),
+                    Ok(body) => Err(status_error(operation, status, &headers, strip_bom(&body))),
+                }
+            }
+        };
+        let outcome = match &result {
+            Ok(r) => status_outcome(r.status, false),
+            Err(e) => e.outcome(),
+        };
+        self.metrics.observe_forge_request(
+            ForgeRequestLabels { forge: FORGE, operation, outcome },
+            started.elapsed().as_secs_f64(),
+        );
+        result
+    }
+
+    fn request(&self, method: Method, url: Url, auth: Auth<'_>) -> RequestBuilder {
+        let value = match auth {
+            Auth::Bearer(t) => format!("Bearer {}", t.expose()),
+            Auth::RemoteAuth(t) => format!("RemoteAuth {}", t.expose()),
+        };
+        self.http.request(method, url).header(reqwest::header::AUTHORIZATION, value)
+    }
+
+    /// Builds a request to an arbitrary URL (message queue) with `auth`.
+    pub fn raw_request(&self, method: Method, url: Url, auth: Auth<'_>) -> RequestBuilder {
+        self.request(method, url, auth)
+    }
+
+    /// Ordinary request timeout.
+    pub fn request_timeout(&self) -> Duration {
+        self.opts.request_timeout
+    }
+
+    /// Long-poll timeout.
+    pub fn poll_timeout(&self) -> Duration {
+        self.opts.poll_timeout
+    }
+
+    /// The admin connection, refreshed through the whole token chain when due.
+    pub async fn admin(&self) -> Result<AdminConnection, ApiError> {
+        self.tokens.get_or_refresh(|| self.connect()).await
+    }
+
+    /// Runs the token chain: (App: JWT → installation token) → registration token →
+    /// `runner-registration` → Actions service URL and admin token.
+    async fn connect(&self) -> Result<AdminConnection, ApiError> {
+        let bearer = match &self.auth {
+            AuthMethod::Pat(t) => t.clone(),
+            AuthMethod::App { app_id, installation_id, key } => {
+                let jwt = SecretValue::new(
+                    key.jwt(app_id).map_err(|e| ApiError::InvalidCredentials(format!("github_app_private_key: {e}")))?,
+                );
+                let url = self.rest_url(&format!("app/installations/{installation_id}/access_tokens"))?;
+                let reply = self
+                    .execute("app_access_token", self.opts.request_timeout, || {
+                        self.request(Method::POST, url.clone(), Auth::Bearer(&jwt))
+                            .header(reqwest::header::ACCEPT, "application/vnd.github+json")
+                    })
+                    .await?;
+                SecretValue::new(reply.json::<TokenReply>("app_access_token")?.token)
+            }
+        };
+        let url = self.rest_url(&self.config.registration_token_path())?;
+        let reply = self
+            .execute("registration_token", self.opts.request_timeout, || {
+                self.request(Method::POST, url.clone(), Auth::Bearer(&bearer))
+                    .header(reqwest::header::ACCEPT, "application/vnd.github.v3+json")
+            })
+            .await?;
+        let registration = SecretValue::new(reply.json::<TokenReply>("registration_token")?.token);
+
+        let url = self.rest_url("actions/runner-registration")?;
+        let body = serde_json::json!({ "url": self.config.raw, "runner_event": "register" });
+        // GitHub sometimes rejects a registration token minted a moment ago: retry 401/403 briefly.
+        let mut attempt = 0;
+        let reply = loop {
+            let result = self
+                .execute("runner_registration", self.opts.request_timeout, || {
+                    self.request(Method::POST, url.clone(), Auth::RemoteAuth(&registration)).json(&body)
+                })
+                .await;
+            match result {
+                Err(e) if matches!(e.status(), Some(401 | 403)) && attempt < self.opts.max_retries => {
+                    tokio::time::sleep(self.opts.retry.delay(attempt)).await;
+                    attempt += 1;
+                }
+                other => break other?,
+            }
+        };
+        let conn: RegistrationReply = reply.json("runner_registration")?;
+        if conn.url.is_empty() || conn.token.is_empty() {
+            return Err(ApiError::BadResponse {
+                operation: "runner_registration",
+                message: "empty Actions service URL or token".into(),
+            });
+        }
+        let mut base = conn.url.clone();
+        if !base.ends_with('/') {
+            base.push('/');
+        }
+        let url = Url::parse(&base).map_err(|e| ApiError::BadResponse {
+            operation: "runner_registration",
+            message: format!("Actions service URL is invalid: {e}"),
+        })?;
+        let exp = jwt_exp(&conn.token);
+        Ok(AdminConnection { url, token: SecretValue::new(conn.token), exp })
+    }
+
+    fn rest_url(&self, path: &str) -> Result<Url, ApiError> {
+        self.config.rest_base.join(path).map_err(|e| ApiError::Config(format!("bad REST URL: {e}")))
+    }
+
+    /// Calls the Actions service with the admin token at `path` (relative to the service URL),
+    /// adding `api-version`. A 401 drops the cached token and retries once with a fresh one.
+    pub async fn actions(
+        &self,
+        operation: &'static str,
+        method: Method,
+        path: &str,
+        query: &[(&str, &str)],
+        body: Option<&serde_json::Value>,
+    ) -> Result<Reply, ApiError> {
+        let mut refreshed = false;
+        loop {
+            let conn = self.admin().await?;
+            let mut url = conn.url.join(path).map_err(|e| ApiError::Config(format!("bad Actions URL: {e}")))?;
+            {
+                let mut pairs = url.query_pairs_mut();
+                for (k, v) in query {
+                    pairs.append_pair(k, v);
+                }
+                pairs.append_pair("api-version", API_VERSION);
+            }
+            let result = self
+                .execute(operation, self.opts.request_timeout, || {
+                    let req = self.request(method.clone(), url.clone(), Auth::Bearer(&conn.token));
+                    match body {
+                        Some(b) => req.json(b),
+                        None => req,
+                    }
+                })
+                .await;
+            match result {
+                Err(e) if e.status() == Some(401) && !refreshed => {
+                    self.tokens.invalidate(&conn.token).await;
+                    refreshed = true;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// The Actions service URL for `path` with `api-version`, for calls made with another token.
+    pub async fn actions_url(&self, path: &str) -> Result<Url, ApiError> {
+        let conn = self.admin().await?;
+        let mut url = conn.url.join(path).map_err(|e| ApiError::Config(format!("bad Actions URL: {e}")))?;
+        url.query_pairs_mut().append_pair("api-version", API_VERSION);
+        Ok(url)
+    }
+}
+
+#[derive(Deserialize)]
+struct TokenReply {
+    token: String,
+}
+
+#[derive(Deserialize)]
+struct RegistrationReply {
+    #[serde(default)]
+    url: String,
+    #[serde(default)]
+    token: String,
+}
+
+fn transport_message(e: &reqwest::Error) -> String {
+    let kind = if e.is_timeout() {
+        "timeout"
+    } else if e.is_connect() {
+        "connect failed"
+    } else {
+        "request failed"
+    };
+    // reqwest's Display includes the URL, which carries no secret (tokens travel in headers).
+    truncate(&format!("{kind}: {e}"))
+}
+
+fn status_error(operation: &'static str, status: u16, headers: &HeaderMap, body: &[u8]) -> ApiError {
+    let parsed: ErrorBody = serde_json::from_slice(body).unwrap_or_default();
+    let message = parsed
+        .message
+        .unwrap_or_else(|| String::from_utf8_lossy(body).trim().to_string());
+    let retry_after = headers
+        .get(RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    let remaining_zero = headers
+        .get("x-ratelimit-remaining")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim() == "0");
+    let rate_limited =
+        status == 429 || (status == 403 && (remaining_zero || message.to_ascii_lowercase().contains("rate limit")));
+    let retry_after = retry_after.or_else(|| {
+        // Primary rate limit: wait until the reset time.
+        let reset = headers.get("x-ratelimit-reset")?.to_str().ok()?.trim().parse::<i64>().ok()?;
+        let now = jiff::Timestamp::now().as_second();
+        (remaining_zero && reset > now).then(|| u64::try_from(reset - now).unwrap_or(60))
+    });
+    ApiError::Status {
+        operation,
+        status,
+        type_name: parsed.type_name,
+        message: truncate(&message),
+        retry_after,
+        rate_limited,
+    }
+}
+
+/// Byte helpers kept apart from the client for unit tests.
+pub mod bytes_helpers {
+    /// Removes a leading UTF-8 byte order mark, which the Actions service sends.
+    pub fn strip_bom(body: &[u8]) -> &[u8] {
+        body.strip_prefix(&[0xEF, 0xBB, 0xBF]).unwrap_or(body)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strips_only_a_leading_bom() {
+        assert_eq!(strip_bom(b"\xEF\xBB\xBF{}"), b"{}");
+        assert_eq!(strip_bom(b"{}"), b"{}");
+        assert_eq!(strip_bom(b""), b"");
+    }
+
+    #[test]
+    fn status_errors_read_type_names_and_rate_limits() {
+        let mut h = HeaderMap::new();
+        let e = status_error("op", 409, &h, br#"{"typeName":"GitHub.X.AgentExistsException","message":"exists"}"#);
+        assert!(e.is_exception("AgentExistsException"));
+        assert!(!e.is_transient());
+        h.insert(RETRY_AFTER, HeaderValue::from_static("7"));
+        let e = status_error("op", 403, &h, br#"{"message":"You have exceeded a secondary rate limit"}"#);
+        assert!(matches!(e, ApiError::Status { rate_limited: true, retry_after: Some(7), .. }));
+        let e = status_error("op", 503, &HeaderMap::new(), b"upstream down");
+        assert!(matches!(&e, ApiError::Status { message, .. } if message == "upstream down"));
+        assert!(e.is_transient());
+    }
+}

@@ -1,0 +1,475 @@
+//! `GithubForge`: the `Forge` implementation tying clients, scale sets, listeners and runners
+//! together, with per-group state kept in memory (rebuilt from the cluster after a restart).
+
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use forgerunner_core::forge::{
+    Demand, ForgeFacts, ForgeRunnerState, GroupContext, GroupKey, ReconcileTrigger, RemoveOutcome, RunnerCredentials,
+    RunnerRef,
+};
+use forgerunner_core::metrics::Metrics;
+use forgerunner_core::{Forge, ForgeError, ForgeKind, RunnerGroup};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::PodSpec;
+
+use crate::auth::AuthMethod;
+use crate::backoff::Backoff;
+use crate::client::{GithubClient, HttpOptions};
+use crate::config_url::ConfigUrl;
+use crate::error::ApiError;
+use crate::listener::{Listener, ListenerConfig};
+use crate::runners::{self, Removal};
+use crate::scale_set::{self, DesiredScaleSet};
+use crate::{RUNNER_ID_ANNOTATION, SCALE_SET_ID_ANNOTATION, pod};
+
+/// Tunables of the GitHub backend; the defaults suit production.
+#[derive(Clone, Debug)]
+pub struct GithubOptions {
+    /// HTTP timeouts and request retries.
+    pub http: HttpOptions,
+    /// Listener backoff after errors.
+    pub listener_backoff: Backoff,
+    /// Listener backoff while another session holds the scale set (409).
+    pub conflict_backoff: Backoff,
+    /// Bound on deleting a session at shutdown.
+    pub shutdown_timeout: Duration,
+    /// Session owner name: env `POD_NAME`, else `HOSTNAME`, else `forgerunner`.
+    pub owner_name: String,
+    /// Concurrent runner lookups in `runner_state`.
+    pub lookup_concurrency: usize,
+}
+
+impl Default for GithubOptions {
+    fn default() -> Self {
+        let owner_name = ["POD_NAME", "HOSTNAME"]
+            .iter()
+            .filter_map(|k| std::env::var(k).ok())
+            .find(|v| !v.trim().is_empty())
+            .unwrap_or_else(|| "forgerunner".into());
+        GithubOptions {
+            http: HttpOptions::default(),
+            listener_backoff: Backoff { base: Duration::from_secs(1), cap: Duration::from_secs(60) },
+            conflict_backoff: Backoff { base: Duration::from_secs(30), cap: Duration::from_secs(60) },
+            shutdown_timeout: Duration::from_secs(10),
+            owner_name,
+            lookup_concurrency: 8,
+        }
+    }
+}
+
+/// The scale set a group uses, as last confirmed at the service.
+#[derive(Clone, Debug)]
+struct ScaleSetInfo {
+    id: i64,
+    name: String,
+    runner_group: Option<String>,
+}
+
+#[derive(Default)]
+struct GroupState {
+    client: Option<(u64, Arc<GithubClient>)>,
+    scale_set: Option<ScaleSetInfo>,
+    listener: Option<Listener>,
+}
+
+/// The GitHub runner scale set backend.
+pub struct GithubForge {
+    metrics: Arc<Metrics>,
+    trigger: ReconcileTrigger,
+    opts: GithubOptions,
+    groups: Mutex<HashMap<GroupKey, Arc<tokio::sync::Mutex<GroupState>>>>,
+}
+
+impl std::fmt::Debug for GithubForge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GithubForge").finish_non_exhaustive()
+    }
+}
+
+fn desired(ctx: &GroupContext) -> Result<DesiredScaleSet, ForgeError> {
+    let spec = github_spec(&ctx.group)?;
+    let name = spec
+        .scale_set_name
+        .as_deref()
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .unwrap_or(&ctx.key.name)
+        .to_string();
+    let runner_group = spec.runner_group.as_deref().map(str::trim).filter(|g| !g.is_empty()).map(str::to_string);
+    Ok(DesiredScaleSet { name, runner_group, labels: spec.labels.clone() })
+}
+
+fn github_spec(group: &RunnerGroup) -> Result<&forgerunner_core::crd::GithubSpec, ForgeError> {
+    group.spec.github.as_ref().ok_or_else(|| ForgeError::Config("spec.github is required for forge github".into()))
+}
+
+fn fingerprint(ctx: &GroupContext) -> u64 {
+    let mut h = DefaultHasher::new();
+    if let Some(spec) = &ctx.group.spec.github {
+        spec.config_url.hash(&mut h);
+        spec.proxy_url.hash(&mut h);
+    }
+    ctx.credentials.secret_name.hash(&mut h);
+    ctx.credentials.version.hash(&mut h);
+    for (k, v) in &ctx.credentials.data {
+        k.hash(&mut h);
+        v.expose().hash(&mut h);
+    }
+    ctx.ca_bundle.hash(&mut h);
+    h.finish()
+}
+
+impl GithubForge {
+    /// A backend with default options; `trigger` wakes a group's reconcile after each poll.
+    pub fn new(metrics: Arc<Metrics>, trigger: ReconcileTrigger) -> GithubForge {
+        GithubForge::with_options(metrics, trigger, GithubOptions::default())
+    }
+
+    /// A backend with explicit options (tests use short timeouts and backoffs).
+    pub fn with_options(metrics: Arc<Metrics>, trigger: ReconcileTrigger, opts: GithubOptions) -> GithubForge {
+        GithubForge { metrics, trigger, opts, groups: Mutex::default() }
+    }
+
+    fn entry(&self, key: &GroupKey) -> Arc<tokio::sync::Mutex<GroupState>> {
+        let mut groups = self.groups.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        groups.entry(key.clone()).or_default().clone()
+    }
+
+    fn build_client(&self, ctx: &GroupContext) -> Result<GithubClient, ApiError> {
+        let spec = github_spec(&ctx.group).map_err(|e| ApiError::Config(e.to_string()))?;
+        let config = ConfigUrl::parse(&spec.config_url).map_err(|e| ApiError::Config(e.to_string()))?;
+        let auth = AuthMethod::from_credentials(&ctx.credentials)?;
+        GithubClient::new(
+            self.metrics.clone(),
+            config,
+            auth,
+            ctx.ca_bundle.as_deref(),
+            spec.proxy_url.as_deref(),
+            self.opts.http.clone(),
+        )
+    }
+
+    /// Makes sure the group has a current client (rebuilt when URL, credentials, CA or proxy
+    /// change, which also restarts its listener).
+    async fn ensure_client(&self, ctx: &GroupContext, st: &mut GroupState) -> Result<Arc<GithubClient>, ApiError> {
+        let fp = fingerprint(ctx);
+        if let Some((have, client)) = &st.client
+            && *have == fp
+        {
+            return Ok(client.clone());
+        }
+        if let Some(l) = st.listener.take() {
+            l.stop().await;
+        }
+        st.scale_set = None;
+        let client = Arc::new(self.build_client(ctx)?);
+        st.client = Some((fp, client.clone()));
+        Ok(client)
+    }
+
+    /// Makes sure the scale set exists and matches the spec's name and runner group.
+    async fn ensure_scale_set(
+        &self,
+        ctx: &GroupContext,
+        st: &mut GroupState,
+        client: &GithubClient,
+    ) -> Result<i64, ApiError> {
+        let want = desired(ctx).map_err(|e| ApiError::Config(e.to_string()))?;
+        if st.listener.as_ref().is_some_and(|l| l.state().scale_set_gone) {
+            if let Some(l) = st.listener.take() {
+                l.stop().await;
+            }
+            st.scale_set = None;
+        }
+        if let Some(have) = &st.scale_set {
+            if have.name == want.name && have.runner_group == want.runner_group {
+                return Ok(have.id);
+            }
+            let id = have.id;
+            let name = (have.name != want.name).then_some(want.name.as_str());
+            let group = if have.runner_group != want.runner_group {
+                Some(scale_set::runner_group_id(client, want.runner_group.as_deref()).await?)
+            } else {
+                None
+            };
+            match scale_set::update(client, id, name, group).await {
+                Ok(_) => {
+                    st.scale_set = Some(ScaleSetInfo { id, name: want.name, runner_group: want.runner_group });
+                    return Ok(id);
+                }
+                Err(e) if e.status() == Some(404) => st.scale_set = None,
+                Err(e) => return Err(e),
+            }
+        }
+        let group_id = scale_set::runner_group_id(client, want.runner_group.as_deref()).await?;
+        let known = ctx.group.status.as_ref().and_then(|s| s.scale_set_id);
+        let mut found = match known {
+            Some(id) => scale_set::get(client, id).await?,
+            None => None,
+        };
+        if let Some(set) = &found
+            && (set.name != want.name || set.runner_group_id != group_id)
+        {
+            let name = (set.name != want.name).then_some(want.name.as_str());
+            let group = (set.runner_group_id != group_id).then_some(group_id);
+            found = Some(scale_set::update(client, set.id, name, group).await?);
+        }
+        let set = match found {
+            Some(set) => set,
+            None => match scale_set::find(client, group_id, &want.name).await? {
+                Some(set) => set,
+                None => {
+                    let set = scale_set::create(client, group_id, &want).await?;
+                    tracing::info!(group = %ctx.key, scale_set_id = set.id, name = %want.name, "created GitHub runner scale set");
+                    set
+                }
+            },
+        };
+        st.scale_set = Some(ScaleSetInfo { id: set.id, name: want.name, runner_group: want.runner_group });
+        Ok(set.id)
+    }
+
+    async fn ensure(&self, ctx: &GroupContext, st: &mut GroupState) -> Result<(Arc<GithubClient>, i64), ApiError> {
+        let client = self.ensure_client(ctx, st).await?;
+        let id = self.ensure_scale_set(ctx, st, &client).await?;
+        Ok((client, id))
+    }
+
+    fn ensure_listener(&self, ctx: &GroupContext, st: &mut GroupState, client: &Arc<GithubClient>, id: i64) {
+        let capacity = ctx.group.spec.max_runners;
+        if let Some(l) = &st.listener
+            && l.scale_set_id() == id
+            && !l.is_finished()
+        {
+            l.set_max_capacity(capacity);
+            return;
+        }
+        // A finished or stale listener has already released its session (or lost it).
+        st.listener = None;
+        let config = ListenerConfig {
+            key: ctx.key.clone(),
+            scale_set_id: id,
+            owner: self.opts.owner_name.clone(),
+            backoff: self.opts.listener_backoff,
+            conflict_backoff: self.opts.conflict_backoff,
+            shutdown_timeout: self.opts.shutdown_timeout,
+        };
+        st.listener =
+            Some(Listener::spawn(client.clone(), self.metrics.clone(), self.trigger.clone(), config, capacity));
+    }
+
+    async fn demand_inner(&self, ctx: &GroupContext) -> Result<Demand, ApiError> {
+        let entry = self.entry(&ctx.key);
+        let mut st = entry.lock().await;
+        let (client, id) = self.ensure(ctx, &mut st).await?;
+        self.ensure_listener(ctx, &mut st, &client, id);
+        let state = st.listener.as_ref().map(Listener::state).unwrap_or_default();
+        let stats = match state.statistics {
+            Some(s) => s,
+            None => match scale_set::get(&client, id).await? {
+                Some(set) => set.statistics.ok_or_else(|| ApiError::Config(String::new()))?,
+                None => {
+                    st.scale_set = None;
+                    return Err(ApiError::Config(String::new()));
+                }
+            },
+        };
+        Ok(Demand {
+            jobs: stats.total_assigned_jobs,
+            running_jobs: stats.total_running_jobs,
+            busy_runners: state.busy.into_iter().collect(),
+            // The Actions service drops offline ephemeral runners itself; nothing to report.
+            offline_runners: Vec::new(),
+            facts: ForgeFacts { scale_set_id: Some(id), forge_version: None },
+        })
+    }
+
+    async fn credentials_inner(&self, ctx: &GroupContext, runner_name: &str) -> Result<RunnerCredentials, ApiError> {
+        let entry = self.entry(&ctx.key);
+        let work_folder = pod::work_folder(&ctx.group);
+        let mut attempt = 0;
+        loop {
+            let (client, id) = {
+                let mut st = entry.lock().await;
+                self.ensure(ctx, &mut st).await?
+            };
+            match runners::generate_jit_config(&client, id, runner_name, &work_folder).await {
+                Ok(jit) => {
+                    let mut secret_data = BTreeMap::new();
+                    secret_data.insert(pod::JIT_CONFIG_KEY.to_string(), jit.encoded);
+                    let mut annotations = BTreeMap::new();
+                    annotations.insert(RUNNER_ID_ANNOTATION.to_string(), jit.runner.id.to_string());
+                    annotations.insert(SCALE_SET_ID_ANNOTATION.to_string(), id.to_string());
+                    return Ok(RunnerCredentials { secret_data, env: BTreeMap::new(), annotations });
+                }
+                // The scale set vanished under us: recreate it once.
+                Err(e) if e.status() == Some(404) && attempt == 0 => {
+                    attempt += 1;
+                    entry.lock().await.scale_set = None;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    async fn client_only(&self, ctx: &GroupContext) -> Result<(Arc<GithubClient>, Option<Listener>), ApiError> {
+        let entry = self.entry(&ctx.key);
+        let mut st = entry.lock().await;
+        let client = self.ensure_client(ctx, &mut st).await?;
+        Ok((client, None))
+    }
+
+    fn busy_set(&self, key: &GroupKey) -> std::collections::BTreeSet<String> {
+        let entry = self.entry(key);
+        // try_lock: never wait on a slow ensure just to read listener facts.
+        entry.try_lock().ok().and_then(|st| st.listener.as_ref().map(|l| l.state().busy)).unwrap_or_default()
+    }
+
+    async fn shutdown_inner(&self, ctx: &GroupContext) -> Result<(), ApiError> {
+        let removed = {
+            let mut groups = self.groups.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            groups.remove(&ctx.key)
+        };
+        let mut st = match removed {
+            Some(entry) => std::mem::take(&mut *entry.lock().await),
+            None => GroupState::default(),
+        };
+        if let Some(l) = st.listener.take() {
+            l.stop().await;
+        }
+        let client = self.ensure_client(ctx, &mut st).await?;
+        let id = match &st.scale_set {
+            Some(s) => Some(s.id),
+            None => {
+                let known = ctx.group.status.as_ref().and_then(|s| s.scale_set_id);
+                match known {
+                    Some(id) => Some(id),
+                    None => {
+                        let want = desired(ctx).map_err(|e| ApiError::Config(e.to_string()))?;
+                        let gid = scale_set::runner_group_id(&client, want.runner_group.as_deref()).await?;
+                        scale_set::find(&client, gid, &want.name).await?.map(|s| s.id)
+                    }
+                }
+            }
+        };
+        if let Some(id) = id {
+            scale_set::delete(&client, id).await?;
+            tracing::info!(group = %ctx.key, scale_set_id = id, "deleted GitHub runner scale set");
+        }
+        Ok(())
+    }
+}
+
+/// Maps errors, turning the internal "no statistics yet" marker into `NotReady`.
+fn map_err(e: ApiError) -> ForgeError {
+    match e {
+        ApiError::Config(m) if m.is_empty() => ForgeError::NotReady("the scale set has not reported statistics yet".into()),
+        other => other.into(),
+    }
+}
+
+#[async_trait]
+impl Forge for GithubForge {
+    fn kind(&self) -> ForgeKind {
+        ForgeKind::Github
+    }
+
+    fn default_runner_pod(&self, group: &RunnerGroup, _runner_name: &str, secret_name: &str) -> PodSpec {
+        pod::default_runner_pod(group, secret_name)
+    }
+
+    async fn demand(&self, group: &GroupContext) -> Result<Demand, ForgeError> {
+        self.demand_inner(group).await.map_err(map_err)
+    }
+
+    async fn runner_credentials(&self, group: &GroupContext, runner_name: &str) -> Result<RunnerCredentials, ForgeError> {
+        self.credentials_inner(group, runner_name).await.map_err(map_err)
+    }
+
+    async fn runner_state(
+        &self,
+        group: &GroupContext,
+        runners: &[RunnerRef],
+    ) -> Result<BTreeMap<String, ForgeRunnerState>, ForgeError> {
+        let busy = self.busy_set(&group.key);
+        let (client, _) = self.client_only(group).await.map_err(map_err)?;
+        let mut out = BTreeMap::new();
+        let mut lookups = Vec::new();
+        for r in runners {
+            if busy.contains(&r.name) {
+                out.insert(r.name.clone(), ForgeRunnerState::Busy);
+            } else {
+                lookups.push(r.name.clone());
+            }
+        }
+        let results: Vec<_> = futures::stream::iter(lookups)
+            .map(|name| {
+                let client = client.clone();
+                async move {
+                    let found = runners::find_by_name(&client, &name).await;
+                    (name, found)
+                }
+            })
+            .buffer_unordered(self.opts.lookup_concurrency.max(1))
+            .collect()
+            .await;
+        for (name, found) in results {
+            match found.map_err(map_err)? {
+                Some(info) if info.status.as_deref().is_some_and(|s| s.eq_ignore_ascii_case("offline")) => {
+                    out.insert(name, ForgeRunnerState::Offline);
+                }
+                Some(_) => {
+                    out.insert(name, ForgeRunnerState::Idle);
+                }
+                None => {}
+            }
+        }
+        Ok(out)
+    }
+
+    async fn remove_runner(&self, group: &GroupContext, runner: &RunnerRef) -> Result<RemoveOutcome, ForgeError> {
+        let (client, _) = self.client_only(group).await.map_err(map_err)?;
+        let id = match runner.annotations.get(RUNNER_ID_ANNOTATION).and_then(|v| v.parse::<i64>().ok()) {
+            Some(id) if id > 0 => Some(id),
+            _ => runners::find_by_name(&client, &runner.name).await.map_err(map_err)?.map(|r| r.id),
+        };
+        let Some(id) = id else {
+            return Ok(RemoveOutcome::Removed);
+        };
+        match runners::remove(&client, id).await.map_err(map_err)? {
+            Removal::Removed => Ok(RemoveOutcome::Removed),
+            Removal::Busy => Ok(RemoveOutcome::Busy),
+        }
+    }
+
+    async fn shutdown(&self, group: &GroupContext) -> Result<(), ForgeError> {
+        match self.shutdown_inner(group).await {
+            Ok(()) => Ok(()),
+            // Nothing a retry could fix: do not hold the group's finalizer hostage.
+            Err(e @ (ApiError::InvalidCredentials(_) | ApiError::Config(_))) => {
+                tracing::warn!(group = %group.key, error = %e, "cannot clean up the GitHub scale set; leaving it");
+                Ok(())
+            }
+            Err(e) if e.status() == Some(404) => Ok(()),
+            Err(e) => Err(map_err(e)),
+        }
+    }
+
+    async fn shutdown_all(&self) {
+        let entries: Vec<_> = {
+            let mut groups = self.groups.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            groups.drain().map(|(_, v)| v).collect()
+        };
+        let stops = entries.into_iter().map(|entry| async move {
+            let listener = entry.lock().await.listener.take();
+            if let Some(l) = listener {
+                l.stop().await;
+            }
+        });
+        futures::future::join_all(stops).await;
+    }
+}

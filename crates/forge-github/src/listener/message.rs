@@ -1,0 +1,200 @@
+//! Decoding of message-queue envelopes: BOM, the JSON-string body holding a JSON array, and
+//! per-element dispatch on `messageType`. Pure; malformed parts are skipped, never fatal.
+
+use serde::Deserialize;
+
+use crate::client::bytes_helpers::strip_bom;
+use crate::types::Statistics;
+
+/// The only envelope type that carries job messages.
+pub const JOB_MESSAGES: &str = "RunnerScaleSetJobMessages";
+
+/// One job message, reduced to what the backend acts on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum JobMessage {
+    /// A job can be acquired with this request id.
+    Available {
+        /// `runnerRequestId`.
+        runner_request_id: i64,
+    },
+    /// A job was assigned to the scale set.
+    Assigned {
+        /// `runnerRequestId`.
+        runner_request_id: i64,
+    },
+    /// A job started on one of our runners.
+    Started {
+        /// `runnerRequestId`.
+        runner_request_id: i64,
+        /// The runner's name (= our Job name).
+        runner_name: String,
+    },
+    /// A job finished (or was cancelled before it started).
+    Completed {
+        /// `runnerRequestId`.
+        runner_request_id: i64,
+        /// The runner's name, empty if it never started.
+        runner_name: String,
+        /// `succeeded`, `failed`, `canceled`, …
+        result: String,
+    },
+}
+
+/// A decoded envelope.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Message {
+    /// `messageId`, to ack and to resume after.
+    pub id: i64,
+    /// Statistics at the time of the message, when present.
+    pub statistics: Option<Statistics>,
+    /// Job messages in order; unknown types and malformed entries are dropped.
+    pub jobs: Vec<JobMessage>,
+}
+
+impl Message {
+    /// Request ids of every `JobAvailable`, for one acquire call.
+    pub fn available_ids(&self) -> Vec<i64> {
+        self.jobs
+            .iter()
+            .filter_map(|j| match j {
+                JobMessage::Available { runner_request_id } => Some(*runner_request_id),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// Why an envelope could not be used at all.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum DecodeError {
+    /// Not JSON, or no `messageId`.
+    #[error("message envelope is not valid JSON: {0}")]
+    Envelope(String),
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Envelope {
+    message_id: i64,
+    #[serde(default)]
+    message_type: String,
+    #[serde(default)]
+    body: Option<String>,
+    #[serde(default)]
+    statistics: Option<Statistics>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Element {
+    #[serde(default)]
+    message_type: String,
+    #[serde(default)]
+    runner_request_id: i64,
+    #[serde(default)]
+    runner_name: Option<String>,
+    #[serde(default)]
+    result: Option<String>,
+}
+
+/// Decodes a 200 body. An empty body (seen in the wild) is `Ok(None)`: no message.
+pub fn decode(raw: &[u8]) -> Result<Option<Message>, DecodeError> {
+    let raw = strip_bom(raw);
+    if raw.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    let env: Envelope = serde_json::from_slice(raw).map_err(|e| DecodeError::Envelope(e.to_string()))?;
+    let jobs = if env.message_type == JOB_MESSAGES { decode_body(env.body.as_deref().unwrap_or("")) } else { Vec::new() };
+    Ok(Some(Message { id: env.message_id, statistics: env.statistics, jobs }))
+}
+
+/// The body is a JSON string whose content is a JSON array (decoded a second time).
+fn decode_body(body: &str) -> Vec<JobMessage> {
+    let body = body.trim_start_matches('\u{feff}').trim();
+    if body.is_empty() {
+        return Vec::new();
+    }
+    let Ok(items) = serde_json::from_str::<Vec<serde_json::Value>>(body) else {
+        tracing::warn!("ignoring a job message body that is not a JSON array");
+        return Vec::new();
+    };
+    items
+        .into_iter()
+        .filter_map(|v| serde_json::from_value::<Element>(v).ok())
+        .filter_map(|e| {
+            let id = e.runner_request_id;
+            match e.message_type.as_str() {
+                "JobAvailable" => Some(JobMessage::Available { runner_request_id: id }),
+                "JobAssigned" => Some(JobMessage::Assigned { runner_request_id: id }),
+                "JobStarted" => Some(JobMessage::Started {
+                    runner_request_id: id,
+                    runner_name: e.runner_name.unwrap_or_default(),
+                }),
+                "JobCompleted" => Some(JobMessage::Completed {
+                    runner_request_id: id,
+                    runner_name: e.runner_name.unwrap_or_default(),
+                    result: e.result.unwrap_or_default(),
+                }),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn envelope(body: &str) -> Vec<u8> {
+        serde_json::json!({
+            "messageId": 42,
+            "messageType": JOB_MESSAGES,
+            "statistics": {"totalAssignedJobs": 3, "totalRunningJobs": 1},
+            "body": body,
+        })
+        .to_string()
+        .into_bytes()
+    }
+
+    #[test]
+    fn decodes_bom_and_double_encoded_body() {
+        let body = r#"[{"messageType":"JobAvailable","runnerRequestId":7,"acquireJobUrl":"x"},
+                       {"messageType":"JobStarted","runnerRequestId":8,"runnerName":"r-1","runnerId":3},
+                       {"messageType":"JobCompleted","runnerRequestId":9,"runnerName":"r-2","result":"succeeded"},
+                       {"messageType":"JobAssigned","runnerRequestId":10},
+                       {"messageType":"SomethingNew","runnerRequestId":11},
+                       42]"#;
+        let mut raw = vec![0xEF, 0xBB, 0xBF];
+        raw.extend(envelope(body));
+        let m = decode(&raw).unwrap().unwrap();
+        assert_eq!(m.id, 42);
+        assert_eq!(m.statistics.unwrap().total_assigned_jobs, 3);
+        assert_eq!(
+            m.jobs,
+            vec![
+                JobMessage::Available { runner_request_id: 7 },
+                JobMessage::Started { runner_request_id: 8, runner_name: "r-1".into() },
+                JobMessage::Completed { runner_request_id: 9, runner_name: "r-2".into(), result: "succeeded".into() },
+                JobMessage::Assigned { runner_request_id: 10 },
+            ]
+        );
+        assert_eq!(m.available_ids(), vec![7]);
+    }
+
+    #[test]
+    fn tolerates_empty_and_odd_envelopes() {
+        assert_eq!(decode(b"").unwrap(), None);
+        assert_eq!(decode(b"\xEF\xBB\xBF  ").unwrap(), None);
+        assert!(decode(b"{not json").is_err());
+        let m = decode(br#"{"messageId":1,"messageType":"Other","body":"[{\"messageType\":\"JobAvailable\"}]"}"#)
+            .unwrap()
+            .unwrap();
+        assert!(m.jobs.is_empty(), "only job-message envelopes carry jobs");
+        let m = decode(&envelope("")).unwrap().unwrap();
+        assert!(m.jobs.is_empty());
+        let m = decode(&envelope("not an array")).unwrap().unwrap();
+        assert!(m.jobs.is_empty());
+        let m = decode(br#"{"messageId":5,"messageType":"RunnerScaleSetJobMessages","statistics":null}"#).unwrap().unwrap();
+        assert_eq!(m.statistics, None);
+    }
+}

@@ -1,0 +1,330 @@
+//! The in-process listener: one tokio task per GitHub RunnerGroup that holds the scale set's
+//! message session, long-polls it, acks every message, acquires available jobs and publishes
+//! the latest statistics for `Forge::demand`, waking the reconciler after every poll.
+
+pub mod message;
+pub mod poll;
+pub mod session;
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use forgerunner_core::forge::{GroupKey, ReconcileTrigger};
+use forgerunner_core::metrics::{ForgeLabels, Metrics};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use self::message::{JobMessage, Message};
+use self::session::Session;
+use crate::backoff::Backoff;
+use crate::client::GithubClient;
+use crate::error::ApiError;
+use crate::types::Statistics;
+
+/// Settings of one listener.
+#[derive(Clone, Debug)]
+pub struct ListenerConfig {
+    /// The group whose reconcile is woken.
+    pub key: GroupKey,
+    /// The scale set to listen on.
+    pub scale_set_id: i64,
+    /// Session owner name (pod name or hostname).
+    pub owner: String,
+    /// Backoff after errors.
+    pub backoff: Backoff,
+    /// Backoff while another session holds the scale set (409).
+    pub conflict_backoff: Backoff,
+    /// How long shutdown waits for the session delete.
+    pub shutdown_timeout: Duration,
+}
+
+/// What the listener has learned, read by `Forge::demand`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ListenerState {
+    /// Latest statistics (from the session or the last message).
+    pub statistics: Option<Statistics>,
+    /// Runners that started a job and have not completed it.
+    pub busy: BTreeSet<String>,
+    /// The scale set no longer exists at the service; it must be recreated.
+    pub scale_set_gone: bool,
+    /// The last error, cleared by the next successful poll.
+    pub last_error: Option<String>,
+    /// Polls answered (messages or empty); for tests and diagnostics.
+    pub polls: u64,
+}
+
+/// State shared between the task and the backend.
+#[derive(Debug, Default)]
+struct Shared {
+    max_capacity: AtomicU32,
+    state: Mutex<ListenerState>,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, ListenerState> {
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// A running listener task.
+#[derive(Debug)]
+pub struct Listener {
+    scale_set_id: i64,
+    shared: Arc<Shared>,
+    cancel: CancellationToken,
+    task: JoinHandle<()>,
+}
+
+impl Listener {
+    /// Starts listening; `max_capacity` is sent as `X-ScaleSetMaxCapacity`.
+    pub fn spawn(
+        client: Arc<GithubClient>,
+        metrics: Arc<Metrics>,
+        trigger: ReconcileTrigger,
+        config: ListenerConfig,
+        max_capacity: u32,
+    ) -> Listener {
+        let shared = Arc::new(Shared { max_capacity: AtomicU32::new(max_capacity), state: Mutex::default() });
+        let cancel = CancellationToken::new();
+        let scale_set_id = config.scale_set_id;
+        let task = Task { client, metrics, trigger, config, shared: shared.clone(), cancel: cancel.clone() };
+        let task = tokio::spawn(task.run());
+        Listener { scale_set_id, shared, cancel, task }
+    }
+
+    /// The scale set this listener serves.
+    pub fn scale_set_id(&self) -> i64 {
+        self.scale_set_id
+    }
+
+    /// A copy of what the listener knows.
+    pub fn state(&self) -> ListenerState {
+        self.shared.lock().clone()
+    }
+
+    /// Whether the task has ended (scale set gone, or it was stopped).
+    pub fn is_finished(&self) -> bool {
+        self.task.is_finished()
+    }
+
+    /// Updates the capacity announced on the next poll.
+    pub fn set_max_capacity(&self, n: u32) {
+        self.shared.max_capacity.store(n, Ordering::Relaxed);
+    }
+
+    /// Stops the task and waits for it to delete its session (bounded by the shutdown timeout).
+    pub async fn stop(self) {
+        self.cancel.cancel();
+        let _ = self.task.await;
+    }
+}
+
+struct Task {
+    client: Arc<GithubClient>,
+    metrics: Arc<Metrics>,
+    trigger: ReconcileTrigger,
+    config: ListenerConfig,
+    shared: Arc<Shared>,
+    cancel: CancellationToken,
+}
+
+/// Why the poll loop of one session ended.
+enum SessionEnd {
+    /// Shutdown requested.
+    Cancelled,
+    /// The service dropped the session; open a new one.
+    Lost,
+}
+
+impl Task {
+    fn wake(&self) {
+        self.trigger.wake(self.config.key.clone());
+    }
+
+    fn record_error(&self, e: &ApiError) {
+        tracing::warn!(group = %self.config.key, error = %e, "GitHub listener error");
+        self.shared.lock().last_error = Some(e.to_string());
+    }
+
+    /// Sleeps `d` unless cancelled first; returns false when cancelled.
+    async fn pause(&self, d: Duration) -> bool {
+        tokio::select! {
+            () = self.cancel.cancelled() => false,
+            () = tokio::time::sleep(d) => true,
+        }
+    }
+
+    async fn run(self) {
+        let mut attempt = 0u32;
+        loop {
+            if self.cancel.is_cancelled() {
+                return;
+            }
+            let created = tokio::select! {
+                () = self.cancel.cancelled() => return,
+                r = session::create(&self.client, self.config.scale_set_id, &self.config.owner) => r,
+            };
+            let session = match created {
+                Ok(s) => s,
+                Err(e) if e.status() == Some(404) => {
+                    tracing::warn!(group = %self.config.key, scale_set_id = self.config.scale_set_id, "scale set is gone at the service");
+                    self.shared.lock().scale_set_gone = true;
+                    self.wake();
+                    return;
+                }
+                Err(e) => {
+                    self.record_error(&e);
+                    let wait = if e.status() == Some(409) {
+                        self.config.conflict_backoff.delay(attempt)
+                    } else {
+                        self.config.backoff.delay_with_retry_after(attempt, e.retry_after())
+                    };
+                    attempt = attempt.saturating_add(1);
+                    if !self.pause(wait).await {
+                        return;
+                    }
+                    continue;
+                }
+            };
+            attempt = 0;
+            tracing::info!(group = %self.config.key, scale_set_id = self.config.scale_set_id, "GitHub message session open");
+            {
+                let mut st = self.shared.lock();
+                if session.statistics.is_some() {
+                    st.statistics = session.statistics;
+                }
+                st.last_error = None;
+            }
+            self.wake();
+            let mut session = session;
+            match self.poll_session(&mut session).await {
+                SessionEnd::Cancelled => {
+                    let deleted =
+                        tokio::time::timeout(self.config.shutdown_timeout, session::delete(&self.client, &session)).await;
+                    if !matches!(deleted, Ok(Ok(()))) {
+                        tracing::warn!(group = %self.config.key, "could not delete the GitHub message session on shutdown");
+                    }
+                    return;
+                }
+                SessionEnd::Lost => {
+                    tracing::info!(group = %self.config.key, "GitHub message session lost; opening a new one");
+                }
+            }
+        }
+    }
+
+    async fn poll_session(&self, session: &mut Session) -> SessionEnd {
+        let mut last_id = 0i64;
+        let mut attempt = 0u32;
+        loop {
+            let capacity = self.shared.max_capacity.load(Ordering::Relaxed);
+            let polled = tokio::select! {
+                () = self.cancel.cancelled() => return SessionEnd::Cancelled,
+                r = poll::get_message(&self.client, session, last_id, capacity) => r,
+            };
+            let result = match polled {
+                Ok(None) => {
+                    let mut st = self.shared.lock();
+                    st.polls += 1;
+                    st.last_error = None;
+                    Ok(())
+                }
+                Ok(Some(msg)) => {
+                    last_id = msg.id;
+                    // Not cancellable: a shutdown must not leave a message half handled.
+                    self.handle(session, msg).await
+                }
+                Err(e) => Err(e),
+            };
+            match result {
+                Ok(()) => {
+                    attempt = 0;
+                    self.wake();
+                }
+                Err(e) if e.status() == Some(401) => match session::refresh(&self.client, session).await {
+                    Ok(s) => *session = s,
+                    Err(e) if e.status() == Some(404) => return SessionEnd::Lost,
+                    Err(e) => {
+                        self.record_error(&e);
+                        if !self.pause(self.config.backoff.delay_with_retry_after(attempt, e.retry_after())).await {
+                            return SessionEnd::Cancelled;
+                        }
+                        attempt = attempt.saturating_add(1);
+                    }
+                },
+                Err(e) if e.status() == Some(404) => return SessionEnd::Lost,
+                Err(e) => {
+                    self.record_error(&e);
+                    if !self.pause(self.config.backoff.delay_with_retry_after(attempt, e.retry_after())).await {
+                        return SessionEnd::Cancelled;
+                    }
+                    attempt = attempt.saturating_add(1);
+                }
+            }
+        }
+    }
+
+    /// Records statistics, acks, acquires available jobs and tracks busy runners.
+    async fn handle(&self, session: &mut Session, msg: Message) -> Result<(), ApiError> {
+        {
+            let mut st = self.shared.lock();
+            st.polls += 1;
+            st.last_error = None;
+            if msg.statistics.is_some() {
+                st.statistics = msg.statistics;
+            }
+            let labels = ForgeLabels { forge: "github" };
+            for job in &msg.jobs {
+                match job {
+                    JobMessage::Started { runner_name, .. } if !runner_name.is_empty() => {
+                        st.busy.insert(runner_name.clone());
+                        self.metrics.jobs_started.get_or_create(&labels).inc();
+                    }
+                    JobMessage::Completed { runner_name, .. } => {
+                        if !runner_name.is_empty() {
+                            st.busy.remove(runner_name);
+                            self.metrics.jobs_completed.get_or_create(&labels).inc();
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        self.with_queue_token(session, |s| {
+            let client = self.client.clone();
+            let s = s.clone();
+            async move { poll::delete_message(&client, &s, msg.id).await }
+        })
+        .await?;
+        let ids = msg.available_ids();
+        if !ids.is_empty() {
+            let acquired = self
+                .with_queue_token(session, |s| {
+                    let client = self.client.clone();
+                    let s = s.clone();
+                    let ids = ids.clone();
+                    async move { poll::acquire_jobs(&client, &s, &ids).await }
+                })
+                .await?;
+            tracing::debug!(group = %self.config.key, offered = ids.len(), acquired = acquired.len(), "acquired jobs");
+        }
+        Ok(())
+    }
+
+    /// Runs a queue call; on 401 refreshes the session and retries once.
+    async fn with_queue_token<T, F, Fut>(&self, session: &mut Session, call: F) -> Result<T, ApiError>
+    where
+        F: Fn(&Session) -> Fut,
+        Fut: std::future::Future<Output = Result<T, ApiError>>,
+    {
+        match call(session).await {
+            Err(e) if e.status() == Some(401) => {
+                *session = session::refresh(&self.client, session).await?;
+                call(session).await
+            }
+            other => other,
+        }
+    }
+}

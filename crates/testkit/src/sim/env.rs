@@ -155,7 +155,10 @@ fn fetch(
     match found {
         Some(data) => Ok(Some(data)),
         None if optional.unwrap_or(false) => Ok(None),
-        None => Err(ConfigError::NotFound { kind, name: name.to_owned() }),
+        None => Err(ConfigError::NotFound {
+            kind,
+            name: name.to_owned(),
+        }),
     }
 }
 
@@ -193,7 +196,14 @@ fn value_from(
         return fetch_key(lookup, SourceKind::Secret, namespace, &r.name, &r.key, r.optional);
     }
     if let Some(r) = &from.config_map_key_ref {
-        return fetch_key(lookup, SourceKind::ConfigMap, namespace, &r.name, &r.key, r.optional);
+        return fetch_key(
+            lookup,
+            SourceKind::ConfigMap,
+            namespace,
+            &r.name,
+            &r.key,
+            r.optional,
+        );
     }
     if let Some(r) = &from.field_ref {
         return field(pod, &r.field_path, ctx).map(Some);
@@ -213,10 +223,12 @@ fn field(pod: &Pod, path: &str, ctx: &FieldContext) -> Result<String, ConfigErro
         "metadata.name" => meta.name.clone().unwrap_or_default(),
         "metadata.namespace" => meta.namespace.clone().unwrap_or_default(),
         "metadata.uid" => meta.uid.clone().unwrap_or_default(),
-        "spec.nodeName" => spec.and_then(|s| s.node_name.clone()).unwrap_or_else(|| ctx.node_name.clone()),
-        "spec.serviceAccountName" => {
-            spec.and_then(|s| s.service_account_name.clone()).unwrap_or_else(|| "default".to_owned())
-        }
+        "spec.nodeName" => spec
+            .and_then(|s| s.node_name.clone())
+            .unwrap_or_else(|| ctx.node_name.clone()),
+        "spec.serviceAccountName" => spec
+            .and_then(|s| s.service_account_name.clone())
+            .unwrap_or_else(|| "default".to_owned()),
         "status.podIP" | "status.podIPs" => ctx.pod_ip.clone(),
         "status.hostIP" | "status.hostIPs" => ctx.host_ip.clone(),
         other => {
@@ -365,7 +377,10 @@ mod tests {
     }
 
     fn data(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     fn pod(spec: serde_json::Value) -> Pod {
@@ -378,26 +393,32 @@ mod tests {
 
     fn run(pod: &Pod, maps: &Maps) -> Result<Resolved, ConfigError> {
         let container = &pod.spec.as_ref().unwrap().containers[0];
-        let ctx = FieldContext { node_name: "node".into(), pod_ip: "10.0.0.9".into(), host_ip: "h".into() };
+        let ctx = FieldContext {
+            node_name: "node".into(),
+            pod_ip: "10.0.0.9".into(),
+            host_ip: "h".into(),
+        };
         resolve(pod, container, maps, &ctx)
     }
 
     #[test]
     fn env_sources_and_expansion() {
         let mut maps = Maps::default();
-        maps.secrets.insert("ns/creds".into(), data(&[("token", "s3cret")]));
-        maps.config_maps.insert("ns/cfg".into(), data(&[("url", "http://x"), ("a", "1")]));
+        maps.secrets
+            .insert("ns/creds".into(), data(&[("token", "s3cret")]));
+        maps.config_maps
+            .insert("ns/cfg".into(), data(&[("url", "http://x"), ("a", "1")]));
         let p = pod(json!({"containers": [{"name": "runner", "image": "img",
-            "envFrom": [{"configMapRef": {"name": "cfg"}, "prefix": "CFG_"}],
-            "env": [
-                {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "token"}}},
-                {"name": "URL", "valueFrom": {"configMapKeyRef": {"name": "cfg", "key": "url"}}},
-                {"name": "FULL", "value": "$(URL)/api $$(URL) $(NOPE)"},
-                {"name": "OPT", "valueFrom": {"secretKeyRef": {"name": "gone", "key": "k", "optional": true}}},
-                {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-                {"name": "APP", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['app']"}}},
-                {"name": "IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
-            ]}]}));
+        "envFrom": [{"configMapRef": {"name": "cfg"}, "prefix": "CFG_"}],
+        "env": [
+            {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "token"}}},
+            {"name": "URL", "valueFrom": {"configMapKeyRef": {"name": "cfg", "key": "url"}}},
+            {"name": "FULL", "value": "$(URL)/api $$(URL) $(NOPE)"},
+            {"name": "OPT", "valueFrom": {"secretKeyRef": {"name": "gone", "key": "k", "optional": true}}},
+            {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+            {"name": "APP", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['app']"}}},
+            {"name": "IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
+        ]}]}));
         let r = run(&p, &maps).unwrap();
         assert_eq!(r.env["TOKEN"], "s3cret");
         assert_eq!(r.env["URL"], "http://x");
@@ -425,26 +446,33 @@ mod tests {
     #[test]
     fn volumes_items_subpath_and_missing_mount() {
         let mut maps = Maps::default();
-        maps.secrets.insert("ns/s".into(), data(&[("a", "A"), ("b", "B")]));
-        maps.config_maps.insert("ns/c".into(), data(&[("x", "X"), ("y", "Y")]));
+        maps.secrets
+            .insert("ns/s".into(), data(&[("a", "A"), ("b", "B")]));
+        maps.config_maps
+            .insert("ns/c".into(), data(&[("x", "X"), ("y", "Y")]));
         let p = pod(json!({
-            "volumes": [
-                {"name": "sv", "secret": {"secretName": "s"}},
-                {"name": "cv", "configMap": {"name": "c", "items": [{"key": "y", "path": "dir/why"}]}},
-                {"name": "empty", "emptyDir": {}},
-                {"name": "opt", "secret": {"secretName": "missing", "optional": true}}
-            ],
-            "containers": [{"name": "c", "image": "i", "volumeMounts": [
-                {"name": "sv", "mountPath": "/etc/s/"},
-                {"name": "cv", "mountPath": "/etc/c"},
-                {"name": "sv", "mountPath": "/one", "subPath": "b"},
-                {"name": "empty", "mountPath": "/tmp"},
-                {"name": "opt", "mountPath": "/opt"}
-            ]}]}));
+        "volumes": [
+            {"name": "sv", "secret": {"secretName": "s"}},
+            {"name": "cv", "configMap": {"name": "c", "items": [{"key": "y", "path": "dir/why"}]}},
+            {"name": "empty", "emptyDir": {}},
+            {"name": "opt", "secret": {"secretName": "missing", "optional": true}}
+        ],
+        "containers": [{"name": "c", "image": "i", "volumeMounts": [
+            {"name": "sv", "mountPath": "/etc/s/"},
+            {"name": "cv", "mountPath": "/etc/c"},
+            {"name": "sv", "mountPath": "/one", "subPath": "b"},
+            {"name": "empty", "mountPath": "/tmp"},
+            {"name": "opt", "mountPath": "/opt"}
+        ]}]}));
         let r = run(&p, &maps).unwrap();
         assert_eq!(
             r.files,
-            data(&[("/etc/s/a", "A"), ("/etc/s/b", "B"), ("/etc/c/dir/why", "Y"), ("/one", "B")])
+            data(&[
+                ("/etc/s/a", "A"),
+                ("/etc/s/b", "B"),
+                ("/etc/c/dir/why", "Y"),
+                ("/one", "B")
+            ])
         );
         maps.secrets.clear();
         let err = run(&p, &maps).unwrap_err();

@@ -1,6 +1,23 @@
-//! Cluster simulator: a Job controller and a kubelet stand-in on top of the fake API server.
+//! Cluster simulator: a Job controller and a kubelet stand-in, as ordinary kube-rs clients, on
+//! top of the fake API server (or any API server).
+//!
+//! Start it with [`Simulator::start`], register [`ContainerBehaviour`]s by image prefix or by
+//! name, and create Jobs through the API: pods appear, run the behaviour and finish, and the
+//! Job gets the status Kubernetes would give it.
 
 pub mod behaviour;
+mod config;
 pub mod env;
+mod handle;
 pub mod jobs;
+mod kubelet;
+pub mod podstatus;
+mod queue;
 pub mod registry;
+mod sources;
+mod stores;
+
+pub use behaviour::{ContainerBehaviour, PodInfo};
+pub use config::{NodeLoss, SimConfig, SimError, SimStats};
+pub use handle::{SimHandle, Simulator};
+pub use registry::{BEHAVIOUR_LABEL, BehaviourRegistry};

@@ -25,14 +25,20 @@ pub struct BehaviourRegistry {
 impl BehaviourRegistry {
     /// Registers `behaviour` for every image starting with `image_prefix` (longest prefix wins).
     pub fn register_prefix(&self, image_prefix: &str, behaviour: Arc<dyn ContainerBehaviour>) {
-        let mut entries = self.entries.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut entries = self
+            .entries
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         entries.by_prefix.retain(|(prefix, _)| prefix != image_prefix);
         entries.by_prefix.push((image_prefix.to_owned(), behaviour));
     }
 
     /// Registers `behaviour` under `name`, chosen by the pod label [`BEHAVIOUR_LABEL`].
     pub fn register_named(&self, name: &str, behaviour: Arc<dyn ContainerBehaviour>) {
-        let mut entries = self.entries.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut entries = self
+            .entries
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         entries.by_name.insert(name.to_owned(), behaviour);
     }
 
@@ -42,7 +48,10 @@ impl BehaviourRegistry {
         image: &str,
         labels: &BTreeMap<String, String>,
     ) -> Option<Arc<dyn ContainerBehaviour>> {
-        let entries = self.entries.read().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let entries = self
+            .entries
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         if let Some(name) = labels.get(BEHAVIOUR_LABEL) {
             // A label naming an unknown behaviour falls back to the image, so a typo is visible
             // as "pod stays Running" rather than a silent different behaviour.
@@ -96,7 +105,10 @@ mod tests {
         reg.register_prefix("ghcr.io/", Arc::new(Exit(1)));
         reg.register_prefix("ghcr.io/actions/actions-runner", Arc::new(Exit(2)));
         let labels = BTreeMap::new();
-        assert_eq!(code_of(reg.resolve("ghcr.io/actions/actions-runner:2.3", &labels)), Some(2));
+        assert_eq!(
+            code_of(reg.resolve("ghcr.io/actions/actions-runner:2.3", &labels)),
+            Some(2)
+        );
         assert_eq!(code_of(reg.resolve("ghcr.io/other", &labels)), Some(1));
         assert_eq!(code_of(reg.resolve("docker.io/x", &labels)), None);
     }

@@ -70,7 +70,12 @@ impl JobMemory {
         } else {
             BTreeSet::new()
         };
-        JobMemory { uid: job.metadata.uid.clone().unwrap_or_default(), status, counted, ..Default::default() }
+        JobMemory {
+            uid: job.metadata.uid.clone().unwrap_or_default(),
+            status,
+            counted,
+            ..Default::default()
+        }
     }
 }
 
@@ -147,11 +152,22 @@ pub fn finish_time(status: &JobStatus) -> Option<Timestamp> {
 }
 
 fn condition_is_true(status: &JobStatus, type_: &str) -> bool {
-    status.conditions.iter().flatten().any(|c| c.type_ == type_ && c.status == "True")
+    status
+        .conditions
+        .iter()
+        .flatten()
+        .any(|c| c.type_ == type_ && c.status == "True")
 }
 
 /// Sets a condition, keeping `lastTransitionTime` when the status does not change.
-fn set_condition(status: &mut JobStatus, type_: &str, value: bool, reason: &str, message: &str, now: Timestamp) {
+fn set_condition(
+    status: &mut JobStatus,
+    type_: &str,
+    value: bool,
+    reason: &str,
+    message: &str,
+    now: Timestamp,
+) {
     let value = if value { "True" } else { "False" };
     let conditions = status.conditions.get_or_insert_with(Vec::new);
     if let Some(existing) = conditions.iter_mut().find(|c| c.type_ == type_) {
@@ -182,7 +198,10 @@ fn pod_ready(pod: &Pod) -> bool {
 }
 
 fn until(target: Timestamp, now: Timestamp) -> Duration {
-    let millis = target.as_millisecond().saturating_sub(now.as_millisecond()).max(0);
+    let millis = target
+        .as_millisecond()
+        .saturating_sub(now.as_millisecond())
+        .max(0);
     Duration::from_millis(u64::try_from(millis).unwrap_or(0))
 }
 
@@ -203,7 +222,8 @@ pub fn decide(job: &Job, pods: &[&Pod], memory: &JobMemory, now: Timestamp) -> D
     let present_names: BTreeSet<&str> = pods.iter().filter_map(|p| p.metadata.name.as_deref()).collect();
     mem.expected.retain(|name, created| {
         let age = now.as_millisecond().saturating_sub(created.as_millisecond());
-        !present_names.contains(name.as_str()) && u128::try_from(age).unwrap_or(0) < EXPECTATION_TIMEOUT.as_millis()
+        !present_names.contains(name.as_str())
+            && u128::try_from(age).unwrap_or(0) < EXPECTATION_TIMEOUT.as_millis()
     });
     let mut succeeded = st.succeeded.unwrap_or(0);
     let mut failed = st.failed.unwrap_or(0);
@@ -238,7 +258,12 @@ pub fn decide(job: &Job, pods: &[&Pod], memory: &JobMemory, now: Timestamp) -> D
             _ => failed += 1,
         }
     }
-    out.consumed_tombstones = mem.tombstones.keys().filter(|uid| !present.contains(*uid)).cloned().collect();
+    out.consumed_tombstones = mem
+        .tombstones
+        .keys()
+        .filter(|uid| !present.contains(*uid))
+        .cloned()
+        .collect();
     mem.active_seen = active.iter().filter_map(|p| p.metadata.uid.clone()).collect();
     mem.counted.retain(|uid| present.contains(uid));
     mem.ignored.retain(|uid| present.contains(uid));
@@ -258,14 +283,21 @@ pub fn decide(job: &Job, pods: &[&Pod], memory: &JobMemory, now: Timestamp) -> D
         }
     } else if spec.suspend.unwrap_or(false) {
         delete_active = true;
-        set_condition(&mut st, names::SUSPENDED, true, "JobSuspended", "Job suspended", now);
+        set_condition(
+            &mut st,
+            names::SUSPENDED,
+            true,
+            "JobSuspended",
+            "Job suspended",
+            now,
+        );
         // Kubernetes resets the start time so activeDeadlineSeconds restarts on resume.
         st.start_time = None;
     } else {
         if condition_is_true(&st, names::SUSPENDED) {
             set_condition(&mut st, names::SUSPENDED, false, "JobResumed", "Job resumed", now);
         }
-        let start = st.start_time.get_or_insert_with(|| Time(now)).0;
+        let start = st.start_time.get_or_insert(Time(now)).0;
         let mut fail = None;
         if failed > spec.backoff_limit.unwrap_or(DEFAULT_BACKOFF_LIMIT) {
             fail = Some(FailReason::BackoffLimitExceeded);
@@ -286,13 +318,34 @@ pub fn decide(job: &Job, pods: &[&Pod], memory: &JobMemory, now: Timestamp) -> D
         };
         if let Some(reason) = fail {
             delete_active = true;
-            set_condition(&mut st, names::FAILURE_TARGET, true, reason.reason(), reason.message(), now);
-            set_condition(&mut st, names::FAILED, true, reason.reason(), reason.message(), now);
+            set_condition(
+                &mut st,
+                names::FAILURE_TARGET,
+                true,
+                reason.reason(),
+                reason.message(),
+                now,
+            );
+            set_condition(
+                &mut st,
+                names::FAILED,
+                true,
+                reason.reason(),
+                reason.message(),
+                now,
+            );
             out.requeue_after = None;
         } else if complete {
             delete_active = true;
             let msg = "Reached expected number of succeeded pods";
-            set_condition(&mut st, names::SUCCESS_CRITERIA_MET, true, "CompletionsReached", msg, now);
+            set_condition(
+                &mut st,
+                names::SUCCESS_CRITERIA_MET,
+                true,
+                "CompletionsReached",
+                msg,
+                now,
+            );
             set_condition(&mut st, names::COMPLETE, true, "CompletionsReached", msg, now);
             st.completion_time = Some(Time(now));
             out.requeue_after = None;

@@ -26,8 +26,9 @@ fn pod(name: &str, phase: &str) -> Pod {
 
 fn ready_pod(name: &str) -> Pod {
     let mut p = pod(name, "Running");
-    p.status.as_mut().unwrap().conditions =
-        Some(vec![serde_json::from_value(json!({"type": "Ready", "status": "True"})).unwrap()]);
+    p.status.as_mut().unwrap().conditions = Some(vec![
+        serde_json::from_value(json!({"type": "Ready", "status": "True"})).unwrap(),
+    ]);
     p
 }
 
@@ -135,7 +136,10 @@ fn active_deadline_fails_and_deletes_running_pod() {
     let d = step(&j, &[ready_pod("j-1")], &mut mem, t(10));
     assert_eq!(d.delete, vec![("j-1".to_owned(), "uid-j-1".to_owned())]);
     let st = d.status.unwrap();
-    assert_eq!(condition(&st, "Failed").unwrap().reason.as_deref(), Some("DeadlineExceeded"));
+    assert_eq!(
+        condition(&st, "Failed").unwrap().reason.as_deref(),
+        Some("DeadlineExceeded")
+    );
     assert_eq!(st.active, Some(0));
     // The deleted pod going away is not counted as a failure and is not deleted twice.
     let d = step(&j, &[ready_pod("j-1")], &mut mem, t(11));
@@ -211,7 +215,11 @@ fn completions_and_parallelism() {
     assert_eq!(step(&j, &[], &mut mem, t(0)).create, 2);
     let pods = [pod("a", "Succeeded"), ready_pod("b")];
     assert_eq!(step(&j, &pods, &mut mem, t(1)).create, 1);
-    let pods = [pod("a", "Succeeded"), pod("b", "Succeeded"), pod("c", "Succeeded")];
+    let pods = [
+        pod("a", "Succeeded"),
+        pod("b", "Succeeded"),
+        pod("c", "Succeeded"),
+    ];
     step(&j, &pods, &mut mem, t(2));
     assert!(is_finished(&mem.status));
 }

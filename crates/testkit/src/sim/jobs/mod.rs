@@ -1,5 +1,6 @@
 //! The Job controller stand-in: pure decisions ([`logic`]), pod construction ([`podgen`]) and
 //! the watch-driven controller loop.
 
+pub(crate) mod controller;
 pub mod logic;
 pub mod podgen;

@@ -45,7 +45,10 @@ pub fn random_suffix() -> String {
 
 /// `<job name truncated to 57>-<5 random>`.
 pub fn pod_name(job_name: &str) -> String {
-    let cut = job_name.char_indices().nth(MAX_PREFIX).map_or(job_name.len(), |(i, _)| i);
+    let cut = job_name
+        .char_indices()
+        .nth(MAX_PREFIX)
+        .map_or(job_name.len(), |(i, _)| i);
     format!("{}-{}", &job_name[..cut], random_suffix())
 }
 
@@ -54,7 +57,10 @@ pub fn pod_name(job_name: &str) -> String {
 pub fn build_pod(job: &Job, name: String) -> Result<Pod, PodGenError> {
     let meta = &job.metadata;
     let job_name = meta.name.clone().ok_or(PodGenError::MissingMetadata("name"))?;
-    let namespace = meta.namespace.clone().ok_or(PodGenError::MissingMetadata("namespace"))?;
+    let namespace = meta
+        .namespace
+        .clone()
+        .ok_or(PodGenError::MissingMetadata("namespace"))?;
     let uid = meta.uid.clone().ok_or(PodGenError::MissingMetadata("uid"))?;
     let template = job.spec.as_ref().map(|s| s.template.clone()).unwrap_or_default();
     let spec = template.spec.ok_or(PodGenError::MissingSpec)?;
@@ -126,7 +132,10 @@ mod tests {
     fn pod_carries_labels_and_owner() {
         let pod = build_pod(&job(), pod_name("runner-abc")).unwrap();
         let name = pod.metadata.name.clone().unwrap();
-        assert!(name.starts_with("runner-abc-") && name.len() == "runner-abc-".len() + 5, "{name}");
+        assert!(
+            name.starts_with("runner-abc-") && name.len() == "runner-abc-".len() + 5,
+            "{name}"
+        );
         let labels = pod.metadata.labels.as_ref().unwrap();
         assert_eq!(labels["app"], "r");
         assert_eq!(labels[JOB_NAME_LABEL], "runner-abc");
@@ -150,6 +159,9 @@ mod tests {
     fn unpersisted_job_is_an_error() {
         let mut j = job();
         j.metadata.uid = None;
-        assert_eq!(build_pod(&j, "p".into()), Err(PodGenError::MissingMetadata("uid")));
+        assert_eq!(
+            build_pod(&j, "p".into()),
+            Err(PodGenError::MissingMetadata("uid"))
+        );
     }
 }

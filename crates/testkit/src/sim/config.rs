@@ -1,0 +1,139 @@
+//! Simulator settings, errors and counters.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use forgerunner_core::ErrorCategory;
+use thiserror::Error;
+
+/// How the simulator behaves; `Default` suits tests.
+#[derive(Clone, Debug)]
+pub struct SimConfig {
+    /// Namespaces to simulate; empty means all.
+    pub namespaces: Vec<String>,
+    /// Delay between a pod's creation and its containers running (0 allowed).
+    pub start_delay: Duration,
+    /// Images starting with any of these prefixes fail to pull (`ErrImagePull`, then
+    /// `ImagePullBackOff`).
+    pub image_pull_failures: Vec<String>,
+    /// Time between `ErrImagePull` and `ImagePullBackOff`.
+    pub image_pull_backoff: Duration,
+    /// Fallback re-check of a missing Secret/ConfigMap when no watch change arrives.
+    pub config_retry: Duration,
+    /// Run the Job controller (turn off against a real cluster that has one).
+    pub run_job_controller: bool,
+    /// Run the kubelet stand-in (turn off against a real cluster that has nodes).
+    pub run_kubelet: bool,
+    /// Job reconciles running at once.
+    pub job_workers: usize,
+    /// Name of the simulated node (downward API `spec.nodeName`).
+    pub node_name: String,
+    /// Delete the pods of a deleted Job, in case the API server has no garbage collector.
+    pub collect_orphans: bool,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            namespaces: Vec::new(),
+            start_delay: Duration::from_millis(50),
+            image_pull_failures: Vec::new(),
+            image_pull_backoff: Duration::from_millis(100),
+            config_retry: Duration::from_secs(1),
+            run_job_controller: true,
+            run_kubelet: true,
+            job_workers: 8,
+            node_name: "sim-node-1".to_owned(),
+            collect_orphans: true,
+        }
+    }
+}
+
+/// What happens to a pod whose node is lost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeLoss {
+    /// The pod is deleted (as the taint manager does after the toleration expires).
+    Delete,
+    /// The pod is marked `Failed` with reason `NodeLost` mid-run.
+    Fail,
+}
+
+/// Failures of the simulator's control calls.
+#[derive(Debug, Error)]
+pub enum SimError {
+    /// The Kubernetes API refused or failed a call.
+    #[error("kubernetes API call failed: {0}")]
+    Kube(#[from] kube::Error),
+    /// The pod does not exist.
+    #[error("pod {namespace}/{name} not found")]
+    PodNotFound {
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+    },
+    /// The call needs the kubelet, which this simulator does not run.
+    #[error("the kubelet stand-in is disabled")]
+    KubeletDisabled,
+}
+
+impl SimError {
+    /// Bounded category for labels and messages.
+    pub fn category(&self) -> ErrorCategory {
+        match self {
+            SimError::Kube(_) | SimError::PodNotFound { .. } | SimError::KubeletDisabled => {
+                ErrorCategory::Kubernetes
+            }
+        }
+    }
+}
+
+/// Live counters, updated by the controller and kubelet.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub pods_created: AtomicU64,
+    pub pods_started: AtomicU64,
+    pub pods_succeeded: AtomicU64,
+    pub pods_failed: AtomicU64,
+    pub jobs_completed: AtomicU64,
+    pub jobs_failed: AtomicU64,
+    pub jobs_deleted: AtomicU64,
+}
+
+impl Counters {
+    pub fn bump(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn snapshot(&self) -> SimStats {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        SimStats {
+            pods_created: get(&self.pods_created),
+            pods_started: get(&self.pods_started),
+            pods_succeeded: get(&self.pods_succeeded),
+            pods_failed: get(&self.pods_failed),
+            jobs_completed: get(&self.jobs_completed),
+            jobs_failed: get(&self.jobs_failed),
+            jobs_deleted: get(&self.jobs_deleted),
+        }
+    }
+}
+
+/// A snapshot of what the simulator has done since it started.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SimStats {
+    /// Pods the Job controller created.
+    pub pods_created: u64,
+    /// Pods the kubelet moved to `Running`.
+    pub pods_started: u64,
+    /// Pods whose behaviour exited 0.
+    pub pods_succeeded: u64,
+    /// Pods whose behaviour exited non-zero, or were evicted / lost.
+    pub pods_failed: u64,
+    /// Jobs marked `Complete`.
+    pub jobs_completed: u64,
+    /// Jobs marked `Failed`.
+    pub jobs_failed: u64,
+    /// Jobs deleted after `ttlSecondsAfterFinished`.
+    pub jobs_deleted: u64,
+}

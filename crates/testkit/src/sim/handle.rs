@@ -1,0 +1,158 @@
+//! Starting and controlling the simulator.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::runtime::reflector::Store;
+use kube::runtime::watcher;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::behaviour::ContainerBehaviour;
+use super::config::{Counters, NodeLoss, SimConfig, SimError, SimStats};
+use super::jobs::controller::{JobController, JobEvents};
+use super::kubelet::Kubelet;
+use super::registry::BehaviourRegistry;
+use super::sources::Sources;
+use super::stores::{Handler, NsStores};
+
+/// Entry point: a Job controller and a kubelet stand-in driven by watches through any
+/// `kube::Client` (the fake API server, or a real cluster with the parts it lacks).
+pub struct Simulator;
+
+impl Simulator {
+    /// Starts the simulator's tasks on the current Tokio runtime.
+    pub fn start(client: kube::Client, config: SimConfig) -> SimHandle {
+        let shutdown = CancellationToken::new();
+        let mut tasks = Vec::new();
+        let registry = Arc::new(BehaviourRegistry::default());
+        let counters = Arc::new(Counters::default());
+
+        let kubelet = config.run_kubelet.then(|| {
+            let sources = Sources::start(&client, &config.namespaces, &shutdown, &mut tasks);
+            Arc::new(Kubelet::new(
+                client.clone(),
+                config.clone(),
+                registry.clone(),
+                sources,
+                counters.clone(),
+                shutdown.clone(),
+            ))
+        });
+        let job_events = config.run_job_controller.then(JobEvents::new);
+
+        let on_pod: Handler<Pod> = {
+            let kubelet = kubelet.clone();
+            let events = job_events.as_ref().map(|(events, _, _)| events.clone());
+            Arc::new(move |event: &watcher::Event<Pod>, store: &Store<Pod>| {
+                if let Some(kubelet) = &kubelet {
+                    kubelet.on_event(event);
+                }
+                if let Some(events) = &events {
+                    events.pod_event(event, store);
+                }
+            })
+        };
+        let pods = Arc::new(NsStores::start(
+            &client,
+            &config.namespaces,
+            on_pod,
+            &shutdown,
+            &mut tasks,
+        ));
+
+        if let Some((events, rx, memory)) = job_events {
+            let jobs = NsStores::start(
+                &client,
+                &config.namespaces,
+                events.job_handler(),
+                &shutdown,
+                &mut tasks,
+            );
+            let controller = Arc::new(JobController {
+                client: client.clone(),
+                config: config.clone(),
+                jobs,
+                pods: pods.clone(),
+                memory,
+                counters: counters.clone(),
+            });
+            tasks.push(tokio::spawn(controller.run(rx, shutdown.clone())));
+        }
+
+        SimHandle {
+            registry,
+            kubelet,
+            pods,
+            counters,
+            shutdown,
+            tasks,
+        }
+    }
+}
+
+/// A running simulator; dropping it without [`SimHandle::shutdown`] leaves its tasks running
+/// until the runtime ends.
+pub struct SimHandle {
+    registry: Arc<BehaviourRegistry>,
+    kubelet: Option<Arc<Kubelet>>,
+    pods: Arc<NsStores<Pod>>,
+    counters: Arc<Counters>,
+    shutdown: CancellationToken,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl SimHandle {
+    /// Runs `behaviour` for containers whose image starts with `image_prefix` (longest wins).
+    pub fn register_behaviour(&self, image_prefix: &str, behaviour: Arc<dyn ContainerBehaviour>) {
+        self.registry.register_prefix(image_prefix, behaviour);
+    }
+
+    /// Runs `behaviour` for pods labelled `testkit.forgerunner.dev/behaviour=<name>`.
+    pub fn register_named_behaviour(&self, name: &str, behaviour: Arc<dyn ContainerBehaviour>) {
+        self.registry.register_named(name, behaviour);
+    }
+
+    /// Makes images starting with `image_prefix` fail to pull from now on.
+    pub fn fail_image_pulls(&self, image_prefix: &str) -> Result<(), SimError> {
+        self.kubelet()?.fail_image_pulls(image_prefix);
+        Ok(())
+    }
+
+    /// Waits until the pod caches have their first list (Jobs and Secrets follow the same path).
+    pub async fn wait_ready(&self) {
+        self.pods.wait_ready().await;
+    }
+
+    fn kubelet(&self) -> Result<&Arc<Kubelet>, SimError> {
+        self.kubelet.as_ref().ok_or(SimError::KubeletDisabled)
+    }
+
+    /// Evicts a pod (phase `Failed`, reason `Evicted`); its behaviour is cancelled.
+    pub async fn evict(&self, namespace: &str, pod: &str) -> Result<(), SimError> {
+        self.kubelet()?.evict(namespace, pod).await
+    }
+
+    /// Loses the node under one pod: it is deleted or marked `Failed` mid-run.
+    pub async fn lose_pod(&self, namespace: &str, pod: &str, mode: NodeLoss) -> Result<(), SimError> {
+        self.kubelet()?.lose_pod(namespace, pod, mode).await
+    }
+
+    /// Loses the node under every unfinished pod; returns how many were hit.
+    pub async fn lose_node(&self, mode: NodeLoss) -> Result<usize, SimError> {
+        self.kubelet()?.lose_node(mode).await
+    }
+
+    /// Counters of what the simulator did so far.
+    pub fn stats(&self) -> SimStats {
+        self.counters.snapshot()
+    }
+
+    /// Stops all watches, reconciles and behaviours (behaviours see their `cancel` fire).
+    pub async fn shutdown(self) {
+        self.shutdown.cancel();
+        for task in self.tasks {
+            let _ = task.await;
+        }
+    }
+}

@@ -1,0 +1,110 @@
+//! Watch-fed caches, one reflector per watched namespace (or one for all), with a callback run
+//! after each event has been applied to the cache.
+
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::NamespaceResourceScope;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// Called after each watch event, with the (already updated) cache of its namespace.
+pub(crate) type Handler<K> = Arc<dyn Fn(&watcher::Event<K>, &Store<K>) + Send + Sync>;
+
+/// Caches of one kind across the watched namespaces.
+pub(crate) struct NsStores<K: Resource<DynamicType = ()> + 'static> {
+    all: Option<Store<K>>,
+    by_ns: HashMap<String, Store<K>>,
+}
+
+impl<K> NsStores<K>
+where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope> + Clone + DeserializeOwned + Debug,
+    K: Send + Sync + 'static,
+{
+    /// Starts the watches (one task per namespace) and returns their caches.
+    pub fn start(
+        client: &kube::Client,
+        namespaces: &[String],
+        handler: Handler<K>,
+        shutdown: &CancellationToken,
+        tasks: &mut Vec<JoinHandle<()>>,
+    ) -> Self {
+        let mut stores = NsStores {
+            all: None,
+            by_ns: HashMap::new(),
+        };
+        if namespaces.is_empty() {
+            let store = spawn_watch(Api::all(client.clone()), handler, shutdown, tasks);
+            stores.all = Some(store);
+        } else {
+            for ns in namespaces {
+                let api = Api::namespaced(client.clone(), ns);
+                let store = spawn_watch(api, handler.clone(), shutdown, tasks);
+                stores.by_ns.insert(ns.clone(), store);
+            }
+        }
+        stores
+    }
+
+    fn store_for(&self, namespace: &str) -> Option<&Store<K>> {
+        self.all.as_ref().or_else(|| self.by_ns.get(namespace))
+    }
+
+    /// The cached object `namespace/name`.
+    pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<K>> {
+        self.store_for(namespace)?
+            .get(&ObjectRef::new(name).within(namespace))
+    }
+
+    /// Cached objects of `namespace` matching `keep`.
+    pub fn filter(&self, namespace: &str, keep: impl Fn(&K) -> bool) -> Vec<Arc<K>> {
+        self.store_for(namespace)
+            .map(|s| s.state_filter(|o| o.namespace().as_deref() == Some(namespace) && keep(o)))
+            .unwrap_or_default()
+    }
+
+    /// Waits until every cache has completed its first list.
+    pub async fn wait_ready(&self) {
+        for store in self.all.iter().chain(self.by_ns.values()) {
+            // A dropped writer means the watch task ended (shutdown): nothing left to wait for.
+            let _ = store.wait_until_ready().await;
+        }
+    }
+}
+
+fn spawn_watch<K>(
+    api: Api<K>,
+    handler: Handler<K>,
+    shutdown: &CancellationToken,
+    tasks: &mut Vec<JoinHandle<()>>,
+) -> Store<K>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    let (reader, writer) = reflector::store::<K>();
+    let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()).default_backoff());
+    let shutdown = shutdown.clone();
+    let cache = reader.clone();
+    tasks.push(tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        loop {
+            let next = tokio::select! {
+                _ = shutdown.cancelled() => break,
+                next = stream.next() => next,
+            };
+            match next {
+                Some(Ok(event)) => handler(&event, &cache),
+                Some(Err(err)) => tracing::debug!(error = %err, "simulator watch error; retrying"),
+                None => break,
+            }
+        }
+    }));
+    reader
+}

@@ -7,6 +7,7 @@ pub mod error;
 pub mod forge;
 pub mod metrics;
 pub mod plan;
+pub mod reconcile;
 pub mod runner_job;
 pub mod validate;
 

@@ -1,0 +1,244 @@
+//! Apply: carry out a plan against the cluster and the forge.
+//!
+//! Every step is attempted even when an earlier one failed; the first error is reported so the
+//! status can say what went wrong and the reconcile is retried with backoff.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use tracing::{debug, info, warn};
+
+use super::FIELD_MANAGER;
+use super::error::ReconcileError;
+use crate::forge::{Forge, GroupContext, RemoveOutcome, RunnerRef};
+use crate::plan::{Plan, Removal, RemovalReason};
+use crate::runner_job::{
+    BUSY_ANNOTATION, RunnerJobInput, build_runner_job, build_runner_secret, runner_name,
+};
+
+/// Runner creations in flight at once for one group (forge calls and API writes overlap).
+const CREATE_PARALLELISM: usize = 8;
+
+/// What the apply step did.
+#[derive(Debug, Default)]
+pub struct ApplyReport {
+    /// Names of runner Jobs created.
+    pub created: Vec<String>,
+    /// Names of Jobs this pass deleted (they may linger in the store for a moment).
+    pub deleted: Vec<String>,
+    /// Active runners removed (idle timeout, scale-down).
+    pub scaled_down: u32,
+    /// Finished-well runner Jobs deleted.
+    pub succeeded_deleted: u32,
+    /// Failed runner Jobs deleted (each failure is counted once, when its Job goes).
+    pub failed_deleted: Vec<String>,
+    /// Runners kept because the forge said they took a job meanwhile.
+    pub kept_busy: u32,
+    /// Orphaned forge registrations removed.
+    pub orphans_removed: u32,
+    /// The first error met.
+    pub first_error: Option<ReconcileError>,
+}
+
+impl ApplyReport {
+    fn fail(&mut self, e: ReconcileError) {
+        warn!(error = %e, "apply step failed");
+        if self.first_error.is_none() {
+            self.first_error = Some(e);
+        }
+    }
+}
+
+/// The clients and group an apply works on.
+pub struct Target<'a> {
+    /// Runner Jobs of the group's namespace.
+    pub jobs: Api<Job>,
+    /// Secrets of the group's namespace.
+    pub secrets: Api<Secret>,
+    /// The group's backend.
+    pub forge: &'a dyn Forge,
+    /// The group as the forge sees it.
+    pub group: &'a GroupContext,
+    /// The group's runner Jobs as observed.
+    pub observed: &'a [Arc<Job>],
+}
+
+fn is_status(e: &kube::Error, code: u16) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == code)
+}
+
+/// Applies `plan`: busy marks, removals, then creations.
+pub async fn apply_plan(t: &Target<'_>, plan: &Plan) -> ApplyReport {
+    let mut report = ApplyReport::default();
+    for name in &plan.mark_busy {
+        mark_busy(t, name, &mut report).await;
+    }
+    for removal in &plan.remove {
+        remove(t, removal, &mut report).await;
+    }
+    if plan.create > 0 {
+        let results: Vec<Result<String, ReconcileError>> = futures::stream::iter(0..plan.create)
+            .map(|_| create_runner(t))
+            .buffer_unordered(CREATE_PARALLELISM)
+            .collect()
+            .await;
+        for r in results {
+            match r {
+                Ok(name) => report.created.push(name),
+                Err(e) => report.fail(e),
+            }
+        }
+    }
+    report
+}
+
+async fn mark_busy(t: &Target<'_>, name: &str, report: &mut ApplyReport) {
+    let patch = serde_json::json!({"metadata": {"annotations": {BUSY_ANNOTATION: "true"}}});
+    match t
+        .jobs
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => debug!(runner = name, "marked busy"),
+        Err(e) if is_status(&e, 404) => {}
+        Err(e) => report.fail(ReconcileError::kube("annotate job")(e)),
+    }
+}
+
+fn runner_ref(observed: &[Arc<Job>], name: &str) -> RunnerRef {
+    let annotations = observed
+        .iter()
+        .find(|j| j.metadata.name.as_deref() == Some(name))
+        .and_then(|j| j.metadata.annotations.clone())
+        .unwrap_or_default();
+    RunnerRef {
+        name: name.to_owned(),
+        annotations,
+    }
+}
+
+async fn remove(t: &Target<'_>, r: &Removal, report: &mut ApplyReport) {
+    let finished = matches!(r.reason, RemovalReason::Succeeded | RemovalReason::Failed);
+    if r.reason == RemovalReason::Orphaned {
+        // The store may lag: only deregister when the API server confirms there is no Job.
+        match t.jobs.get_opt(&r.name).await {
+            Ok(None) => {}
+            Ok(Some(_)) => return,
+            Err(e) => return report.fail(ReconcileError::kube("get job")(e)),
+        }
+    }
+    if r.deregister {
+        let rr = runner_ref(t.observed, &r.name);
+        match t.forge.remove_runner(t.group, &rr).await {
+            Ok(RemoveOutcome::Removed) => {
+                if r.reason == RemovalReason::Orphaned {
+                    report.orphans_removed += 1;
+                }
+            }
+            Ok(RemoveOutcome::Busy) => {
+                info!(runner = %r.name, reason = r.reason.as_str(), "runner took a job meanwhile; kept");
+                report.kept_busy += 1;
+                return;
+            }
+            Err(e) => {
+                report.fail(e.into());
+                // A finished runner is gone from the forge's point of view anyway; an active one
+                // might be about to take a job, so it is only deleted once the forge agrees.
+                if !finished {
+                    return;
+                }
+            }
+        }
+    }
+    if !r.delete_job {
+        return;
+    }
+    match t.jobs.delete(&r.name, &DeleteParams::background()).await {
+        Ok(_) => {
+            report.deleted.push(r.name.clone());
+            match r.reason {
+                RemovalReason::Succeeded => report.succeeded_deleted += 1,
+                RemovalReason::Failed => report.failed_deleted.push(r.name.clone()),
+                RemovalReason::IdleTimeout | RemovalReason::ScaleDown => report.scaled_down += 1,
+                RemovalReason::Orphaned => {}
+            }
+        }
+        // Already gone (someone else, or the TTL controller): not ours to count.
+        Err(e) if is_status(&e, 404) => {}
+        Err(e) => report.fail(ReconcileError::kube("delete job")(e)),
+    }
+}
+
+fn post_params() -> PostParams {
+    PostParams {
+        dry_run: false,
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+    }
+}
+
+/// Creates one runner: credentials at the forge, then the Job, then its Secret.
+async fn create_runner(t: &Target<'_>) -> Result<String, ReconcileError> {
+    let group = &t.group.group;
+    let name = runner_name(&t.group.key.name);
+    let creds = t.forge.runner_credentials(t.group, &name).await?;
+    let job = build_runner_job(RunnerJobInput {
+        group,
+        runner_name: &name,
+        default_pod: t.forge.default_runner_pod(group, &name, &name),
+        credentials: &creds,
+    })?;
+    let created = match t.jobs.create(&post_params(), &job).await {
+        Ok(j) => j,
+        Err(e) => {
+            // The forge may have registered the name already (JIT); do not leave a ghost.
+            let rr = RunnerRef {
+                name: name.clone(),
+                annotations: creds.annotations.clone(),
+            };
+            if let Err(fe) = t.forge.remove_runner(t.group, &rr).await {
+                debug!(runner = %name, error = %fe, "could not deregister runner whose Job failed");
+            }
+            return Err(ReconcileError::kube("create job")(e));
+        }
+    };
+    let secret = build_runner_secret(&created, &creds)?;
+    match t.secrets.create(&post_params(), &secret).await {
+        Ok(_) => {}
+        Err(e) if is_status(&e, 409) => {}
+        Err(e) => {
+            // A pod without its Secret never starts; remove the Job rather than leak it.
+            let _ = t.jobs.delete(&name, &DeleteParams::background()).await;
+            return Err(ReconcileError::kube("create secret")(e));
+        }
+    }
+    info!(runner = %name, group = %t.group.key, "runner created");
+    Ok(name)
+}
+
+/// Removes everything of a deleted group: deregisters and deletes its runners. Returns the first
+/// error; every runner is attempted.
+pub async fn remove_all(t: &Target<'_>) -> Result<u32, ReconcileError> {
+    let mut first: Option<ReconcileError> = None;
+    let mut removed = 0;
+    let refs: BTreeMap<String, RunnerRef> = super::observe::runner_refs(t.observed)
+        .into_iter()
+        .map(|r| (r.name.clone(), r))
+        .collect();
+    for (name, rr) in &refs {
+        if let Err(e) = t.forge.remove_runner(t.group, rr).await {
+            first.get_or_insert(e.into());
+        }
+        match t.jobs.delete(name, &DeleteParams::background()).await {
+            Ok(_) => removed += 1,
+            Err(e) if is_status(&e, 404) => {}
+            Err(e) => {
+                first.get_or_insert(ReconcileError::kube("delete job")(e));
+            }
+        }
+    }
+    first.map_or(Ok(removed), Err)
+}

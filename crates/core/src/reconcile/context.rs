@@ -1,0 +1,125 @@
+//! Shared state of one controller: clients, forges, the Job store and per-group memory.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use k8s_openapi::api::batch::v1::Job;
+use kube::Client;
+use kube::runtime::events::Recorder;
+use kube::runtime::reflector::Store;
+
+use super::ForgeSet;
+use super::observe::InFlight;
+use crate::forge::GroupKey;
+use crate::metrics::Metrics;
+
+/// First retry delay after a failed reconcile.
+pub const BACKOFF_BASE: Duration = Duration::from_secs(1);
+/// Longest retry delay after repeated failures.
+pub const BACKOFF_MAX: Duration = Duration::from_secs(300);
+/// Retry delay for errors only a person can fix (Secrets are not watched, so we poll).
+pub const USER_ACTION_RETRY: Duration = Duration::from_secs(60);
+/// Safety requeue of GitHub groups (the listener wakes us through triggers).
+pub const GITHUB_RESYNC: Duration = Duration::from_secs(60);
+/// Cleanup attempts before the finalizer is released despite forge errors.
+pub const MAX_CLEANUP_ATTEMPTS: u32 = 5;
+
+/// Exponential backoff for the `failures`-th consecutive failure (1-based): 1 s, 2 s, 4 s, … 5 min.
+pub fn backoff_delay(failures: u32) -> Duration {
+    let exp = failures.saturating_sub(1).min(16);
+    BACKOFF_BASE.saturating_mul(1u32 << exp).min(BACKOFF_MAX)
+}
+
+/// Per-group memory that only needs to live as long as the process.
+#[derive(Debug, Default)]
+pub struct GroupMemory {
+    /// Consecutive failed reconciles (drives the backoff).
+    pub failures: u32,
+    /// Cleanup attempts so far.
+    pub cleanup_attempts: u32,
+    /// Writes the store may not show yet.
+    pub in_flight: InFlight,
+}
+
+/// Everything a reconcile needs; one per watched namespace (each has its own Job store).
+pub struct Context {
+    /// Kubernetes client.
+    pub client: Client,
+    /// The enabled forges.
+    pub forges: Arc<dyn ForgeSet>,
+    /// Shared metrics.
+    pub metrics: Arc<Metrics>,
+    /// Event recorder.
+    pub recorder: Recorder,
+    /// Runner Jobs of this operator, from the controller's reflector.
+    pub jobs: Store<Job>,
+    memory: Mutex<HashMap<GroupKey, GroupMemory>>,
+}
+
+impl Context {
+    /// A context over the given clients and store.
+    pub fn new(
+        client: Client,
+        forges: Arc<dyn ForgeSet>,
+        metrics: Arc<Metrics>,
+        recorder: Recorder,
+        jobs: Store<Job>,
+    ) -> Context {
+        Context {
+            client,
+            forges,
+            metrics,
+            recorder,
+            jobs,
+            memory: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<GroupKey, GroupMemory>> {
+        // A panic while holding the lock leaves plain counters behind; keep using them.
+        self.memory
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Runs `f` on the memory of `key` (created empty on first use).
+    pub fn with_memory<R>(&self, key: &GroupKey, f: impl FnOnce(&mut GroupMemory) -> R) -> R {
+        f(self.lock().entry(key.clone()).or_default())
+    }
+
+    /// Forgets a group (deleted).
+    pub fn forget(&self, key: &GroupKey) {
+        self.lock().remove(key);
+    }
+
+    /// Counts a failure and returns the backoff delay for it.
+    pub fn record_failure(&self, key: &GroupKey) -> Duration {
+        let n = self.with_memory(key, |m| {
+            m.failures = m.failures.saturating_add(1);
+            m.failures
+        });
+        backoff_delay(n)
+    }
+
+    /// Resets the failure count after a successful reconcile.
+    pub fn record_success(&self, key: &GroupKey) {
+        self.with_memory(key, |m| m.failures = 0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_and_caps() {
+        assert_eq!(backoff_delay(1), Duration::from_secs(1));
+        assert_eq!(backoff_delay(2), Duration::from_secs(2));
+        assert_eq!(backoff_delay(4), Duration::from_secs(8));
+        assert_eq!(backoff_delay(9), Duration::from_secs(256));
+        assert_eq!(backoff_delay(10), BACKOFF_MAX);
+        assert_eq!(backoff_delay(u32::MAX), BACKOFF_MAX);
+        assert_eq!(backoff_delay(0), Duration::from_secs(1));
+    }
+}

@@ -1,0 +1,116 @@
+//! Events on a `RunnerGroup`: condition transitions, runner failures, scale summaries. Bounded:
+//! at most a handful per reconcile, and only when something changed.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::Resource;
+use kube::runtime::events::{Event, EventType};
+use tracing::debug;
+
+use super::apply::ApplyReport;
+use super::context::Context;
+use super::error::ReconcileError;
+use super::status::PassSummary;
+use crate::conditions::ConditionType;
+use crate::crd::RunnerGroup;
+
+async fn publish(
+    ctx: &Context,
+    group: &RunnerGroup,
+    type_: EventType,
+    reason: &str,
+    action: &str,
+    note: String,
+) {
+    let ev = Event {
+        type_,
+        reason: reason.to_owned(),
+        note: Some(note),
+        action: action.to_owned(),
+        secondary: None,
+    };
+    if let Err(e) = ctx.recorder.publish(&ev, &group.object_ref(&())).await {
+        // Events are best effort; the status carries the same facts.
+        debug!(error = %e, reason, "event not published");
+    }
+}
+
+/// Whether a condition in this state needs attention.
+fn is_bad(c: &Condition) -> bool {
+    match ConditionType::parse(&c.type_) {
+        Some(ConditionType::Degraded) => c.status == "True",
+        Some(ConditionType::Scaling) | None => false,
+        Some(_) => c.status == "False",
+    }
+}
+
+/// One Event per changed condition (Scaling transitions are covered by the scale summary).
+pub async fn transitions(ctx: &Context, group: &RunnerGroup, changed: &[Condition]) {
+    for c in changed
+        .iter()
+        .filter(|c| c.type_ != ConditionType::Scaling.as_str())
+    {
+        let type_ = if is_bad(c) {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        };
+        let note = format!("{} is {}: {}", c.type_, c.status, c.message);
+        publish(ctx, group, type_, &c.reason, "Reconcile", note).await;
+    }
+}
+
+/// Scale up / down and runner failure summaries of one pass.
+pub async fn scaling(ctx: &Context, group: &RunnerGroup, s: &PassSummary, r: &ApplyReport) {
+    if s.created > 0 {
+        publish(
+            ctx,
+            group,
+            EventType::Normal,
+            "ScaledUp",
+            "CreateRunners",
+            format!("created {} runners", s.created),
+        )
+        .await;
+    }
+    if s.scaled_down > 0 {
+        let note = format!("removed {} idle runners", s.scaled_down);
+        publish(ctx, group, EventType::Normal, "ScaledDown", "RemoveRunners", note).await;
+    }
+    if !r.failed_deleted.is_empty() {
+        let shown: Vec<&str> = r.failed_deleted.iter().take(5).map(String::as_str).collect();
+        let note = format!(
+            "{} runners failed ({}{}); {} in a row",
+            r.failed_deleted.len(),
+            shown.join(", "),
+            if r.failed_deleted.len() > shown.len() {
+                ", …"
+            } else {
+                ""
+            },
+            s.failed_runners
+        );
+        publish(
+            ctx,
+            group,
+            EventType::Warning,
+            "RunnerFailed",
+            "RemoveRunners",
+            note,
+        )
+        .await;
+    }
+}
+
+/// The forge cleanup of a deleted group was given up.
+pub async fn cleanup_abandoned(ctx: &Context, group: &RunnerGroup, e: &ReconcileError) {
+    let note = format!("forge cleanup skipped, runners may stay registered at the forge: {e}");
+    publish(
+        ctx,
+        group,
+        EventType::Warning,
+        "CleanupAbandoned",
+        "Cleanup",
+        note,
+    )
+    .await;
+}

@@ -1,0 +1,226 @@
+//! The generic reconciler: one `kube::runtime::Controller` over `RunnerGroup`s per watched
+//! namespace (or one for all), owning the runner Jobs, woken by forge triggers.
+//!
+//! Each pass observes (reflector stores, forge demand), plans ([`crate::plan`]), applies, and
+//! writes the status by server-side apply; see [`pipeline`].
+
+pub mod apply;
+pub mod context;
+pub mod error;
+pub mod events;
+pub mod observe;
+pub mod pipeline;
+pub mod status;
+
+use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use futures::StreamExt;
+use k8s_openapi::api::batch::v1::Job;
+use kube::Client;
+use kube::api::Api;
+use kube::runtime::controller::{Config as ControllerConfig, Controller};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::{WatchStreamExt, watcher};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use crate::crd::{ForgeKind, RunnerGroup};
+use crate::forge::{Forge, GroupKey};
+use crate::metrics::Metrics;
+use crate::runner_job::MANAGED_BY_SELECTOR;
+
+pub use context::Context;
+pub use error::ReconcileError;
+
+/// Finalizer on every `RunnerGroup`: deregister runners and release forge resources first.
+pub const FINALIZER: &str = "forgerunner.dev/cleanup";
+/// Field manager of every write (server-side apply and creates).
+pub const FIELD_MANAGER: &str = "forgerunner";
+/// Controller name in Events.
+pub const CONTROLLER_NAME: &str = "forgerunner";
+
+/// The enabled forge backends.
+pub trait ForgeSet: Send + Sync + 'static {
+    /// The backend for `kind`, or `None` when that forge is disabled (→ `Ready=False ForgeDisabled`).
+    fn get(&self, kind: ForgeKind) -> Option<&dyn Forge>;
+}
+
+/// How the controller runs.
+#[derive(Clone, Debug, Default)]
+pub struct ControllerOptions {
+    /// Namespaces to watch; empty = all.
+    pub namespaces: Vec<String>,
+    /// This process's identity (pod name), reported in Events.
+    pub instance: String,
+    /// Groups reconciled at once (0 = unbounded).
+    pub concurrency: u16,
+}
+
+/// Why the controller could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum ControllerError {
+    /// A controller task panicked or was aborted.
+    #[error("controller task for {scope} ended abnormally: {source}")]
+    Task {
+        /// `all namespaces` or the namespace.
+        scope: String,
+        /// The join error.
+        #[source]
+        source: tokio::task::JoinError,
+    },
+}
+
+/// Spec, metadata and deletion changes wake a group; its own status writes do not.
+fn group_predicate(g: &RunnerGroup) -> Option<u64> {
+    let m = &g.metadata;
+    let mut h = DefaultHasher::new();
+    (
+        m.generation,
+        m.deletion_timestamp.is_some(),
+        &m.finalizers,
+        &m.labels,
+        &m.annotations,
+    )
+        .hash(&mut h);
+    Some(h.finish())
+}
+
+/// Runs the controller until `shutdown` is cancelled; sets `ready` once every store has synced.
+pub async fn run_controller(
+    client: Client,
+    forges: Arc<dyn ForgeSet>,
+    metrics: Arc<Metrics>,
+    triggers: mpsc::UnboundedReceiver<GroupKey>,
+    options: ControllerOptions,
+    ready: Arc<AtomicBool>,
+    shutdown: CancellationToken,
+) -> Result<(), ControllerError> {
+    let scopes: Vec<Option<String>> = if options.namespaces.is_empty() {
+        vec![None]
+    } else {
+        let mut ns = options.namespaces.clone();
+        ns.sort();
+        ns.dedup();
+        ns.into_iter().map(Some).collect()
+    };
+    let reporter = Reporter {
+        controller: CONTROLLER_NAME.to_owned(),
+        instance: Some(options.instance.clone()),
+    };
+    let recorder = Recorder::new(client.clone(), reporter);
+
+    let mut senders: HashMap<Option<String>, mpsc::UnboundedSender<ObjectRef<RunnerGroup>>> = HashMap::new();
+    let mut tasks = Vec::new();
+    let mut readiness = Vec::new();
+    for scope in scopes {
+        let (tx, rx) = mpsc::unbounded_channel();
+        senders.insert(scope.clone(), tx);
+        let (groups_api, jobs_api): (Api<RunnerGroup>, Api<Job>) = match &scope {
+            Some(ns) => (
+                Api::namespaced(client.clone(), ns),
+                Api::namespaced(client.clone(), ns),
+            ),
+            None => (Api::all(client.clone()), Api::all(client.clone())),
+        };
+        let (group_reader, group_writer) = reflector::store();
+        let (job_reader, job_writer) = reflector::store();
+        let groups = watcher(groups_api, watcher::Config::default())
+            .default_backoff()
+            .reflect(group_writer)
+            .applied_objects()
+            .predicate_filter(group_predicate, Default::default());
+        let jobs = watcher(jobs_api, watcher::Config::default().labels(MANAGED_BY_SELECTOR))
+            .default_backoff()
+            .reflect(job_writer)
+            .touched_objects();
+        let ctx = Arc::new(Context::new(
+            client.clone(),
+            forges.clone(),
+            metrics.clone(),
+            recorder.clone(),
+            job_reader.clone(),
+        ));
+        let (gr, jr) = (group_reader.clone(), job_reader);
+        readiness.push(async move {
+            // Both only fail if their writer is dropped, i.e. the controller is gone.
+            gr.wait_until_ready().await.is_ok() && jr.wait_until_ready().await.is_ok()
+        });
+        let controller = Controller::for_stream(groups, group_reader)
+            .owns_stream(jobs)
+            .reconcile_on(futures::stream::unfold(rx, |mut rx| async move {
+                rx.recv().await.map(|r| (r, rx))
+            }))
+            .with_config(ControllerConfig::default().concurrency(options.concurrency))
+            .graceful_shutdown_on(shutdown.clone().cancelled_owned());
+        let label = scope.clone().unwrap_or_else(|| "all namespaces".to_owned());
+        tasks.push((
+            label.clone(),
+            tokio::spawn(async move {
+                info!(scope = %label, "controller started");
+                controller
+                    .run(pipeline::reconcile, pipeline::error_policy, ctx)
+                    .for_each(|res| async move {
+                        match res {
+                            Ok((obj, _)) => debug!(group = %obj, "reconciled"),
+                            Err(e) => debug!(error = %e, "reconcile failed"),
+                        }
+                    })
+                    .await;
+                info!(scope = %label, "controller stopped");
+            }),
+        ));
+    }
+
+    let ready_flag = ready.clone();
+    let ready_task = tokio::spawn(async move {
+        if futures::future::join_all(readiness)
+            .await
+            .into_iter()
+            .all(|ok| ok)
+        {
+            ready_flag.store(true, Ordering::SeqCst);
+            info!("caches synced; ready");
+        }
+    });
+    let forward = tokio::spawn(forward_triggers(triggers, senders, shutdown.clone()));
+
+    let mut result = Ok(());
+    for (scope, task) in tasks {
+        if let Err(source) = task.await {
+            warn!(%scope, error = %source, "controller task failed");
+            result = Err(ControllerError::Task { scope, source });
+        }
+    }
+    ready.store(false, Ordering::SeqCst);
+    ready_task.abort();
+    forward.abort();
+    result
+}
+
+/// Routes forge triggers to the controller of the group's namespace; others are dropped.
+async fn forward_triggers(
+    mut triggers: mpsc::UnboundedReceiver<GroupKey>,
+    senders: HashMap<Option<String>, mpsc::UnboundedSender<ObjectRef<RunnerGroup>>>,
+    shutdown: CancellationToken,
+) {
+    loop {
+        let key = tokio::select! {
+            () = shutdown.cancelled() => return,
+            k = triggers.recv() => match k { Some(k) => k, None => return },
+        };
+        let tx = senders
+            .get(&None)
+            .or_else(|| senders.get(&Some(key.namespace.clone())));
+        match tx {
+            Some(tx) => {
+                let _ = tx.send(ObjectRef::new(&key.name).within(&key.namespace));
+            }
+            None => debug!(group = %key, "trigger for an unwatched namespace dropped"),
+        }
+    }
+}

@@ -1,0 +1,301 @@
+//! Observation: the group's runner Jobs (from the reflector store) mapped to the planner's
+//! [`ObservedRunner`]s. Pure: the store snapshot, the forge's view and the clock come in.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use jiff::Timestamp;
+use k8s_openapi::api::batch::v1::Job;
+
+use crate::crd::RunnerGroup;
+use crate::forge::{ForgeRunnerState, RunnerRef};
+use crate::plan::{ObservedRunner, RunnerPhase};
+use crate::runner_job::{BUSY_ANNOTATION, GROUP_LABEL};
+
+/// Whether `job` is a runner of `group`: same namespace, group label, and (when both uids are
+/// known) owned by this very group, so a re-created group does not adopt its predecessor's Jobs.
+pub fn belongs_to(job: &Job, group: &RunnerGroup) -> bool {
+    let same_ns = job.metadata.namespace == group.metadata.namespace;
+    let labelled =
+        job.metadata.labels.as_ref().and_then(|l| l.get(GROUP_LABEL)) == group.metadata.name.as_ref();
+    let owned = match (&group.metadata.uid, &job.metadata.owner_references) {
+        (Some(uid), Some(refs)) => refs.iter().any(|r| &r.uid == uid),
+        _ => true,
+    };
+    same_ns && labelled && owned
+}
+
+/// The phase of a runner Job, from its deletion mark, conditions and counters.
+pub fn job_phase(job: &Job) -> RunnerPhase {
+    if job.metadata.deletion_timestamp.is_some() {
+        return RunnerPhase::Terminating;
+    }
+    let Some(status) = &job.status else {
+        return RunnerPhase::Pending;
+    };
+    let holds = |t: &str| {
+        status
+            .conditions
+            .iter()
+            .flatten()
+            .any(|c| c.type_ == t && c.status == "True")
+    };
+    // FailureTarget / SuccessCriteriaMet come before the terminal conditions on newer clusters.
+    if holds("Failed") || holds("FailureTarget") || status.failed.unwrap_or(0) > 0 {
+        return RunnerPhase::Failed;
+    }
+    if holds("Complete") || holds("SuccessCriteriaMet") || status.succeeded.unwrap_or(0) > 0 {
+        return RunnerPhase::Succeeded;
+    }
+    if status.ready.unwrap_or(0) > 0 {
+        RunnerPhase::Running
+    } else {
+        RunnerPhase::Pending
+    }
+}
+
+/// Whether the Job carries the busy mark.
+pub fn ever_busy(job: &Job) -> bool {
+    job.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(BUSY_ANNOTATION))
+        .is_some_and(|v| v == "true")
+}
+
+/// Seconds since the Job was created (0 when unknown or in the future).
+pub fn age_seconds(job: &Job, now: Timestamp) -> u64 {
+    job.metadata
+        .creation_timestamp
+        .as_ref()
+        .map(|t| now.duration_since(t.0).as_secs())
+        .map_or(0, |s| u64::try_from(s).unwrap_or(0))
+}
+
+/// Runner references (name and annotations) for the forge calls.
+pub fn runner_refs(jobs: &[Arc<Job>]) -> Vec<RunnerRef> {
+    jobs.iter()
+        .filter_map(|j| {
+            Some(RunnerRef {
+                name: j.metadata.name.clone()?,
+                annotations: j.metadata.annotations.clone().unwrap_or_default(),
+            })
+        })
+        .collect()
+}
+
+/// What the reconciler remembers between passes about writes the store may not show yet.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct InFlight {
+    /// Runner Jobs created but not yet seen in the store.
+    pub created: BTreeSet<String>,
+    /// Runner Jobs deleted but still in the store.
+    pub deleted: BTreeSet<String>,
+}
+
+impl InFlight {
+    /// Forgets entries the store has caught up with.
+    pub fn settle(&mut self, jobs: &[Arc<Job>]) {
+        let present: BTreeSet<&str> = jobs.iter().filter_map(|j| j.metadata.name.as_deref()).collect();
+        self.created.retain(|n| !present.contains(n.as_str()));
+        self.deleted.retain(|n| present.contains(n.as_str()));
+    }
+}
+
+/// Maps the group's Jobs (plus in-flight writes) to planner input.
+///
+/// Created-but-unseen runners count as fresh pending runners so a stale store cannot make us
+/// exceed `maxRunners`; deleted-but-still-listed ones count as terminating so a finished runner
+/// is not counted (or deleted) twice.
+pub fn observe_runners(
+    jobs: &[Arc<Job>],
+    in_flight: &InFlight,
+    states: &BTreeMap<String, ForgeRunnerState>,
+    now: Timestamp,
+) -> Vec<ObservedRunner> {
+    let state = |name: &str| states.get(name).copied().unwrap_or_default();
+    let mut out: Vec<ObservedRunner> = jobs
+        .iter()
+        .filter_map(|j| {
+            let name = j.metadata.name.clone()?;
+            let phase = if in_flight.deleted.contains(&name) {
+                RunnerPhase::Terminating
+            } else {
+                job_phase(j)
+            };
+            Some(ObservedRunner {
+                forge_state: state(&name),
+                phase,
+                age_seconds: age_seconds(j, now),
+                ever_busy: ever_busy(j),
+                name,
+            })
+        })
+        .collect();
+    let seen: BTreeSet<String> = out.iter().map(|r| r.name.clone()).collect();
+    for name in in_flight.created.iter().filter(|n| !seen.contains(*n)) {
+        out.push(ObservedRunner {
+            name: name.clone(),
+            phase: RunnerPhase::Pending,
+            forge_state: state(name),
+            age_seconds: 0,
+            ever_busy: false,
+        });
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::batch::v1::{JobCondition, JobStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
+
+    use super::*;
+
+    fn ts(secs: i64) -> Timestamp {
+        Timestamp::from_second(secs).expect("valid timestamp")
+    }
+
+    fn job(name: &str, status: Option<JobStatus>) -> Job {
+        Job {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("ci".into()),
+                labels: Some(BTreeMap::from([(GROUP_LABEL.to_owned(), "g".to_owned())])),
+                owner_references: Some(vec![OwnerReference {
+                    uid: "u1".into(),
+                    ..OwnerReference::default()
+                }]),
+                creation_timestamp: Some(Time(ts(1000))),
+                ..ObjectMeta::default()
+            },
+            spec: None,
+            status,
+        }
+    }
+
+    fn cond(t: &str) -> JobCondition {
+        JobCondition {
+            type_: t.into(),
+            status: "True".into(),
+            ..JobCondition::default()
+        }
+    }
+
+    #[test]
+    fn phases_from_status() {
+        assert_eq!(job_phase(&job("a", None)), RunnerPhase::Pending);
+        let active = JobStatus {
+            active: Some(1),
+            ..JobStatus::default()
+        };
+        assert_eq!(job_phase(&job("a", Some(active))), RunnerPhase::Pending);
+        let ready = JobStatus {
+            active: Some(1),
+            ready: Some(1),
+            ..JobStatus::default()
+        };
+        assert_eq!(job_phase(&job("a", Some(ready))), RunnerPhase::Running);
+        let done = JobStatus {
+            conditions: Some(vec![cond("Complete")]),
+            ..JobStatus::default()
+        };
+        assert_eq!(job_phase(&job("a", Some(done))), RunnerPhase::Succeeded);
+        let failed = JobStatus {
+            conditions: Some(vec![cond("FailureTarget")]),
+            ..JobStatus::default()
+        };
+        assert_eq!(job_phase(&job("a", Some(failed))), RunnerPhase::Failed);
+        let counted = JobStatus {
+            failed: Some(1),
+            ..JobStatus::default()
+        };
+        assert_eq!(job_phase(&job("a", Some(counted))), RunnerPhase::Failed);
+        let not_true = JobStatus {
+            conditions: Some(vec![JobCondition {
+                type_: "Failed".into(),
+                status: "False".into(),
+                ..JobCondition::default()
+            }]),
+            ..JobStatus::default()
+        };
+        assert_eq!(job_phase(&job("a", Some(not_true))), RunnerPhase::Pending);
+        let mut deleting = job(
+            "a",
+            Some(JobStatus {
+                succeeded: Some(1),
+                ..JobStatus::default()
+            }),
+        );
+        deleting.metadata.deletion_timestamp = Some(Time(ts(2000)));
+        assert_eq!(job_phase(&deleting), RunnerPhase::Terminating);
+    }
+
+    #[test]
+    fn busy_annotation_age_and_state() {
+        let mut j = job("g-aaaaa", None);
+        j.metadata.annotations = Some(BTreeMap::from([(BUSY_ANNOTATION.to_owned(), "true".to_owned())]));
+        let jobs = vec![Arc::new(j), Arc::new(job("g-bbbbb", None))];
+        let states = BTreeMap::from([("g-bbbbb".to_owned(), ForgeRunnerState::Idle)]);
+        let obs = observe_runners(&jobs, &InFlight::default(), &states, ts(1600));
+        assert_eq!(obs.len(), 2);
+        assert!(obs[0].ever_busy && !obs[1].ever_busy);
+        assert_eq!(obs[0].age_seconds, 600);
+        assert_eq!(obs[0].forge_state, ForgeRunnerState::Unknown);
+        assert_eq!(obs[1].forge_state, ForgeRunnerState::Idle);
+        assert_eq!(age_seconds(&jobs[0], ts(10)), 0, "clock skew never underflows");
+    }
+
+    #[test]
+    fn in_flight_writes_shape_observation() {
+        let jobs = vec![Arc::new(job(
+            "g-done1",
+            Some(JobStatus {
+                failed: Some(1),
+                ..JobStatus::default()
+            }),
+        ))];
+        let mut fl = InFlight::default();
+        fl.created.insert("g-new01".into());
+        fl.deleted.insert("g-done1".into());
+        let obs = observe_runners(&jobs, &fl, &BTreeMap::new(), ts(2000));
+        let got: Vec<(&str, RunnerPhase)> = obs.iter().map(|r| (r.name.as_str(), r.phase)).collect();
+        assert_eq!(
+            got,
+            [
+                ("g-done1", RunnerPhase::Terminating),
+                ("g-new01", RunnerPhase::Pending)
+            ]
+        );
+        // The store catches up: created appears, deleted disappears.
+        let caught_up = vec![Arc::new(job("g-new01", None))];
+        fl.settle(&caught_up);
+        assert!(fl.created.is_empty() && fl.deleted.is_empty());
+    }
+
+    #[test]
+    fn ownership_filter() {
+        let mut g = RunnerGroup::new(
+            "g",
+            serde_json::from_value(serde_json::json!({
+                "forge": "gitea", "maxRunners": 1,
+                "gitea": {"url": "https://x", "scope": "global", "credentials": "c", "labels": ["l"]}
+            }))
+            .expect("spec"),
+        );
+        g.metadata.namespace = Some("ci".into());
+        g.metadata.uid = Some("u1".into());
+        assert!(belongs_to(&job("g-1", None), &g));
+        g.metadata.uid = Some("u2".into());
+        assert!(
+            !belongs_to(&job("g-1", None), &g),
+            "a re-created group does not adopt old Jobs"
+        );
+        g.metadata.uid = Some("u1".into());
+        g.metadata.namespace = Some("other".into());
+        assert!(!belongs_to(&job("g-1", None), &g));
+        let refs = runner_refs(&[Arc::new(job("g-1", None))]);
+        assert_eq!(refs[0].name, "g-1");
+    }
+}

@@ -1,0 +1,419 @@
+//! One reconcile of one `RunnerGroup`: validate → forge → credentials → observe → plan → apply →
+//! status, wrapped in the cleanup finalizer.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use jiff::Timestamp;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
+use kube::{Resource, ResourceExt};
+use tracing::{debug, info, warn};
+
+use super::apply::{Target, apply_plan, remove_all};
+use super::context::{Context, GITHUB_RESYNC, MAX_CLEANUP_ATTEMPTS, USER_ACTION_RETRY};
+use super::error::ReconcileError;
+use super::events;
+use super::observe::{belongs_to, observe_runners, runner_refs};
+use super::status::{PassSummary, build_status, error_conditions, next_failure_count, success_conditions};
+use super::{FIELD_MANAGER, FINALIZER};
+use crate::conditions::{GroupCondition, transitions};
+use crate::crd::{ForgeKind, RunnerGroup, RunnerGroupStatus};
+use crate::error::ErrorCategory;
+use crate::forge::{Credentials, Forge, ForgeRunnerState, GroupContext, GroupKey, SecretValue};
+use crate::metrics::{ForgeLabels, ReconcileErrorLabels, ReconcileLabels, RunnerLabels};
+use crate::plan::{PlanInput, RunnerPhase, plan};
+use crate::validate::validate_spec;
+
+/// Longest group name: it is also a label value.
+const MAX_GROUP_NAME: usize = 63;
+/// `lastPollTime` alone is rewritten at most this often, to spare the API server.
+const POLL_TIME_REFRESH: Duration = Duration::from_secs(30);
+
+fn group_key(g: &RunnerGroup) -> GroupKey {
+    GroupKey {
+        namespace: g.namespace().unwrap_or_default(),
+        name: g.name_any(),
+    }
+}
+
+/// The controller's reconcile function.
+pub async fn reconcile(group: Arc<RunnerGroup>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
+    let started = Instant::now();
+    let forge_label = group.spec.forge.as_str();
+    ctx.metrics
+        .reconciles
+        .get_or_create(&ReconcileLabels { forge: forge_label })
+        .inc();
+    let ns = group.namespace().unwrap_or_default();
+    let api: Api<RunnerGroup> = Api::namespaced(ctx.client.clone(), &ns);
+    let result = finalizer(&api, FINALIZER, group, |event| async {
+        match event {
+            FinalizerEvent::Apply(g) => apply(g, &ctx).await,
+            FinalizerEvent::Cleanup(g) => cleanup(g, &ctx).await,
+        }
+    })
+    .await
+    .map_err(ReconcileError::from);
+    ctx.metrics
+        .reconcile_duration
+        .get_or_create(&ReconcileLabels { forge: forge_label })
+        .observe(started.elapsed().as_secs_f64());
+    result
+}
+
+/// The controller's error policy: bounded retries by error category.
+pub fn error_policy(group: Arc<RunnerGroup>, err: &ReconcileError, ctx: Arc<Context>) -> Action {
+    let category = err.category();
+    ctx.metrics
+        .reconcile_errors
+        .get_or_create(&ReconcileErrorLabels {
+            forge: group.spec.forge.as_str(),
+            category: category.as_str(),
+        })
+        .inc();
+    let key = group_key(&group);
+    let delay = ctx.record_failure(&key);
+    warn!(group = %key, category = category.as_str(), error = %err, "reconcile failed");
+    match category {
+        // Only a spec change (or an operator restart with other forges) can help.
+        ErrorCategory::InvalidSpec | ErrorCategory::ForgeDisabled => Action::await_change(),
+        _ if category.needs_user_action() => Action::requeue(USER_ACTION_RETRY),
+        _ => Action::requeue(err.retry_after().map_or(delay, |d| d.max(delay))),
+    }
+}
+
+/// Requeue after a successful pass.
+fn success_requeue(group: &RunnerGroup) -> Action {
+    match (group.spec.forge, &group.spec.gitea) {
+        (ForgeKind::Gitea, Some(g)) => {
+            Action::requeue(Duration::from_secs(u64::from(g.poll_interval_seconds())))
+        }
+        _ => Action::requeue(GITHUB_RESYNC),
+    }
+}
+
+/// The credentials Secret name the spec names.
+fn credentials_secret(group: &RunnerGroup) -> Option<&str> {
+    match group.spec.forge {
+        ForgeKind::Github => group.spec.github.as_ref().map(|g| g.credentials.as_str()),
+        ForgeKind::Gitea => group.spec.gitea.as_ref().map(|g| g.credentials.as_str()),
+    }
+}
+
+fn check_spec(group: &RunnerGroup) -> Result<(), ReconcileError> {
+    let mut msgs: Vec<String> = validate_spec(&group.spec)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    if group.name_any().len() > MAX_GROUP_NAME {
+        msgs.push(format!(
+            "metadata.name: must be at most {MAX_GROUP_NAME} characters (it is a label value)"
+        ));
+    }
+    if msgs.is_empty() {
+        Ok(())
+    } else {
+        Err(ReconcileError::InvalidSpec(msgs.join("; ")))
+    }
+}
+
+fn forge_for<'a>(ctx: &'a Context, group: &RunnerGroup) -> Result<&'a dyn Forge, ReconcileError> {
+    ctx.forges
+        .get(group.spec.forge)
+        .ok_or(ReconcileError::ForgeDisabled(group.spec.forge))
+}
+
+/// Reads the credentials Secret (and CA bundle) into the forge's group context.
+async fn group_context(ctx: &Context, group: &RunnerGroup) -> Result<GroupContext, ReconcileError> {
+    let key = group_key(group);
+    let secret_name = credentials_secret(group).unwrap_or_default().to_owned();
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &key.namespace);
+    let secret = secrets
+        .get_opt(&secret_name)
+        .await
+        .map_err(ReconcileError::kube("get secret"))?
+        .ok_or_else(|| ReconcileError::SecretNotFound {
+            namespace: key.namespace.clone(),
+            name: secret_name.clone(),
+        })?;
+    let mut data: BTreeMap<String, SecretValue> = BTreeMap::new();
+    for (k, v) in secret.data.iter().flatten() {
+        // Non-UTF-8 values cannot be tokens or keys; the backend reports the missing key.
+        if let Ok(s) = std::str::from_utf8(&v.0) {
+            data.insert(k.clone(), SecretValue::new(s.trim_end_matches(['\n', '\r'])));
+        }
+    }
+    for (k, v) in secret.string_data.iter().flatten() {
+        data.insert(k.clone(), SecretValue::new(v.clone()));
+    }
+    let credentials = Credentials {
+        secret_name,
+        data,
+        version: secret.resource_version().unwrap_or_default(),
+    };
+    let ca_bundle = match group
+        .spec
+        .github
+        .as_ref()
+        .and_then(|g| g.ca_bundle_config_map.as_deref())
+    {
+        Some(cm_name) if group.spec.forge == ForgeKind::Github => {
+            let cms: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &key.namespace);
+            let cm = cms
+                .get_opt(cm_name)
+                .await
+                .map_err(ReconcileError::kube("get configmap"))?;
+            let ca = cm.and_then(|c| c.data).and_then(|mut d| d.remove("ca.crt"));
+            Some(ca.ok_or_else(|| ReconcileError::ConfigMapNotFound {
+                namespace: key.namespace.clone(),
+                name: cm_name.to_owned(),
+            })?)
+        }
+        _ => None,
+    };
+    Ok(GroupContext {
+        uid: group.uid().unwrap_or_default(),
+        key,
+        group: group.clone(),
+        credentials,
+        ca_bundle,
+    })
+}
+
+/// The group's runner Jobs from the store.
+fn group_jobs(ctx: &Context, group: &RunnerGroup) -> Vec<Arc<Job>> {
+    ctx.jobs
+        .state()
+        .into_iter()
+        .filter(|j| belongs_to(j, group))
+        .collect()
+}
+
+async fn apply(group: Arc<RunnerGroup>, ctx: &Context) -> Result<Action, ReconcileError> {
+    match run_pass(&group, ctx).await {
+        Ok(action) => {
+            ctx.record_success(&group_key(&group));
+            Ok(action)
+        }
+        Err(e) => {
+            let conds = error_conditions(e.category(), &e.to_string());
+            write_status(ctx, &group, &conds, None).await;
+            Err(e)
+        }
+    }
+}
+
+async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, ReconcileError> {
+    check_spec(group)?;
+    let forge = forge_for(ctx, group)?;
+    let gctx = group_context(ctx, group).await?;
+    let key = gctx.key.clone();
+
+    let jobs = group_jobs(ctx, group);
+    let refs = runner_refs(&jobs);
+    let demand = forge.demand(&gctx).await?;
+    let states: BTreeMap<String, ForgeRunnerState> = if refs.is_empty() {
+        BTreeMap::new()
+    } else {
+        forge.runner_state(&gctx, &refs).await?
+    };
+    let in_flight = ctx.with_memory(&key, |m| {
+        m.in_flight.settle(&jobs);
+        m.in_flight.clone()
+    });
+    let observed = observe_runners(&jobs, &in_flight, &states, Timestamp::now());
+    let prev_failures = group.status.as_ref().map_or(0, |s| s.failed_runners);
+    let the_plan = plan(&PlanInput {
+        forge: group.spec.forge,
+        min_runners: group.spec.min_runners,
+        max_runners: group.spec.max_runners,
+        idle_timeout_seconds: group.spec.idle_timeout_seconds(),
+        runners: &observed,
+        demand: &demand,
+        offline_forge_runners: &demand.offline_runners,
+        consecutive_failures: prev_failures,
+    });
+    debug!(group = %key, create = the_plan.create, remove = the_plan.remove.len(), "plan");
+
+    let target = Target {
+        jobs: Api::namespaced(ctx.client.clone(), &key.namespace),
+        secrets: Api::namespaced(ctx.client.clone(), &key.namespace),
+        forge,
+        group: &gctx,
+        observed: &jobs,
+    };
+    let mut report = apply_plan(&target, &the_plan).await;
+    ctx.with_memory(&key, |m| {
+        m.in_flight.created.extend(report.created.iter().cloned());
+        m.in_flight.deleted.extend(report.deleted.iter().cloned());
+    });
+
+    let forge_label = ForgeLabels {
+        forge: group.spec.forge.as_str(),
+    };
+    let created = u32::try_from(report.created.len()).unwrap_or(u32::MAX);
+    let removed = u32::try_from(report.deleted.len()).unwrap_or(u32::MAX);
+    ctx.metrics
+        .runners_created
+        .get_or_create(&forge_label)
+        .inc_by(u64::from(created));
+    ctx.metrics
+        .runners_removed
+        .get_or_create(&forge_label)
+        .inc_by(u64::from(removed));
+    let failed_now = u32::try_from(report.failed_deleted.len()).unwrap_or(u32::MAX);
+    let summary = PassSummary {
+        counts: the_plan.counts,
+        facts: demand.facts.clone(),
+        failed_runners: next_failure_count(prev_failures, report.succeeded_deleted, failed_now),
+        created,
+        scaled_down: report.scaled_down,
+        throttled: the_plan.throttled,
+        at_max: group.spec.min_runners.saturating_add(demand.jobs) > group.spec.max_runners,
+        apply_error: report.first_error.as_ref().map(|e| (e.category(), e.to_string())),
+    };
+    set_runner_gauges(ctx, &key, group.spec.forge, &observed, &summary);
+    events::scaling(ctx, group, &summary, &report).await;
+    write_status(ctx, group, &success_conditions(&summary), Some(&summary)).await;
+    match report.first_error.take() {
+        Some(e) => Err(e),
+        None => Ok(success_requeue(group)),
+    }
+}
+
+fn set_runner_gauges(
+    ctx: &Context,
+    key: &GroupKey,
+    forge: ForgeKind,
+    observed: &[crate::plan::ObservedRunner],
+    s: &PassSummary,
+) {
+    let pending = observed
+        .iter()
+        .filter(|r| r.phase == RunnerPhase::Pending)
+        .count();
+    let values: [(&'static str, i64); 4] = [
+        ("idle", i64::from(s.counts.idle)),
+        ("busy", i64::from(s.counts.running_jobs)),
+        ("pending", i64::try_from(pending).unwrap_or(i64::MAX)),
+        ("failed", i64::from(s.failed_runners)),
+    ];
+    for (state, v) in values {
+        let labels = RunnerLabels {
+            forge: forge.as_str(),
+            group: key.to_string(),
+            state,
+        };
+        ctx.metrics.runners.get_or_create(&labels).set(v);
+    }
+}
+
+fn clear_runner_gauges(ctx: &Context, key: &GroupKey, forge: ForgeKind) {
+    for state in ["idle", "busy", "pending", "failed"] {
+        ctx.metrics.runners.remove(&RunnerLabels {
+            forge: forge.as_str(),
+            group: key.to_string(),
+            state,
+        });
+    }
+}
+
+/// Writes the status by server-side apply and publishes Events for condition transitions.
+/// Failures are logged, not returned: the next pass writes the status again.
+async fn write_status(
+    ctx: &Context,
+    group: &RunnerGroup,
+    conds: &[GroupCondition],
+    pass: Option<&PassSummary>,
+) {
+    let now = Time(Timestamp::now());
+    let prev: Option<&RunnerGroupStatus> = group.status.as_ref();
+    let status = build_status(prev, group.metadata.generation, conds, pass, &now);
+    let old = prev.map(|s| s.conditions.clone()).unwrap_or_default();
+    let changed: Vec<_> = transitions(&old, &status.conditions)
+        .into_iter()
+        .cloned()
+        .collect();
+    if prev.is_some_and(|p| same_but_poll_time(p, &status)) {
+        return;
+    }
+    let api: Api<RunnerGroup> = Api::namespaced(ctx.client.clone(), &group.namespace().unwrap_or_default());
+    let body = serde_json::json!({
+        "apiVersion": RunnerGroup::api_version(&()),
+        "kind": RunnerGroup::kind(&()),
+        "status": status,
+    });
+    if let Err(e) = api
+        .patch_status(
+            &group.name_any(),
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&body),
+        )
+        .await
+    {
+        warn!(group = %group_key(group), error = %e, "status update failed");
+        return;
+    }
+    events::transitions(ctx, group, &changed).await;
+}
+
+/// Only `lastPollTime` moved, and by less than [`POLL_TIME_REFRESH`]: not worth a write.
+fn same_but_poll_time(prev: &RunnerGroupStatus, next: &RunnerGroupStatus) -> bool {
+    let fresh = match (&prev.last_poll_time, &next.last_poll_time) {
+        (Some(a), Some(b)) => b.0.duration_since(a.0).unsigned_abs() < POLL_TIME_REFRESH,
+        (a, b) => a == b,
+    };
+    let mut p = prev.clone();
+    p.last_poll_time.clone_from(&next.last_poll_time);
+    fresh && &p == next
+}
+
+async fn cleanup(group: Arc<RunnerGroup>, ctx: &Context) -> Result<Action, ReconcileError> {
+    let key = group_key(&group);
+    clear_runner_gauges(ctx, &key, group.spec.forge);
+    let attempt = ctx.with_memory(&key, |m| {
+        m.cleanup_attempts = m.cleanup_attempts.saturating_add(1);
+        m.cleanup_attempts
+    });
+    let result = cleanup_forge(&group, ctx).await;
+    match result {
+        Ok(()) => {
+            info!(group = %key, "cleaned up");
+            ctx.forget(&key);
+            Ok(Action::await_change())
+        }
+        Err(e) if attempt >= MAX_CLEANUP_ATTEMPTS || e.category().needs_user_action() => {
+            // Never hold a deletion hostage to a forge that is gone or misconfigured.
+            warn!(group = %key, error = %e, attempt, "giving up forge cleanup; releasing the finalizer");
+            events::cleanup_abandoned(ctx, &group, &e).await;
+            ctx.forget(&key);
+            Ok(Action::await_change())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+async fn cleanup_forge(group: &RunnerGroup, ctx: &Context) -> Result<(), ReconcileError> {
+    check_spec(group)?;
+    let forge = forge_for(ctx, group)?;
+    let gctx = group_context(ctx, group).await?;
+    let jobs = group_jobs(ctx, group);
+    let target = Target {
+        jobs: Api::namespaced(ctx.client.clone(), &gctx.key.namespace),
+        secrets: Api::namespaced(ctx.client.clone(), &gctx.key.namespace),
+        forge,
+        group: &gctx,
+        observed: &jobs,
+    };
+    let removed = remove_all(&target).await;
+    let shut = forge.shutdown(&gctx).await;
+    removed?;
+    shut?;
+    Ok(())
+}

@@ -1,0 +1,329 @@
+//! Pure status building: conditions for success and failure, counts, facts.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+use crate::conditions::{ConditionReason, ConditionStatus, ConditionType, GroupCondition, merge_conditions};
+use crate::crd::RunnerGroupStatus;
+use crate::error::ErrorCategory;
+use crate::forge::ForgeFacts;
+use crate::plan::{FAILURE_THROTTLE_THRESHOLD, RunnerCounts};
+
+/// What one successful pass did, as far as the status cares.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PassSummary {
+    /// Counts from the plan.
+    pub counts: RunnerCounts,
+    /// Forge facts from the demand.
+    pub facts: ForgeFacts,
+    /// Consecutive runner failures after this pass.
+    pub failed_runners: u32,
+    /// Runner Jobs created in this pass.
+    pub created: u32,
+    /// Active runners removed in this pass (idle timeout, scale-down).
+    pub scaled_down: u32,
+    /// The plan held creation back because runners keep failing.
+    pub throttled: bool,
+    /// Demand asks for more than `maxRunners`.
+    pub at_max: bool,
+    /// The first step of the apply that failed, if any (the rest still ran).
+    pub apply_error: Option<(ErrorCategory, String)>,
+}
+
+fn c(t: ConditionType, s: ConditionStatus, r: ConditionReason, m: impl Into<String>) -> GroupCondition {
+    GroupCondition::new(t, s, r, m)
+}
+
+/// The five conditions after a pass that reached the forge.
+pub fn success_conditions(p: &PassSummary) -> Vec<GroupCondition> {
+    use ConditionStatus::{False, True};
+    let counts = &p.counts;
+    let ready_msg = format!(
+        "{} runners ({} busy, {} idle), {} jobs waiting, {} desired",
+        counts.current, counts.running_jobs, counts.idle, counts.pending_jobs, counts.desired
+    );
+    let scaling = if p.created > 0 {
+        c(
+            ConditionType::Scaling,
+            True,
+            ConditionReason::ScalingUp,
+            format!("creating {} runners", p.created),
+        )
+    } else if p.scaled_down > 0 {
+        c(
+            ConditionType::Scaling,
+            True,
+            ConditionReason::ScalingDown,
+            format!("removing {} idle runners", p.scaled_down),
+        )
+    } else if p.at_max {
+        c(
+            ConditionType::Scaling,
+            False,
+            ConditionReason::AtMaxRunners,
+            "demand exceeds spec.maxRunners",
+        )
+    } else {
+        c(
+            ConditionType::Scaling,
+            False,
+            ConditionReason::Steady,
+            "runner count matches demand",
+        )
+    };
+    let degraded = if let Some((cat, msg)) = &p.apply_error {
+        c(
+            ConditionType::Degraded,
+            True,
+            ConditionReason::Error(*cat),
+            msg.clone(),
+        )
+    } else if p.throttled || p.failed_runners >= FAILURE_THROTTLE_THRESHOLD {
+        c(
+            ConditionType::Degraded,
+            True,
+            ConditionReason::RunnersFailing,
+            format!(
+                "{} runners failed in a row; creating one at a time until one succeeds (check the runner pods' logs)",
+                p.failed_runners
+            ),
+        )
+    } else {
+        c(
+            ConditionType::Degraded,
+            False,
+            ConditionReason::Healthy,
+            "no failures",
+        )
+    };
+    vec![
+        c(ConditionType::Ready, True, ConditionReason::Reconciled, ready_msg),
+        c(
+            ConditionType::ForgeConnected,
+            True,
+            ConditionReason::Connected,
+            "forge answered",
+        ),
+        c(
+            ConditionType::CredentialsValid,
+            True,
+            ConditionReason::CredentialsAccepted,
+            "credentials accepted",
+        ),
+        scaling,
+        degraded,
+    ]
+}
+
+/// The conditions a failed pass knows about; the others keep their old values.
+pub fn error_conditions(category: ErrorCategory, message: &str) -> Vec<GroupCondition> {
+    use ConditionStatus::False;
+    let reason = ConditionReason::Error(category);
+    let mut out = vec![c(ConditionType::Ready, False, reason, message)];
+    match category {
+        ErrorCategory::SecretNotFound | ErrorCategory::InvalidCredentials => {
+            out.push(c(ConditionType::CredentialsValid, False, reason, message));
+        }
+        ErrorCategory::Unauthorized => {
+            out.push(c(ConditionType::CredentialsValid, False, reason, message));
+            // The forge answered, it just said no.
+            out.push(c(
+                ConditionType::ForgeConnected,
+                ConditionStatus::True,
+                ConditionReason::Connected,
+                "forge answered",
+            ));
+        }
+        ErrorCategory::ForgeNotFound
+        | ErrorCategory::ForgeConfig
+        | ErrorCategory::RateLimited
+        | ErrorCategory::ForgeUnavailable
+        | ErrorCategory::ForgeNotReady => {
+            out.push(c(ConditionType::ForgeConnected, False, reason, message));
+        }
+        ErrorCategory::InvalidSpec | ErrorCategory::ForgeDisabled | ErrorCategory::Kubernetes => {}
+    }
+    out
+}
+
+/// The new status: `prev` with counts and facts from `pass` (when the pass got that far), merged
+/// conditions, and the generation they describe.
+pub fn build_status(
+    prev: Option<&RunnerGroupStatus>,
+    generation: Option<i64>,
+    conditions: &[GroupCondition],
+    pass: Option<&PassSummary>,
+    now: &Time,
+) -> RunnerGroupStatus {
+    let mut st = prev.cloned().unwrap_or_default();
+    let old: Vec<Condition> = st.conditions.clone();
+    let fresh: Vec<Condition> = conditions
+        .iter()
+        .map(|g| g.to_condition(generation, now))
+        .collect();
+    st.conditions = merge_conditions(&old, fresh, now);
+    st.observed_generation = generation;
+    if let Some(p) = pass {
+        st.desired_runners = p.counts.desired;
+        st.current_runners = p.counts.current;
+        st.idle_runners = p.counts.idle;
+        st.running_jobs = p.counts.running_jobs;
+        st.pending_jobs = p.counts.pending_jobs;
+        st.failed_runners = p.failed_runners;
+        st.last_poll_time = Some(now.clone());
+        if p.facts.scale_set_id.is_some() {
+            st.scale_set_id = p.facts.scale_set_id;
+        }
+        if p.facts.forge_version.is_some() {
+            st.forge_version = p.facts.forge_version.clone();
+        }
+    }
+    st
+}
+
+/// Consecutive failures after a pass: reset by any runner that finished well, then plus the
+/// failed runners whose Job this pass actually deleted (so each failure counts once).
+pub fn next_failure_count(prev: u32, succeeded_deleted: u32, failed_deleted: u32) -> u32 {
+    let base = if succeeded_deleted > 0 { 0 } else { prev };
+    base.saturating_add(failed_deleted)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conditions::find;
+
+    fn t(s: i64) -> Time {
+        Time(jiff::Timestamp::from_second(s).expect("valid timestamp"))
+    }
+
+    #[test]
+    fn success_status_has_counts_and_ready() {
+        let pass = PassSummary {
+            counts: RunnerCounts {
+                desired: 3,
+                current: 3,
+                idle: 1,
+                running_jobs: 2,
+                pending_jobs: 0,
+                failed: 0,
+            },
+            facts: ForgeFacts {
+                scale_set_id: Some(7),
+                forge_version: None,
+            },
+            created: 3,
+            ..PassSummary::default()
+        };
+        let st = build_status(None, Some(4), &success_conditions(&pass), Some(&pass), &t(100));
+        assert_eq!(
+            (
+                st.desired_runners,
+                st.current_runners,
+                st.idle_runners,
+                st.running_jobs
+            ),
+            (3, 3, 1, 2)
+        );
+        assert_eq!(st.observed_generation, Some(4));
+        assert_eq!(st.scale_set_id, Some(7));
+        assert_eq!(st.last_poll_time, Some(t(100)));
+        let ready = find(&st.conditions, ConditionType::Ready).expect("ready");
+        assert_eq!(
+            (ready.status.as_str(), ready.reason.as_str()),
+            ("True", "Reconciled")
+        );
+        let scaling = find(&st.conditions, ConditionType::Scaling).expect("scaling");
+        assert_eq!(scaling.reason, "ScalingUp");
+        assert_eq!(st.conditions.len(), 5);
+    }
+
+    #[test]
+    fn error_status_keeps_counts_and_other_conditions() {
+        let pass = PassSummary {
+            counts: RunnerCounts {
+                current: 2,
+                ..RunnerCounts::default()
+            },
+            ..PassSummary::default()
+        };
+        let ok = build_status(None, Some(1), &success_conditions(&pass), Some(&pass), &t(100));
+        let conds = error_conditions(ErrorCategory::SecretNotFound, "Secret ci/creds does not exist");
+        let st = build_status(Some(&ok), Some(2), &conds, None, &t(200));
+        assert_eq!(st.current_runners, 2);
+        assert_eq!(st.last_poll_time, Some(t(100)), "no poll happened");
+        let ready = find(&st.conditions, ConditionType::Ready).expect("ready");
+        assert_eq!(
+            (ready.status.as_str(), ready.reason.as_str()),
+            ("False", "SecretNotFound")
+        );
+        assert_eq!(ready.last_transition_time, t(200));
+        assert!(ready.message.contains("ci/creds"));
+        let creds = find(&st.conditions, ConditionType::CredentialsValid).expect("creds");
+        assert_eq!(creds.status, "False");
+        let scaling = find(&st.conditions, ConditionType::Scaling).expect("kept");
+        assert_eq!(scaling.last_transition_time, t(100));
+    }
+
+    #[test]
+    fn forge_errors_mark_forge_connected() {
+        let conds = error_conditions(ErrorCategory::ForgeUnavailable, "503");
+        assert!(
+            conds
+                .iter()
+                .any(|c| c.type_ == ConditionType::ForgeConnected && c.status == ConditionStatus::False)
+        );
+        let conds = error_conditions(ErrorCategory::Unauthorized, "401");
+        assert!(
+            conds
+                .iter()
+                .any(|c| c.type_ == ConditionType::ForgeConnected && c.status == ConditionStatus::True)
+        );
+        assert!(
+            conds
+                .iter()
+                .any(|c| c.type_ == ConditionType::CredentialsValid && c.status == ConditionStatus::False)
+        );
+    }
+
+    #[test]
+    fn degraded_on_failures_and_apply_errors() {
+        let p = PassSummary {
+            failed_runners: FAILURE_THROTTLE_THRESHOLD,
+            ..PassSummary::default()
+        };
+        let d = success_conditions(&p)
+            .into_iter()
+            .find(|c| c.type_ == ConditionType::Degraded)
+            .expect("degraded");
+        assert_eq!(
+            (d.status, d.reason),
+            (ConditionStatus::True, ConditionReason::RunnersFailing)
+        );
+        let p = PassSummary {
+            apply_error: Some((ErrorCategory::Kubernetes, "create job: 500".into())),
+            ..PassSummary::default()
+        };
+        let d = success_conditions(&p)
+            .into_iter()
+            .find(|c| c.type_ == ConditionType::Degraded)
+            .expect("degraded");
+        assert_eq!(d.reason, ConditionReason::Error(ErrorCategory::Kubernetes));
+        let p = PassSummary {
+            at_max: true,
+            ..PassSummary::default()
+        };
+        let s = success_conditions(&p)
+            .into_iter()
+            .find(|c| c.type_ == ConditionType::Scaling)
+            .expect("scaling");
+        assert_eq!(s.reason, ConditionReason::AtMaxRunners);
+    }
+
+    #[test]
+    fn failure_counting() {
+        assert_eq!(next_failure_count(3, 0, 2), 5);
+        assert_eq!(next_failure_count(3, 1, 0), 0);
+        assert_eq!(next_failure_count(3, 1, 1), 1);
+        assert_eq!(next_failure_count(u32::MAX, 0, 1), u32::MAX);
+    }
+}

@@ -1,1 +1,26 @@
-//! Gitea Actions backend.
+//! Gitea Actions backend for forgerunner (Gitea 1.25 or newer).
+//!
+//! - [`GiteaForge`] implements `forgerunner_core::Forge`: queued-job polling at the group's
+//!   scope (shared between groups), label matching, registration tokens, runner state and
+//!   removal, ghost runner reporting.
+//! - [`GiteaClient`] is the REST client underneath.
+//! - [`verify_signature`] and [`parse_workflow_job`] serve the `workflow_job` webhook route.
+
+pub mod cache;
+pub mod client;
+pub mod error;
+pub mod forge;
+pub mod labels;
+pub mod pod;
+pub mod scope;
+pub mod types;
+pub mod version;
+pub mod webhook;
+
+pub use client::{ClientOptions, DeleteOutcome, GiteaClient};
+pub use error::GiteaError;
+pub use forge::{GiteaForge, GiteaOptions, WebhookTarget, is_group_runner_name};
+pub use labels::{LabelError, LabelSet, RunnerLabel, parse_label};
+pub use scope::Scope;
+pub use version::GiteaVersion;
+pub use webhook::{WebhookError, WorkflowJobEvent, parse_workflow_job, sign, verify_signature};

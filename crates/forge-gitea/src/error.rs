@@ -1,0 +1,124 @@
+//! The Gitea client's typed errors and their mapping onto core's `ForgeError`.
+
+use forgerunner_core::ForgeError;
+use forgerunner_core::metrics::Outcome;
+
+use crate::labels::LabelError;
+use crate::scope::ScopeError;
+use crate::version::VersionError;
+
+/// What went wrong talking to Gitea, or with a group's Gitea settings.
+#[derive(Debug, thiserror::Error)]
+pub enum GiteaError {
+    /// 401: the token is unknown or expired.
+    #[error("Gitea rejected the API token (401) at {scope}; check the Secret's token key")]
+    Unauthenticated {
+        /// Where it happened (scope display).
+        scope: String,
+    },
+    /// 403: the token lacks a right.
+    #[error("the API token may not {operation} at {scope} (403); it needs {needs}")]
+    Forbidden {
+        /// The operation, in words.
+        operation: &'static str,
+        /// Where.
+        scope: String,
+        /// Which token right is missing.
+        needs: &'static str,
+    },
+    /// 404 for the scope itself (unknown org, user or repo, or Actions disabled).
+    #[error("{0} does not exist at Gitea, or its Actions are disabled (404)")]
+    NotFound(String),
+    /// 429.
+    #[error("Gitea rate limited the request; retry after {0}s")]
+    RateLimited(u64),
+    /// 5xx.
+    #[error("Gitea answered {0} to {1}")]
+    Server(u16, &'static str),
+    /// Another 4xx.
+    #[error("Gitea refused {1} with {0}")]
+    Rejected(u16, &'static str),
+    /// Connection failure or timeout.
+    #[error("cannot reach Gitea for {operation}: {detail}")]
+    Transport {
+        /// The operation.
+        operation: &'static str,
+        /// What failed (no secrets: reqwest errors carry no headers).
+        detail: String,
+    },
+    /// A 2xx body that does not decode.
+    #[error("Gitea sent a malformed response to {0}")]
+    BadResponse(&'static str),
+    /// The server version cannot be used.
+    #[error(transparent)]
+    Version(#[from] VersionError),
+    /// A malformed label in the spec.
+    #[error("spec.gitea.labels: {0}")]
+    Label(#[from] LabelError),
+    /// Scope fields of the spec do not describe a scope.
+    #[error(transparent)]
+    Scope(#[from] ScopeError),
+    /// `spec.gitea` is missing or its URL is unusable.
+    #[error("{0}")]
+    Spec(String),
+    /// The credentials Secret lacks the `token` key.
+    #[error("Secret {0} has no non-empty key \"token\" (the Gitea API token)")]
+    MissingToken(String),
+    /// User scope, but the token belongs to someone else.
+    #[error(
+        "spec.gitea.user is {spec:?} but the token belongs to {actual:?}; /user/actions lists the token user's jobs"
+    )]
+    WrongUser {
+        /// The user in the spec.
+        spec: String,
+        /// The token's login.
+        actual: String,
+    },
+}
+
+impl GiteaError {
+    /// The metric outcome of a failed request.
+    pub fn outcome(&self) -> Outcome {
+        match self {
+            GiteaError::Unauthenticated { .. } | GiteaError::Forbidden { .. } => Outcome::Unauthorized,
+            GiteaError::NotFound(_) => Outcome::NotFound,
+            GiteaError::RateLimited(_) => Outcome::RateLimited,
+            GiteaError::Server(..) => Outcome::ServerError,
+            GiteaError::Transport { .. } => Outcome::Transport,
+            GiteaError::BadResponse(_) => Outcome::BadResponse,
+            _ => Outcome::ClientError,
+        }
+    }
+
+    /// Whether a retry of the same request may succeed soon.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            GiteaError::Server(..) | GiteaError::Transport { .. } | GiteaError::BadResponse(_)
+        )
+    }
+}
+
+impl From<GiteaError> for ForgeError {
+    fn from(e: GiteaError) -> ForgeError {
+        let msg = e.to_string();
+        match e {
+            GiteaError::Unauthenticated { .. }
+            | GiteaError::Forbidden { .. }
+            | GiteaError::WrongUser { .. } => ForgeError::Unauthorized(msg),
+            GiteaError::NotFound(_) => ForgeError::NotFound(msg),
+            GiteaError::RateLimited(s) => ForgeError::RateLimited {
+                retry_after_seconds: s,
+            },
+            GiteaError::Server(..) | GiteaError::Transport { .. } | GiteaError::BadResponse(_) => {
+                ForgeError::Unavailable(msg)
+            }
+            GiteaError::Rejected(..)
+            | GiteaError::Version(_)
+            | GiteaError::Label(_)
+            | GiteaError::Scope(_)
+            | GiteaError::Spec(_) => ForgeError::Config(msg),
+            GiteaError::MissingToken(_) => ForgeError::InvalidCredentials(msg),
+        }
+    }
+}

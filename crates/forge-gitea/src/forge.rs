@@ -1,0 +1,560 @@
+//! `GiteaForge`: the `Forge` implementation for Gitea 1.25+.
+//!
+//! Poll-style: `demand` reads the queued jobs at the group's scope and counts those whose
+//! `runs-on` its labels satisfy. Listings are shared: one jobs listing and one runner listing
+//! per (instance URL, scope, token) per poll interval, however many groups use them.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::hash::Hash;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use forgerunner_core::crd::{ForgeKind, GiteaSpec, RunnerGroup};
+use forgerunner_core::forge::{
+    Demand, Forge, ForgeError, ForgeFacts, ForgeRunnerState, GroupContext, GroupKey, ReconcileTrigger,
+    RemoveOutcome, RunnerCredentials, RunnerRef, SecretValue,
+};
+use forgerunner_core::metrics::Metrics;
+use k8s_openapi::api::core::v1::PodSpec;
+use sha2::{Digest, Sha256};
+
+use crate::cache::Cell;
+use crate::client::{ClientOptions, GiteaClient};
+use crate::error::GiteaError;
+use crate::labels::LabelSet;
+use crate::pod::{self, REGISTRATION_TOKEN_KEY};
+use crate::scope::Scope;
+use crate::types::{JobStatus, Runner, WorkflowJob};
+use crate::version::GiteaVersion;
+use crate::webhook::WorkflowJobEvent;
+
+/// Tunables of the backend; the defaults suit production.
+#[derive(Clone, Debug)]
+pub struct GiteaOptions {
+    /// HTTP client settings.
+    pub client: ClientOptions,
+    /// How long a checked server version (and the token's user) is trusted.
+    pub version_ttl: Duration,
+    /// How long a fetched registration token is reused (POST does not rotate it).
+    pub token_ttl: Duration,
+    /// Webhooks force a fresh listing only when the cached one is at least this old.
+    pub webhook_min_refresh: Duration,
+}
+
+impl Default for GiteaOptions {
+    fn default() -> Self {
+        GiteaOptions {
+            client: ClientOptions::default(),
+            version_ttl: Duration::from_secs(600),
+            token_ttl: Duration::from_secs(300),
+            webhook_min_refresh: Duration::from_millis(500),
+        }
+    }
+}
+
+/// One instance + token (+ CA bundle): a client and what was checked about the server.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct InstanceKey {
+    url: String,
+    /// SHA-256 of the token and CA bundle, so the key holds no secret.
+    credentials: [u8; 32],
+}
+
+struct Instance {
+    client: GiteaClient,
+    version: Cell<(GiteaVersion, String)>,
+    login: Cell<String>,
+}
+
+/// One listing scope on one instance.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct ListingKey {
+    instance: InstanceKey,
+    scope: Scope,
+}
+
+/// What the webhook path needs to know about a group seen by `demand`.
+#[derive(Clone)]
+struct GroupInfo {
+    scope: Scope,
+    labels: LabelSet,
+    webhook_secret: Option<String>,
+    listing: ListingKey,
+}
+
+/// A group on which the webhook path may act.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WebhookTarget {
+    /// The group.
+    pub key: GroupKey,
+    /// Name of the Secret (key `secret`) that verifies its deliveries, if configured.
+    pub webhook_secret: Option<String>,
+}
+
+/// A group's settings, checked and tied to its instance.
+struct Resolved<'a> {
+    spec: &'a GiteaSpec,
+    scope: Scope,
+    labels: LabelSet,
+    instance: Arc<Instance>,
+    listing: ListingKey,
+    interval: Duration,
+}
+
+/// The Gitea backend. Cheap to share (`Arc`); all state is behind locks.
+pub struct GiteaForge {
+    metrics: Arc<Metrics>,
+    trigger: ReconcileTrigger,
+    opts: GiteaOptions,
+    instances: Mutex<HashMap<InstanceKey, Arc<Instance>>>,
+    jobs: Mutex<HashMap<ListingKey, Arc<Cell<Vec<WorkflowJob>>>>>,
+    runners: Mutex<HashMap<ListingKey, Arc<Cell<Vec<Runner>>>>>,
+    tokens: Mutex<HashMap<ListingKey, Arc<Cell<SecretValue>>>>,
+    groups: Mutex<HashMap<GroupKey, GroupInfo>>,
+}
+
+fn cell_for<K: Clone + Eq + Hash, T>(map: &Mutex<HashMap<K, Arc<Cell<T>>>>, key: &K) -> Arc<Cell<T>> {
+    match map.lock() {
+        Ok(mut m) => m.entry(key.clone()).or_default().clone(),
+        // A poisoned map only loses sharing, never correctness.
+        Err(_) => Arc::new(Cell::default()),
+    }
+}
+
+/// Runner names are `<group name truncated to 46>-<5 of [a-z0-9]>` (the shared Job naming).
+pub fn is_group_runner_name(group_name: &str, runner: &str) -> bool {
+    let prefix: String = group_name.chars().take(46).collect();
+    runner
+        .strip_prefix(prefix.as_str())
+        .and_then(|r| r.strip_prefix('-'))
+        .is_some_and(|s| s.len() == 5 && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()))
+}
+
+impl GiteaForge {
+    /// A backend with default options. `trigger` wakes groups when a webhook arrives.
+    pub fn new(metrics: Arc<Metrics>, trigger: ReconcileTrigger) -> GiteaForge {
+        GiteaForge::with_options(metrics, trigger, GiteaOptions::default())
+    }
+
+    /// A backend with explicit options (tests shorten timeouts).
+    pub fn with_options(metrics: Arc<Metrics>, trigger: ReconcileTrigger, opts: GiteaOptions) -> GiteaForge {
+        GiteaForge {
+            metrics,
+            trigger,
+            opts,
+            instances: Mutex::default(),
+            jobs: Mutex::default(),
+            runners: Mutex::default(),
+            tokens: Mutex::default(),
+            groups: Mutex::default(),
+        }
+    }
+
+    fn resolve<'a>(&self, ctx: &'a GroupContext) -> Result<Resolved<'a>, GiteaError> {
+        let spec = ctx
+            .group
+            .spec
+            .gitea
+            .as_ref()
+            .ok_or_else(|| GiteaError::Spec("spec.gitea is required when forge is gitea".into()))?;
+        let scope = Scope::from_spec(spec)?;
+        let labels = LabelSet::parse(&spec.labels)?;
+        let token = ctx
+            .credentials
+            .get("token")
+            .ok_or_else(|| GiteaError::MissingToken(ctx.credentials.secret_name.clone()))?;
+        let mut h = Sha256::new();
+        h.update(token.expose().as_bytes());
+        h.update([0]);
+        h.update(ctx.ca_bundle.as_deref().unwrap_or_default().as_bytes());
+        let key = InstanceKey {
+            url: spec.url.trim().trim_end_matches('/').to_string(),
+            credentials: h.finalize().into(),
+        };
+        let instance = self.instance(&key, token, ctx.ca_bundle.clone())?;
+        Ok(Resolved {
+            spec,
+            listing: ListingKey {
+                instance: key,
+                scope: scope.clone(),
+            },
+            scope,
+            labels,
+            instance,
+            interval: Duration::from_secs(u64::from(spec.poll_interval_seconds())),
+        })
+    }
+
+    fn instance(
+        &self,
+        key: &InstanceKey,
+        token: &SecretValue,
+        ca: Option<String>,
+    ) -> Result<Arc<Instance>, GiteaError> {
+        let mut map = self
+            .instances
+            .lock()
+            .map_err(|_| GiteaError::Spec("internal: instance map poisoned".into()))?;
+        if let Some(i) = map.get(key) {
+            return Ok(i.clone());
+        }
+        let mut opts = self.opts.client.clone();
+        opts.ca_bundle = ca;
+        let client = GiteaClient::new(&key.url, token.clone(), self.metrics.clone(), opts)?;
+        let inst = Arc::new(Instance {
+            client,
+            version: Cell::default(),
+            login: Cell::default(),
+        });
+        map.insert(key.clone(), inst.clone());
+        Ok(inst)
+    }
+
+    /// Checks (and caches) the server version and, for user scope, the token's login.
+    async fn ensure_ready(&self, r: &Resolved<'_>) -> Result<(GiteaVersion, String), GiteaError> {
+        let client = &r.instance.client;
+        let version = r
+            .instance
+            .version
+            .get_or_fetch(self.opts.version_ttl, async {
+                let raw = client.version().await?;
+                let v = GiteaVersion::parse_supported(&raw)?;
+                Ok::<_, GiteaError>((v, raw))
+            })
+            .await?;
+        if let Scope::User(user) = &r.scope {
+            let login = r
+                .instance
+                .login
+                .get_or_fetch(self.opts.version_ttl, client.current_user())
+                .await?;
+            if login.as_str() != user {
+                return Err(GiteaError::WrongUser {
+                    spec: user.clone(),
+                    actual: login.to_string(),
+                });
+            }
+        }
+        Ok((*version).clone())
+    }
+
+    async fn jobs(&self, r: &Resolved<'_>) -> Result<Arc<Vec<WorkflowJob>>, GiteaError> {
+        let cell = cell_for(&self.jobs, &r.listing);
+        // One call for both: queued is demand, in_progress tells which runners got work.
+        cell.get_or_fetch(
+            r.interval,
+            r.instance.client.list_jobs(&r.scope, &["queued", "in_progress"]),
+        )
+        .await
+    }
+
+    async fn runners(&self, r: &Resolved<'_>, max_age: Duration) -> Result<Arc<Vec<Runner>>, GiteaError> {
+        let cell = cell_for(&self.runners, &r.listing);
+        cell.get_or_fetch(max_age, r.instance.client.list_runners(&r.scope))
+            .await
+    }
+
+    fn remember(&self, ctx: &GroupContext, r: &Resolved<'_>) {
+        if let Ok(mut g) = self.groups.lock() {
+            g.insert(
+                ctx.key.clone(),
+                GroupInfo {
+                    scope: r.scope.clone(),
+                    labels: r.labels.clone(),
+                    webhook_secret: r.spec.webhook_secret.clone(),
+                    listing: r.listing.clone(),
+                },
+            );
+        }
+    }
+
+    async fn demand_inner(&self, ctx: &GroupContext) -> Result<Demand, GiteaError> {
+        let r = self.resolve(ctx)?;
+        let (version, raw_version) = self.ensure_ready(&r).await?;
+        self.remember(ctx, &r);
+        let jobs = self.jobs(&r).await?;
+        let group = &ctx.key.name;
+        let mut queued = 0u32;
+        let mut busy = BTreeSet::new();
+        for job in jobs.iter() {
+            match job.status {
+                JobStatus::Queued
+                    if r.labels.matches(&job.labels)
+                        && (!job.labels.is_empty() || version.empty_runs_on_is_demand()) =>
+                {
+                    queued = queued.saturating_add(1)
+                }
+                JobStatus::InProgress if is_group_runner_name(group, &job.runner_name) => {
+                    busy.insert(job.runner_name.clone());
+                }
+                _ => {}
+            }
+        }
+        let runners = self.runners(&r, r.interval).await?;
+        let offline: BTreeSet<String> = runners
+            .iter()
+            .filter(|x| !x.is_online() && !x.busy && is_group_runner_name(group, &x.name))
+            .map(|x| x.name.clone())
+            .collect();
+        Ok(Demand {
+            jobs: queued,
+            running_jobs: u32::try_from(busy.len()).unwrap_or(u32::MAX),
+            busy_runners: busy.into_iter().collect(),
+            offline_runners: offline.into_iter().collect(),
+            facts: ForgeFacts {
+                scale_set_id: None,
+                forge_version: Some(raw_version),
+            },
+        })
+    }
+
+    async fn credentials_inner(
+        &self,
+        ctx: &GroupContext,
+        runner_name: &str,
+    ) -> Result<RunnerCredentials, GiteaError> {
+        let r = self.resolve(ctx)?;
+        let token = match ctx.credentials.get(REGISTRATION_TOKEN_KEY) {
+            Some(t) => t.clone(),
+            None => {
+                self.ensure_ready(&r).await?;
+                let cell = cell_for(&self.tokens, &r.listing);
+                let t = cell
+                    .get_or_fetch(
+                        self.opts.token_ttl,
+                        r.instance.client.registration_token(&r.scope),
+                    )
+                    .await?;
+                (*t).clone()
+            }
+        };
+        Ok(RunnerCredentials {
+            secret_data: BTreeMap::from([(REGISTRATION_TOKEN_KEY.to_string(), token)]),
+            env: pod::runner_env(r.spec, runner_name),
+            annotations: BTreeMap::new(),
+        })
+    }
+
+    async fn state_inner(
+        &self,
+        ctx: &GroupContext,
+        refs: &[RunnerRef],
+    ) -> Result<BTreeMap<String, ForgeRunnerState>, GiteaError> {
+        let r = self.resolve(ctx)?;
+        self.ensure_ready(&r).await?;
+        let runners = self.runners(&r, r.interval).await?;
+        let jobs = self.jobs(&r).await?;
+        let working: BTreeSet<&str> = jobs
+            .iter()
+            .filter(|j| j.status == JobStatus::InProgress)
+            .map(|j| j.runner_name.as_str())
+            .collect();
+        let mut out = BTreeMap::new();
+        for rr in refs {
+            let mut state = ForgeRunnerState::Unknown;
+            for x in runners.iter().filter(|x| x.name == rr.name) {
+                let s = if x.busy {
+                    ForgeRunnerState::Busy
+                } else if x.is_online() {
+                    ForgeRunnerState::Idle
+                } else {
+                    ForgeRunnerState::Offline
+                };
+                state = strongest(state, s);
+            }
+            if working.contains(rr.name.as_str()) {
+                state = ForgeRunnerState::Busy;
+            }
+            if state != ForgeRunnerState::Unknown {
+                out.insert(rr.name.clone(), state);
+            }
+        }
+        Ok(out)
+    }
+
+    async fn remove_inner(
+        &self,
+        ctx: &GroupContext,
+        runner: &RunnerRef,
+    ) -> Result<RemoveOutcome, GiteaError> {
+        let r = self.resolve(ctx)?;
+        self.ensure_ready(&r).await?;
+        // Always a fresh listing: removing a runner that just took a job would kill the job.
+        let runners = self.runners(&r, Duration::ZERO).await?;
+        let ours: Vec<&Runner> = runners.iter().filter(|x| x.name == runner.name).collect();
+        if ours.iter().any(|x| x.busy) {
+            return Ok(RemoveOutcome::Busy);
+        }
+        for x in ours {
+            r.instance.client.delete_runner(&r.scope, x.id).await?;
+        }
+        cell_for(&self.runners, &r.listing)
+            .expire_if_older(Duration::ZERO)
+            .await;
+        Ok(RemoveOutcome::Removed)
+    }
+
+    /// Groups (seen by `demand`) that a `workflow_job` event concerns: in scope and, for a
+    /// queued job, able to serve its labels. Verify the delivery with one of their
+    /// `webhook_secret`s, then call [`GiteaForge::wake`].
+    pub fn webhook_targets(&self, event: &WorkflowJobEvent) -> Vec<WebhookTarget> {
+        let Ok(groups) = self.groups.lock() else {
+            return Vec::new();
+        };
+        let mut out: Vec<WebhookTarget> = groups
+            .iter()
+            .filter(|(_, g)| event.in_scope(&g.scope))
+            .filter(|(_, g)| event.action != JobStatus::Queued || g.labels.matches(&event.labels))
+            .map(|(k, g)| WebhookTarget {
+                key: k.clone(),
+                webhook_secret: g.webhook_secret.clone(),
+            })
+            .collect();
+        out.sort_by(|a, b| a.key.cmp(&b.key));
+        out
+    }
+
+    /// Refreshes the listings of `keys` (unless very recent) and reconciles them at once.
+    pub async fn wake(&self, keys: &[GroupKey]) {
+        let listings: Vec<ListingKey> = match self.groups.lock() {
+            Ok(g) => keys
+                .iter()
+                .filter_map(|k| g.get(k).map(|i| i.listing.clone()))
+                .collect(),
+            Err(_) => Vec::new(),
+        };
+        for l in listings {
+            cell_for(&self.jobs, &l)
+                .expire_if_older(self.opts.webhook_min_refresh)
+                .await;
+            cell_for(&self.runners, &l)
+                .expire_if_older(self.opts.webhook_min_refresh)
+                .await;
+        }
+        for k in keys {
+            self.trigger.wake(k.clone());
+        }
+    }
+}
+
+/// Busy beats idle beats offline beats unknown (several runners may share a name).
+fn strongest(a: ForgeRunnerState, b: ForgeRunnerState) -> ForgeRunnerState {
+    let rank = |s| match s {
+        ForgeRunnerState::Unknown => 0,
+        ForgeRunnerState::Offline => 1,
+        ForgeRunnerState::Idle => 2,
+        ForgeRunnerState::Busy => 3,
+    };
+    if rank(b) > rank(a) { b } else { a }
+}
+
+#[async_trait]
+impl Forge for GiteaForge {
+    fn kind(&self) -> ForgeKind {
+        ForgeKind::Gitea
+    }
+
+    fn default_runner_pod(&self, group: &RunnerGroup, runner_name: &str, secret_name: &str) -> PodSpec {
+        let image = group.spec.image.as_deref();
+        match &group.spec.gitea {
+            Some(spec) => pod::default_runner_pod(spec, image, runner_name, secret_name),
+            // Validation rejects such a group before any runner is made; keep a sane shape.
+            None => {
+                let empty = GiteaSpec {
+                    url: String::new(),
+                    scope: forgerunner_core::crd::GiteaScope::Global,
+                    org: None,
+                    user: None,
+                    repo: None,
+                    credentials: String::new(),
+                    labels: Vec::new(),
+                    poll_interval_seconds: None,
+                    webhook_secret: None,
+                };
+                pod::default_runner_pod(&empty, image, runner_name, secret_name)
+            }
+        }
+    }
+
+    async fn demand(&self, group: &GroupContext) -> Result<Demand, ForgeError> {
+        Ok(self.demand_inner(group).await?)
+    }
+
+    async fn runner_credentials(
+        &self,
+        group: &GroupContext,
+        runner_name: &str,
+    ) -> Result<RunnerCredentials, ForgeError> {
+        Ok(self.credentials_inner(group, runner_name).await?)
+    }
+
+    async fn runner_state(
+        &self,
+        group: &GroupContext,
+        runners: &[RunnerRef],
+    ) -> Result<BTreeMap<String, ForgeRunnerState>, ForgeError> {
+        Ok(self.state_inner(group, runners).await?)
+    }
+
+    async fn remove_runner(
+        &self,
+        group: &GroupContext,
+        runner: &RunnerRef,
+    ) -> Result<RemoveOutcome, ForgeError> {
+        Ok(self.remove_inner(group, runner).await?)
+    }
+
+    async fn shutdown(&self, group: &GroupContext) -> Result<(), ForgeError> {
+        if let Ok(mut g) = self.groups.lock() {
+            g.remove(&group.key);
+        }
+        Ok(())
+    }
+
+    async fn shutdown_all(&self) {
+        // A new leader starts from nothing: forget groups and every cached listing and token.
+        for m in [&self.groups] {
+            if let Ok(mut g) = m.lock() {
+                g.clear();
+            }
+        }
+        if let Ok(mut m) = self.jobs.lock() {
+            m.clear();
+        }
+        if let Ok(mut m) = self.runners.lock() {
+            m.clear();
+        }
+        if let Ok(mut m) = self.tokens.lock() {
+            m.clear();
+        }
+        if let Ok(mut m) = self.instances.lock() {
+            m.clear();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runner_names_of_a_group() {
+        assert!(is_group_runner_name("web", "web-ab12c"));
+        assert!(!is_group_runner_name("web", "web-gpu-ab12c"));
+        assert!(!is_group_runner_name("web", "web-AB12C"));
+        assert!(!is_group_runner_name("web", "web-ab12"));
+        assert!(!is_group_runner_name("web", "webx-ab12c"));
+        let long = "a".repeat(60);
+        let name = format!("{}-zz9zz", "a".repeat(46));
+        assert!(is_group_runner_name(&long, &name));
+    }
+
+    #[test]
+    fn strongest_state() {
+        use ForgeRunnerState::*;
+        assert_eq!(strongest(Offline, Idle), Idle);
+        assert_eq!(strongest(Busy, Idle), Busy);
+        assert_eq!(strongest(Unknown, Offline), Offline);
+    }
+}

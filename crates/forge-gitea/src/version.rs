@@ -1,0 +1,126 @@
+//! Gitea version parsing and the minimum-version gate.
+
+use std::fmt;
+
+/// The oldest Gitea with the `/actions/jobs` lists (1.25.0).
+pub const MINIMUM: GiteaVersion = GiteaVersion {
+    major: 1,
+    minor: 25,
+    patch: 0,
+};
+
+/// A release version (pre-release and build suffixes dropped).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct GiteaVersion {
+    /// Major.
+    pub major: u64,
+    /// Minor.
+    pub minor: u64,
+    /// Patch.
+    pub patch: u64,
+}
+
+/// Why a server version cannot be used.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum VersionError {
+    /// Not a `major.minor[.patch]` version.
+    #[error("cannot read the Gitea version {0:?}")]
+    Unparsable(String),
+    /// A Forgejo server (`…+gitea-…`), whose Actions API differs.
+    #[error("{0:?} is a Forgejo server; its Actions API differs from Gitea's and is not supported")]
+    Forgejo(String),
+    /// Older than 1.25.
+    #[error("Gitea {0} is too old: forgerunner needs Gitea 1.25 or newer (for the /actions/jobs API)")]
+    TooOld(String),
+}
+
+impl GiteaVersion {
+    /// Parses `1.26.0`, `v1.25.2`, `1.26.0-rc1`, `1.25.0+dev-12-gabc`.
+    pub fn parse(raw: &str) -> Result<GiteaVersion, VersionError> {
+        let s = raw.trim();
+        if s.contains("+gitea-") {
+            return Err(VersionError::Forgejo(raw.to_string()));
+        }
+        let s = s.strip_prefix('v').unwrap_or(s);
+        let core = s.split(['-', '+']).next().unwrap_or_default();
+        let mut nums = core.split('.').map(|p| p.parse::<u64>());
+        let bad = || VersionError::Unparsable(raw.to_string());
+        let major = nums.next().and_then(Result::ok).ok_or_else(bad)?;
+        let minor = nums.next().and_then(Result::ok).ok_or_else(bad)?;
+        let patch = match nums.next() {
+            None => 0,
+            Some(p) => p.map_err(|_| bad())?,
+        };
+        if nums.next().is_some() {
+            return Err(bad());
+        }
+        Ok(GiteaVersion { major, minor, patch })
+    }
+
+    /// Parses and requires at least [`MINIMUM`].
+    pub fn parse_supported(raw: &str) -> Result<GiteaVersion, VersionError> {
+        let v = GiteaVersion::parse(raw)?;
+        if v < MINIMUM {
+            return Err(VersionError::TooOld(raw.trim().to_string()));
+        }
+        Ok(v)
+    }
+
+    /// Gitea ≥1.27 lists reusable-workflow caller jobs as queued with empty labels although no
+    /// runner ever takes them, so empty `runs-on` is demand only before 1.27.
+    pub fn empty_runs_on_is_demand(self) -> bool {
+        self < GiteaVersion {
+            major: 1,
+            minor: 27,
+            patch: 0,
+        }
+    }
+}
+
+impl fmt::Display for GiteaVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}.{}", self.major, self.minor, self.patch)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table() {
+        let ok = [
+            ("1.25.0", (1, 25, 0)),
+            ("1.26.1", (1, 26, 1)),
+            ("v1.25.2", (1, 25, 2)),
+            ("1.27.0-rc0", (1, 27, 0)),
+            ("1.26.0+dev-1277-g9d3f04eb", (1, 26, 0)),
+            ("1.26", (1, 26, 0)),
+            ("2.0.0", (2, 0, 0)),
+        ];
+        for (raw, (a, b, c)) in ok {
+            let v = GiteaVersion::parse_supported(raw).unwrap();
+            assert_eq!((v.major, v.minor, v.patch), (a, b, c), "{raw}");
+        }
+        assert!(matches!(
+            GiteaVersion::parse_supported("1.24.6"),
+            Err(VersionError::TooOld(_))
+        ));
+        assert!(matches!(
+            GiteaVersion::parse_supported("1.22.0"),
+            Err(VersionError::TooOld(_))
+        ));
+        assert!(matches!(
+            GiteaVersion::parse_supported("11.0.1+gitea-1.22.0"),
+            Err(VersionError::Forgejo(_))
+        ));
+        for bad in ["", "development", "1", "1.x.0", "1.2.3.4", "a.b"] {
+            assert!(
+                matches!(GiteaVersion::parse(bad), Err(VersionError::Unparsable(_))),
+                "{bad}"
+            );
+        }
+        assert!(GiteaVersion::parse("1.26.0").unwrap().empty_runs_on_is_demand());
+        assert!(!GiteaVersion::parse("1.27.0").unwrap().empty_runs_on_is_demand());
+    }
+}

@@ -1,0 +1,217 @@
+//! The `workflow_job` webhook fast path: signature check and payload parsing (pure).
+//!
+//! Webhooks are only a latency hint: the operator reconciles the matching groups at once, and
+//! polling stays the source of truth (deliveries can be lost).
+
+use hmac::{Hmac, Mac};
+use serde::Deserialize;
+use sha2::Sha256;
+
+use crate::scope::Scope;
+use crate::types::JobStatus;
+
+/// Header carrying the hex HMAC-SHA256 of the raw body.
+pub const SIGNATURE_HEADER: &str = "X-Gitea-Signature";
+/// Header naming the event (`workflow_job`).
+pub const EVENT_HEADER: &str = "X-Gitea-Event";
+/// The event name this module understands.
+pub const WORKFLOW_JOB_EVENT: &str = "workflow_job";
+
+fn decode_hex(s: &str) -> Option<Vec<u8>> {
+    let s = s.as_bytes();
+    if s.len() % 2 != 0 {
+        return None;
+    }
+    let nibble = |c: u8| match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        b'A'..=b'F' => Some(c - b'A' + 10),
+        _ => None,
+    };
+    s.chunks(2)
+        .map(|p| Some(nibble(p[0])? << 4 | nibble(p[1])?))
+        .collect()
+}
+
+/// Whether `header` (the `X-Gitea-Signature` value, hex; a `sha256=` prefix as in
+/// `X-Hub-Signature-256` is accepted too) is the HMAC-SHA256 of `body` keyed by `secret`.
+/// The comparison is constant-time; an empty secret never verifies.
+pub fn verify_signature(secret: &[u8], body: &[u8], header: &str) -> bool {
+    if secret.is_empty() {
+        return false;
+    }
+    let hex = header.trim();
+    let hex = hex.strip_prefix("sha256=").unwrap_or(hex);
+    let Some(expected) = decode_hex(hex) else {
+        return false;
+    };
+    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(secret) else {
+        return false;
+    };
+    mac.update(body);
+    mac.verify_slice(&expected).is_ok()
+}
+
+/// Hex HMAC-SHA256 of `body` (what Gitea puts in `X-Gitea-Signature`); for senders and tests.
+pub fn sign(secret: &[u8], body: &[u8]) -> String {
+    let mut out = String::with_capacity(64);
+    if let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(secret) {
+        mac.update(body);
+        for b in mac.finalize().into_bytes() {
+            out.push_str(&format!("{b:02x}"));
+        }
+    }
+    out
+}
+
+/// The parts of a `workflow_job` delivery the operator needs to pick groups.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorkflowJobEvent {
+    /// The job's status at the change (`queued` is new demand).
+    pub action: JobStatus,
+    /// Job id.
+    pub job_id: i64,
+    /// The job's `runs-on` names.
+    pub labels: Vec<String>,
+    /// Repository owner login.
+    pub owner: String,
+    /// Repository name.
+    pub repo: String,
+    /// Organization login, when the repository belongs to one.
+    pub organization: Option<String>,
+}
+
+impl WorkflowJobEvent {
+    /// Whether a group at `scope` can see this job (same owner/repo rules as runners).
+    pub fn in_scope(&self, scope: &Scope) -> bool {
+        scope.contains_repo(&self.owner, &self.repo)
+    }
+}
+
+/// Why a payload could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum WebhookError {
+    /// Not JSON of the `workflow_job` shape.
+    #[error("not a workflow_job payload: {0}")]
+    Malformed(String),
+}
+
+#[derive(Deserialize)]
+struct Login {
+    #[serde(default)]
+    login: String,
+}
+
+#[derive(Deserialize)]
+struct Repository {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    full_name: String,
+    owner: Option<Login>,
+}
+
+#[derive(Deserialize)]
+struct Job {
+    id: i64,
+    #[serde(default)]
+    labels: Option<Vec<String>>,
+}
+
+#[derive(Deserialize)]
+struct Payload {
+    action: String,
+    workflow_job: Job,
+    repository: Repository,
+    #[serde(default)]
+    organization: Option<Login>,
+}
+
+/// Parses a `workflow_job` payload. Never panics on bad input.
+pub fn parse_workflow_job(body: &[u8]) -> Result<WorkflowJobEvent, WebhookError> {
+    let p: Payload = serde_json::from_slice(body).map_err(|e| WebhookError::Malformed(e.to_string()))?;
+    let (owner, repo) = match (p.repository.owner, p.repository.full_name.split_once('/')) {
+        (Some(o), _) if !o.login.is_empty() => (o.login, p.repository.name),
+        (_, Some((o, r))) => (o.to_string(), r.to_string()),
+        _ => return Err(WebhookError::Malformed("repository has no owner".into())),
+    };
+    if repo.is_empty() {
+        return Err(WebhookError::Malformed("repository has no name".into()));
+    }
+    Ok(WorkflowJobEvent {
+        action: JobStatus::from_api(&p.action),
+        job_id: p.workflow_job.id,
+        labels: p.workflow_job.labels.unwrap_or_default(),
+        owner,
+        repo,
+        organization: p.organization.map(|o| o.login).filter(|l| !l.is_empty()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signature_round_trip_and_rejections() {
+        let body = br#"{"action":"queued"}"#;
+        let sig = sign(b"s3cret", body);
+        assert_eq!(sig.len(), 64);
+        assert!(verify_signature(b"s3cret", body, &sig));
+        assert!(verify_signature(b"s3cret", body, &sig.to_uppercase()));
+        assert!(verify_signature(b"s3cret", body, &format!("sha256={sig}")));
+        assert!(!verify_signature(b"other", body, &sig));
+        assert!(!verify_signature(b"s3cret", b"{}", &sig));
+        assert!(!verify_signature(b"", body, &sign(b"", body)));
+        for bad in ["", "zz", "abc", &sig[..62], "ü", "sha256="] {
+            assert!(!verify_signature(b"s3cret", body, bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn known_vector() {
+        // RFC 4231 test case 2.
+        assert_eq!(
+            sign(b"Jefe", b"what do ya want for nothing?"),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+        );
+    }
+
+    #[test]
+    fn parses_payloads() {
+        let body = br#"{"action":"queued","workflow_job":{"id":42,"labels":["linux","gpu"],"steps":null,
+            "status":"queued"},"repository":{"id":1,"name":"app","full_name":"acme/app",
+            "owner":{"login":"acme"}},"organization":{"login":"acme"},"sender":{"login":"bob"}}"#;
+        let e = parse_workflow_job(body).unwrap();
+        assert_eq!(e.action, JobStatus::Queued);
+        assert_eq!(e.job_id, 42);
+        assert_eq!(e.labels, ["linux", "gpu"]);
+        assert_eq!((e.owner.as_str(), e.repo.as_str()), ("acme", "app"));
+        assert_eq!(e.organization.as_deref(), Some("acme"));
+        assert!(e.in_scope(&Scope::Org("acme".into())));
+        assert!(!e.in_scope(&Scope::Org("other".into())));
+
+        let no_owner = br#"{"action":"completed","workflow_job":{"id":1,"labels":null},
+            "repository":{"name":"r","full_name":"u/r"}}"#;
+        let e = parse_workflow_job(no_owner).unwrap();
+        assert_eq!(e.action, JobStatus::Completed);
+        assert!(e.labels.is_empty());
+        assert_eq!(e.owner, "u");
+        assert_eq!(e.organization, None);
+    }
+
+    #[test]
+    fn bad_payloads_are_errors_not_panics() {
+        for bad in [
+            &b""[..],
+            b"null",
+            b"[]",
+            b"{\"action\":\"queued\"}",
+            b"{\"action\":1,\"workflow_job\":{\"id\":1},\"repository\":{}}",
+            b"{\"action\":\"queued\",\"workflow_job\":{\"id\":1},\"repository\":{\"name\":\"x\"}}",
+            b"\xff\xfe",
+        ] {
+            assert!(parse_workflow_job(bad).is_err());
+        }
+    }
+}

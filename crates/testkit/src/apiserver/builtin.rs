@@ -1,0 +1,242 @@
+//! Decoding, pruning, defaulting and validation of built-in types.
+//!
+//! Bodies are decoded into the k8s-openapi type and encoded again, so unknown fields are dropped
+//! (and reported) and a type mismatch is rejected as the real server's decoder would.
+
+use k8s_openapi::api::{apps, batch, coordination, core, events, rbac};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value, json};
+
+use super::registry::Builtin;
+
+fn roundtrip<T: Serialize + DeserializeOwned>(v: &Value) -> Result<Value, String> {
+    let typed: T = serde_json::from_value(v.clone()).map_err(|e| e.to_string())?;
+    serde_json::to_value(&typed).map_err(|e| e.to_string())
+}
+
+/// Decodes and re-encodes a body as the built-in type, dropping unknown fields.
+pub fn decode(builtin: Builtin, v: &Value) -> Result<Value, String> {
+    match builtin {
+        Builtin::Namespace => roundtrip::<core::v1::Namespace>(v),
+        Builtin::Secret => roundtrip::<core::v1::Secret>(v),
+        Builtin::ConfigMap => roundtrip::<core::v1::ConfigMap>(v),
+        Builtin::Pod => roundtrip::<core::v1::Pod>(v),
+        Builtin::CoreEvent => roundtrip::<core::v1::Event>(v),
+        Builtin::ServiceAccount => roundtrip::<core::v1::ServiceAccount>(v),
+        Builtin::Service => roundtrip::<core::v1::Service>(v),
+        Builtin::Job => roundtrip::<batch::v1::Job>(v),
+        Builtin::Event => roundtrip::<events::v1::Event>(v),
+        Builtin::Lease => roundtrip::<coordination::v1::Lease>(v),
+        Builtin::Deployment => roundtrip::<apps::v1::Deployment>(v),
+        Builtin::Role => roundtrip::<rbac::v1::Role>(v),
+        Builtin::RoleBinding => roundtrip::<rbac::v1::RoleBinding>(v),
+        Builtin::ClusterRole => roundtrip::<rbac::v1::ClusterRole>(v),
+        Builtin::ClusterRoleBinding => roundtrip::<rbac::v1::ClusterRoleBinding>(v),
+        Builtin::Crd => roundtrip::<CustomResourceDefinition>(v),
+    }
+}
+
+/// Paths present (non-null) in `input` but missing from `decoded`: the unknown fields.
+pub fn unknown_fields(input: &Value, decoded: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    collect_unknown(input, decoded, "", &mut out);
+    out
+}
+
+fn collect_unknown(input: &Value, decoded: &Value, path: &str, out: &mut Vec<String>) {
+    match (input, decoded) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, v) in a {
+                let p = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
+                match b.get(k) {
+                    Some(dv) => collect_unknown(v, dv, &p, out),
+                    None if !v.is_null() && !is_empty_container(v) => out.push(p),
+                    None => {}
+                }
+            }
+        }
+        (Value::Array(a), Value::Array(b)) if a.len() == b.len() => {
+            for (i, (x, y)) in a.iter().zip(b).enumerate() {
+                collect_unknown(x, y, &format!("{path}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn is_empty_container(v: &Value) -> bool {
+    matches!(v, Value::Object(m) if m.is_empty()) || matches!(v, Value::Array(a) if a.is_empty())
+}
+
+fn obj<'a>(v: &'a mut Value, key: &str) -> Option<&'a mut Map<String, Value>> {
+    let m = v.as_object_mut()?;
+    let e = m.entry(key.to_string()).or_insert_with(|| json!({}));
+    if !e.is_object() {
+        *e = json!({});
+    }
+    e.as_object_mut()
+}
+
+fn default_field(m: &mut Map<String, Value>, key: &str, val: Value) {
+    if m.get(key).is_none_or(Value::is_null) {
+        m.insert(key.to_string(), val);
+    }
+}
+
+/// Applies the server-side defaults the operator and simulator may rely on.
+pub fn apply_defaults(builtin: Builtin, v: &mut Value, uid: &str, name: &str) {
+    match builtin {
+        Builtin::Namespace => {
+            if let Some(labels) = v.pointer_mut("/metadata").and_then(|m| obj(m, "labels")) {
+                labels.insert("kubernetes.io/metadata.name".into(), json!(name));
+            }
+            if let Some(spec) = obj(v, "spec") {
+                default_field(spec, "finalizers", json!(["kubernetes"]));
+            }
+            if let Some(status) = obj(v, "status") {
+                default_field(status, "phase", json!("Active"));
+            }
+        }
+        Builtin::Secret => {
+            if let Some(m) = v.as_object_mut() {
+                default_field(m, "type", json!("Opaque"));
+                merge_string_data(m);
+            }
+        }
+        Builtin::Pod => {
+            if let Some(spec) = obj(v, "spec") {
+                pod_spec_defaults(spec);
+            }
+            if let Some(status) = obj(v, "status") {
+                default_field(status, "phase", json!("Pending"));
+            }
+        }
+        Builtin::Job => job_defaults(v, uid, name),
+        Builtin::Service => {
+            if let Some(spec) = obj(v, "spec") {
+                default_field(spec, "type", json!("ClusterIP"));
+                default_field(spec, "sessionAffinity", json!("None"));
+            }
+        }
+        Builtin::Deployment => {
+            if let Some(spec) = obj(v, "spec") {
+                default_field(spec, "replicas", json!(1));
+                default_field(spec, "revisionHistoryLimit", json!(10));
+                default_field(spec, "progressDeadlineSeconds", json!(600));
+            }
+        }
+        _ => {}
+    }
+}
+
+/// `stringData` is write-only: merged into base64 `data`, then dropped.
+fn merge_string_data(m: &mut Map<String, Value>) {
+    use base64::Engine;
+    let Some(Value::Object(sd)) = m.remove("stringData") else { return };
+    let data = m.entry("data").or_insert_with(|| json!({}));
+    if let Some(data) = data.as_object_mut() {
+        for (k, val) in sd {
+            let text = val.as_str().unwrap_or_default().to_string();
+            data.insert(k, json!(base64::engine::general_purpose::STANDARD.encode(text)));
+        }
+    }
+}
+
+fn pod_spec_defaults(spec: &mut Map<String, Value>) {
+    default_field(spec, "restartPolicy", json!("Always"));
+    default_field(spec, "terminationGracePeriodSeconds", json!(30));
+    default_field(spec, "dnsPolicy", json!("ClusterFirst"));
+    default_field(spec, "schedulerName", json!("default-scheduler"));
+    default_field(spec, "securityContext", json!({}));
+    let sa = spec.get("serviceAccountName").cloned().unwrap_or(json!("default"));
+    default_field(spec, "serviceAccountName", sa.clone());
+    default_field(spec, "serviceAccount", sa);
+    for list in ["containers", "initContainers"] {
+        if let Some(Value::Array(cs)) = spec.get_mut(list) {
+            for c in cs.iter_mut().filter_map(Value::as_object_mut) {
+                default_field(c, "terminationMessagePath", json!("/dev/termination-log"));
+                default_field(c, "terminationMessagePolicy", json!("File"));
+                let image = c.get("image").and_then(Value::as_str).unwrap_or_default();
+                let latest = !image.contains(':') || image.ends_with(":latest");
+                default_field(c, "imagePullPolicy", json!(if latest { "Always" } else { "IfNotPresent" }));
+            }
+        }
+    }
+}
+
+fn job_defaults(v: &mut Value, uid: &str, name: &str) {
+    let Some(spec) = obj(v, "spec") else { return };
+    default_field(spec, "parallelism", json!(1));
+    default_field(spec, "completions", json!(1));
+    default_field(spec, "backoffLimit", json!(6));
+    default_field(spec, "completionMode", json!("NonIndexed"));
+    default_field(spec, "suspend", json!(false));
+    default_field(spec, "podReplacementPolicy", json!("TerminatingOrFailed"));
+    let manual = spec.get("manualSelector").and_then(Value::as_bool).unwrap_or(false);
+    if !manual {
+        default_field(spec, "selector", json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}));
+    }
+    let Some(template) = spec.get_mut("template") else { return };
+    if !manual && let Some(labels) = v_labels(template) {
+        for (k, val) in [
+            ("batch.kubernetes.io/controller-uid", uid),
+            ("batch.kubernetes.io/job-name", name),
+            ("controller-uid", uid),
+            ("job-name", name),
+        ] {
+            labels.entry(k.to_string()).or_insert_with(|| json!(val));
+        }
+    }
+    if let Some(pspec) = obj(template, "spec") {
+        pod_spec_defaults(pspec);
+    }
+}
+
+fn v_labels(template: &mut Value) -> Option<&mut Map<String, Value>> {
+    let meta = obj(template, "metadata")?;
+    let e = meta.entry("labels".to_string()).or_insert_with(|| json!({}));
+    if !e.is_object() {
+        *e = json!({});
+    }
+    e.as_object_mut()
+}
+
+/// Field errors of a built-in object, as (field path, message) pairs.
+pub fn validate(builtin: Builtin, v: &Value) -> Vec<(String, String)> {
+    let mut errs = Vec::new();
+    match builtin {
+        Builtin::Pod => check_containers(v.pointer("/spec"), "spec", &mut errs),
+        Builtin::Job => {
+            let policy = v.pointer("/spec/template/spec/restartPolicy").and_then(Value::as_str);
+            if !matches!(policy, Some("Never" | "OnFailure")) {
+                errs.push((
+                    "spec.template.spec.restartPolicy".into(),
+                    format!(
+                        "Unsupported value: \"{}\": supported values: \"OnFailure\", \"Never\"",
+                        policy.unwrap_or("Always")
+                    ),
+                ));
+            }
+            check_containers(v.pointer("/spec/template/spec"), "spec.template.spec", &mut errs);
+        }
+        _ => {}
+    }
+    errs
+}
+
+fn check_containers(spec: Option<&Value>, path: &str, errs: &mut Vec<(String, String)>) {
+    let containers = spec.and_then(|s| s.get("containers")).and_then(Value::as_array);
+    match containers {
+        None => errs.push((format!("{path}.containers"), "Required value".into())),
+        Some(cs) if cs.is_empty() => errs.push((format!("{path}.containers"), "Required value".into())),
+        Some(cs) => {
+            for (i, c) in cs.iter().enumerate() {
+                if c.get("image").and_then(Value::as_str).is_none_or(str::is_empty) {
+                    errs.push((format!("{path}.containers[{i}].image"), "Required value".into()));
+                }
+            }
+        }
+    }
+}

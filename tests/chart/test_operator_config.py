@@ -6,7 +6,6 @@ skipped when there is none. With no reachable cluster, `run` must get past confi
 """
 
 import os
-import pathlib
 import subprocess
 
 import pytest
@@ -44,8 +43,6 @@ def rendered_config(values):
     objects = chartlib.render_objects(chartlib.load_chart(), values)
     (config_map,) = [o for o in objects if o["kind"] == "ConfigMap"]
     return config_map["data"]["config.yaml"]
-
-
 
 
 @pytest.mark.parametrize(

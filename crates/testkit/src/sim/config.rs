@@ -28,7 +28,8 @@ pub struct SimConfig {
     pub job_workers: usize,
     /// Name of the simulated node (downward API `spec.nodeName`).
     pub node_name: String,
-    /// Delete the pods of a deleted Job, in case the API server has no garbage collector.
+    /// Delete the pods of a deleted Job, for API servers without a garbage collector (the fake
+    /// and real clusters collect them, so this is off by default).
     pub collect_orphans: bool,
 }
 
@@ -44,7 +45,7 @@ impl Default for SimConfig {
             run_kubelet: true,
             job_workers: 8,
             node_name: "sim-node-1".to_owned(),
-            collect_orphans: true,
+            collect_orphans: false,
         }
     }
 }

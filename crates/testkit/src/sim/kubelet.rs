@@ -23,6 +23,8 @@ use super::sources::Sources;
 
 /// Attempts for one status write before giving up on a transient API error.
 const WRITE_ATTEMPTS: u32 = 3;
+/// How long a cancelled behaviour may keep running to clean up.
+const CANCEL_GRACE: Duration = Duration::from_secs(2);
 
 /// Namespace and name of a pod.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -344,11 +346,20 @@ impl Kubelet {
             cancel: cancel.clone(),
         };
         let exit_code = match behaviour {
-            Some(behaviour) => tokio::select! {
-                biased;
-                _ = cancel.cancelled() => None,
-                code = behaviour.run(info) => Some(code),
-            },
+            Some(behaviour) => {
+                let run = behaviour.run(info);
+                let mut run = std::pin::pin!(run);
+                tokio::select! {
+                    biased;
+                    code = &mut run => Some(code),
+                    _ = cancel.cancelled() => {
+                        // Let a cooperative behaviour see `cancel` and clean up; its exit code
+                        // no longer matters because the pod is gone or finished elsewhere.
+                        let _ = tokio::time::timeout(CANCEL_GRACE, run).await;
+                        None
+                    }
+                }
+            }
             // No behaviour: an outside driver plays the container through the API.
             None => {
                 cancel.cancelled().await;

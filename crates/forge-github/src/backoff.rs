@@ -21,7 +21,11 @@ impl Backoff {
         let full = exp.min(self.cap);
         let half = full / 2;
         let jitter_ms = u64::try_from(half.as_millis()).unwrap_or(u64::MAX);
-        let extra = if jitter_ms == 0 { 0 } else { rand::rng().random_range(0..=jitter_ms) };
+        let extra = if jitter_ms == 0 {
+            0
+        } else {
+            rand::rng().random_range(0..=jitter_ms)
+        };
         half + Duration::from_millis(extra)
     }
 
@@ -42,7 +46,10 @@ mod tests {
 
     #[test]
     fn grows_and_stays_bounded() {
-        let b = Backoff { base: Duration::from_millis(100), cap: Duration::from_secs(2) };
+        let b = Backoff {
+            base: Duration::from_millis(100),
+            cap: Duration::from_secs(2),
+        };
         for attempt in 0..40 {
             let d = b.delay(attempt);
             assert!(d <= Duration::from_secs(2), "attempt {attempt}: {d:?}");
@@ -54,7 +61,10 @@ mod tests {
 
     #[test]
     fn honours_retry_after_within_cap() {
-        let b = Backoff { base: Duration::from_millis(10), cap: Duration::from_secs(5) };
+        let b = Backoff {
+            base: Duration::from_millis(10),
+            cap: Duration::from_secs(5),
+        };
         assert!(b.delay_with_retry_after(0, Some(3)) >= Duration::from_secs(3));
         assert!(b.delay_with_retry_after(0, Some(3600)) <= Duration::from_secs(5));
     }

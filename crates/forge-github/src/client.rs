@@ -47,7 +47,10 @@ impl Default for HttpOptions {
             poll_timeout: Duration::from_secs(90),
             connect_timeout: Duration::from_secs(10),
             max_retries: 3,
-            retry: Backoff { base: Duration::from_millis(500), cap: Duration::from_secs(10) },
+            retry: Backoff {
+                base: Duration::from_millis(500),
+                cap: Duration::from_secs(10),
+            },
         }
     }
 }
@@ -73,8 +76,10 @@ pub struct Reply {
 impl Reply {
     /// Decodes the body as JSON.
     pub fn json<T: DeserializeOwned>(&self, operation: &'static str) -> Result<T, ApiError> {
-        serde_json::from_slice(&self.body)
-            .map_err(|e| ApiError::BadResponse { operation, message: truncate(&e.to_string()) })
+        serde_json::from_slice(&self.body).map_err(|e| ApiError::BadResponse {
+            operation,
+            message: truncate(&e.to_string()),
+        })
     }
 }
 
@@ -116,7 +121,9 @@ impl GithubClient {
         if let Ok(v) = HeaderValue::from_str(&agent) {
             headers.insert(reqwest::header::USER_AGENT, v);
         }
-        let mut builder = reqwest::Client::builder().default_headers(headers).connect_timeout(opts.connect_timeout);
+        let mut builder = reqwest::Client::builder()
+            .default_headers(headers)
+            .connect_timeout(opts.connect_timeout);
         if let Some(pem) = ca_bundle.filter(|p| !p.trim().is_empty()) {
             let certs = reqwest::Certificate::from_pem_bundle(pem.as_bytes())
                 .map_err(|e| ApiError::Config(format!("CA bundle is not valid PEM: {e}")))?;
@@ -124,11 +131,21 @@ impl GithubClient {
         }
         if let Some(p) = proxy.filter(|p| !p.trim().is_empty()) {
             // The proxy URL may carry credentials: never echo it.
-            let proxy = reqwest::Proxy::all(p.trim()).map_err(|_| ApiError::Config("proxyUrl is not a valid proxy URL".into()))?;
+            let proxy = reqwest::Proxy::all(p.trim())
+                .map_err(|_| ApiError::Config("proxyUrl is not a valid proxy URL".into()))?;
             builder = builder.proxy(proxy);
         }
-        let http = builder.build().map_err(|e| ApiError::Config(format!("cannot build HTTP client: {e}")))?;
-        Ok(GithubClient { http, metrics, config, auth, tokens: TokenCache::default(), opts })
+        let http = builder
+            .build()
+            .map_err(|e| ApiError::Config(format!("cannot build HTTP client: {e}")))?;
+        Ok(GithubClient {
+            http,
+            metrics,
+            config,
+            auth,
+            tokens: TokenCache::default(),
+            opts,
+        })
     }
 
     /// The parsed config URL.
@@ -165,13 +182,22 @@ impl GithubClient {
     async fn attempt(&self, operation: &'static str, request: RequestBuilder) -> Result<Reply, ApiError> {
         let started = Instant::now();
         let result = match request.send().await {
-            Err(e) => Err(ApiError::Transport { operation, message: transport_message(&e) }),
+            Err(e) => Err(ApiError::Transport {
+                operation,
+                message: transport_message(&e),
+            }),
             Ok(resp) => {
                 let status = resp.status().as_u16();
                 let headers = resp.headers().clone();
                 match resp.bytes().await {
-                    Err(e) => Err(ApiError::Transport { operation, message: transport_message(&e) }),
-                    Ok(body) if (200..300).contains(&status) => Ok(Reply { status, body: strip_bom(&body).to_vec() }),
+                    Err(e) => Err(ApiError::Transport {
+                        operation,
+                        message: transport_message(&e),
+                    }),
+                    Ok(body) if (200..300).contains(&status) => Ok(Reply {
+                        status,
+                        body: strip_bom(&body).to_vec(),
+                    }),
                     Ok(body) => Err(status_error(operation, status, &headers, strip_bom(&body))),
                 }
             }
@@ -181,7 +207,11 @@ impl GithubClient {
             Err(e) => e.outcome(),
         };
         self.metrics.observe_forge_request(
-            ForgeRequestLabels { forge: FORGE, operation, outcome },
+            ForgeRequestLabels {
+                forge: FORGE,
+                operation,
+                outcome,
+            },
             started.elapsed().as_secs_f64(),
         );
         result
@@ -192,7 +222,9 @@ impl GithubClient {
             Auth::Bearer(t) => format!("Bearer {}", t.expose()),
             Auth::RemoteAuth(t) => format!("RemoteAuth {}", t.expose()),
         };
-        self.http.request(method, url).header(reqwest::header::AUTHORIZATION, value)
+        self.http
+            .request(method, url)
+            .header(reqwest::header::AUTHORIZATION, value)
     }
 
     /// Builds a request to an arbitrary URL (message queue) with `auth`.
@@ -220,9 +252,14 @@ impl GithubClient {
     async fn connect(&self) -> Result<AdminConnection, ApiError> {
         let bearer = match &self.auth {
             AuthMethod::Pat(t) => t.clone(),
-            AuthMethod::App { app_id, installation_id, key } => {
+            AuthMethod::App {
+                app_id,
+                installation_id,
+                key,
+            } => {
                 let jwt = SecretValue::new(
-                    key.jwt(app_id).map_err(|e| ApiError::InvalidCredentials(format!("github_app_private_key: {e}")))?,
+                    key.jwt(app_id)
+                        .map_err(|e| ApiError::InvalidCredentials(format!("github_app_private_key: {e}")))?,
                 );
                 let url = self.rest_url(&format!("app/installations/{installation_id}/access_tokens"))?;
                 let reply = self
@@ -250,7 +287,8 @@ impl GithubClient {
         let reply = loop {
             let result = self
                 .execute("runner_registration", self.opts.request_timeout, || {
-                    self.request(Method::POST, url.clone(), Auth::RemoteAuth(&registration)).json(&body)
+                    self.request(Method::POST, url.clone(), Auth::RemoteAuth(&registration))
+                        .json(&body)
                 })
                 .await;
             match result {
@@ -277,11 +315,18 @@ impl GithubClient {
             message: format!("Actions service URL is invalid: {e}"),
         })?;
         let exp = jwt_exp(&conn.token);
-        Ok(AdminConnection { url, token: SecretValue::new(conn.token), exp })
+        Ok(AdminConnection {
+            url,
+            token: SecretValue::new(conn.token),
+            exp,
+        })
     }
 
     fn rest_url(&self, path: &str) -> Result<Url, ApiError> {
-        self.config.rest_base.join(path).map_err(|e| ApiError::Config(format!("bad REST URL: {e}")))
+        self.config
+            .rest_base
+            .join(path)
+            .map_err(|e| ApiError::Config(format!("bad REST URL: {e}")))
     }
 
     /// Calls the Actions service with the admin token at `path` (relative to the service URL),
@@ -297,7 +342,10 @@ impl GithubClient {
         let mut refreshed = false;
         loop {
             let conn = self.admin().await?;
-            let mut url = conn.url.join(path).map_err(|e| ApiError::Config(format!("bad Actions URL: {e}")))?;
+            let mut url = conn
+                .url
+                .join(path)
+                .map_err(|e| ApiError::Config(format!("bad Actions URL: {e}")))?;
             {
                 let mut pairs = url.query_pairs_mut();
                 for (k, v) in query {
@@ -327,7 +375,10 @@ impl GithubClient {
     /// The Actions service URL for `path` with `api-version`, for calls made with another token.
     pub async fn actions_url(&self, path: &str) -> Result<Url, ApiError> {
         let conn = self.admin().await?;
-        let mut url = conn.url.join(path).map_err(|e| ApiError::Config(format!("bad Actions URL: {e}")))?;
+        let mut url = conn
+            .url
+            .join(path)
+            .map_err(|e| ApiError::Config(format!("bad Actions URL: {e}")))?;
         url.query_pairs_mut().append_pair("api-version", API_VERSION);
         Ok(url)
     }
@@ -371,11 +422,17 @@ fn status_error(operation: &'static str, status: u16, headers: &HeaderMap, body:
         .get("x-ratelimit-remaining")
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.trim() == "0");
-    let rate_limited =
-        status == 429 || (status == 403 && (remaining_zero || message.to_ascii_lowercase().contains("rate limit")));
+    let rate_limited = status == 429
+        || (status == 403 && (remaining_zero || message.to_ascii_lowercase().contains("rate limit")));
     let retry_after = retry_after.or_else(|| {
         // Primary rate limit: wait until the reset time.
-        let reset = headers.get("x-ratelimit-reset")?.to_str().ok()?.trim().parse::<i64>().ok()?;
+        let reset = headers
+            .get("x-ratelimit-reset")?
+            .to_str()
+            .ok()?
+            .trim()
+            .parse::<i64>()
+            .ok()?;
         let now = jiff::Timestamp::now().as_second();
         (remaining_zero && reset > now).then(|| u64::try_from(reset - now).unwrap_or(60))
     });
@@ -411,12 +468,29 @@ mod tests {
     #[test]
     fn status_errors_read_type_names_and_rate_limits() {
         let mut h = HeaderMap::new();
-        let e = status_error("op", 409, &h, br#"{"typeName":"GitHub.X.AgentExistsException","message":"exists"}"#);
+        let e = status_error(
+            "op",
+            409,
+            &h,
+            br#"{"typeName":"GitHub.X.AgentExistsException","message":"exists"}"#,
+        );
         assert!(e.is_exception("AgentExistsException"));
         assert!(!e.is_transient());
         h.insert(RETRY_AFTER, HeaderValue::from_static("7"));
-        let e = status_error("op", 403, &h, br#"{"message":"You have exceeded a secondary rate limit"}"#);
-        assert!(matches!(e, ApiError::Status { rate_limited: true, retry_after: Some(7), .. }));
+        let e = status_error(
+            "op",
+            403,
+            &h,
+            br#"{"message":"You have exceeded a secondary rate limit"}"#,
+        );
+        assert!(matches!(
+            e,
+            ApiError::Status {
+                rate_limited: true,
+                retry_after: Some(7),
+                ..
+            }
+        ));
         let e = status_error("op", 503, &HeaderMap::new(), b"upstream down");
         assert!(matches!(&e, ApiError::Status { message, .. } if message == "upstream down"));
         assert!(e.is_transient());

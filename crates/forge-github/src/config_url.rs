@@ -48,23 +48,40 @@ impl ConfigUrl {
         let raw = input.trim().trim_end_matches('/').to_string();
         let url = Url::parse(&raw).map_err(|e| ConfigUrlError::Invalid(e.to_string()))?;
         if !matches!(url.scheme(), "http" | "https") {
-            return Err(ConfigUrlError::Invalid(format!("unsupported scheme {}", url.scheme())));
+            return Err(ConfigUrlError::Invalid(format!(
+                "unsupported scheme {}",
+                url.scheme()
+            )));
         }
         let host = url
             .host_str()
             .ok_or_else(|| ConfigUrlError::Invalid("missing host".into()))?
             .to_ascii_lowercase();
-        let segments: Vec<&str> = url.path().trim_matches('/').split('/').filter(|s| !s.is_empty()).collect();
+        let segments: Vec<&str> = url
+            .path()
+            .trim_matches('/')
+            .split('/')
+            .filter(|s| !s.is_empty())
+            .collect();
         let scope = match segments.as_slice() {
             [org] => Scope::Organization((*org).to_string()),
-            [first, ent] if first.eq_ignore_ascii_case("enterprises") => Scope::Enterprise((*ent).to_string()),
-            [owner, repo] => Scope::Repository { owner: (*owner).to_string(), repo: (*repo).to_string() },
+            [first, ent] if first.eq_ignore_ascii_case("enterprises") => {
+                Scope::Enterprise((*ent).to_string())
+            }
+            [owner, repo] => Scope::Repository {
+                owner: (*owner).to_string(),
+                repo: (*repo).to_string(),
+            },
             _ => return Err(ConfigUrlError::WrongShape(raw)),
         };
         let hosted = is_hosted(&host) && std::env::var_os("GITHUB_ACTIONS_FORCE_GHES").is_none();
         let mut origin = format!("{}://", url.scheme());
         if hosted {
-            let api_host = if host == "www.github.com" { "github.com" } else { host.as_str() };
+            let api_host = if host == "www.github.com" {
+                "github.com"
+            } else {
+                host.as_str()
+            };
             origin.push_str("api.");
             origin.push_str(api_host);
         } else {
@@ -73,16 +90,27 @@ impl ConfigUrl {
         if let Some(port) = url.port() {
             origin.push_str(&format!(":{port}"));
         }
-        let rest = if hosted { format!("{origin}/") } else { format!("{origin}/api/v3/") };
+        let rest = if hosted {
+            format!("{origin}/")
+        } else {
+            format!("{origin}/api/v3/")
+        };
         let rest_base = Url::parse(&rest).map_err(|e| ConfigUrlError::Invalid(e.to_string()))?;
-        Ok(ConfigUrl { raw, scope, rest_base, hosted })
+        Ok(ConfigUrl {
+            raw,
+            scope,
+            rest_base,
+            hosted,
+        })
     }
 
     /// REST path (relative to [`ConfigUrl::rest_base`]) that mints a runner registration token.
     pub fn registration_token_path(&self) -> String {
         match &self.scope {
             Scope::Organization(org) => format!("orgs/{org}/actions/runners/registration-token"),
-            Scope::Repository { owner, repo } => format!("repos/{owner}/{repo}/actions/runners/registration-token"),
+            Scope::Repository { owner, repo } => {
+                format!("repos/{owner}/{repo}/actions/runners/registration-token")
+            }
             Scope::Enterprise(ent) => format!("enterprises/{ent}/actions/runners/registration-token"),
         }
     }
@@ -103,22 +131,37 @@ mod tests {
         assert_eq!(c.rest_base.as_str(), "https://api.github.com/");
         assert!(c.hosted);
         assert_eq!(c.raw, "https://github.com/my-org");
-        assert_eq!(c.registration_token_path(), "orgs/my-org/actions/runners/registration-token");
+        assert_eq!(
+            c.registration_token_path(),
+            "orgs/my-org/actions/runners/registration-token"
+        );
     }
 
     #[test]
     fn repository_and_www() {
         let c = ConfigUrl::parse("https://www.github.com/o/r").unwrap();
-        assert_eq!(c.scope, Scope::Repository { owner: "o".into(), repo: "r".into() });
+        assert_eq!(
+            c.scope,
+            Scope::Repository {
+                owner: "o".into(),
+                repo: "r".into()
+            }
+        );
         assert_eq!(c.rest_base.as_str(), "https://api.github.com/");
-        assert_eq!(c.registration_token_path(), "repos/o/r/actions/runners/registration-token");
+        assert_eq!(
+            c.registration_token_path(),
+            "repos/o/r/actions/runners/registration-token"
+        );
     }
 
     #[test]
     fn enterprise_case_insensitive() {
         let c = ConfigUrl::parse("https://github.com/Enterprises/acme").unwrap();
         assert_eq!(c.scope, Scope::Enterprise("acme".into()));
-        assert_eq!(c.registration_token_path(), "enterprises/acme/actions/runners/registration-token");
+        assert_eq!(
+            c.registration_token_path(),
+            "enterprises/acme/actions/runners/registration-token"
+        );
     }
 
     #[test]
@@ -139,10 +182,22 @@ mod tests {
 
     #[test]
     fn rejects_wrong_shapes() {
-        assert!(matches!(ConfigUrl::parse("https://github.com"), Err(ConfigUrlError::WrongShape(_))));
-        assert!(matches!(ConfigUrl::parse("https://github.com/a/b/c"), Err(ConfigUrlError::WrongShape(_))));
-        assert!(matches!(ConfigUrl::parse("not a url"), Err(ConfigUrlError::Invalid(_))));
-        assert!(matches!(ConfigUrl::parse("ftp://github.com/a"), Err(ConfigUrlError::Invalid(_))));
+        assert!(matches!(
+            ConfigUrl::parse("https://github.com"),
+            Err(ConfigUrlError::WrongShape(_))
+        ));
+        assert!(matches!(
+            ConfigUrl::parse("https://github.com/a/b/c"),
+            Err(ConfigUrlError::WrongShape(_))
+        ));
+        assert!(matches!(
+            ConfigUrl::parse("not a url"),
+            Err(ConfigUrlError::Invalid(_))
+        ));
+        assert!(matches!(
+            ConfigUrl::parse("ftp://github.com/a"),
+            Err(ConfigUrlError::Invalid(_))
+        ));
         assert!(matches!(ConfigUrl::parse(""), Err(ConfigUrlError::Invalid(_))));
     }
 }

@@ -67,9 +67,9 @@ impl ApiError {
     pub fn is_transient(&self) -> bool {
         match self {
             ApiError::Transport { .. } | ApiError::BadResponse { .. } => true,
-            ApiError::Status { status, rate_limited, .. } => {
-                *rate_limited || *status == 429 || (*status >= 500 && *status != 501)
-            }
+            ApiError::Status {
+                status, rate_limited, ..
+            } => *rate_limited || *status == 429 || (*status >= 500 && *status != 501),
             _ => false,
         }
     }
@@ -87,7 +87,9 @@ impl ApiError {
         match self {
             ApiError::Transport { .. } => Outcome::Transport,
             ApiError::BadResponse { .. } => Outcome::BadResponse,
-            ApiError::Status { status, rate_limited, .. } => status_outcome(*status, *rate_limited),
+            ApiError::Status {
+                status, rate_limited, ..
+            } => status_outcome(*status, *rate_limited),
             ApiError::InvalidCredentials(_) | ApiError::Config(_) => Outcome::ClientError,
         }
     }
@@ -123,10 +125,19 @@ impl From<ApiError> for ForgeError {
         match &e {
             ApiError::InvalidCredentials(m) => ForgeError::InvalidCredentials(m.clone()),
             ApiError::Config(m) => ForgeError::Config(m.clone()),
-            ApiError::Transport { .. } | ApiError::BadResponse { .. } => ForgeError::Unavailable(e.to_string()),
-            ApiError::Status { status, rate_limited, retry_after, .. } => {
+            ApiError::Transport { .. } | ApiError::BadResponse { .. } => {
+                ForgeError::Unavailable(e.to_string())
+            }
+            ApiError::Status {
+                status,
+                rate_limited,
+                retry_after,
+                ..
+            } => {
                 if *rate_limited || *status == 429 {
-                    ForgeError::RateLimited { retry_after_seconds: retry_after.unwrap_or(DEFAULT_RATE_LIMIT_WAIT) }
+                    ForgeError::RateLimited {
+                        retry_after_seconds: retry_after.unwrap_or(DEFAULT_RATE_LIMIT_WAIT),
+                    }
                 } else {
                     match status {
                         401 | 403 => ForgeError::Unauthorized(e.to_string()),
@@ -157,18 +168,34 @@ mod tests {
 
     #[test]
     fn maps_statuses_to_forge_errors() {
-        assert!(matches!(ForgeError::from(status(401, false, None)), ForgeError::Unauthorized(_)));
-        assert!(matches!(ForgeError::from(status(403, false, None)), ForgeError::Unauthorized(_)));
+        assert!(matches!(
+            ForgeError::from(status(401, false, None)),
+            ForgeError::Unauthorized(_)
+        ));
+        assert!(matches!(
+            ForgeError::from(status(403, false, None)),
+            ForgeError::Unauthorized(_)
+        ));
         assert!(matches!(
             ForgeError::from(status(403, true, Some(7))),
-            ForgeError::RateLimited { retry_after_seconds: 7 }
+            ForgeError::RateLimited {
+                retry_after_seconds: 7
+            }
         ));
         assert!(matches!(
             ForgeError::from(status(429, false, None)),
-            ForgeError::RateLimited { retry_after_seconds: 60 }
+            ForgeError::RateLimited {
+                retry_after_seconds: 60
+            }
         ));
-        assert!(matches!(ForgeError::from(status(404, false, None)), ForgeError::NotFound(_)));
-        assert!(matches!(ForgeError::from(status(503, false, None)), ForgeError::Unavailable(_)));
+        assert!(matches!(
+            ForgeError::from(status(404, false, None)),
+            ForgeError::NotFound(_)
+        ));
+        assert!(matches!(
+            ForgeError::from(status(503, false, None)),
+            ForgeError::Unavailable(_)
+        ));
         assert!(status(503, false, None).is_transient());
         assert!(!status(501, false, None).is_transient());
         assert!(!status(404, false, None).is_transient());

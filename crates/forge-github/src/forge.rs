@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use forgerunner_core::forge::{
-    Demand, ForgeFacts, ForgeRunnerState, GroupContext, GroupKey, ReconcileTrigger, RemoveOutcome, RunnerCredentials,
-    RunnerRef,
+    Demand, ForgeFacts, ForgeRunnerState, GroupContext, GroupKey, ReconcileTrigger, RemoveOutcome,
+    RunnerCredentials, RunnerRef,
 };
 use forgerunner_core::metrics::Metrics;
 use forgerunner_core::{Forge, ForgeError, ForgeKind, RunnerGroup};
@@ -52,8 +52,14 @@ impl Default for GithubOptions {
             .unwrap_or_else(|| "forgerunner".into());
         GithubOptions {
             http: HttpOptions::default(),
-            listener_backoff: Backoff { base: Duration::from_secs(1), cap: Duration::from_secs(60) },
-            conflict_backoff: Backoff { base: Duration::from_secs(30), cap: Duration::from_secs(60) },
+            listener_backoff: Backoff {
+                base: Duration::from_secs(1),
+                cap: Duration::from_secs(60),
+            },
+            conflict_backoff: Backoff {
+                base: Duration::from_secs(30),
+                cap: Duration::from_secs(60),
+            },
             shutdown_timeout: Duration::from_secs(10),
             owner_name,
             lookup_concurrency: 8,
@@ -99,12 +105,25 @@ fn desired(ctx: &GroupContext) -> Result<DesiredScaleSet, ForgeError> {
         .filter(|n| !n.is_empty())
         .unwrap_or(&ctx.key.name)
         .to_string();
-    let runner_group = spec.runner_group.as_deref().map(str::trim).filter(|g| !g.is_empty()).map(str::to_string);
-    Ok(DesiredScaleSet { name, runner_group, labels: spec.labels.clone() })
+    let runner_group = spec
+        .runner_group
+        .as_deref()
+        .map(str::trim)
+        .filter(|g| !g.is_empty())
+        .map(str::to_string);
+    Ok(DesiredScaleSet {
+        name,
+        runner_group,
+        labels: spec.labels.clone(),
+    })
 }
 
 fn github_spec(group: &RunnerGroup) -> Result<&forgerunner_core::crd::GithubSpec, ForgeError> {
-    group.spec.github.as_ref().ok_or_else(|| ForgeError::Config("spec.github is required for forge github".into()))
+    group
+        .spec
+        .github
+        .as_ref()
+        .ok_or_else(|| ForgeError::Config("spec.github is required for forge github".into()))
 }
 
 fn fingerprint(ctx: &GroupContext) -> u64 {
@@ -130,12 +149,24 @@ impl GithubForge {
     }
 
     /// A backend with explicit options (tests use short timeouts and backoffs).
-    pub fn with_options(metrics: Arc<Metrics>, trigger: ReconcileTrigger, opts: GithubOptions) -> GithubForge {
-        GithubForge { metrics, trigger, opts, groups: Mutex::default() }
+    pub fn with_options(
+        metrics: Arc<Metrics>,
+        trigger: ReconcileTrigger,
+        opts: GithubOptions,
+    ) -> GithubForge {
+        GithubForge {
+            metrics,
+            trigger,
+            opts,
+            groups: Mutex::default(),
+        }
     }
 
     fn entry(&self, key: &GroupKey) -> Arc<tokio::sync::Mutex<GroupState>> {
-        let mut groups = self.groups.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut groups = self
+            .groups
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         groups.entry(key.clone()).or_default().clone()
     }
 
@@ -155,7 +186,11 @@ impl GithubForge {
 
     /// Makes sure the group has a current client (rebuilt when URL, credentials, CA or proxy
     /// change, which also restarts its listener).
-    async fn ensure_client(&self, ctx: &GroupContext, st: &mut GroupState) -> Result<Arc<GithubClient>, ApiError> {
+    async fn ensure_client(
+        &self,
+        ctx: &GroupContext,
+        st: &mut GroupState,
+    ) -> Result<Arc<GithubClient>, ApiError> {
         let fp = fingerprint(ctx);
         if let Some((have, client)) = &st.client
             && *have == fp
@@ -198,7 +233,11 @@ impl GithubForge {
             };
             match scale_set::update(client, id, name, group).await {
                 Ok(_) => {
-                    st.scale_set = Some(ScaleSetInfo { id, name: want.name, runner_group: want.runner_group });
+                    st.scale_set = Some(ScaleSetInfo {
+                        id,
+                        name: want.name,
+                        runner_group: want.runner_group,
+                    });
                     return Ok(id);
                 }
                 Err(e) if e.status() == Some(404) => st.scale_set = None,
@@ -229,11 +268,19 @@ impl GithubForge {
                 }
             },
         };
-        st.scale_set = Some(ScaleSetInfo { id: set.id, name: want.name, runner_group: want.runner_group });
+        st.scale_set = Some(ScaleSetInfo {
+            id: set.id,
+            name: want.name,
+            runner_group: want.runner_group,
+        });
         Ok(set.id)
     }
 
-    async fn ensure(&self, ctx: &GroupContext, st: &mut GroupState) -> Result<(Arc<GithubClient>, i64), ApiError> {
+    async fn ensure(
+        &self,
+        ctx: &GroupContext,
+        st: &mut GroupState,
+    ) -> Result<(Arc<GithubClient>, i64), ApiError> {
         let client = self.ensure_client(ctx, st).await?;
         let id = self.ensure_scale_set(ctx, st, &client).await?;
         Ok((client, id))
@@ -258,8 +305,13 @@ impl GithubForge {
             conflict_backoff: self.opts.conflict_backoff,
             shutdown_timeout: self.opts.shutdown_timeout,
         };
-        st.listener =
-            Some(Listener::spawn(client.clone(), self.metrics.clone(), self.trigger.clone(), config, capacity));
+        st.listener = Some(Listener::spawn(
+            client.clone(),
+            self.metrics.clone(),
+            self.trigger.clone(),
+            config,
+            capacity,
+        ));
     }
 
     async fn demand_inner(&self, ctx: &GroupContext) -> Result<Demand, ApiError> {
@@ -284,11 +336,18 @@ impl GithubForge {
             busy_runners: state.busy.into_iter().collect(),
             // The Actions service drops offline ephemeral runners itself; nothing to report.
             offline_runners: Vec::new(),
-            facts: ForgeFacts { scale_set_id: Some(id), forge_version: None },
+            facts: ForgeFacts {
+                scale_set_id: Some(id),
+                forge_version: None,
+            },
         })
     }
 
-    async fn credentials_inner(&self, ctx: &GroupContext, runner_name: &str) -> Result<RunnerCredentials, ApiError> {
+    async fn credentials_inner(
+        &self,
+        ctx: &GroupContext,
+        runner_name: &str,
+    ) -> Result<RunnerCredentials, ApiError> {
         let entry = self.entry(&ctx.key);
         let work_folder = pod::work_folder(&ctx.group);
         let mut attempt = 0;
@@ -304,7 +363,11 @@ impl GithubForge {
                     let mut annotations = BTreeMap::new();
                     annotations.insert(RUNNER_ID_ANNOTATION.to_string(), jit.runner.id.to_string());
                     annotations.insert(SCALE_SET_ID_ANNOTATION.to_string(), id.to_string());
-                    return Ok(RunnerCredentials { secret_data, env: BTreeMap::new(), annotations });
+                    return Ok(RunnerCredentials {
+                        secret_data,
+                        env: BTreeMap::new(),
+                        annotations,
+                    });
                 }
                 // The scale set vanished under us: recreate it once.
                 Err(e) if e.status() == Some(404) && attempt == 0 => {
@@ -316,7 +379,10 @@ impl GithubForge {
         }
     }
 
-    async fn client_only(&self, ctx: &GroupContext) -> Result<(Arc<GithubClient>, Option<Listener>), ApiError> {
+    async fn client_only(
+        &self,
+        ctx: &GroupContext,
+    ) -> Result<(Arc<GithubClient>, Option<Listener>), ApiError> {
         let entry = self.entry(&ctx.key);
         let mut st = entry.lock().await;
         let client = self.ensure_client(ctx, &mut st).await?;
@@ -326,12 +392,19 @@ impl GithubForge {
     fn busy_set(&self, key: &GroupKey) -> std::collections::BTreeSet<String> {
         let entry = self.entry(key);
         // try_lock: never wait on a slow ensure just to read listener facts.
-        entry.try_lock().ok().and_then(|st| st.listener.as_ref().map(|l| l.state().busy)).unwrap_or_default()
+        entry
+            .try_lock()
+            .ok()
+            .and_then(|st| st.listener.as_ref().map(|l| l.state().busy))
+            .unwrap_or_default()
     }
 
     async fn shutdown_inner(&self, ctx: &GroupContext) -> Result<(), ApiError> {
         let removed = {
-            let mut groups = self.groups.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut groups = self
+                .groups
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             groups.remove(&ctx.key)
         };
         let mut st = match removed {
@@ -367,7 +440,9 @@ impl GithubForge {
 /// Maps errors, turning the internal "no statistics yet" marker into `NotReady`.
 fn map_err(e: ApiError) -> ForgeError {
     match e {
-        ApiError::Config(m) if m.is_empty() => ForgeError::NotReady("the scale set has not reported statistics yet".into()),
+        ApiError::Config(m) if m.is_empty() => {
+            ForgeError::NotReady("the scale set has not reported statistics yet".into())
+        }
         other => other.into(),
     }
 }
@@ -386,7 +461,11 @@ impl Forge for GithubForge {
         self.demand_inner(group).await.map_err(map_err)
     }
 
-    async fn runner_credentials(&self, group: &GroupContext, runner_name: &str) -> Result<RunnerCredentials, ForgeError> {
+    async fn runner_credentials(
+        &self,
+        group: &GroupContext,
+        runner_name: &str,
+    ) -> Result<RunnerCredentials, ForgeError> {
         self.credentials_inner(group, runner_name).await.map_err(map_err)
     }
 
@@ -419,7 +498,12 @@ impl Forge for GithubForge {
             .await;
         for (name, found) in results {
             match found.map_err(map_err)? {
-                Some(info) if info.status.as_deref().is_some_and(|s| s.eq_ignore_ascii_case("offline")) => {
+                Some(info)
+                    if info
+                        .status
+                        .as_deref()
+                        .is_some_and(|s| s.eq_ignore_ascii_case("offline")) =>
+                {
                     out.insert(name, ForgeRunnerState::Offline);
                 }
                 Some(_) => {
@@ -431,11 +515,22 @@ impl Forge for GithubForge {
         Ok(out)
     }
 
-    async fn remove_runner(&self, group: &GroupContext, runner: &RunnerRef) -> Result<RemoveOutcome, ForgeError> {
+    async fn remove_runner(
+        &self,
+        group: &GroupContext,
+        runner: &RunnerRef,
+    ) -> Result<RemoveOutcome, ForgeError> {
         let (client, _) = self.client_only(group).await.map_err(map_err)?;
-        let id = match runner.annotations.get(RUNNER_ID_ANNOTATION).and_then(|v| v.parse::<i64>().ok()) {
+        let id = match runner
+            .annotations
+            .get(RUNNER_ID_ANNOTATION)
+            .and_then(|v| v.parse::<i64>().ok())
+        {
             Some(id) if id > 0 => Some(id),
-            _ => runners::find_by_name(&client, &runner.name).await.map_err(map_err)?.map(|r| r.id),
+            _ => runners::find_by_name(&client, &runner.name)
+                .await
+                .map_err(map_err)?
+                .map(|r| r.id),
         };
         let Some(id) = id else {
             return Ok(RemoveOutcome::Removed);
@@ -461,7 +556,10 @@ impl Forge for GithubForge {
 
     async fn shutdown_all(&self) {
         let entries: Vec<_> = {
-            let mut groups = self.groups.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut groups = self
+                .groups
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             groups.drain().map(|(_, v)| v).collect()
         };
         let stops = entries.into_iter().map(|entry| async move {

@@ -22,7 +22,11 @@ pub const JIT_CONFIG_ENV: &str = "ACTIONS_RUNNER_INPUT_JITCONFIG";
 pub const RUNNER_EXIT_OUTDATED: i32 = 7;
 
 fn env(name: &str, value: &str) -> EnvVar {
-    EnvVar { name: name.into(), value: Some(value.into()), ..EnvVar::default() }
+    EnvVar {
+        name: name.into(),
+        value: Some(value.into()),
+        ..EnvVar::default()
+    }
 }
 
 /// The default pod for one runner; the JIT config is referenced from `secret_name`.
@@ -54,11 +58,18 @@ pub fn default_runner_pod(group: &RunnerGroup, secret_name: &str) -> PodSpec {
         env: Some(vec![
             jit,
             env("ACTIONS_RUNNER_RETURN_VERSION_DEPRECATED_EXIT_CODE", "1"),
-            env("GITHUB_ACTIONS_RUNNER_EXTRA_USER_AGENT", concat!("forgerunner/", env!("CARGO_PKG_VERSION"))),
+            env(
+                "GITHUB_ACTIONS_RUNNER_EXTRA_USER_AGENT",
+                concat!("forgerunner/", env!("CARGO_PKG_VERSION")),
+            ),
         ]),
         ..Container::default()
     };
-    PodSpec { containers: vec![container], restart_policy: Some("Never".into()), ..PodSpec::default() }
+    PodSpec {
+        containers: vec![container],
+        restart_policy: Some("Never".into()),
+        ..PodSpec::default()
+    }
 }
 
 /// `workingDir` of the template's `runner` container, sent as the JIT `workFolder`.

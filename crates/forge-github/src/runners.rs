@@ -66,7 +66,10 @@ pub async fn generate_jit_config(
     let path = scale_set::path(scale_set_id, "generatejitconfig");
     let mut retried = false;
     loop {
-        match client.actions("generate_jit_config", Method::POST, &path, &[], Some(&body)).await {
+        match client
+            .actions("generate_jit_config", Method::POST, &path, &[], Some(&body))
+            .await
+        {
             Ok(reply) => {
                 let r: JitReply = reply.json("generate_jit_config")?;
                 let runner = r.runner.ok_or_else(|| ApiError::BadResponse {
@@ -79,7 +82,10 @@ pub async fn generate_jit_config(
                         message: "empty JIT config".into(),
                     });
                 }
-                return Ok(JitConfig { runner, encoded: SecretValue::new(r.encoded) });
+                return Ok(JitConfig {
+                    runner,
+                    encoded: SecretValue::new(r.encoded),
+                });
             }
             Err(e) if e.status() == Some(409) && !retried => {
                 retried = true;
@@ -103,17 +109,31 @@ pub async fn generate_jit_config(
 
 /// Looks a runner up by name.
 pub async fn find_by_name(client: &GithubClient, name: &str) -> Result<Option<RunnerInfo>, ApiError> {
-    let reply = client.actions("get_runner", Method::GET, AGENTS, &[("agentName", name)], None).await?;
+    let reply = client
+        .actions("get_runner", Method::GET, AGENTS, &[("agentName", name)], None)
+        .await?;
     let list: ListOf<RunnerInfo> = reply.json("get_runner")?;
     Ok(list.value.into_iter().find(|r| r.name == name))
 }
 
 /// Removes a runner by id: 204/404 → removed, 400 `JobStillRunning` → busy. Never forced.
 pub async fn remove(client: &GithubClient, id: i64) -> Result<Removal, ApiError> {
-    match client.actions("delete_runner", Method::DELETE, &format!("{AGENTS}/{id}"), &[], None).await {
+    match client
+        .actions(
+            "delete_runner",
+            Method::DELETE,
+            &format!("{AGENTS}/{id}"),
+            &[],
+            None,
+        )
+        .await
+    {
         Ok(_) => Ok(Removal::Removed),
         Err(e) if e.status() == Some(404) => Ok(Removal::Removed),
-        Err(e) if e.is_exception("JobStillRunning") || (e.status() == Some(400) && e.to_string().contains("running")) => {
+        Err(e)
+            if e.is_exception("JobStillRunning")
+                || (e.status() == Some(400) && e.to_string().contains("running")) =>
+        {
             Ok(Removal::Busy)
         }
         Err(e) => Err(e),

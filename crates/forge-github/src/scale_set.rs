@@ -74,13 +74,24 @@ pub async fn runner_group_id(client: &GithubClient, name: Option<&str>) -> Resul
         return Ok(DEFAULT_RUNNER_GROUP_ID);
     };
     let reply = client
-        .actions("get_runner_group", Method::GET, "_apis/runtime/runnergroups/", &[("groupName", name)], None)
+        .actions(
+            "get_runner_group",
+            Method::GET,
+            "_apis/runtime/runnergroups/",
+            &[("groupName", name)],
+            None,
+        )
         .await?;
     let list: ListOf<RunnerGroup> = reply.json("get_runner_group")?;
     match list.value.as_slice() {
         [one] => Ok(one.id),
-        [] => Err(not_found("get_runner_group", format!("no runner group named {name:?}"))),
-        _ => Err(ApiError::Config(format!("more than one runner group named {name:?}"))),
+        [] => Err(not_found(
+            "get_runner_group",
+            format!("no runner group named {name:?}"),
+        )),
+        _ => Err(ApiError::Config(format!(
+            "more than one runner group named {name:?}"
+        ))),
     }
 }
 
@@ -88,19 +99,36 @@ pub async fn runner_group_id(client: &GithubClient, name: Option<&str>) -> Resul
 pub async fn find(client: &GithubClient, group_id: i64, name: &str) -> Result<Option<ScaleSet>, ApiError> {
     let gid = group_id.to_string();
     let reply = client
-        .actions("find_scale_set", Method::GET, SCALE_SETS, &[("runnerGroupId", &gid), ("name", name)], None)
+        .actions(
+            "find_scale_set",
+            Method::GET,
+            SCALE_SETS,
+            &[("runnerGroupId", &gid), ("name", name)],
+            None,
+        )
         .await?;
     let list: ListOf<ScaleSet> = reply.json("find_scale_set")?;
     match list.value.len() {
         0 => Ok(None),
         1 => Ok(list.value.into_iter().next()),
-        _ => Err(ApiError::Config(format!("more than one scale set named {name:?} in the runner group"))),
+        _ => Err(ApiError::Config(format!(
+            "more than one scale set named {name:?} in the runner group"
+        ))),
     }
 }
 
 /// Reads a scale set by id (`None` when it no longer exists).
 pub async fn get(client: &GithubClient, id: i64) -> Result<Option<ScaleSet>, ApiError> {
-    match client.actions("get_scale_set", Method::GET, &format!("{SCALE_SETS}/{id}"), &[], None).await {
+    match client
+        .actions(
+            "get_scale_set",
+            Method::GET,
+            &format!("{SCALE_SETS}/{id}"),
+            &[],
+            None,
+        )
+        .await
+    {
         Ok(reply) => Ok(Some(reply.json("get_scale_set")?)),
         Err(e) if e.status() == Some(404) => Ok(None),
         Err(e) => Err(e),
@@ -108,15 +136,25 @@ pub async fn get(client: &GithubClient, id: i64) -> Result<Option<ScaleSet>, Api
 }
 
 /// Creates a scale set (ephemeral runners, updates disabled, labels of type `System`).
-pub async fn create(client: &GithubClient, group_id: i64, desired: &DesiredScaleSet) -> Result<ScaleSet, ApiError> {
-    let labels: Vec<_> = desired.label_list().into_iter().map(|l| json!({"type": "System", "name": l})).collect();
+pub async fn create(
+    client: &GithubClient,
+    group_id: i64,
+    desired: &DesiredScaleSet,
+) -> Result<ScaleSet, ApiError> {
+    let labels: Vec<_> = desired
+        .label_list()
+        .into_iter()
+        .map(|l| json!({"type": "System", "name": l}))
+        .collect();
     let body = json!({
         "name": desired.name,
         "runnerGroupId": group_id,
         "labels": labels,
         "RunnerSetting": {"ephemeral": true, "disableUpdate": true},
     });
-    let reply = client.actions("create_scale_set", Method::POST, SCALE_SETS, &[], Some(&body)).await?;
+    let reply = client
+        .actions("create_scale_set", Method::POST, SCALE_SETS, &[], Some(&body))
+        .await?;
     reply.json("create_scale_set")
 }
 
@@ -136,14 +174,29 @@ pub async fn update(
     }
     let body = serde_json::Value::Object(body);
     let reply = client
-        .actions("update_scale_set", Method::PATCH, &format!("{SCALE_SETS}/{id}"), &[], Some(&body))
+        .actions(
+            "update_scale_set",
+            Method::PATCH,
+            &format!("{SCALE_SETS}/{id}"),
+            &[],
+            Some(&body),
+        )
         .await?;
     reply.json("update_scale_set")
 }
 
 /// Deletes a scale set; one already gone counts as deleted.
 pub async fn delete(client: &GithubClient, id: i64) -> Result<(), ApiError> {
-    match client.actions("delete_scale_set", Method::DELETE, &format!("{SCALE_SETS}/{id}"), &[], None).await {
+    match client
+        .actions(
+            "delete_scale_set",
+            Method::DELETE,
+            &format!("{SCALE_SETS}/{id}"),
+            &[],
+            None,
+        )
+        .await
+    {
         Ok(_) => Ok(()),
         Err(e) if e.status() == Some(404) => Ok(()),
         Err(e) => Err(e),
@@ -151,12 +204,23 @@ pub async fn delete(client: &GithubClient, id: i64) -> Result<(), ApiError> {
 }
 
 fn not_found(operation: &'static str, message: String) -> ApiError {
-    ApiError::Status { operation, status: 404, type_name: None, message, retry_after: None, rate_limited: false }
+    ApiError::Status {
+        operation,
+        status: 404,
+        type_name: None,
+        message,
+        retry_after: None,
+        rate_limited: false,
+    }
 }
 
 /// Path of a scale set's sub-resource, for the listener and runners.
 pub fn path(id: i64, sub: &str) -> String {
-    if sub.is_empty() { format!("{SCALE_SETS}/{id}") } else { format!("{SCALE_SETS}/{id}/{sub}") }
+    if sub.is_empty() {
+        format!("{SCALE_SETS}/{id}")
+    } else {
+        format!("{SCALE_SETS}/{id}/{sub}")
+    }
 }
 
 #[cfg(test)]

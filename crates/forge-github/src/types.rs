@@ -33,7 +33,11 @@ pub struct Statistics {
 fn count<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
     let v = Option::<serde_json::Value>::deserialize(d)?;
     let n = match v {
-        Some(serde_json::Value::Number(n)) => n.as_i64().unwrap_or(if n.as_f64().is_some_and(|f| f > 0.0) { i64::MAX } else { 0 }),
+        Some(serde_json::Value::Number(n)) => n.as_i64().unwrap_or(if n.as_f64().is_some_and(|f| f > 0.0) {
+            i64::MAX
+        } else {
+            0
+        }),
         _ => 0,
     };
     Ok(u32::try_from(n.max(0)).unwrap_or(u32::MAX))
@@ -53,9 +57,10 @@ mod tests {
 
     #[test]
     fn clamps_counts() {
-        let s: Statistics =
-            serde_json::from_str(r#"{"totalAssignedJobs": -1, "totalRunningJobs": 99999999999, "totalIdleRunners": null}"#)
-                .unwrap();
+        let s: Statistics = serde_json::from_str(
+            r#"{"totalAssignedJobs": -1, "totalRunningJobs": 99999999999, "totalIdleRunners": null}"#,
+        )
+        .unwrap();
         assert_eq!(s.total_assigned_jobs, 0);
         assert_eq!(s.total_running_jobs, u32::MAX);
         assert_eq!(s.total_idle_runners, 0);

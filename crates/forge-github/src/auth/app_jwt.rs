@@ -54,7 +54,11 @@ impl Claims {
     /// Claims for an App JWT issued at `now` (unix seconds).
     pub fn new(app_id: &str, now: i64) -> Claims {
         let iat = now - BACKDATE_SECONDS;
-        Claims { iat, exp: iat + LIFETIME_SECONDS, iss: app_id.to_string() }
+        Claims {
+            iat,
+            exp: iat + LIFETIME_SECONDS,
+            iss: app_id.to_string(),
+        }
     }
 }
 
@@ -62,7 +66,11 @@ impl AppKey {
     /// Parses a PKCS#1 (`RSA PRIVATE KEY`) or PKCS#8 (`PRIVATE KEY`) PEM. Literal `\n` sequences
     /// (a common copy-paste accident) are accepted as newlines.
     pub fn from_pem(pem: &str) -> Result<AppKey, KeyError> {
-        let pem = if !pem.contains('\n') && pem.contains("\\n") { pem.replace("\\n", "\n") } else { pem.to_string() };
+        let pem = if !pem.contains('\n') && pem.contains("\\n") {
+            pem.replace("\\n", "\n")
+        } else {
+            pem.to_string()
+        };
         let (label, der) = decode_pem(&pem)?;
         let pair = if label == "RSA PRIVATE KEY" {
             RsaKeyPair::from_der(&der)
@@ -85,7 +93,12 @@ impl AppKey {
         let signing_input = format!("{header}.{}", URL_SAFE_NO_PAD.encode(body));
         let mut signature = vec![0u8; self.0.public().modulus_len()];
         self.0
-            .sign(&RSA_PKCS1_SHA256, &SystemRandom::new(), signing_input.as_bytes(), &mut signature)
+            .sign(
+                &RSA_PKCS1_SHA256,
+                &SystemRandom::new(),
+                signing_input.as_bytes(),
+                &mut signature,
+            )
             .map_err(|_| KeyError::Sign)?;
         Ok(format!("{signing_input}.{}", URL_SAFE_NO_PAD.encode(signature)))
     }
@@ -103,7 +116,10 @@ fn decode_pem(pem: &str) -> Result<(String, Vec<u8>), KeyError> {
     for line in pem.lines().map(str::trim) {
         match &label {
             None => {
-                if let Some(l) = line.strip_prefix("-----BEGIN ").and_then(|l| l.strip_suffix("-----")) {
+                if let Some(l) = line
+                    .strip_prefix("-----BEGIN ")
+                    .and_then(|l| l.strip_suffix("-----"))
+                {
                     label = Some(l.to_string());
                 }
             }
@@ -131,14 +147,18 @@ mod tests {
         assert_eq!(c.iat, 1_000_000 - 60);
         assert_eq!(c.exp, c.iat + 540);
         assert_eq!(c.iss, "123");
-        assert!(c.exp - 1_000_000 < 600, "GitHub rejects JWTs living over 10 minutes");
+        assert!(
+            c.exp - 1_000_000 < 600,
+            "GitHub rejects JWTs living over 10 minutes"
+        );
     }
 
     #[test]
     fn rejects_garbage() {
         assert_eq!(AppKey::from_pem("hello").unwrap_err(), KeyError::NotPem);
         assert_eq!(
-            AppKey::from_pem("-----BEGIN RSA PRIVATE KEY-----\n!!!\n-----END RSA PRIVATE KEY-----").unwrap_err(),
+            AppKey::from_pem("-----BEGIN RSA PRIVATE KEY-----\n!!!\n-----END RSA PRIVATE KEY-----")
+                .unwrap_err(),
             KeyError::Base64
         );
         assert!(matches!(
@@ -164,7 +184,8 @@ mod signing_tests {
     fn verify(key: &AppKey, jwt: &str) -> Claims {
         let parts: Vec<&str> = jwt.split('.').collect();
         assert_eq!(parts.len(), 3);
-        let header: serde_json::Value = serde_json::from_slice(&URL_SAFE_NO_PAD.decode(parts[0]).unwrap()).unwrap();
+        let header: serde_json::Value =
+            serde_json::from_slice(&URL_SAFE_NO_PAD.decode(parts[0]).unwrap()).unwrap();
         assert_eq!(header["alg"], "RS256");
         let sig = URL_SAFE_NO_PAD.decode(parts[2]).unwrap();
         let public = key.public_key_der();
@@ -187,6 +208,9 @@ mod signing_tests {
     fn accepts_escaped_newlines() {
         let flat = PKCS1.trim().replace('\n', "\\n");
         assert!(AppKey::from_pem(&flat).is_ok());
-        assert_eq!(format!("{:?}", AppKey::from_pem(PKCS8).unwrap()), "AppKey(<redacted>)");
+        assert_eq!(
+            format!("{:?}", AppKey::from_pem(PKCS8).unwrap()),
+            "AppKey(<redacted>)"
+        );
     }
 }

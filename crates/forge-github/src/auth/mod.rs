@@ -29,8 +29,8 @@ pub enum AuthMethod {
         app_id: String,
         /// Installation id.
         installation_id: i64,
-        /// The parsed private key.
-        key: AppKey,
+        /// The parsed private key (boxed: it is large).
+        key: Box<AppKey>,
     },
 }
 
@@ -58,7 +58,12 @@ impl AuthMethod {
                 missing.join(", ")
             )));
         }
-        let value = |k: &str| creds.get(k).map(|v| v.expose().trim().to_string()).unwrap_or_default();
+        let value = |k: &str| {
+            creds
+                .get(k)
+                .map(|v| v.expose().trim().to_string())
+                .unwrap_or_default()
+        };
         let app_id = value(KEY_APP_ID);
         let installation_id: i64 = value(KEY_INSTALLATION_ID).parse().map_err(|_| {
             ApiError::InvalidCredentials(format!(
@@ -66,11 +71,18 @@ impl AuthMethod {
                 creds.secret_name
             ))
         })?;
-        let pem = creds.get(KEY_PRIVATE_KEY).map(SecretValue::expose).unwrap_or_default();
+        let pem = creds
+            .get(KEY_PRIVATE_KEY)
+            .map(SecretValue::expose)
+            .unwrap_or_default();
         let key = AppKey::from_pem(pem).map_err(|e| {
             ApiError::InvalidCredentials(format!("Secret {:?}: {KEY_PRIVATE_KEY}: {e}", creds.secret_name))
         })?;
-        Ok(AuthMethod::App { app_id, installation_id, key })
+        Ok(AuthMethod::App {
+            app_id,
+            installation_id,
+            key: Box::new(key),
+        })
     }
 }
 
@@ -81,7 +93,10 @@ mod tests {
     fn creds(pairs: &[(&str, &str)]) -> Credentials {
         Credentials {
             secret_name: "gh".into(),
-            data: pairs.iter().map(|(k, v)| ((*k).to_string(), SecretValue::new(*v))).collect(),
+            data: pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_string(), SecretValue::new(*v)))
+                .collect(),
             version: "1".into(),
         }
     }
@@ -97,7 +112,9 @@ mod tests {
         let e = AuthMethod::from_credentials(&creds(&[])).unwrap_err();
         assert!(matches!(&e, ApiError::InvalidCredentials(m) if m.contains(KEY_TOKEN)));
         let e = AuthMethod::from_credentials(&creds(&[(KEY_APP_ID, "1")])).unwrap_err();
-        assert!(matches!(&e, ApiError::InvalidCredentials(m) if m.contains(KEY_PRIVATE_KEY) && m.contains(KEY_INSTALLATION_ID)));
+        assert!(
+            matches!(&e, ApiError::InvalidCredentials(m) if m.contains(KEY_PRIVATE_KEY) && m.contains(KEY_INSTALLATION_ID))
+        );
     }
 
     #[test]

@@ -87,7 +87,11 @@ mod tests {
     }
 
     fn conn(exp: Option<i64>, token: &str) -> AdminConnection {
-        AdminConnection { url: Url::parse("http://x/tenant/").unwrap(), token: SecretValue::new(token), exp }
+        AdminConnection {
+            url: Url::parse("http://x/tenant/").unwrap(),
+            token: SecretValue::new(token),
+            exp,
+        }
     }
 
     #[test]
@@ -131,10 +135,20 @@ mod tests {
         }
         assert_eq!(calls.load(Ordering::SeqCst), 1);
         cache.invalidate(&SecretValue::new("other")).await;
-        cache.get_or_refresh(|| async { Ok(conn(Some(far), "b")) }).await.unwrap();
-        assert_eq!(calls.load(Ordering::SeqCst), 1, "a different token does not invalidate");
+        cache
+            .get_or_refresh(|| async { Ok(conn(Some(far), "b")) })
+            .await
+            .unwrap();
+        assert_eq!(
+            calls.load(Ordering::SeqCst),
+            1,
+            "a different token does not invalidate"
+        );
         cache.invalidate(&SecretValue::new("a")).await;
-        let c = cache.get_or_refresh(|| async { Ok(conn(Some(far), "b")) }).await.unwrap();
+        let c = cache
+            .get_or_refresh(|| async { Ok(conn(Some(far), "b")) })
+            .await
+            .unwrap();
         assert_eq!(c.token.expose(), "b");
     }
 }

@@ -104,8 +104,16 @@ pub fn decode(raw: &[u8]) -> Result<Option<Message>, DecodeError> {
         return Ok(None);
     }
     let env: Envelope = serde_json::from_slice(raw).map_err(|e| DecodeError::Envelope(e.to_string()))?;
-    let jobs = if env.message_type == JOB_MESSAGES { decode_body(env.body.as_deref().unwrap_or("")) } else { Vec::new() };
-    Ok(Some(Message { id: env.message_id, statistics: env.statistics, jobs }))
+    let jobs = if env.message_type == JOB_MESSAGES {
+        decode_body(env.body.as_deref().unwrap_or(""))
+    } else {
+        Vec::new()
+    };
+    Ok(Some(Message {
+        id: env.message_id,
+        statistics: env.statistics,
+        jobs,
+    }))
 }
 
 /// The body is a JSON string whose content is a JSON array (decoded a second time).
@@ -124,8 +132,12 @@ fn decode_body(body: &str) -> Vec<JobMessage> {
         .filter_map(|e| {
             let id = e.runner_request_id;
             match e.message_type.as_str() {
-                "JobAvailable" => Some(JobMessage::Available { runner_request_id: id }),
-                "JobAssigned" => Some(JobMessage::Assigned { runner_request_id: id }),
+                "JobAvailable" => Some(JobMessage::Available {
+                    runner_request_id: id,
+                }),
+                "JobAssigned" => Some(JobMessage::Assigned {
+                    runner_request_id: id,
+                }),
                 "JobStarted" => Some(JobMessage::Started {
                     runner_request_id: id,
                     runner_name: e.runner_name.unwrap_or_default(),
@@ -173,9 +185,18 @@ mod tests {
             m.jobs,
             vec![
                 JobMessage::Available { runner_request_id: 7 },
-                JobMessage::Started { runner_request_id: 8, runner_name: "r-1".into() },
-                JobMessage::Completed { runner_request_id: 9, runner_name: "r-2".into(), result: "succeeded".into() },
-                JobMessage::Assigned { runner_request_id: 10 },
+                JobMessage::Started {
+                    runner_request_id: 8,
+                    runner_name: "r-1".into()
+                },
+                JobMessage::Completed {
+                    runner_request_id: 9,
+                    runner_name: "r-2".into(),
+                    result: "succeeded".into()
+                },
+                JobMessage::Assigned {
+                    runner_request_id: 10
+                },
             ]
         );
         assert_eq!(m.available_ids(), vec![7]);
@@ -186,15 +207,18 @@ mod tests {
         assert_eq!(decode(b"").unwrap(), None);
         assert_eq!(decode(b"\xEF\xBB\xBF  ").unwrap(), None);
         assert!(decode(b"{not json").is_err());
-        let m = decode(br#"{"messageId":1,"messageType":"Other","body":"[{\"messageType\":\"JobAvailable\"}]"}"#)
-            .unwrap()
-            .unwrap();
+        let m =
+            decode(br#"{"messageId":1,"messageType":"Other","body":"[{\"messageType\":\"JobAvailable\"}]"}"#)
+                .unwrap()
+                .unwrap();
         assert!(m.jobs.is_empty(), "only job-message envelopes carry jobs");
         let m = decode(&envelope("")).unwrap().unwrap();
         assert!(m.jobs.is_empty());
         let m = decode(&envelope("not an array")).unwrap().unwrap();
         assert!(m.jobs.is_empty());
-        let m = decode(br#"{"messageId":5,"messageType":"RunnerScaleSetJobMessages","statistics":null}"#).unwrap().unwrap();
+        let m = decode(br#"{"messageId":5,"messageType":"RunnerScaleSetJobMessages","statistics":null}"#)
+            .unwrap()
+            .unwrap();
         assert_eq!(m.statistics, None);
     }
 }

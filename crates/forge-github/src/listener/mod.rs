@@ -64,7 +64,9 @@ struct Shared {
 
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, ListenerState> {
-        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -86,12 +88,27 @@ impl Listener {
         config: ListenerConfig,
         max_capacity: u32,
     ) -> Listener {
-        let shared = Arc::new(Shared { max_capacity: AtomicU32::new(max_capacity), state: Mutex::default() });
+        let shared = Arc::new(Shared {
+            max_capacity: AtomicU32::new(max_capacity),
+            state: Mutex::default(),
+        });
         let cancel = CancellationToken::new();
         let scale_set_id = config.scale_set_id;
-        let task = Task { client, metrics, trigger, config, shared: shared.clone(), cancel: cancel.clone() };
+        let task = Task {
+            client,
+            metrics,
+            trigger,
+            config,
+            shared: shared.clone(),
+            cancel: cancel.clone(),
+        };
         let task = tokio::spawn(task.run());
-        Listener { scale_set_id, shared, cancel, task }
+        Listener {
+            scale_set_id,
+            shared,
+            cancel,
+            task,
+        }
     }
 
     /// The scale set this listener serves.
@@ -179,7 +196,9 @@ impl Task {
                     let wait = if e.status() == Some(409) {
                         self.config.conflict_backoff.delay(attempt)
                     } else {
-                        self.config.backoff.delay_with_retry_after(attempt, e.retry_after())
+                        self.config
+                            .backoff
+                            .delay_with_retry_after(attempt, e.retry_after())
                     };
                     attempt = attempt.saturating_add(1);
                     if !self.pause(wait).await {
@@ -201,8 +220,11 @@ impl Task {
             let mut session = session;
             match self.poll_session(&mut session).await {
                 SessionEnd::Cancelled => {
-                    let deleted =
-                        tokio::time::timeout(self.config.shutdown_timeout, session::delete(&self.client, &session)).await;
+                    let deleted = tokio::time::timeout(
+                        self.config.shutdown_timeout,
+                        session::delete(&self.client, &session),
+                    )
+                    .await;
                     if !matches!(deleted, Ok(Ok(()))) {
                         tracing::warn!(group = %self.config.key, "could not delete the GitHub message session on shutdown");
                     }
@@ -248,7 +270,14 @@ impl Task {
                     Err(e) if e.status() == Some(404) => return SessionEnd::Lost,
                     Err(e) => {
                         self.record_error(&e);
-                        if !self.pause(self.config.backoff.delay_with_retry_after(attempt, e.retry_after())).await {
+                        if !self
+                            .pause(
+                                self.config
+                                    .backoff
+                                    .delay_with_retry_after(attempt, e.retry_after()),
+                            )
+                            .await
+                        {
                             return SessionEnd::Cancelled;
                         }
                         attempt = attempt.saturating_add(1);
@@ -257,7 +286,14 @@ impl Task {
                 Err(e) if e.status() == Some(404) => return SessionEnd::Lost,
                 Err(e) => {
                     self.record_error(&e);
-                    if !self.pause(self.config.backoff.delay_with_retry_after(attempt, e.retry_after())).await {
+                    if !self
+                        .pause(
+                            self.config
+                                .backoff
+                                .delay_with_retry_after(attempt, e.retry_after()),
+                        )
+                        .await
+                    {
                         return SessionEnd::Cancelled;
                     }
                     attempt = attempt.saturating_add(1);
@@ -282,11 +318,9 @@ impl Task {
                         st.busy.insert(runner_name.clone());
                         self.metrics.jobs_started.get_or_create(&labels).inc();
                     }
-                    JobMessage::Completed { runner_name, .. } => {
-                        if !runner_name.is_empty() {
-                            st.busy.remove(runner_name);
-                            self.metrics.jobs_completed.get_or_create(&labels).inc();
-                        }
+                    JobMessage::Completed { runner_name, .. } if !runner_name.is_empty() => {
+                        st.busy.remove(runner_name);
+                        self.metrics.jobs_completed.get_or_create(&labels).inc();
                     }
                     _ => {}
                 }

@@ -38,10 +38,17 @@ struct SessionReply {
     statistics: Option<Statistics>,
 }
 
-fn parse(scale_set_id: i64, operation: &'static str, reply: &crate::client::Reply) -> Result<Session, ApiError> {
+fn parse(
+    scale_set_id: i64,
+    operation: &'static str,
+    reply: &crate::client::Reply,
+) -> Result<Session, ApiError> {
     let r: SessionReply = reply.json(operation)?;
     if r.session_id.is_empty() || r.message_queue_url.is_empty() || r.message_queue_access_token.is_empty() {
-        return Err(ApiError::BadResponse { operation, message: "session without id, queue URL or token".into() });
+        return Err(ApiError::BadResponse {
+            operation,
+            message: "session without id, queue URL or token".into(),
+        });
     }
     Ok(Session {
         scale_set_id,
@@ -56,7 +63,13 @@ fn parse(scale_set_id: i64, operation: &'static str, reply: &crate::client::Repl
 pub async fn create(client: &GithubClient, scale_set_id: i64, owner: &str) -> Result<Session, ApiError> {
     let body = json!({ "ownerName": owner });
     let reply = client
-        .actions("create_session", Method::POST, &scale_set::path(scale_set_id, "sessions"), &[], Some(&body))
+        .actions(
+            "create_session",
+            Method::POST,
+            &scale_set::path(scale_set_id, "sessions"),
+            &[],
+            Some(&body),
+        )
         .await?;
     parse(scale_set_id, "create_session", &reply)
 }
@@ -64,14 +77,19 @@ pub async fn create(client: &GithubClient, scale_set_id: i64, owner: &str) -> Re
 /// Refreshes a session, returning it with a new queue token; 404 when the service dropped it.
 pub async fn refresh(client: &GithubClient, session: &Session) -> Result<Session, ApiError> {
     let path = scale_set::path(session.scale_set_id, &format!("sessions/{}", session.id));
-    let reply = client.actions("refresh_session", Method::PATCH, &path, &[], None).await?;
+    let reply = client
+        .actions("refresh_session", Method::PATCH, &path, &[], None)
+        .await?;
     parse(session.scale_set_id, "refresh_session", &reply)
 }
 
 /// Deletes a session; one already gone counts as deleted.
 pub async fn delete(client: &GithubClient, session: &Session) -> Result<(), ApiError> {
     let path = scale_set::path(session.scale_set_id, &format!("sessions/{}", session.id));
-    match client.actions("delete_session", Method::DELETE, &path, &[], None).await {
+    match client
+        .actions("delete_session", Method::DELETE, &path, &[], None)
+        .await
+    {
         Err(e) if e.status() != Some(404) => Err(e),
         _ => Ok(()),
     }

@@ -1,0 +1,297 @@
+//! Wire tests against the scaleset emulator: sessions, long poll, ack, acquire, token and
+//! session expiry, faults, JIT configs and runner removal.
+
+mod common;
+
+use std::time::Duration;
+
+use base64::Engine;
+use common::*;
+use forgerunner_core::Forge;
+use forgerunner_core::forge::{ForgeRunnerState, RemoveOutcome, RunnerRef};
+use forgerunner_github::{JIT_CONFIG_KEY, RUNNER_ID_ANNOTATION};
+use scaleset::testing::{Emulator, Endpoint, Fault, JobState};
+use scaleset::{RunnerScaleSetSpec, ScaleSetId};
+
+fn runner_ref(name: &str) -> RunnerRef {
+    RunnerRef {
+        name: name.into(),
+        annotations: Default::default(),
+    }
+}
+
+#[tokio::test]
+async fn long_poll_acks_acquires_and_wakes_the_reconciler() {
+    let emu = emulator().await;
+    let mut h = harness();
+    let ctx = pat_context(&emu, "poller");
+    let id = ScaleSetId(demand(&h.forge, &ctx).await.facts.scale_set_id.unwrap());
+    emu.wait_until(WAIT, |s| s.sessions.len() == 1).await;
+    let state = emu.state();
+    assert_eq!(state.sessions[0].owner_name, "forgerunner-test");
+
+    let jobs: Vec<_> = (0..3).map(|_| emu.queue_job(id, Vec::<String>::new())).collect();
+    // Acquired means assigned in the emulator.
+    emu.wait_until(WAIT, |s| s.jobs_in(id, JobState::Assigned).count() == 3)
+        .await;
+    let d = eventually(WAIT, "demand of 3", || async {
+        let d = h.forge.demand(&ctx).await.ok()?;
+        (d.jobs == 3).then_some(d)
+    })
+    .await;
+    assert_eq!(d.running_jobs, 0);
+    emu.wait_until(WAIT, |s| s.queues_drained()).await;
+    // Woken through the trigger with our key.
+    let woken = tokio::time::timeout(WAIT, h.wakes.recv()).await.unwrap().unwrap();
+    assert_eq!(woken, ctx.key);
+    let polls = emu.requests_to(Endpoint::GetMessage);
+    assert!(
+        polls.iter().all(|r| r.max_capacity == Some(10)),
+        "X-ScaleSetMaxCapacity = maxRunners"
+    );
+    let acquires = emu.requests_to(Endpoint::AcquireJobs);
+    assert!(!acquires.is_empty() && acquires.len() <= 3);
+    assert!(
+        emu.requests_to(Endpoint::DeleteMessage)
+            .iter()
+            .all(|r| r.status == 204)
+    );
+    assert_eq!(jobs.len(), 3);
+    h.forge.shutdown_all().await;
+    assert!(
+        emu.state().sessions.is_empty(),
+        "shutdown_all deletes the session"
+    );
+}
+
+#[tokio::test]
+async fn session_conflict_is_retried_until_the_old_session_goes() {
+    let emu = emulator().await;
+    let client = emu.client();
+    let set = client
+        .create_runner_scale_set(&RunnerScaleSetSpec::new("busyset"))
+        .await
+        .unwrap();
+    let foreign = client
+        .create_message_session(set.id, "someone-else")
+        .await
+        .unwrap();
+    let h = harness();
+    let ctx = pat_context(&emu, "busyset");
+    // Statistics come from the scale set while the listener waits.
+    assert_eq!(
+        demand(&h.forge, &ctx).await.facts.scale_set_id,
+        Some(set.id.get())
+    );
+    eventually(WAIT, "a 409 on session create", || async {
+        emu.requests_to(Endpoint::Sessions)
+            .iter()
+            .any(|r| r.status == 409)
+            .then_some(())
+    })
+    .await;
+    foreign.close().await.unwrap();
+    let state = emu
+        .wait_until(WAIT, |s| {
+            s.sessions.iter().any(|x| x.owner_name == "forgerunner-test")
+        })
+        .await;
+    assert_eq!(state.sessions.len(), 1);
+    h.forge.shutdown_all().await;
+}
+
+#[tokio::test]
+async fn queue_token_expiry_refreshes_and_session_expiry_reopens() {
+    let emu = emulator().await;
+    let h = harness();
+    let ctx = pat_context(&emu, "tokens");
+    let id = ScaleSetId(demand(&h.forge, &ctx).await.facts.scale_set_id.unwrap());
+    emu.wait_until(WAIT, |s| s.sessions.len() == 1).await;
+
+    emu.expire_queue_token(id);
+    emu.queue_job(id, Vec::<String>::new());
+    emu.wait_until(WAIT, |s| s.jobs_in(id, JobState::Assigned).count() == 1)
+        .await;
+    let refreshes = emu
+        .requests_to(Endpoint::Sessions)
+        .into_iter()
+        .filter(|r| r.method == "PATCH")
+        .count();
+    assert!(refreshes >= 1, "401 on the queue led to a session refresh");
+
+    let before = emu.state().sessions[0].session_id.clone();
+    emu.expire_session(id);
+    emu.queue_job(id, Vec::<String>::new());
+    let state = emu
+        .wait_until(WAIT, |s| s.jobs_in(id, JobState::Assigned).count() == 2)
+        .await;
+    assert_eq!(state.sessions.len(), 1);
+    assert_ne!(state.sessions[0].session_id, before, "a new session was opened");
+    h.forge.shutdown_all().await;
+}
+
+#[tokio::test]
+async fn admin_token_expiry_and_poll_faults_are_survived() {
+    let emu = Emulator::builder()
+        .long_poll(Duration::from_millis(200))
+        .admin_token_ttl(Duration::from_secs(30))
+        .start()
+        .await;
+    let h = harness();
+    let ctx = pat_context(&emu, "faults");
+    let id = ScaleSetId(demand(&h.forge, &ctx).await.facts.scale_set_id.unwrap());
+    emu.wait_until(WAIT, |s| s.sessions.len() == 1).await;
+    // A TTL under the refresh margin means every admin call refreshes first.
+    let chains = emu.requests_to(Endpoint::AdminConnection).len();
+    h.forge.runner_credentials(&ctx, "r-ttl").await.unwrap();
+    assert!(
+        emu.requests_to(Endpoint::AdminConnection).len() > chains,
+        "token refreshed before exp"
+    );
+
+    // Revoked admin tokens: a 401 drops the cache and the call is retried once.
+    emu.expire_admin_tokens();
+    h.forge.runner_credentials(&ctx, "r-revoked").await.unwrap();
+
+    emu.inject(Fault::status(Endpoint::GetMessage, 503).times(2));
+    emu.inject(Fault::too_many_requests(Endpoint::GetMessage, Some(Duration::from_secs(1))).times(1));
+    // The poll in flight is unaffected; the following ones hit the faults and back off.
+    eventually(WAIT, "polls answered 503 and 429", || async {
+        let statuses: Vec<u16> = emu
+            .requests_to(Endpoint::GetMessage)
+            .iter()
+            .map(|r| r.status)
+            .collect();
+        (statuses.contains(&503) && statuses.contains(&429)).then_some(())
+    })
+    .await;
+    emu.queue_job(id, Vec::<String>::new());
+    emu.wait_until(WAIT, |s| s.jobs_in(id, JobState::Assigned).count() == 1)
+        .await;
+    h.forge.shutdown_all().await;
+}
+
+#[tokio::test]
+async fn jit_config_busy_refusal_and_removal() {
+    let emu = emulator().await;
+    let h = harness();
+    let ctx = pat_context(&emu, "runners");
+    let id = ScaleSetId(demand(&h.forge, &ctx).await.facts.scale_set_id.unwrap());
+
+    let creds = h.forge.runner_credentials(&ctx, "runners-abcde").await.unwrap();
+    let blob = creds.secret_data.get(JIT_CONFIG_KEY).expect("jitconfig key");
+    let decoded: serde_json::Value = serde_json::from_slice(
+        &base64::engine::general_purpose::STANDARD
+            .decode(blob.expose())
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(decoded["runnerName"], "runners-abcde");
+    let runner_id = creds
+        .annotations
+        .get(RUNNER_ID_ANNOTATION)
+        .expect("runner id annotation")
+        .clone();
+    assert!(
+        !format!("{creds:?}").contains(blob.expose()),
+        "Debug never shows the JIT config"
+    );
+
+    // A name collision (e.g. a retry after a crash) replaces the stale registration.
+    let again = h.forge.runner_credentials(&ctx, "runners-abcde").await.unwrap();
+    assert_ne!(again.annotations.get(RUNNER_ID_ANNOTATION), Some(&runner_id));
+    assert_eq!(
+        emu.state()
+            .runners
+            .iter()
+            .filter(|r| r.name == "runners-abcde")
+            .count(),
+        1
+    );
+
+    let states = h
+        .forge
+        .runner_state(&ctx, &[runner_ref("runners-abcde"), runner_ref("ghost")])
+        .await
+        .unwrap();
+    assert_eq!(states.get("runners-abcde"), Some(&ForgeRunnerState::Idle));
+    assert_eq!(states.get("ghost"), None);
+
+    // The runner takes a job: JobStarted marks it busy, removal is refused.
+    let job = emu.queue_job(id, Vec::<String>::new());
+    emu.wait_until(WAIT, |s| s.jobs_in(id, JobState::Assigned).count() == 1)
+        .await;
+    emu.start_job(job, Some("runners-abcde"));
+    eventually(WAIT, "busy runner in demand", || async {
+        let d = h.forge.demand(&ctx).await.ok()?;
+        d.busy_runners
+            .contains(&"runners-abcde".to_string())
+            .then_some(())
+    })
+    .await;
+    let states = h
+        .forge
+        .runner_state(&ctx, &[runner_ref("runners-abcde")])
+        .await
+        .unwrap();
+    assert_eq!(states.get("runners-abcde"), Some(&ForgeRunnerState::Busy));
+    let r = RunnerRef {
+        name: "runners-abcde".into(),
+        annotations: again.annotations.clone(),
+    };
+    assert_eq!(
+        h.forge.remove_runner(&ctx, &r).await.unwrap(),
+        RemoveOutcome::Busy
+    );
+    assert_eq!(emu.state().runners.len(), 1, "never forced");
+
+    // Done: the ephemeral runner is gone; removal is a no-op success.
+    emu.complete_job(job, None);
+    eventually(WAIT, "busy cleared", || async {
+        let d = h.forge.demand(&ctx).await.ok()?;
+        (d.busy_runners.is_empty() && d.jobs == 0).then_some(())
+    })
+    .await;
+    assert_eq!(
+        h.forge.remove_runner(&ctx, &r).await.unwrap(),
+        RemoveOutcome::Removed
+    );
+
+    // An idle runner is removed at the service.
+    h.forge.runner_credentials(&ctx, "runners-idle").await.unwrap();
+    assert_eq!(
+        h.forge
+            .remove_runner(&ctx, &runner_ref("runners-idle"))
+            .await
+            .unwrap(),
+        RemoveOutcome::Removed
+    );
+    assert!(emu.state().runners.is_empty());
+    h.forge.shutdown_all().await;
+}
+
+#[tokio::test]
+async fn default_pod_references_the_secret() {
+    let emu = emulator().await;
+    let h = harness();
+    let ctx = pat_context(&emu, "pod");
+    let spec = h.forge.default_runner_pod(&ctx.group, "pod-abcde", "pod-abcde");
+    let c = &spec.containers[0];
+    assert_eq!(c.name, "runner");
+    assert_eq!(c.image.as_deref(), Some(forgerunner_github::DEFAULT_RUNNER_IMAGE));
+    assert_eq!(
+        c.command.as_deref(),
+        Some(&["/home/runner/run.sh".to_string()][..])
+    );
+    let env = c.env.as_ref().unwrap();
+    let jit = env
+        .iter()
+        .find(|e| e.name == "ACTIONS_RUNNER_INPUT_JITCONFIG")
+        .unwrap();
+    assert!(jit.value.is_none(), "never inlined");
+    let sel = jit.value_from.as_ref().unwrap().secret_key_ref.as_ref().unwrap();
+    assert_eq!(
+        (sel.name.as_str(), sel.key.as_str()),
+        ("pod-abcde", JIT_CONFIG_KEY)
+    );
+}

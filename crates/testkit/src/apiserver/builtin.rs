@@ -38,6 +38,20 @@ pub fn decode(builtin: Builtin, v: &Value) -> Result<Value, String> {
     }
 }
 
+/// Removes empty lists and maps recursively, as Go's `omitempty` does on encode.
+pub fn strip_empty(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            for x in m.values_mut() {
+                strip_empty(x);
+            }
+            m.retain(|k, x| !is_empty_container(x) || k == "securityContext" || k == "status");
+        }
+        Value::Array(a) => a.iter_mut().for_each(strip_empty),
+        _ => {}
+    }
+}
+
 /// Paths present (non-null) in `input` but missing from `decoded`: the unknown fields.
 pub fn unknown_fields(input: &Value, decoded: &Value) -> Vec<String> {
     let mut out = Vec::new();

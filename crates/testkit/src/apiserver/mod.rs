@@ -124,13 +124,26 @@ impl FakeApiServer {
         Ok(())
     }
 
-    /// A kube client for this server.
+    /// A kube client for this server, sending `User-Agent: forgerunner-testkit`.
     pub fn client(&self) -> Result<kube::Client, FakeApiError> {
+        self.client_as("forgerunner-testkit")
+    }
+
+    /// A kube client sending the given User-Agent, so the request log can tell callers apart
+    /// (kube-rs sends none by default).
+    pub fn client_as(&self, user_agent: &str) -> Result<kube::Client, FakeApiError> {
+        kube::Client::try_from(self.kube_config(user_agent)?).map_err(|e| FakeApiError::Client(e.to_string()))
+    }
+
+    /// A kube client configuration for this server (default namespace `default`).
+    pub fn kube_config(&self, user_agent: &str) -> Result<kube::Config, FakeApiError> {
         install_crypto_provider();
         let uri = self.url().parse::<http::Uri>().map_err(|e| FakeApiError::Client(e.to_string()))?;
         let mut config = kube::Config::new(uri);
         config.default_namespace = "default".into();
-        kube::Client::try_from(config).map_err(|e| FakeApiError::Client(e.to_string()))
+        let ua = http::HeaderValue::from_str(user_agent).map_err(|e| FakeApiError::Client(e.to_string()))?;
+        config.headers.push((http::header::USER_AGENT, ua));
+        Ok(config)
     }
 
     /// A snapshot of the request log.

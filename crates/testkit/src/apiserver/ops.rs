@@ -110,8 +110,13 @@ impl Store {
             })?;
             let unknown = builtin::unknown_fields(obj, &decoded);
             *obj = decoded;
+            // Go's omitempty drops empty lists and maps from built-in types.
+            builtin::strip_empty(obj);
             unknown
         } else if let Some(schema) = &def.schema {
+            if let Some(m) = obj.get_mut("metadata") {
+                builtin::strip_empty(m);
+            }
             let out = schema::validate(schema, obj, def.status);
             ctx.cel_skipped += out.cel_skipped;
             if out.cel_skipped > 0 {

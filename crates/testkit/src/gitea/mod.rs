@@ -1,1 +1,25 @@
 //! A fake Gitea (1.25/1.26 routes and JSON shapes) with simulated act_runner behaviour.
+//!
+//! - REST under `/api/v1`: `version`, `user`, and at the four scopes (`admin`, `orgs/{org}`,
+//!   `user`, `repos/{owner}/{repo}`) the `actions/jobs` lists (status filters, `page`/`limit`,
+//!   `total_count`, `X-Total-Count`, `Link`), `actions/runners` (list, get, delete) and
+//!   `actions/runners/registration-token` (POST; GET too when the fake plays 1.25).
+//! - The runner protocol under `/api/actions` (see [`runner_api`]); jobs are handed out by
+//!   Gitea's rule: the oldest queued job in scope whose `runs-on` the runner's labels cover.
+//! - `workflow_job` webhooks with Gitea's headers and HMAC signature.
+//! - Fault injection and a request log ([`Fault`], [`LoggedRequest`]).
+//! - [`runner_behaviour`]: a `ContainerBehaviour` playing an ephemeral act_runner.
+
+pub mod control;
+pub mod faults;
+pub mod json;
+pub mod model;
+pub mod runner;
+pub mod runner_api;
+mod server;
+mod webhook;
+
+pub use control::{ADMIN_TOKEN, Delivery, FakeConfig, GiteaFakeHandle};
+pub use faults::{Fault, LoggedRequest};
+pub use model::{Conclusion, FakeJob, FakeRunner, FakeScope, JobState};
+pub use runner::{RunnerOptions, runner_behaviour};

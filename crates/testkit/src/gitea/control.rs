@@ -1,0 +1,311 @@
+//! Starting the fake and the control API tests use: queue and cancel jobs, inspect state,
+//! inject faults, read the request log, configure webhook delivery.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+use super::faults::{Fault, LoggedRequest};
+use super::json::Dialect;
+use super::model::{FakeJob, FakeRunner, FakeScope, FakeUser, JobChange, JobState, Model};
+
+/// How the fake behaves.
+#[derive(Clone, Debug)]
+pub struct FakeConfig {
+    /// Version reported by `/api/v1/version`; `1.25.x` enables the 1.25 dialect (GET
+    /// registration-token routes, `steps: null`); below 1.25 the `/actions/jobs` lists are 404.
+    pub version: String,
+    /// A runner is `offline` once it has not polled for this long (Gitea: one minute).
+    pub offline_after: Duration,
+}
+
+impl Default for FakeConfig {
+    fn default() -> Self {
+        FakeConfig {
+            version: "1.26.0".to_string(),
+            offline_after: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Webhook delivery settings.
+#[derive(Clone, Debug)]
+pub(crate) struct WebhookConfig {
+    pub url: String,
+    pub secret: String,
+}
+
+/// One webhook delivery attempt.
+#[derive(Clone, Debug)]
+pub struct Delivery {
+    /// `action` of the payload.
+    pub action: String,
+    /// Job id.
+    pub job_id: i64,
+    /// HTTP status the receiver answered (0: not reachable).
+    pub status: u16,
+}
+
+/// State shared by the routes and the handle.
+pub(crate) struct Shared {
+    pub config: FakeConfig,
+    pub minor: (u64, u64),
+    pub base_url: String,
+    pub model: Mutex<Model>,
+    pub faults: Mutex<Vec<Fault>>,
+    pub log: Mutex<Vec<LoggedRequest>>,
+    pub webhook: Mutex<Option<WebhookConfig>>,
+    pub deliveries: Arc<Mutex<Vec<Delivery>>>,
+    pub http: reqwest::Client,
+}
+
+/// Locks a mutex, recovering from poisoning (a panicking test thread must not cascade).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Shared {
+    pub fn dialect(&self) -> Dialect {
+        Dialect {
+            null_steps: self.minor < (1, 26),
+            runner_disabled_field: self.minor >= (1, 26),
+        }
+    }
+
+    /// Sends `workflow_job` webhooks for changes (if configured), in the background.
+    pub fn announce(self: &Arc<Self>, changes: impl IntoIterator<Item = JobChange>) {
+        for c in changes {
+            super::webhook::deliver(self.clone(), c.job);
+        }
+    }
+}
+
+fn parse_minor(v: &str) -> (u64, u64) {
+    let mut it = v.split(['.', '-', '+']).map(|p| p.parse::<u64>().unwrap_or(0));
+    (it.next().unwrap_or(0), it.next().unwrap_or(0))
+}
+
+struct Inner {
+    shared: Arc<Shared>,
+    _stop: DropGuard,
+}
+
+/// A running fake Gitea on 127.0.0.1; the server stops when the last handle is dropped.
+#[derive(Clone)]
+pub struct GiteaFakeHandle {
+    inner: Arc<Inner>,
+}
+
+/// The admin token every fake accepts.
+pub const ADMIN_TOKEN: &str = "fake-admin-token";
+
+impl GiteaFakeHandle {
+    /// Starts a fake with `config` on a free loopback port.
+    pub async fn start(config: FakeConfig) -> std::io::Result<GiteaFakeHandle> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let mut model = Model::default();
+        model.tokens.insert(
+            ADMIN_TOKEN.to_string(),
+            FakeUser {
+                login: "gitea_admin".to_string(),
+                admin: true,
+            },
+        );
+        let shared = Arc::new(Shared {
+            minor: parse_minor(&config.version),
+            config,
+            base_url: format!("http://{addr}"),
+            model: Mutex::new(model),
+            faults: Mutex::default(),
+            log: Mutex::default(),
+            webhook: Mutex::default(),
+            deliveries: Arc::default(),
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(10))
+                .build()
+                .map_err(std::io::Error::other)?,
+        });
+        let app = super::server::router(shared.clone());
+        let stop = CancellationToken::new();
+        let token = stop.clone();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(async move { token.cancelled().await })
+                .await;
+        });
+        Ok(GiteaFakeHandle {
+            inner: Arc::new(Inner {
+                shared,
+                _stop: stop.drop_guard(),
+            }),
+        })
+    }
+
+    fn shared(&self) -> &Arc<Shared> {
+        &self.inner.shared
+    }
+
+    fn model(&self) -> MutexGuard<'_, Model> {
+        lock(&self.shared().model)
+    }
+
+    /// Base URL (`http://127.0.0.1:PORT`), what `spec.gitea.url` should hold.
+    pub fn url(&self) -> String {
+        self.shared().base_url.clone()
+    }
+
+    /// Adds an API token for `login` (created as a user); returns the token.
+    pub fn add_token(&self, login: &str, admin: bool) -> String {
+        let token = format!("tok-{}", super::model::random_hex(16));
+        self.model().tokens.insert(
+            token.clone(),
+            FakeUser {
+                login: login.to_string(),
+                admin,
+            },
+        );
+        token
+    }
+
+    /// Creates an organization with these owners.
+    pub fn add_org(&self, org: &str, owners: &[&str]) {
+        self.model()
+            .orgs
+            .insert(org.to_string(), owners.iter().map(|s| s.to_string()).collect());
+    }
+
+    /// Creates a repository (`owner/name`) without jobs.
+    pub fn add_repo(&self, full_name: &str) {
+        let (o, r) = full_name.split_once('/').unwrap_or((full_name, "repo"));
+        self.model().repos.insert((o.to_string(), r.to_string()));
+    }
+
+    fn add_job(&self, repo: &str, runs_on: &[&str], state: JobState) -> i64 {
+        let (o, r) = repo.split_once('/').unwrap_or((repo, "repo"));
+        let job = self.model().add_job(o, r, runs_on, state);
+        let id = job.id;
+        self.shared().announce([JobChange { job }]);
+        id
+    }
+
+    /// Queues a job ready for a runner (API `queued`) in `repo` (`owner/name`); returns its id.
+    pub fn queue_job(&self, repo: &str, runs_on: &[&str]) -> i64 {
+        self.add_job(repo, runs_on, JobState::Waiting)
+    }
+
+    /// Adds a job blocked by `needs`/approval (API `waiting`): never demand.
+    pub fn queue_blocked_job(&self, repo: &str, runs_on: &[&str]) -> i64 {
+        self.add_job(repo, runs_on, JobState::Blocked)
+    }
+
+    /// Cancels a job (queued: at once; running: its runner learns it on its next update).
+    pub fn cancel_job(&self, id: i64) {
+        let change = self.model().cancel(id);
+        self.shared().announce(change);
+    }
+
+    /// Registers a runner directly (as if an act_runner had), e.g. to leave a ghost behind.
+    /// `online: false` makes it look like a runner that never polled.
+    pub fn add_runner(&self, scope: FakeScope, name: &str, labels: &[&str], online: bool) -> i64 {
+        let mut m = self.model();
+        let token = m.registration_token(&scope);
+        let labels = labels.iter().map(|s| s.to_string()).collect();
+        let Some(mut r) = m.register(&token, name, labels, true) else {
+            return 0;
+        };
+        if !online {
+            r.last_online = None;
+            m.runners.insert(r.id, r.clone());
+        }
+        r.id
+    }
+
+    /// The registration token of a scope (created if needed).
+    pub fn registration_token(&self, scope: &FakeScope) -> String {
+        self.model().registration_token(scope)
+    }
+
+    /// A job by id.
+    pub fn job(&self, id: i64) -> Option<FakeJob> {
+        self.model().jobs.get(&id).cloned()
+    }
+
+    /// All jobs, by id.
+    pub fn jobs(&self) -> Vec<FakeJob> {
+        self.model().jobs.values().cloned().collect()
+    }
+
+    /// Registered runners, by id.
+    pub fn runners(&self) -> Vec<FakeRunner> {
+        self.model().runners.values().cloned().collect()
+    }
+
+    /// Names of all runners ever deleted (by the API or as finished ephemerals): count only.
+    pub fn deleted_runner_count(&self) -> usize {
+        self.model().deleted_runners.len()
+    }
+
+    /// Sends `workflow_job` deliveries to `url`, signed with `secret`.
+    pub fn set_webhook(&self, url: &str, secret: &str) {
+        *lock(&self.shared().webhook) = Some(WebhookConfig {
+            url: url.to_string(),
+            secret: secret.to_string(),
+        });
+    }
+
+    /// Webhook deliveries made so far.
+    pub fn deliveries(&self) -> Vec<Delivery> {
+        lock(&self.shared().deliveries).clone()
+    }
+
+    /// Adds a fault rule (first matching rule wins).
+    pub fn inject_fault(&self, fault: Fault) {
+        lock(&self.shared().faults).push(fault);
+    }
+
+    /// Removes every fault rule.
+    pub fn clear_faults(&self) {
+        lock(&self.shared().faults).clear();
+    }
+
+    /// Requests received so far (REST and runner API).
+    pub fn requests(&self) -> Vec<LoggedRequest> {
+        lock(&self.shared().log).clone()
+    }
+
+    /// Forgets the request log.
+    pub fn clear_requests(&self) {
+        lock(&self.shared().log).clear();
+    }
+
+    /// Polls `pred` over the jobs and runners until it holds or `timeout` passes.
+    pub async fn wait_until(
+        &self,
+        timeout: Duration,
+        pred: impl Fn(&[FakeJob], &[FakeRunner]) -> bool,
+    ) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if pred(&self.jobs(), &self.runners()) {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Ids of jobs in a given API status (`queued`, `in_progress`, …).
+    pub fn job_ids_with_status(&self, status: &str) -> BTreeSet<i64> {
+        self.model()
+            .jobs
+            .values()
+            .filter(|j| j.state.api_status() == status)
+            .map(|j| j.id)
+            .collect()
+    }
+}

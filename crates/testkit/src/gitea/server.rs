@@ -1,0 +1,360 @@
+//! The fake's REST routes under `/api/v1` (the Gitea 1.25/1.26 paths forgerunner uses) and
+//! the runner protocol under `/api/actions` (see `runner_api`).
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{RawQuery, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, get};
+use serde_json::{Value, json};
+
+use super::control::{Shared, lock};
+use super::faults::api_error;
+use super::model::{FakeScope, FakeUser, JobState, Model, status_filter};
+
+type S = State<Arc<Shared>>;
+
+/// Which route family a request came through.
+#[derive(Clone, Debug)]
+enum Route {
+    Admin,
+    Org(String),
+    User,
+    Repo(String, String),
+}
+
+fn token_of(headers: &HeaderMap) -> Option<String> {
+    let v = headers.get("authorization")?.to_str().ok()?;
+    let (scheme, tok) = v.split_once(' ')?;
+    matches!(scheme.to_ascii_lowercase().as_str(), "token" | "bearer").then(|| tok.trim().to_string())
+}
+
+fn user(shared: &Shared, headers: &HeaderMap) -> Result<FakeUser, Response> {
+    let tok = token_of(headers).ok_or_else(|| api_error(StatusCode::UNAUTHORIZED, "token is required"))?;
+    lock(&shared.model)
+        .tokens
+        .get(&tok)
+        .cloned()
+        .ok_or_else(|| api_error(StatusCode::UNAUTHORIZED, "user does not exist"))
+}
+
+/// Checks access like Gitea: admin routes need a site admin; org routes an org owner; repo
+/// routes an existing repo, and its owner for runner/token routes (`need_owner`).
+fn authorize(m: &Model, u: &FakeUser, route: &Route, need_owner: bool) -> Result<FakeScope, Response> {
+    let forbidden = || {
+        api_error(
+            StatusCode::FORBIDDEN,
+            "token does not have at least one of required scope(s)",
+        )
+    };
+    match route {
+        Route::Admin if u.admin => Ok(FakeScope::Global),
+        Route::Admin => Err(forbidden()),
+        Route::Org(o) if !m.orgs.contains_key(o) => Err(api_error(StatusCode::NOT_FOUND, "org not found")),
+        Route::Org(o) if m.owns(u, o) => Ok(FakeScope::Owner(o.clone())),
+        Route::Org(_) => Err(forbidden()),
+        Route::User => Ok(FakeScope::Owner(u.login.clone())),
+        Route::Repo(o, r) if !m.repos.contains(&(o.clone(), r.clone())) => {
+            Err(api_error(StatusCode::NOT_FOUND, "repo not found"))
+        }
+        Route::Repo(o, r) if !need_owner || m.owns(u, o) => Ok(FakeScope::Repo(o.clone(), r.clone())),
+        Route::Repo(..) => Err(forbidden()),
+    }
+}
+
+fn query_pairs(raw: &Option<String>) -> Vec<(String, String)> {
+    let Some(q) = raw else { return Vec::new() };
+    reqwest::Url::parse(&format!("http://x/?{q}"))
+        .map(|u| {
+            u.query_pairs()
+                .map(|(k, v)| (k.into_owned(), v.into_owned()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Gitea's paging: `page` 1-based, `limit` default 30, at most 50.
+fn paging(pairs: &[(String, String)]) -> (usize, usize) {
+    let num = |k: &str| {
+        pairs
+            .iter()
+            .find(|(n, _)| n == k)
+            .and_then(|(_, v)| v.parse::<i64>().ok())
+    };
+    let page = num("page").filter(|p| *p >= 1).unwrap_or(1) as usize;
+    let limit = num("limit").filter(|l| *l >= 1).unwrap_or(30).min(50) as usize;
+    (page, limit)
+}
+
+/// RFC 5988 `Link` header as Gitea sends it.
+fn link_header(
+    base: &str,
+    path: &str,
+    pairs: &[(String, String)],
+    page: usize,
+    limit: usize,
+    total: usize,
+) -> String {
+    let last = total.div_ceil(limit).max(1);
+    let url = |p: usize| {
+        let mut u = format!("{base}{path}?");
+        for (k, v) in pairs.iter().filter(|(k, _)| k != "page" && k != "limit") {
+            u.push_str(&format!("{k}={v}&"));
+        }
+        format!("{u}limit={limit}&page={p}")
+    };
+    let mut links = Vec::new();
+    if page < last {
+        links.push(format!("<{}>; rel=\"next\"", url(page + 1)));
+        links.push(format!("<{}>; rel=\"last\"", url(last)));
+    }
+    if page > 1 {
+        links.push(format!("<{}>; rel=\"first\"", url(1)));
+        links.push(format!("<{}>; rel=\"prev\"", url(page - 1)));
+    }
+    links.join(",")
+}
+
+fn json_response(status: StatusCode, body: Value) -> Response {
+    (status, axum::Json(body)).into_response()
+}
+
+async fn version(State(s): S) -> Response {
+    json_response(StatusCode::OK, json!({"version": s.config.version}))
+}
+
+async fn current_user(State(s): S, headers: HeaderMap) -> Response {
+    match user(&s, &headers) {
+        Ok(u) => json_response(
+            StatusCode::OK,
+            json!({"id": 1, "login": u.login, "username": u.login, "is_admin": u.admin}),
+        ),
+        Err(e) => e,
+    }
+}
+
+async fn list_jobs(
+    s: Arc<Shared>,
+    route: Route,
+    headers: HeaderMap,
+    query: Option<String>,
+    path: String,
+) -> Response {
+    if s.minor < (1, 25) {
+        return api_error(StatusCode::NOT_FOUND, "not found");
+    }
+    let u = match user(&s, &headers) {
+        Ok(u) => u,
+        Err(e) => return e,
+    };
+    let pairs = query_pairs(&query);
+    let mut states: Vec<JobState> = Vec::new();
+    for (_, w) in pairs.iter().filter(|(k, _)| k == "status") {
+        match status_filter(w) {
+            Some(v) => states.extend(v),
+            None => return api_error(StatusCode::BAD_REQUEST, &format!("unknown status {w}")),
+        }
+    }
+    let (page, limit) = paging(&pairs);
+    let dialect = s.dialect();
+    let (total, items) = {
+        let m = lock(&s.model);
+        let scope = match authorize(&m, &u, &route, false) {
+            Ok(sc) => sc,
+            Err(e) => return e,
+        };
+        let all: Vec<Value> = m
+            .jobs
+            .values()
+            .filter(|j| scope.contains(&j.owner, &j.repo))
+            .filter(|j| states.is_empty() || states.contains(&j.state))
+            .map(|j| super::json::job(&s.base_url, j, dialect))
+            .collect();
+        let total = all.len();
+        (
+            total,
+            all.into_iter()
+                .skip((page - 1) * limit)
+                .take(limit)
+                .collect::<Vec<_>>(),
+        )
+    };
+    let mut r = json_response(StatusCode::OK, json!({"jobs": items, "total_count": total}));
+    let h = r.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(&total.to_string()) {
+        h.insert("x-total-count", v);
+    }
+    let link = link_header(&s.base_url, &path, &pairs, page, limit, total);
+    if let Ok(v) = HeaderValue::from_str(&link)
+        && !link.is_empty()
+    {
+        h.insert("link", v);
+    }
+    r
+}
+
+async fn list_runners(s: Arc<Shared>, route: Route, headers: HeaderMap, query: Option<String>) -> Response {
+    let u = match user(&s, &headers) {
+        Ok(u) => u,
+        Err(e) => return e,
+    };
+    let pairs = query_pairs(&query);
+    let (page, limit) = paging(&pairs);
+    let disabled = pairs
+        .iter()
+        .find(|(k, _)| k == "disabled")
+        .and_then(|(_, v)| v.parse::<bool>().ok())
+        .filter(|_| s.minor >= (1, 26));
+    let m = lock(&s.model);
+    let scope = match authorize(&m, &u, &route, true) {
+        Ok(sc) => sc,
+        Err(e) => return e,
+    };
+    let all: Vec<Value> = m
+        .runners
+        .values()
+        .filter(|r| scope == FakeScope::Global || r.scope == scope)
+        .filter(|r| disabled.is_none_or(|d| r.disabled == d))
+        .map(|r| super::json::runner(r, Model::online(r, s.config.offline_after), s.dialect()))
+        .collect();
+    let total = all.len();
+    let items: Vec<Value> = all.into_iter().skip((page - 1) * limit).take(limit).collect();
+    json_response(StatusCode::OK, json!({"runners": items, "total_count": total}))
+}
+
+async fn runner_by_id(
+    s: Arc<Shared>,
+    route: Route,
+    headers: HeaderMap,
+    id: String,
+    delete: bool,
+) -> Response {
+    let u = match user(&s, &headers) {
+        Ok(u) => u,
+        Err(e) => return e,
+    };
+    let mut m = lock(&s.model);
+    let scope = match authorize(&m, &u, &route, true) {
+        Ok(sc) => sc,
+        Err(e) => return e,
+    };
+    let Ok(id) = id.parse::<i64>() else {
+        return api_error(StatusCode::BAD_REQUEST, "invalid runner id");
+    };
+    let visible = m
+        .runners
+        .get(&id)
+        .is_some_and(|r| scope == FakeScope::Global || r.scope == scope);
+    if !visible {
+        return api_error(StatusCode::NOT_FOUND, "runner not found");
+    }
+    if delete {
+        m.delete_runner(id);
+        return StatusCode::NO_CONTENT.into_response();
+    }
+    match m.runners.get(&id) {
+        Some(r) => json_response(
+            StatusCode::OK,
+            super::json::runner(r, Model::online(r, s.config.offline_after), s.dialect()),
+        ),
+        None => api_error(StatusCode::NOT_FOUND, "runner not found"),
+    }
+}
+
+async fn registration_token(s: Arc<Shared>, route: Route, headers: HeaderMap, is_get: bool) -> Response {
+    // GET was removed in 1.26 (only POST remains).
+    if is_get && s.minor >= (1, 26) {
+        return api_error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed");
+    }
+    let u = match user(&s, &headers) {
+        Ok(u) => u,
+        Err(e) => return e,
+    };
+    let mut m = lock(&s.model);
+    let scope = match authorize(&m, &u, &route, true) {
+        Ok(sc) => sc,
+        Err(e) => return e,
+    };
+    let token = m.registration_token(&scope);
+    json_response(StatusCode::OK, json!({"token": token}))
+}
+
+/// Decodes `%XX` escapes of one path segment (invalid escapes are kept as they are).
+fn percent_decode(seg: &str) -> String {
+    let b = seg.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        if b[i] == b'%'
+            && i + 2 < b.len()
+            && let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2]))
+        {
+            out.push((h * 16 + l) as u8);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Dispatches every scoped route by its path, the way Gitea's router nests them.
+async fn dispatch(
+    State(s): S,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    RawQuery(q): RawQuery,
+) -> Response {
+    let path = uri.path().to_string();
+    let segs: Vec<String> = path
+        .trim_start_matches("/api/v1/")
+        .split('/')
+        .map(percent_decode)
+        .collect();
+    let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
+    let (route, rest) = match segs.as_slice() {
+        ["admin", "runners", "registration-token"] if method == Method::GET => {
+            return registration_token(s, Route::Admin, headers, true).await;
+        }
+        ["admin", "actions", rest @ ..] => (Route::Admin, rest),
+        ["orgs", o, "actions", rest @ ..] => (Route::Org(o.to_string()), rest),
+        ["user", "actions", rest @ ..] => (Route::User, rest),
+        ["repos", o, r, "actions", rest @ ..] => (Route::Repo(o.to_string(), r.to_string()), rest),
+        _ => return api_error(StatusCode::NOT_FOUND, "not found"),
+    };
+    match (rest, &method) {
+        (["jobs"], &Method::GET) => list_jobs(s, route, headers, q, path).await,
+        (["runners"], &Method::GET) => list_runners(s, route, headers, q).await,
+        (["runners", "registration-token"], &Method::GET) => {
+            registration_token(s, route, headers, true).await
+        }
+        (["runners", "registration-token"], &Method::POST) => {
+            registration_token(s, route, headers, false).await
+        }
+        (["runners", id], &Method::GET) => runner_by_id(s, route, headers, id.to_string(), false).await,
+        (["runners", id], &Method::DELETE) => runner_by_id(s, route, headers, id.to_string(), true).await,
+        (["jobs"] | ["runners"] | ["runners", _], _) => {
+            api_error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed")
+        }
+        _ => api_error(StatusCode::NOT_FOUND, "not found"),
+    }
+}
+
+/// The full router (REST, runner protocol, fault/log middleware).
+pub(crate) fn router(shared: Arc<Shared>) -> Router {
+    let api: Router<Arc<Shared>> = Router::new()
+        .route("/api/v1/version", get(version))
+        .route("/api/v1/user", get(current_user))
+        .route("/api/v1/{*rest}", any(dispatch));
+    let api = super::runner_api::routes(api);
+    api.layer(axum::middleware::from_fn_with_state(
+        shared.clone(),
+        super::faults::middleware,
+    ))
+    .with_state(shared)
+}

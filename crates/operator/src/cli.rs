@@ -75,8 +75,15 @@ mod tests {
 
     #[test]
     fn run_flags_become_overrides() {
-        let cli = Cli::try_parse_from(["forgerunner", "run", "--forges", "github", "--http-addr", "127.0.0.1:1"])
-            .expect("parses");
+        let cli = Cli::try_parse_from([
+            "forgerunner",
+            "run",
+            "--forges",
+            "github",
+            "--http-addr",
+            "127.0.0.1:1",
+        ])
+        .expect("parses");
         let Command::Run(args) = cli.command else {
             panic!("expected run");
         };

@@ -121,9 +121,21 @@ const ENV_KEYS: [(&str, &str, EnvKind); 9] = [
     ("HTTP_ADDR", "httpAddr", EnvKind::Text),
     ("LOG_FORMAT", "logFormat", EnvKind::Text),
     ("LOG_LEVEL", "logLevel", EnvKind::Text),
-    ("LEADER_ELECTION_ENABLED", "leaderElection.enabled", EnvKind::Scalar),
-    ("LEADER_ELECTION_LEASE_NAME", "leaderElection.leaseName", EnvKind::Text),
-    ("LEADER_ELECTION_LEASE_NAMESPACE", "leaderElection.leaseNamespace", EnvKind::Text),
+    (
+        "LEADER_ELECTION_ENABLED",
+        "leaderElection.enabled",
+        EnvKind::Scalar,
+    ),
+    (
+        "LEADER_ELECTION_LEASE_NAME",
+        "leaderElection.leaseName",
+        EnvKind::Text,
+    ),
+    (
+        "LEADER_ELECTION_LEASE_NAMESPACE",
+        "leaderElection.leaseNamespace",
+        EnvKind::Text,
+    ),
     (
         "LEADER_ELECTION_LEASE_DURATION_SECONDS",
         "leaderElection.leaseDurationSeconds",
@@ -262,7 +274,10 @@ fn defaults(env: &BTreeMap<String, String>) -> Dict {
     leader.insert("leaseDurationSeconds".into(), Value::from(15u32));
     let mut root = Dict::new();
     // Every forge built into the binary is enabled unless the configuration narrows it down.
-    let forges: Vec<Value> = compiled_forges().iter().map(|k| Value::from(k.as_str().to_owned())).collect();
+    let forges: Vec<Value> = compiled_forges()
+        .iter()
+        .map(|k| Value::from(k.as_str().to_owned()))
+        .collect();
     root.insert("forges".into(), Value::from(forges));
     root.insert("watchNamespaces".into(), Value::from(Vec::<Value>::new()));
     root.insert("httpAddr".into(), Value::from("0.0.0.0:8080".to_owned()));
@@ -282,10 +297,16 @@ fn env_layer(env: &BTreeMap<String, String>) -> Result<Dict, ConfigError> {
             continue;
         }
         let Some((_, key, kind)) = ENV_KEYS.iter().find(|(s, _, _)| *s == suffix) else {
-            let known: Vec<String> = ENV_KEYS.iter().map(|(s, _, _)| format!("{ENV_PREFIX}{s}")).collect();
+            let known: Vec<String> = ENV_KEYS
+                .iter()
+                .map(|(s, _, _)| format!("{ENV_PREFIX}{s}"))
+                .collect();
             return Err(ConfigError::key(
                 name.clone(),
-                format!("unknown environment variable (known: {ENV_CONFIG_FILE}, {})", known.join(", ")),
+                format!(
+                    "unknown environment variable (known: {ENV_CONFIG_FILE}, {})",
+                    known.join(", ")
+                ),
             ));
         };
         let value = match kind {
@@ -347,7 +368,10 @@ fn figment_error(err: figment::Error) -> ConfigError {
             "missing".to_owned()
         }
         figment::error::Kind::UnknownVariant(found, expected) => {
-            format!("unknown value '{found}' (expected one of: {})", expected.join(", "))
+            format!(
+                "unknown value '{found}' (expected one of: {})",
+                expected.join(", ")
+            )
         }
         figment::error::Kind::Message(m) if m.contains("did not match any variant") => {
             "expected a list of names or one comma-separated string".to_owned()
@@ -359,7 +383,11 @@ fn figment_error(err: figment::Error) -> ConfigError {
         .as_ref()
         .map(|m| format!(" (from {})", m.name))
         .unwrap_or_default();
-    let key = if path.is_empty() { "<root>".to_owned() } else { path.join(".") };
+    let key = if path.is_empty() {
+        "<root>".to_owned()
+    } else {
+        path.join(".")
+    };
     ConfigError::key(key, format!("{message}{source}"))
 }
 
@@ -367,10 +395,19 @@ fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
     let forges = validate_forges(raw.forges.into_names())?;
     let watch_namespaces = validate_namespaces(raw.watch_namespaces.into_names())?;
     let http_addr: SocketAddr = raw.http_addr.trim().parse().map_err(|e| {
-        ConfigError::key("httpAddr", format!("'{}' is not an address like 0.0.0.0:8080 ({e})", raw.http_addr))
+        ConfigError::key(
+            "httpAddr",
+            format!("'{}' is not an address like 0.0.0.0:8080 ({e})", raw.http_addr),
+        )
     })?;
     tracing_subscriber::EnvFilter::try_new(&raw.log_level).map_err(|e| {
-        ConfigError::key("logLevel", format!("'{}' is not a log filter such as info or debug ({e})", raw.log_level))
+        ConfigError::key(
+            "logLevel",
+            format!(
+                "'{}' is not a log filter such as info or debug ({e})",
+                raw.log_level
+            ),
+        )
     })?;
     let le = raw.leader_election;
     if !is_dns_subdomain(&le.lease_name) {
@@ -434,7 +471,10 @@ fn validate_forges(names: Vec<String>) -> Result<Vec<ForgeKind>, ConfigError> {
     if kinds.is_empty() {
         return Err(ConfigError::key(
             "forges",
-            format!("at least one forge must be enabled (compiled in: {})", join_kinds(&compiled)),
+            format!(
+                "at least one forge must be enabled (compiled in: {})",
+                join_kinds(&compiled)
+            ),
         ));
     }
     Ok(kinds)
@@ -467,7 +507,8 @@ fn join_kinds(kinds: &[ForgeKind]) -> String {
 fn is_dns_label(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 63
-        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !s.starts_with('-')
         && !s.ends_with('-')
 }

@@ -7,7 +7,10 @@ use forgerunner_core::ForgeKind;
 use super::*;
 
 fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
 }
 
 fn yaml_file(text: &str) -> tempfile::NamedTempFile {
@@ -103,7 +106,10 @@ fn env_overrides_file() {
 fn flags_override_env() {
     let c = load(
         Some("httpAddr: 127.0.0.1:1\n"),
-        &[("FORGERUNNER_HTTP_ADDR", "127.0.0.1:2"), ("FORGERUNNER_LOG_FORMAT", "json")],
+        &[
+            ("FORGERUNNER_HTTP_ADDR", "127.0.0.1:2"),
+            ("FORGERUNNER_LOG_FORMAT", "json"),
+        ],
         FlagOverrides {
             forges: Some("github".into()),
             watch_namespaces: Some("one,two".into()),
@@ -122,9 +128,19 @@ fn flags_override_env() {
 
 #[test]
 fn unknown_forge_is_named() {
-    let err = load(None, &[], FlagOverrides { forges: Some("gitlab".into()), ..Default::default() })
-        .expect_err("gitlab is unknown");
-    assert_eq!(err.to_string(), "config key 'forges': unknown forge 'gitlab' (known: github, gitea)");
+    let err = load(
+        None,
+        &[],
+        FlagOverrides {
+            forges: Some("gitlab".into()),
+            ..Default::default()
+        },
+    )
+    .expect_err("gitlab is unknown");
+    assert_eq!(
+        err.to_string(),
+        "config key 'forges': unknown forge 'gitlab' (known: github, gitea)"
+    );
 }
 
 #[test]
@@ -136,7 +152,8 @@ fn empty_forge_list_is_refused() {
 #[cfg(not(feature = "gitea"))]
 #[test]
 fn forge_not_compiled_in_is_refused() {
-    let err = load(None, &[("FORGERUNNER_FORGES", "gitea")], FlagOverrides::default()).expect_err("not built");
+    let err =
+        load(None, &[("FORGERUNNER_FORGES", "gitea")], FlagOverrides::default()).expect_err("not built");
     assert!(err.to_string().contains("not compiled"), "{err}");
 }
 
@@ -150,36 +167,93 @@ fn unknown_file_key_is_named() {
 
 #[test]
 fn unknown_nested_key_is_named() {
-    let err = load(Some("leaderElection:\n  leaseDuration: 10\n"), &[], FlagOverrides::default()).expect_err("typo");
+    let err = load(
+        Some("leaderElection:\n  leaseDuration: 10\n"),
+        &[],
+        FlagOverrides::default(),
+    )
+    .expect_err("typo");
     assert_eq!(key_of(err), "leaderElection.leaseDuration");
 }
 
 #[test]
 fn unknown_env_variable_is_named() {
-    let err = load(None, &[("FORGERUNNER_LOGLEVEL", "debug")], FlagOverrides::default()).expect_err("typo");
+    let err = load(
+        None,
+        &[("FORGERUNNER_LOGLEVEL", "debug")],
+        FlagOverrides::default(),
+    )
+    .expect_err("typo");
     assert_eq!(key_of(err), "FORGERUNNER_LOGLEVEL");
 }
 
 #[test]
 fn config_file_variable_is_not_a_key() {
-    load(None, &[("FORGERUNNER_CONFIG", "/etc/x.yaml")], FlagOverrides::default()).expect("ignored here");
+    load(
+        None,
+        &[("FORGERUNNER_CONFIG", "/etc/x.yaml")],
+        FlagOverrides::default(),
+    )
+    .expect("ignored here");
 }
+
+/// (file, env, flags, the key the error must name)
+type BadCase<'a> = (Option<&'a str>, &'a [(&'a str, &'a str)], FlagOverrides, &'a str);
 
 #[test]
 fn bad_values_name_their_key() {
-    let cases: [(Option<&str>, &[(&str, &str)], FlagOverrides, &str); 7] = [
-        (None, &[], FlagOverrides { http_addr: Some("nowhere".into()), ..Default::default() }, "httpAddr"),
-        (None, &[], FlagOverrides { log_format: Some("xml".into()), ..Default::default() }, "logFormat"),
-        (None, &[], FlagOverrides { log_level: Some("loud[".into()), ..Default::default() }, "logLevel"),
-        (None, &[("FORGERUNNER_LEADER_ELECTION_ENABLED", "maybe")], FlagOverrides::default(), "leaderElection.enabled"),
+    let cases: [BadCase; 7] = [
+        (
+            None,
+            &[],
+            FlagOverrides {
+                http_addr: Some("nowhere".into()),
+                ..Default::default()
+            },
+            "httpAddr",
+        ),
+        (
+            None,
+            &[],
+            FlagOverrides {
+                log_format: Some("xml".into()),
+                ..Default::default()
+            },
+            "logFormat",
+        ),
+        (
+            None,
+            &[],
+            FlagOverrides {
+                log_level: Some("loud[".into()),
+                ..Default::default()
+            },
+            "logLevel",
+        ),
+        (
+            None,
+            &[("FORGERUNNER_LEADER_ELECTION_ENABLED", "maybe")],
+            FlagOverrides::default(),
+            "leaderElection.enabled",
+        ),
         (
             None,
             &[("FORGERUNNER_LEADER_ELECTION_LEASE_DURATION_SECONDS", "1")],
             FlagOverrides::default(),
             "leaderElection.leaseDurationSeconds",
         ),
-        (Some("watchNamespaces: [Bad_NS]\n"), &[], FlagOverrides::default(), "watchNamespaces"),
-        (Some("leaderElection:\n  leaseName: 'no spaces'\n"), &[], FlagOverrides::default(), "leaderElection.leaseName"),
+        (
+            Some("watchNamespaces: [Bad_NS]\n"),
+            &[],
+            FlagOverrides::default(),
+            "watchNamespaces",
+        ),
+        (
+            Some("leaderElection:\n  leaseName: 'no spaces'\n"),
+            &[],
+            FlagOverrides::default(),
+            "leaderElection.leaseName",
+        ),
     ];
     for (file, env_pairs, flags, key) in cases {
         let err = load(file, env_pairs, flags).expect_err(key);
@@ -189,8 +263,12 @@ fn bad_values_name_their_key() {
 
 #[test]
 fn missing_or_broken_file_is_reported() {
-    let err = Config::load(Some(Path::new("/nonexistent/forgerunner.yaml")), &env(&[]), &FlagOverrides::default())
-        .expect_err("missing");
+    let err = Config::load(
+        Some(Path::new("/nonexistent/forgerunner.yaml")),
+        &env(&[]),
+        &FlagOverrides::default(),
+    )
+    .expect_err("missing");
     assert!(matches!(err, ConfigError::File { .. }), "{err}");
     let err = load(Some("forges: [github\n"), &[], FlagOverrides::default()).expect_err("bad yaml");
     assert!(matches!(err, ConfigError::File { .. }), "{err}");
@@ -200,7 +278,14 @@ fn missing_or_broken_file_is_reported() {
 
 #[test]
 fn forge_names_are_deduplicated_and_trimmed() {
-    let c = load(None, &[], FlagOverrides { forges: Some(" github , github,".into()), ..Default::default() })
-        .expect("load");
+    let c = load(
+        None,
+        &[],
+        FlagOverrides {
+            forges: Some(" github , github,".into()),
+            ..Default::default()
+        },
+    )
+    .expect("load");
     assert_eq!(c.forges, vec![ForgeKind::Github]);
 }

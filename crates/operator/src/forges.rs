@@ -1,0 +1,108 @@
+//! The forges enabled in this process, behind core's [`ForgeSet`].
+//!
+//! One field per forge, each behind its cargo feature, and a `match` in [`ForgeSet::get`].
+//! `enum_dispatch` cannot implement a trait defined in another crate (core's `Forge`), and the
+//! controller already takes `&dyn Forge`, so a plain match handing out trait objects is the
+//! simplest dispatch that stays honest about which forges exist.
+
+use std::sync::Arc;
+
+use forgerunner_core::ForgeKind;
+use forgerunner_core::forge::{Forge, ReconcileTrigger};
+use forgerunner_core::metrics::Metrics;
+
+use crate::controller::ForgeSet;
+
+/// The backends this process serves; a forge compiled in but not enabled is `None`.
+#[derive(Default)]
+pub struct EnabledForges {
+    #[cfg(feature = "github")]
+    github: Option<forgerunner_github::GithubForge>,
+    #[cfg(feature = "gitea")]
+    gitea: Option<forgerunner_gitea::GiteaForge>,
+}
+
+impl EnabledForges {
+    /// Builds a backend for each kind in `enabled`; config validation already refused kinds
+    /// that are not compiled in, so those are skipped here.
+    #[cfg_attr(not(any(feature = "github", feature = "gitea")), allow(unused_variables))]
+    pub fn new(enabled: &[ForgeKind], metrics: &Arc<Metrics>, trigger: &ReconcileTrigger) -> Self {
+        #[cfg_attr(not(any(feature = "github", feature = "gitea")), allow(unused_mut))]
+        let mut set = EnabledForges::default();
+        for kind in enabled {
+            match kind {
+                #[cfg(feature = "github")]
+                ForgeKind::Github => {
+                    set.github = Some(forgerunner_github::GithubForge::new(
+                        metrics.clone(),
+                        trigger.clone(),
+                    ));
+                }
+                #[cfg(feature = "gitea")]
+                ForgeKind::Gitea => {
+                    set.gitea = Some(forgerunner_gitea::GiteaForge::new(
+                        metrics.clone(),
+                        trigger.clone(),
+                    ));
+                }
+                #[allow(unreachable_patterns)]
+                _ => {}
+            }
+        }
+        set
+    }
+
+    /// The Gitea backend, for the webhook route.
+    #[cfg(feature = "gitea")]
+    pub fn gitea(&self) -> Option<&forgerunner_gitea::GiteaForge> {
+        self.gitea.as_ref()
+    }
+
+    /// Kinds that have a backend in this set.
+    pub fn kinds(&self) -> Vec<ForgeKind> {
+        ForgeKind::ALL
+            .into_iter()
+            .filter(|k| self.get(*k).is_some())
+            .collect()
+    }
+}
+
+impl ForgeSet for EnabledForges {
+    fn get(&self, kind: ForgeKind) -> Option<&dyn Forge> {
+        match kind {
+            #[cfg(feature = "github")]
+            ForgeKind::Github => self.github.as_ref().map(|f| f as &dyn Forge),
+            #[cfg(feature = "gitea")]
+            ForgeKind::Gitea => self.gitea.as_ref().map(|f| f as &dyn Forge),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+
+/// Stops the background work of every forge in `set` (leadership lost, or process exit).
+pub async fn shutdown_all(set: &dyn ForgeSet) {
+    let stops = ForgeKind::ALL
+        .into_iter()
+        .filter_map(|k| set.get(k))
+        .map(|f| f.shutdown_all());
+    futures::future::join_all(stops).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_enabled_forges_are_served() {
+        let metrics = Arc::new(Metrics::default());
+        let (trigger, _rx) = ReconcileTrigger::channel();
+        let none = EnabledForges::new(&[], &metrics, &trigger);
+        assert!(none.kinds().is_empty());
+        for kind in crate::config::compiled_forges() {
+            let one = EnabledForges::new(&[kind], &metrics, &trigger);
+            assert_eq!(one.kinds(), vec![kind]);
+            assert_eq!(one.get(kind).map(|f| f.kind()), Some(kind));
+        }
+    }
+}

@@ -1,0 +1,137 @@
+//! The HTTP server: `/healthz`, `/readyz`, `/metrics` and (with Gitea) `POST /webhooks/gitea`.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use prometheus_client::registry::Registry;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::health::Readiness;
+
+/// Content type of the OpenMetrics text format.
+pub const OPENMETRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// What the handlers share.
+#[derive(Clone)]
+pub struct HttpState {
+    /// Readiness flags.
+    pub readiness: Arc<Readiness>,
+    /// The metrics registry, fully populated before the server starts.
+    pub registry: Arc<Registry>,
+}
+
+/// The router without the webhook route (added by [`crate::webhook`] when Gitea is built in).
+pub fn router(state: HttpState) -> Router {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .with_state(state)
+}
+
+/// Serves `router` on `listener` until `shutdown` fires, then finishes in-flight requests.
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
+    axum::serve(listener, router)
+        .with_graceful_shutdown(async move { shutdown.cancelled().await })
+        .await
+}
+
+async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+async fn readyz(State(state): State<HttpState>) -> Response {
+    if state.readiness.is_ready() {
+        (StatusCode::OK, "ready\n").into_response()
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "not ready\n").into_response()
+    }
+}
+
+async fn metrics(State(state): State<HttpState>) -> Response {
+    let mut body = String::new();
+    match prometheus_client::encoding::text::encode(&mut body, &state.registry) {
+        Ok(()) => ([(header::CONTENT_TYPE, OPENMETRICS_CONTENT_TYPE)], body).into_response(),
+        Err(e) => {
+            tracing::error!(error = %e, "cannot encode metrics");
+            StatusCode::INTERNAL_SERVER_ERROR.into_response()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::body::Body;
+    use axum::http::Request;
+    use forgerunner_core::metrics::Metrics;
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+
+    use super::*;
+
+    fn state() -> HttpState {
+        let mut registry = Registry::default();
+        let metrics = Metrics::register(&mut registry);
+        metrics
+            .reconciles
+            .get_or_create(&forgerunner_core::metrics::ReconcileLabels { forge: "gitea" })
+            .inc();
+        HttpState {
+            readiness: Arc::new(Readiness::new()),
+            registry: Arc::new(registry),
+        }
+    }
+
+    async fn get_path(router: Router, path: &str) -> (StatusCode, String, String) {
+        let res = router
+            .oneshot(Request::get(path).body(Body::empty()).expect("request"))
+            .await
+            .expect("response");
+        let status = res.status();
+        let ctype = res
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        let body = res.into_body().collect().await.expect("body").to_bytes();
+        (status, ctype, String::from_utf8_lossy(&body).into_owned())
+    }
+
+    #[tokio::test]
+    async fn healthz_is_always_ok() {
+        let (status, _, _) = get_path(router(state()), "/healthz").await;
+        assert_eq!(status, StatusCode::OK);
+    }
+
+    #[tokio::test]
+    async fn readyz_follows_readiness() {
+        let s = state();
+        let (status, _, _) = get_path(router(s.clone()), "/readyz").await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        s.readiness.standby();
+        let (status, _, _) = get_path(router(s), "/readyz").await;
+        assert_eq!(status, StatusCode::OK);
+    }
+
+    #[tokio::test]
+    async fn metrics_are_openmetrics_text() {
+        let (status, ctype, body) = get_path(router(state()), "/metrics").await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(ctype, OPENMETRICS_CONTENT_TYPE);
+        assert!(
+            body.contains("forgerunner_reconciles_total{forge=\"gitea\"} 1"),
+            "{body}"
+        );
+        assert!(body.ends_with("# EOF\n"));
+    }
+}

@@ -1,0 +1,368 @@
+//! Leader election on a `coordination.k8s.io/v1` Lease, fenced by optimistic concurrency.
+//!
+//! Every write is a full `replace` carrying the `resourceVersion` we read, so two candidates
+//! that both see a free lease cannot both win: the second write gets 409 Conflict. Expiry is
+//! judged the way client-go does it, from when *we* last saw the record change (a local
+//! monotonic clock), so clock skew between nodes cannot make a follower steal a live lease.
+//! A leader that cannot renew within two thirds of the duration steps down by itself, before
+//! any follower may take over.
+
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{ObjectMeta, PostParams};
+use kube::{Api, Client};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// Where the lease lives and who we are.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaseSettings {
+    /// Lease name.
+    pub name: String,
+    /// Lease namespace.
+    pub namespace: String,
+    /// Our holder identity (pod name or hostname).
+    pub identity: String,
+    /// How long a lease stays valid after its last renewal.
+    pub duration: Duration,
+}
+
+impl LeaseSettings {
+    /// Leaders renew this often.
+    pub fn renew_interval(&self) -> Duration {
+        self.duration / 3
+    }
+
+    /// Followers look at the lease this often.
+    pub fn retry_interval(&self) -> Duration {
+        (self.duration / 5).max(Duration::from_millis(200))
+    }
+
+    /// A leader that has not renewed for this long steps down: strictly less than the
+    /// duration, so it stops before a follower can take over.
+    pub fn renew_deadline(&self) -> Duration {
+        self.duration * 2 / 3
+    }
+}
+
+/// A failed Lease API call.
+#[derive(Debug, thiserror::Error)]
+pub enum LeaseError {
+    /// The API server refused or failed the call.
+    #[error("lease API call failed: {0}")]
+    Kube(#[from] kube::Error),
+    /// The call did not finish in time.
+    #[error("lease API call timed out")]
+    Timeout,
+}
+
+/// Why [`LeaderElector::hold`] returned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HoldEnd {
+    /// Someone else holds the lease now, or renewing failed for too long.
+    Lost,
+    /// The caller cancelled (shutdown); the lease is still ours until released.
+    Cancelled,
+}
+
+/// What to do with the lease as last read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Step {
+    /// We hold it: renew.
+    Renew,
+    /// Free or expired: take it.
+    Take,
+    /// Someone else holds it and it is fresh.
+    Wait,
+}
+
+/// Pure decision from the lease's holder and how long its record has stood unchanged.
+fn decide(holder: Option<&str>, identity: &str, unchanged_for: Duration, lease_duration: Duration) -> Step {
+    match holder.filter(|h| !h.is_empty()) {
+        Some(h) if h == identity => Step::Renew,
+        None => Step::Take,
+        Some(_) if unchanged_for >= lease_duration => Step::Take,
+        Some(_) => Step::Wait,
+    }
+}
+
+/// The last version of the record we saw, and when we first saw it.
+#[derive(Clone, Debug)]
+struct Observation {
+    resource_version: Option<String>,
+    since: Instant,
+}
+
+/// Campaigns for, holds and releases one Lease.
+pub struct LeaderElector {
+    api: Api<Lease>,
+    settings: LeaseSettings,
+    observed: Option<Observation>,
+}
+
+impl LeaderElector {
+    /// An elector for the lease `settings` names.
+    pub fn new(client: Client, settings: LeaseSettings) -> Self {
+        let api = Api::namespaced(client, &settings.namespace);
+        LeaderElector {
+            api,
+            settings,
+            observed: None,
+        }
+    }
+
+    /// Our settings.
+    pub fn settings(&self) -> &LeaseSettings {
+        &self.settings
+    }
+
+    /// Retries until we lead (`true`) or `cancel` fires (`false`).
+    pub async fn acquire(&mut self, cancel: &CancellationToken) -> bool {
+        let mut announced_holder: Option<String> = None;
+        loop {
+            match self.attempt().await {
+                Ok(Attempt::Leading) => return true,
+                Ok(Attempt::HeldBy(holder)) => {
+                    if announced_holder.as_deref() != Some(holder.as_str()) {
+                        tracing::info!(lease = %self.settings.name, %holder, "standing by; another instance leads");
+                        announced_holder = Some(holder);
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(lease = %self.settings.name, error = %e, "cannot read or take the lease")
+                }
+            }
+            tokio::select! {
+                _ = cancel.cancelled() => return false,
+                _ = tokio::time::sleep(self.settings.retry_interval()) => {}
+            }
+        }
+    }
+
+    /// Renews until leadership is lost or `cancel` fires. Call only after [`Self::acquire`].
+    pub async fn hold(&mut self, cancel: &CancellationToken) -> HoldEnd {
+        let mut last_renewed = Instant::now();
+        loop {
+            let wait = self.settings.renew_interval();
+            tokio::select! {
+                _ = cancel.cancelled() => return HoldEnd::Cancelled,
+                _ = tokio::time::sleep(wait) => {}
+            }
+            let started = Instant::now();
+            match self.attempt().await {
+                Ok(Attempt::Leading) => last_renewed = started,
+                Ok(Attempt::HeldBy(holder)) => {
+                    tracing::warn!(lease = %self.settings.name, %holder, "lost the lease to another instance");
+                    return HoldEnd::Lost;
+                }
+                Err(e) => tracing::warn!(lease = %self.settings.name, error = %e, "cannot renew the lease"),
+            }
+            if last_renewed.elapsed() >= self.settings.renew_deadline() {
+                tracing::warn!(lease = %self.settings.name, "lease not renewed in time; stepping down");
+                return HoldEnd::Lost;
+            }
+        }
+    }
+
+    /// Gives the lease up if we hold it, so a standby can take over at once.
+    pub async fn release(&mut self) -> Result<(), LeaseError> {
+        let Some(mut lease) = self.timed(self.api.get_opt(&self.settings.name)).await? else {
+            return Ok(());
+        };
+        let mut spec = lease.spec.take().unwrap_or_default();
+        if spec.holder_identity.as_deref() != Some(self.settings.identity.as_str()) {
+            return Ok(());
+        }
+        spec.holder_identity = None;
+        spec.acquire_time = None;
+        spec.renew_time = None;
+        lease.spec = Some(spec);
+        self.timed(
+            self.api
+                .replace(&self.settings.name, &PostParams::default(), &lease),
+        )
+        .await?;
+        tracing::info!(lease = %self.settings.name, "released the lease");
+        Ok(())
+    }
+
+    /// One read-decide-write round.
+    async fn attempt(&mut self) -> Result<Attempt, LeaseError> {
+        let now = Instant::now();
+        let Some(mut lease) = self.timed(self.api.get_opt(&self.settings.name)).await? else {
+            return self.create().await;
+        };
+        let rv = lease.metadata.resource_version.clone();
+        let since = match &self.observed {
+            Some(o) if o.resource_version == rv => o.since,
+            _ => now,
+        };
+        self.observed = Some(Observation {
+            resource_version: rv,
+            since,
+        });
+        let mut spec = lease.spec.take().unwrap_or_default();
+        let lease_duration = spec
+            .lease_duration_seconds
+            .and_then(|s| u64::try_from(s).ok())
+            .map(Duration::from_secs)
+            .unwrap_or(self.settings.duration);
+        let holder = spec.holder_identity.clone().unwrap_or_default();
+        let stamp = Some(MicroTime(Timestamp::now()));
+        match decide(
+            Some(&holder),
+            &self.settings.identity,
+            now.duration_since(since),
+            lease_duration,
+        ) {
+            Step::Wait => return Ok(Attempt::HeldBy(holder)),
+            Step::Renew => {}
+            Step::Take => {
+                spec.holder_identity = Some(self.settings.identity.clone());
+                spec.acquire_time = stamp.clone();
+                spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0).saturating_add(1));
+            }
+        }
+        spec.renew_time = stamp;
+        spec.lease_duration_seconds = Some(self.duration_seconds());
+        lease.spec = Some(spec);
+        // The resourceVersion we read travels with the write: a stale view gets 409.
+        match self
+            .timed(
+                self.api
+                    .replace(&self.settings.name, &PostParams::default(), &lease),
+            )
+            .await
+        {
+            Ok(written) => {
+                self.observed = Some(Observation {
+                    resource_version: written.metadata.resource_version,
+                    since: Instant::now(),
+                });
+                Ok(Attempt::Leading)
+            }
+            Err(LeaseError::Kube(kube::Error::Api(s))) if s.code == 409 => Ok(Attempt::HeldBy(holder)),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn create(&mut self) -> Result<Attempt, LeaseError> {
+        let stamp = Some(MicroTime(Timestamp::now()));
+        let lease = Lease {
+            metadata: ObjectMeta {
+                name: Some(self.settings.name.clone()),
+                namespace: Some(self.settings.namespace.clone()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(LeaseSpec {
+                holder_identity: Some(self.settings.identity.clone()),
+                acquire_time: stamp.clone(),
+                renew_time: stamp,
+                lease_duration_seconds: Some(self.duration_seconds()),
+                lease_transitions: Some(0),
+                ..LeaseSpec::default()
+            }),
+        };
+        match self.timed(self.api.create(&PostParams::default(), &lease)).await {
+            Ok(written) => {
+                self.observed = Some(Observation {
+                    resource_version: written.metadata.resource_version,
+                    since: Instant::now(),
+                });
+                Ok(Attempt::Leading)
+            }
+            // Someone created it between our read and our write.
+            Err(LeaseError::Kube(kube::Error::Api(s))) if s.code == 409 => Ok(Attempt::HeldBy(String::new())),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn duration_seconds(&self) -> i32 {
+        i32::try_from(self.settings.duration.as_secs()).unwrap_or(i32::MAX)
+    }
+
+    /// Bounds one API call so a hung connection cannot outlive the renew deadline.
+    async fn timed<T>(&self, call: impl Future<Output = Result<T, kube::Error>>) -> Result<T, LeaseError> {
+        match tokio::time::timeout(self.settings.renew_interval(), call).await {
+            Ok(result) => result.map_err(LeaseError::from),
+            Err(_) => Err(LeaseError::Timeout),
+        }
+    }
+}
+
+/// Outcome of one round.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Attempt {
+    /// We hold the lease now.
+    Leading,
+    /// Someone else does (their identity; empty when unknown).
+    HeldBy(String),
+}
+
+/// Our holder identity: `POD_NAME`, else the host name, else a fixed fallback.
+pub fn holder_identity() -> String {
+    let from_env = |name: &str| {
+        std::env::var(name)
+            .ok()
+            .map(|v| v.trim().to_owned())
+            .filter(|v| !v.is_empty())
+    };
+    from_env("POD_NAME")
+        .or_else(|| {
+            std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .ok()
+                .map(|h| h.trim().to_owned())
+                .filter(|h| !h.is_empty())
+        })
+        .or_else(|| from_env("HOSTNAME"))
+        .unwrap_or_else(|| "forgerunner".to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const D: Duration = Duration::from_secs(15);
+
+    #[test]
+    fn we_renew_our_own_lease() {
+        assert_eq!(decide(Some("me"), "me", Duration::ZERO, D), Step::Renew);
+        assert_eq!(decide(Some("me"), "me", D * 10, D), Step::Renew);
+    }
+
+    #[test]
+    fn a_free_lease_is_taken_at_once() {
+        assert_eq!(decide(None, "me", Duration::ZERO, D), Step::Take);
+        assert_eq!(decide(Some(""), "me", Duration::ZERO, D), Step::Take);
+    }
+
+    #[test]
+    fn a_fresh_foreign_lease_is_left_alone() {
+        assert_eq!(decide(Some("other"), "me", Duration::ZERO, D), Step::Wait);
+        assert_eq!(
+            decide(Some("other"), "me", D - Duration::from_millis(1), D),
+            Step::Wait
+        );
+    }
+
+    #[test]
+    fn a_foreign_lease_unchanged_for_its_duration_is_taken() {
+        assert_eq!(decide(Some("other"), "me", D, D), Step::Take);
+    }
+
+    #[test]
+    fn leaders_stop_before_followers_may_take_over() {
+        let s = LeaseSettings {
+            name: "l".into(),
+            namespace: "n".into(),
+            identity: "me".into(),
+            duration: D,
+        };
+        assert!(s.renew_interval() < s.renew_deadline());
+        assert!(s.renew_deadline() < s.duration);
+        assert!(s.retry_interval() < s.duration);
+    }
+}

@@ -1,0 +1,149 @@
+//! `forgerunner run`: wires config, cluster, metrics, forges, HTTP server and leadership.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use forgerunner_core::forge::ReconcileTrigger;
+use forgerunner_core::metrics::Metrics;
+use prometheus_client::registry::Registry;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::cluster::{self, StartupError};
+use crate::config::Config;
+use crate::controller::{ControllerError, ForgeSet};
+use crate::forges::EnabledForges;
+use crate::health::Readiness;
+use crate::http::{self, HttpState};
+use crate::leader::{Leadership, StepDownBudget};
+use crate::lease::{LeaderElector, LeaseSettings, holder_identity};
+use crate::signals;
+
+/// Reconciles run at once (not configurable yet).
+const CONTROLLER_CONCURRENCY: u16 = 16;
+
+/// How long the HTTP server may take to finish in-flight requests at exit.
+const HTTP_DRAIN: Duration = Duration::from_secs(2);
+
+/// Why `run` ended with an error; each maps to one stderr line and exit code 1.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// Start-up checks failed.
+    #[error(transparent)]
+    Startup(#[from] StartupError),
+    /// The HTTP address could not be bound.
+    #[error("config key 'httpAddr': cannot listen on {addr}: {reason}")]
+    Bind {
+        /// The address.
+        addr: String,
+        /// Why.
+        reason: String,
+    },
+    /// The controller stopped on an error.
+    #[error("the controller stopped: {0}")]
+    Controller(#[from] ControllerError),
+    /// The signal handlers could not be installed.
+    #[error("cannot install signal handlers: {0}")]
+    Signals(std::io::Error),
+}
+
+/// Runs the operator until SIGTERM/SIGINT (Ok) or a fatal error.
+pub async fn run(config: Config) -> Result<(), RunError> {
+    let shutdown = CancellationToken::new();
+    signals::spawn(shutdown.clone()).map_err(RunError::Signals)?;
+    run_until(config, shutdown).await
+}
+
+/// Runs the operator until `shutdown` fires (Ok) or a fatal error; the seam tests drive.
+pub async fn run_until(config: Config, shutdown: CancellationToken) -> Result<(), RunError> {
+    let cluster = cluster::connect().await?;
+    cluster::check_crd(&cluster, &config.watch_namespaces).await?;
+    tracing::info!(api_server = %cluster.url, forges = ?config.forges, "connected; RunnerGroup CRD present");
+
+    let mut registry = Registry::default();
+    let metrics = Arc::new(Metrics::register(&mut registry));
+    let (trigger, triggers) = ReconcileTrigger::channel();
+    let forges = Arc::new(EnabledForges::new(&config.forges, &metrics, &trigger));
+    let readiness = Arc::new(Readiness::new());
+    tracing::info!(forges = ?forges.kinds(), "forge backends ready");
+
+    let listener = TcpListener::bind(config.http_addr)
+        .await
+        .map_err(|e| RunError::Bind {
+            addr: config.http_addr.to_string(),
+            reason: e.to_string(),
+        })?;
+    let http_addr = listener.local_addr().map(|a| a.to_string()).unwrap_or_default();
+    let state = HttpState {
+        readiness: readiness.clone(),
+        registry: Arc::new(registry),
+    };
+    let router = with_webhooks(http::router(state), &cluster, &config, &forges, &shutdown);
+    let http_stop = CancellationToken::new();
+    let mut server = tokio::spawn(http::serve(listener, router, http_stop.clone()));
+    tracing::info!(addr = %http_addr, "serving /healthz, /readyz, /metrics");
+
+    let identity = holder_identity();
+    let elector = config.leader_election.enabled.then(|| {
+        LeaderElector::new(
+            cluster.client.clone(),
+            LeaseSettings {
+                name: config.leader_election.lease_name.clone(),
+                namespace: config.leader_election.lease_namespace.clone(),
+                identity: identity.clone(),
+                duration: config.leader_election.lease_duration,
+            },
+        )
+    });
+    let leadership = Leadership {
+        client: cluster.client.clone(),
+        forges: forges.clone() as Arc<dyn ForgeSet>,
+        metrics,
+        namespaces: config.watch_namespaces.clone(),
+        instance: identity,
+        concurrency: CONTROLLER_CONCURRENCY,
+        readiness,
+        elector,
+        budget: StepDownBudget::default(),
+    };
+    let result = leadership.run(triggers, shutdown.clone()).await;
+    // Background tasks (webhook caches) end with the process-wide token.
+    shutdown.cancel();
+    http_stop.cancel();
+    if tokio::time::timeout(HTTP_DRAIN, &mut server).await.is_err() {
+        server.abort();
+    }
+    tracing::info!("stopped");
+    result.map_err(RunError::from)
+}
+
+#[cfg(feature = "gitea")]
+fn with_webhooks(
+    router: axum::Router,
+    cluster: &cluster::Cluster,
+    config: &Config,
+    forges: &Arc<EnabledForges>,
+    shutdown: &CancellationToken,
+) -> axum::Router {
+    if forges.gitea().is_none() {
+        return router;
+    }
+    let hooks = crate::webhook::GiteaWebhooks::start(
+        cluster.client.clone(),
+        &config.watch_namespaces,
+        forges.clone(),
+        shutdown.clone(),
+    );
+    router.merge(crate::webhook::router(hooks))
+}
+
+#[cfg(not(feature = "gitea"))]
+fn with_webhooks(
+    router: axum::Router,
+    _cluster: &cluster::Cluster,
+    _config: &Config,
+    _forges: &Arc<EnabledForges>,
+    _shutdown: &CancellationToken,
+) -> axum::Router {
+    router
+}

@@ -1,0 +1,525 @@
+//! Wire tests: the Gitea client and `GiteaForge` against the testkit's fake Gitea.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use forgerunner_core::crd::{ForgeKind, GiteaScope, GiteaSpec, RunnerGroup, RunnerGroupSpec};
+use forgerunner_core::forge::{
+    Credentials, Forge, ForgeError, ForgeRunnerState, GroupContext, GroupKey, ReconcileTrigger,
+    RemoveOutcome, RunnerRef, SecretValue,
+};
+use forgerunner_core::metrics::Metrics;
+use forgerunner_gitea::{ClientOptions, GiteaClient, GiteaError, GiteaForge, GiteaOptions, Scope};
+use forgerunner_testkit::gitea::{ADMIN_TOKEN, FakeConfig, FakeScope, Fault, GiteaFakeHandle};
+
+async fn fake(version: &str) -> GiteaFakeHandle {
+    GiteaFakeHandle::start(FakeConfig {
+        version: version.to_string(),
+        ..FakeConfig::default()
+    })
+    .await
+    .unwrap()
+}
+
+fn fast_opts() -> GiteaOptions {
+    GiteaOptions {
+        client: ClientOptions {
+            request_timeout: Duration::from_millis(800),
+            backoff: Duration::from_millis(10),
+            ..ClientOptions::default()
+        },
+        ..GiteaOptions::default()
+    }
+}
+
+fn forge() -> (GiteaForge, Arc<Metrics>) {
+    let metrics = Arc::new(Metrics::default());
+    let (trigger, _rx) = ReconcileTrigger::channel();
+    (
+        GiteaForge::with_options(metrics.clone(), trigger, fast_opts()),
+        metrics,
+    )
+}
+
+fn ctx(
+    name: &str,
+    url: &str,
+    scope: GiteaScope,
+    target: Option<&str>,
+    labels: &[&str],
+    token: &str,
+) -> GroupContext {
+    let gitea = GiteaSpec {
+        url: url.to_string(),
+        scope,
+        org: (scope == GiteaScope::Org).then(|| target.unwrap_or_default().to_string()),
+        user: (scope == GiteaScope::User).then(|| target.unwrap_or_default().to_string()),
+        repo: (scope == GiteaScope::Repo).then(|| target.unwrap_or_default().to_string()),
+        credentials: "creds".into(),
+        labels: labels.iter().map(|s| s.to_string()).collect(),
+        poll_interval_seconds: Some(30),
+        webhook_secret: None,
+    };
+    let mut group = RunnerGroup::new(
+        name,
+        RunnerGroupSpec {
+            forge: ForgeKind::Gitea,
+            github: None,
+            gitea: Some(gitea),
+            min_runners: 0,
+            max_runners: 8,
+            image: None,
+            template: None,
+            ttl_seconds_after_finished: None,
+            active_deadline_seconds: None,
+            idle_timeout_seconds: None,
+        },
+    );
+    group.metadata.namespace = Some("ns".into());
+    GroupContext {
+        key: GroupKey {
+            namespace: "ns".into(),
+            name: name.into(),
+        },
+        uid: format!("uid-{name}"),
+        group,
+        credentials: Credentials {
+            secret_name: "creds".into(),
+            data: BTreeMap::from([("token".to_string(), SecretValue::new(token))]),
+            version: "1".into(),
+        },
+        ca_bundle: None,
+    }
+}
+
+fn count(fake: &GiteaFakeHandle, path_part: &str) -> usize {
+    fake.requests()
+        .iter()
+        .filter(|r| r.path.contains(path_part))
+        .count()
+}
+
+#[tokio::test]
+async fn version_gate() {
+    let old = fake("1.24.3").await;
+    let (f, _) = forge();
+    let err = f
+        .demand(&ctx(
+            "g",
+            &old.url(),
+            GiteaScope::Global,
+            None,
+            &["linux"],
+            ADMIN_TOKEN,
+        ))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, ForgeError::Config(m) if m.contains("1.25")),
+        "{err}"
+    );
+
+    let new = fake("1.25.1").await;
+    let d = f
+        .demand(&ctx(
+            "g",
+            &new.url(),
+            GiteaScope::Global,
+            None,
+            &["linux"],
+            ADMIN_TOKEN,
+        ))
+        .await
+        .unwrap();
+    assert_eq!(d.facts.forge_version.as_deref(), Some("1.25.1"));
+}
+
+#[tokio::test]
+async fn paging_collects_every_queued_job_and_counts_only_matching_ones() {
+    let fake = fake("1.25.0").await;
+    for i in 0..120 {
+        fake.queue_job(
+            "acme/app",
+            if i % 2 == 0 { &["linux"] } else { &["linux", "x64"] },
+        );
+    }
+    for _ in 0..5 {
+        fake.queue_job("acme/app", &["gpu"]);
+    }
+    for _ in 0..3 {
+        fake.queue_blocked_job("acme/app", &["linux"]);
+    }
+    let client = GiteaClient::new(
+        &fake.url(),
+        SecretValue::new(ADMIN_TOKEN),
+        Arc::default(),
+        ClientOptions::default(),
+    )
+    .unwrap();
+    let jobs = client.list_jobs(&Scope::Global, &["queued"]).await.unwrap();
+    assert_eq!(jobs.len(), 125);
+    assert_eq!(count(&fake, "/actions/jobs"), 3, "ceil(125/50) pages");
+    assert!(fake.requests().iter().all(|r| r.authorized));
+
+    let (f, metrics) = forge();
+    let c = ctx(
+        "g",
+        &fake.url(),
+        GiteaScope::Global,
+        None,
+        &["linux:host", "x64:docker://node:20"],
+        ADMIN_TOKEN,
+    );
+    assert_eq!(
+        f.demand(&c).await.unwrap().jobs,
+        120,
+        "blocked and gpu jobs are not demand"
+    );
+    let only_linux = ctx(
+        "h",
+        &fake.url(),
+        GiteaScope::Global,
+        None,
+        &["linux"],
+        ADMIN_TOKEN,
+    );
+    assert_eq!(f.demand(&only_linux).await.unwrap().jobs, 60);
+    let success = metrics
+        .forge_requests
+        .get_or_create(&forgerunner_core::metrics::ForgeRequestLabels {
+            forge: "gitea",
+            operation: "list_jobs",
+            outcome: forgerunner_core::metrics::Outcome::Success,
+        })
+        .get();
+    assert_eq!(success, 3, "two groups on one listing share one poll (3 pages)");
+}
+
+#[tokio::test]
+async fn scopes_and_permissions() {
+    let fake = fake("1.26.0").await;
+    fake.add_org("acme", &["alice"]);
+    let alice = fake.add_token("alice", false);
+    let bob = fake.add_token("bob", false);
+    fake.queue_job("acme/app", &["linux"]);
+    fake.queue_job("acme/web", &["linux"]);
+    fake.queue_job("bob/tool", &["linux"]);
+    fake.queue_job("carol/x", &["linux"]);
+    let (f, _) = forge();
+    let url = fake.url();
+    let demand = |c: GroupContext| {
+        let f = &f;
+        async move { f.demand(&c).await }
+    };
+    assert_eq!(
+        demand(ctx("a", &url, GiteaScope::Global, None, &["linux"], ADMIN_TOKEN))
+            .await
+            .unwrap()
+            .jobs,
+        4
+    );
+    assert_eq!(
+        demand(ctx("b", &url, GiteaScope::Org, Some("acme"), &["linux"], &alice))
+            .await
+            .unwrap()
+            .jobs,
+        2
+    );
+    assert_eq!(
+        demand(ctx("c", &url, GiteaScope::User, Some("bob"), &["linux"], &bob))
+            .await
+            .unwrap()
+            .jobs,
+        1
+    );
+    assert_eq!(
+        demand(ctx(
+            "d",
+            &url,
+            GiteaScope::Repo,
+            Some("acme/web"),
+            &["linux"],
+            &alice
+        ))
+        .await
+        .unwrap()
+        .jobs,
+        1
+    );
+
+    let err = demand(ctx("e", &url, GiteaScope::Org, Some("acme"), &["linux"], &bob))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, ForgeError::Unauthorized(m) if m.contains("organization")),
+        "{err}"
+    );
+    let err = demand(ctx("f", &url, GiteaScope::Global, None, &["linux"], &bob))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, ForgeError::Unauthorized(m) if m.contains("admin")),
+        "{err}"
+    );
+    let err = demand(ctx("g", &url, GiteaScope::Org, Some("nope"), &["linux"], &alice))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ForgeError::NotFound(_)), "{err}");
+    let err = demand(ctx("h", &url, GiteaScope::User, Some("alice"), &["linux"], &bob))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ForgeError::Unauthorized(_)), "wrong user: {err}");
+    let err = demand(ctx("i", &url, GiteaScope::Global, None, &["linux"], "bad-token"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, ForgeError::Unauthorized(m) if m.contains("401")),
+        "{err}"
+    );
+    let err = demand(ctx(
+        "j",
+        &url,
+        GiteaScope::Global,
+        None,
+        &["bad label"],
+        ADMIN_TOKEN,
+    ))
+    .await
+    .unwrap_err();
+    assert!(matches!(err, ForgeError::Config(_)), "{err}");
+}
+
+#[tokio::test]
+async fn rate_limit_is_honoured() {
+    let fake = fake("1.26.0").await;
+    let (f, _) = forge();
+    let c = ctx(
+        "g",
+        &fake.url(),
+        GiteaScope::Global,
+        None,
+        &["linux"],
+        ADMIN_TOKEN,
+    );
+    fake.inject_fault(Fault::status("/actions/jobs", 429).retry_after("30").times(1));
+    let err = f.demand(&c).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ForgeError::RateLimited {
+                retry_after_seconds: 30
+            }
+        ),
+        "{err}"
+    );
+    let before = fake.requests().len();
+    let err = f.demand(&c).await.unwrap_err();
+    assert!(matches!(err, ForgeError::RateLimited { .. }), "{err}");
+    assert_eq!(
+        fake.requests().len(),
+        before,
+        "no request while the rate limit lasts"
+    );
+
+    // A short Retry-After is waited out inline.
+    let fake2 = self::fake("1.26.0").await;
+    fake2.inject_fault(Fault::status("/actions/jobs", 429).retry_after("1").times(1));
+    let c2 = ctx(
+        "g",
+        &fake2.url(),
+        GiteaScope::Global,
+        None,
+        &["linux"],
+        ADMIN_TOKEN,
+    );
+    assert!(f.demand(&c2).await.is_ok());
+    assert_eq!(count(&fake2, "/actions/jobs"), 2);
+}
+
+#[tokio::test]
+async fn server_errors_and_timeouts() {
+    let fake = fake("1.26.0").await;
+    fake.queue_job("o/r", &["linux"]);
+    let (f, _) = forge();
+    let c = ctx(
+        "g",
+        &fake.url(),
+        GiteaScope::Global,
+        None,
+        &["linux"],
+        ADMIN_TOKEN,
+    );
+    fake.inject_fault(Fault::status("/actions/jobs", 502).times(1));
+    assert_eq!(f.demand(&c).await.unwrap().jobs, 1, "one 5xx is retried");
+
+    let fake = self::fake("1.26.0").await;
+    fake.inject_fault(Fault::status("/actions/jobs", 503));
+    let c = ctx(
+        "g",
+        &fake.url(),
+        GiteaScope::Global,
+        None,
+        &["linux"],
+        ADMIN_TOKEN,
+    );
+    let err = f.demand(&c).await.unwrap_err();
+    assert!(matches!(err, ForgeError::Unavailable(_)), "{err}");
+    assert_eq!(count(&fake, "/actions/jobs"), 3, "bounded attempts");
+
+    let fake = self::fake("1.26.0").await;
+    fake.inject_fault(Fault::latency("/actions/jobs", Duration::from_secs(5)));
+    let c = ctx(
+        "g",
+        &fake.url(),
+        GiteaScope::Global,
+        None,
+        &["linux"],
+        ADMIN_TOKEN,
+    );
+    let err = f.demand(&c).await.unwrap_err();
+    assert!(
+        matches!(&err, ForgeError::Unavailable(m) if m.contains("timed out")),
+        "{err}"
+    );
+
+    let (f2, _) = forge();
+    let c = ctx(
+        "g",
+        "http://127.0.0.1:9",
+        GiteaScope::Global,
+        None,
+        &["linux"],
+        ADMIN_TOKEN,
+    );
+    assert!(matches!(
+        f2.demand(&c).await.unwrap_err(),
+        ForgeError::Unavailable(_)
+    ));
+}
+
+#[tokio::test]
+async fn credentials_state_removal_and_ghosts() {
+    let fake = fake("1.26.0").await;
+    let (f, _) = forge();
+    let c = ctx(
+        "grp",
+        &fake.url(),
+        GiteaScope::Repo,
+        Some("acme/app"),
+        &["linux:host"],
+        ADMIN_TOKEN,
+    );
+    fake.add_repo("acme/app");
+    let creds = f.runner_credentials(&c, "grp-abcde").await.unwrap();
+    let expected = fake.registration_token(&FakeScope::Repo("acme".into(), "app".into()));
+    assert_eq!(creds.secret_data["registration_token"].expose(), expected);
+    assert_eq!(creds.env["GITEA_RUNNER_LABELS"], "linux:host");
+    assert_eq!(creds.env["GITEA_RUNNER_EPHEMERAL"], "1");
+    assert!(!format!("{creds:?}").contains(&expected), "token never printed");
+
+    // A fixed token from the Secret wins and costs no request.
+    let mut fixed = c.clone();
+    fixed
+        .credentials
+        .data
+        .insert("registration_token".into(), SecretValue::new("fixed"));
+    let before = count(&fake, "registration-token");
+    let creds = f.runner_credentials(&fixed, "grp-abcde").await.unwrap();
+    assert_eq!(creds.secret_data["registration_token"].expose(), "fixed");
+    assert_eq!(count(&fake, "registration-token"), before);
+
+    let scope = FakeScope::Repo("acme".into(), "app".into());
+    let ghost = fake.add_runner(scope.clone(), "grp-zz9zz", &["linux"], false);
+    fake.add_runner(scope.clone(), "grp-idle1", &["linux"], true);
+    fake.add_runner(scope.clone(), "other-abcde", &["linux"], false);
+    let d = f.demand(&c).await.unwrap();
+    assert_eq!(d.offline_runners, ["grp-zz9zz"]);
+
+    let refs: Vec<RunnerRef> = ["grp-zz9zz", "grp-idle1", "grp-nope0"]
+        .iter()
+        .map(|n| RunnerRef {
+            name: n.to_string(),
+            annotations: BTreeMap::new(),
+        })
+        .collect();
+    let states = f.runner_state(&c, &refs).await.unwrap();
+    assert_eq!(states.get("grp-zz9zz"), Some(&ForgeRunnerState::Offline));
+    assert_eq!(states.get("grp-idle1"), Some(&ForgeRunnerState::Idle));
+    assert_eq!(states.get("grp-nope0"), None);
+
+    assert_eq!(
+        f.remove_runner(&c, &refs[0]).await.unwrap(),
+        RemoveOutcome::Removed
+    );
+    assert!(fake.runners().iter().all(|r| r.id != ghost));
+    assert_eq!(
+        f.remove_runner(&c, &refs[2]).await.unwrap(),
+        RemoveOutcome::Removed,
+        "unknown = removed"
+    );
+
+    // A runner that took a job is never removed.
+    fake.queue_job("acme/app", &["linux"]);
+    let busy_id = fake
+        .runners()
+        .iter()
+        .find(|r| r.name == "grp-idle1")
+        .map(|r| r.id)
+        .unwrap();
+    let http = reqwest::Client::new();
+    let r = fake.runners().into_iter().find(|r| r.id == busy_id).unwrap();
+    let resp = http
+        .post(format!(
+            "{}/api/actions/runner.v1.RunnerService/FetchTask",
+            fake.url()
+        ))
+        .header("x-runner-uuid", &r.uuid)
+        .header("x-runner-token", &r.token)
+        .json(&serde_json::json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert!(resp.status().is_success());
+    assert_eq!(f.remove_runner(&c, &refs[1]).await.unwrap(), RemoveOutcome::Busy);
+    assert!(fake.runners().iter().any(|r| r.id == busy_id));
+}
+
+#[tokio::test]
+async fn missing_token_is_invalid_credentials() {
+    let fake = fake("1.26.0").await;
+    let (f, _) = forge();
+    let mut c = ctx(
+        "g",
+        &fake.url(),
+        GiteaScope::Global,
+        None,
+        &["linux"],
+        ADMIN_TOKEN,
+    );
+    c.credentials.data.clear();
+    assert!(matches!(
+        f.demand(&c).await.unwrap_err(),
+        ForgeError::InvalidCredentials(_)
+    ));
+    assert!(fake.requests().is_empty());
+}
+
+#[tokio::test]
+async fn delete_of_unknown_runner_is_already_gone() {
+    let fake = fake("1.26.0").await;
+    let client = GiteaClient::new(
+        &fake.url(),
+        SecretValue::new(ADMIN_TOKEN),
+        Arc::default(),
+        ClientOptions::default(),
+    )
+    .unwrap();
+    let out = client.delete_runner(&Scope::Global, 424242).await.unwrap();
+    assert_eq!(out, forgerunner_gitea::DeleteOutcome::AlreadyGone);
+    let err = client
+        .registration_token(&Scope::Org("ghost".into()))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, GiteaError::NotFound(_)));
+}

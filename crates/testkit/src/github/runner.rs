@@ -1,0 +1,292 @@
+//! A `ContainerBehaviour` playing an ephemeral GitHub runner against the emulator: it reads its
+//! JIT config, takes one job assigned to its scale set, works, completes it and exits 0.
+
+use std::collections::BTreeSet;
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use base64::Engine;
+use scaleset::testing::{Emulator, JobState};
+use scaleset::{JobRequestId, ScaleSetId};
+use serde::Deserialize;
+
+use crate::sim::behaviour::{ContainerBehaviour, PodInfo};
+
+/// Env var holding the runner's JIT config (from the runner Secret).
+pub const JIT_CONFIG_ENV: &str = "ACTIONS_RUNNER_INPUT_JITCONFIG";
+
+/// Exit code of a runner started without a usable JIT config (the real runner fails too).
+pub const EXIT_BAD_CONFIG: i32 = 2;
+/// Exit code when the pod is cancelled mid-job (as if killed by SIGTERM).
+pub const EXIT_KILLED: i32 = 143;
+
+/// How simulated runners behave.
+#[derive(Clone, Debug)]
+pub struct RunnerOptions {
+    /// Time a job takes once started.
+    pub work_time: Duration,
+    /// How often an idle runner looks for an assigned job.
+    pub poll_interval: Duration,
+    /// Exit 0 after waiting this long without a job; `None` waits until cancelled.
+    pub idle_exit_after: Option<Duration>,
+}
+
+impl Default for RunnerOptions {
+    fn default() -> Self {
+        RunnerOptions {
+            work_time: Duration::from_millis(200),
+            poll_interval: Duration::from_millis(50),
+            idle_exit_after: None,
+        }
+    }
+}
+
+/// What the emulator's JIT config blob says.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct JitInfo {
+    /// Runner id at the service.
+    pub runner_id: i64,
+    /// Runner name.
+    pub runner_name: String,
+    /// Scale set the runner belongs to.
+    pub scale_set_id: i64,
+}
+
+/// Decodes an emulator JIT config (base64 JSON); `None` if it is not one.
+pub fn parse_jit_config(blob: &str) -> Option<JitInfo> {
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(blob.trim())
+        .ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// The simulated runner; one instance serves every pod of the simulator.
+pub struct GithubRunner {
+    emu: Arc<Emulator>,
+    opts: RunnerOptions,
+    /// Serialises "find an unclaimed job, start it" across simulated runners, so two runners
+    /// never race for the same job (real GitHub hands each job to one runner).
+    claim: Mutex<()>,
+    /// Runners that have run their one job.
+    finished: Mutex<BTreeSet<String>>,
+}
+
+/// The behaviour to register for the runner image: `sim.register_behaviour("ghcr.io/actions/", runner_behaviour(emu, opts))`.
+pub fn runner_behaviour(emu: Arc<Emulator>, opts: RunnerOptions) -> Arc<dyn ContainerBehaviour> {
+    Arc::new(GithubRunner::new(emu, opts))
+}
+
+impl GithubRunner {
+    /// A runner behaviour on `emu`.
+    pub fn new(emu: Arc<Emulator>, opts: RunnerOptions) -> GithubRunner {
+        GithubRunner {
+            emu,
+            opts,
+            claim: Mutex::new(()),
+            finished: Mutex::default(),
+        }
+    }
+
+    /// Names of runners that completed their job.
+    pub fn finished_runners(&self) -> BTreeSet<String> {
+        self.finished
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Whether the runner is registered; then the oldest assigned job of its scale set without
+    /// a runner, started on it. `Err(())` when the registration is gone.
+    fn try_claim(&self, jit: &JitInfo) -> Result<Option<JobRequestId>, ()> {
+        let _guard = self
+            .claim
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let state = self.emu.state();
+        if !state.runners.iter().any(|r| r.id.get() == jit.runner_id) {
+            return Err(());
+        }
+        let Some(job) = state
+            .jobs_in(ScaleSetId(jit.scale_set_id), JobState::Assigned)
+            .filter(|j| j.runner_id.is_none())
+            .map(|j| j.id)
+            .min_by_key(|j| j.get())
+        else {
+            return Ok(None);
+        };
+        let emu = &self.emu;
+        let name = jit.runner_name.as_str();
+        // The emulator panics on a protocol violation; keep a surprise from killing the pod task.
+        match std::panic::catch_unwind(AssertUnwindSafe(|| emu.start_job(job, Some(name)))) {
+            Ok(_) => Ok(Some(job)),
+            Err(_) => Ok(None),
+        }
+    }
+}
+
+#[async_trait]
+impl ContainerBehaviour for GithubRunner {
+    async fn run(&self, pod: PodInfo) -> i32 {
+        let Some(jit) = pod.env.get(JIT_CONFIG_ENV).and_then(|b| parse_jit_config(b)) else {
+            tracing::warn!(pod = %pod.name, "simulated GitHub runner without a usable JIT config");
+            return EXIT_BAD_CONFIG;
+        };
+        let started = tokio::time::Instant::now();
+        loop {
+            match self.try_claim(&jit) {
+                // Deregistered while idle (scale-down): the runner process ends.
+                Err(()) => return 0,
+                Ok(Some(job)) => {
+                    tokio::select! {
+                        () = pod.cancel.cancelled() => {
+                            let emu = self.emu.clone();
+                            let _ = std::panic::catch_unwind(AssertUnwindSafe(|| emu.complete_job(job, Some("failed"))));
+                            return EXIT_KILLED;
+                        }
+                        () = tokio::time::sleep(self.opts.work_time) => {}
+                    }
+                    let emu = self.emu.clone();
+                    let _ = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                        emu.complete_job(job, Some("succeeded"))
+                    }));
+                    self.finished
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .insert(jit.runner_name.clone());
+                    return 0;
+                }
+                Ok(None) => {}
+            }
+            if self.opts.idle_exit_after.is_some_and(|d| started.elapsed() >= d) {
+                return 0;
+            }
+            tokio::select! {
+                () = pod.cancel.cancelled() => return 0,
+                () = tokio::time::sleep(self.opts.poll_interval) => {}
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use scaleset::{JitRunnerSetting, RunnerScaleSetSpec};
+    use tokio_util::sync::CancellationToken;
+
+    use super::*;
+
+    /// The blob the emulator issues, rebuilt from the runner reference (no `secrecy` dependency).
+    fn blob(jit: &scaleset::JitRunnerConfig) -> String {
+        let r = jit.runner.as_ref().unwrap();
+        let json =
+            serde_json::json!({"runnerId": r.id, "runnerName": r.name, "scaleSetId": r.runner_scale_set_id});
+        base64::engine::general_purpose::STANDARD.encode(json.to_string())
+    }
+
+    fn pod(env: BTreeMap<String, String>, cancel: CancellationToken) -> PodInfo {
+        PodInfo {
+            namespace: "ns".into(),
+            name: "r1".into(),
+            labels: BTreeMap::new(),
+            annotations: BTreeMap::new(),
+            image: "ghcr.io/actions/actions-runner:latest".into(),
+            env,
+            files: BTreeMap::new(),
+            cancel,
+        }
+    }
+
+    #[tokio::test]
+    async fn takes_one_assigned_job_completes_it_and_exits_zero() {
+        let emu = Arc::new(
+            Emulator::builder()
+                .long_poll(Duration::from_millis(100))
+                .start()
+                .await,
+        );
+        let client = emu.client();
+        let set = client
+            .create_runner_scale_set(&RunnerScaleSetSpec::new("sim"))
+            .await
+            .unwrap();
+        let jit = client
+            .generate_jit_config(set.id, &JitRunnerSetting::new("r1"))
+            .await
+            .unwrap();
+        let blob = blob(&jit);
+        assert_eq!(parse_jit_config(&blob).unwrap().runner_name, "r1");
+
+        let session = client.create_message_session(set.id, "t").await.unwrap();
+        let job = emu.queue_job(set.id, Vec::<String>::new());
+        session.acquire_jobs(&[job]).await.unwrap();
+
+        let behaviour = GithubRunner::new(emu.clone(), RunnerOptions::default());
+        let env = BTreeMap::from([(JIT_CONFIG_ENV.to_string(), blob)]);
+        let code = tokio::time::timeout(
+            Duration::from_secs(10),
+            behaviour.run(pod(env, CancellationToken::new())),
+        )
+        .await
+        .unwrap();
+        assert_eq!(code, 0);
+        let state = emu.state();
+        assert_eq!(state.jobs[0].state, JobState::Completed);
+        assert_eq!(state.jobs[0].result.as_deref(), Some("succeeded"));
+        assert!(state.runners.is_empty(), "ephemeral runner gone");
+        assert!(behaviour.finished_runners().contains("r1"));
+        session.close().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn idle_runner_waits_until_cancelled_and_bad_config_fails() {
+        let emu = Arc::new(
+            Emulator::builder()
+                .long_poll(Duration::from_millis(100))
+                .start()
+                .await,
+        );
+        let client = emu.client();
+        let set = client
+            .create_runner_scale_set(&RunnerScaleSetSpec::new("idle"))
+            .await
+            .unwrap();
+        let jit = client
+            .generate_jit_config(set.id, &JitRunnerSetting::new("idle-1"))
+            .await
+            .unwrap();
+        let blob = blob(&jit);
+        let behaviour = Arc::new(GithubRunner::new(emu.clone(), RunnerOptions::default()));
+        let cancel = CancellationToken::new();
+        let env = BTreeMap::from([(JIT_CONFIG_ENV.to_string(), blob)]);
+        let task = tokio::spawn({
+            let b = behaviour.clone();
+            let p = pod(env, cancel.clone());
+            async move { b.run(p).await }
+        });
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        assert!(!task.is_finished(), "an idle runner keeps waiting");
+        cancel.cancel();
+        assert_eq!(
+            tokio::time::timeout(Duration::from_secs(5), task)
+                .await
+                .unwrap()
+                .unwrap(),
+            0
+        );
+
+        let code = behaviour
+            .run(pod(BTreeMap::new(), CancellationToken::new()))
+            .await;
+        assert_eq!(code, EXIT_BAD_CONFIG);
+        let env = BTreeMap::from([(JIT_CONFIG_ENV.to_string(), "not base64!".to_string())]);
+        assert_eq!(
+            behaviour.run(pod(env, CancellationToken::new())).await,
+            EXIT_BAD_CONFIG
+        );
+    }
+}

@@ -13,7 +13,10 @@ use kube::core::Status as ErrorResponse;
 use serde_json::json;
 
 fn pod(name: &str, labels: &[(&str, &str)]) -> Pod {
-    let labels: BTreeMap<String, String> = labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let labels: BTreeMap<String, String> = labels
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
     serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "labels": labels},
@@ -33,15 +36,29 @@ fn api_err(e: kube::Error) -> ErrorResponse {
 async fn pods_crud_and_resource_versions() {
     let srv = FakeApiServer::start().await.expect("start");
     let pods: Api<Pod> = Api::namespaced(srv.client().expect("client"), "default");
-    let created = pods.create(&PostParams::default(), &pod("a", &[("app", "x")])).await.expect("create");
+    let created = pods
+        .create(&PostParams::default(), &pod("a", &[("app", "x")]))
+        .await
+        .expect("create");
     let meta = &created.metadata;
     assert!(meta.uid.as_deref().is_some_and(|u| u.len() == 36));
     assert!(meta.creation_timestamp.is_some());
     assert_eq!(meta.generation, Some(1));
-    assert_eq!(created.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Pending"));
-    let rv1: u64 = meta.resource_version.as_deref().and_then(|r| r.parse().ok()).expect("rv");
+    assert_eq!(
+        created.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Pending")
+    );
+    let rv1: u64 = meta
+        .resource_version
+        .as_deref()
+        .and_then(|r| r.parse().ok())
+        .expect("rv");
 
-    let dup = pods.create(&PostParams::default(), &pod("a", &[])).await.map(|_| ()).map_err(api_err);
+    let dup = pods
+        .create(&PostParams::default(), &pod("a", &[]))
+        .await
+        .map(|_| ())
+        .map_err(api_err);
     let dup = dup.expect_err("duplicate");
     assert_eq!((dup.code, dup.reason.as_str()), (409, "AlreadyExists"));
 
@@ -49,38 +66,71 @@ async fn pods_crud_and_resource_versions() {
     assert_eq!(got.metadata.uid, created.metadata.uid);
 
     let patched = pods
-        .patch("a", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"tier": "web"}}})))
+        .patch(
+            "a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"tier": "web"}}})),
+        )
         .await
         .expect("patch");
-    let rv2: u64 = patched.metadata.resource_version.as_deref().and_then(|r| r.parse().ok()).expect("rv");
+    let rv2: u64 = patched
+        .metadata
+        .resource_version
+        .as_deref()
+        .and_then(|r| r.parse().ok())
+        .expect("rv");
     assert!(rv2 > rv1);
-    assert_eq!(patched.metadata.generation, Some(1), "metadata-only change keeps generation");
+    assert_eq!(
+        patched.metadata.generation,
+        Some(1),
+        "metadata-only change keeps generation"
+    );
 
     // A stale resourceVersion on replace is a 409 Conflict.
     let mut stale = created.clone();
     stale.metadata.labels = Some(BTreeMap::from([("x".to_string(), "y".to_string())]));
-    let err = pods.replace("a", &PostParams::default(), &stale).await.map_err(api_err).expect_err("stale");
+    let err = pods
+        .replace("a", &PostParams::default(), &stale)
+        .await
+        .map_err(api_err)
+        .expect_err("stale");
     assert_eq!((err.code, err.reason.as_str()), (409, "Conflict"));
 
     // A no-op patch does not bump the resourceVersion.
     let same = pods
-        .patch("a", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"tier": "web"}}})))
+        .patch(
+            "a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"tier": "web"}}})),
+        )
         .await
         .expect("noop");
     assert_eq!(same.metadata.resource_version, patched.metadata.resource_version);
 
     // Status is ignored on the main endpoint and applied on /status.
     let ignored = pods
-        .patch("a", &PatchParams::default(), &Patch::Merge(json!({"status": {"phase": "Running"}})))
+        .patch(
+            "a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Running"}})),
+        )
         .await
         .expect("main patch");
     assert_eq!(ignored.status.and_then(|s| s.phase).as_deref(), Some("Pending"));
     let running = pods
-        .patch_status("a", &PatchParams::default(), &Patch::Merge(json!({"status": {"phase": "Running"}, "spec": {"nodeName": "n"}})))
+        .patch_status(
+            "a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Running"}, "spec": {"nodeName": "n"}})),
+        )
         .await
         .expect("status patch");
     assert_eq!(running.status.and_then(|s| s.phase).as_deref(), Some("Running"));
-    assert_eq!(running.spec.and_then(|s| s.node_name), None, "spec ignored on /status");
+    assert_eq!(
+        running.spec.and_then(|s| s.node_name),
+        None,
+        "spec ignored on /status"
+    );
 
     pods.delete("a", &DeleteParams::default()).await.expect("delete");
     let gone = pods.get("a").await.map_err(api_err).expect_err("deleted");
@@ -100,7 +150,10 @@ async fn generate_name_secrets_configmaps_jobs() {
         "metadata": {"generateName": "tok-"}, "stringData": {"token": "abc"},
     }))
     .expect("secret");
-    let s = secrets.create(&PostParams::default(), &s).await.expect("create secret");
+    let s = secrets
+        .create(&PostParams::default(), &s)
+        .await
+        .expect("create secret");
     let name = s.metadata.name.clone().expect("name");
     assert!(name.starts_with("tok-") && name.len() == 9, "{name}");
     assert_eq!(s.type_.as_deref(), Some("Opaque"));
@@ -109,9 +162,13 @@ async fn generate_name_secrets_configmaps_jobs() {
     assert!(s.string_data.is_none());
 
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "c"}, "data": {"k": "v"}})).expect("cm");
+    let cm: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "c"}, "data": {"k": "v"}})).expect("cm");
     cms.create(&PostParams::default(), &cm).await.expect("create cm");
-    assert_eq!(cms.list(&ListParams::default()).await.expect("list").items.len(), 1);
+    assert_eq!(
+        cms.list(&ListParams::default()).await.expect("list").items.len(),
+        1
+    );
 
     let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
     let job: Job = serde_json::from_value(json!({
@@ -120,7 +177,10 @@ async fn generate_name_secrets_configmaps_jobs() {
             "containers": [{"name": "runner", "image": "runner:1"}]}}},
     }))
     .expect("job");
-    let job = jobs.create(&PostParams::default(), &job).await.expect("create job");
+    let job = jobs
+        .create(&PostParams::default(), &job)
+        .await
+        .expect("create job");
     let spec = job.spec.expect("spec");
     assert_eq!(spec.backoff_limit, Some(0));
     assert_eq!(spec.completions, Some(1));
@@ -135,17 +195,31 @@ async fn generate_name_secrets_configmaps_jobs() {
         "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}},
     }))
     .expect("job");
-    let err = jobs.create(&PostParams::default(), &bad).await.map_err(api_err).expect_err("invalid");
+    let err = jobs
+        .create(&PostParams::default(), &bad)
+        .await
+        .map_err(api_err)
+        .expect_err("invalid");
     assert_eq!((err.code, err.reason.as_str()), (422, "Invalid"));
 
     // Creating in a namespace that does not exist fails like the real server.
     let nowhere: Api<ConfigMap> = Api::namespaced(client.clone(), "nowhere");
-    let err = nowhere.create(&PostParams::default(), &cm).await.map_err(api_err).expect_err("no ns");
-    assert_eq!((err.code, err.message.as_str()), (404, "namespaces \"nowhere\" not found"));
+    let err = nowhere
+        .create(&PostParams::default(), &cm)
+        .await
+        .map_err(api_err)
+        .expect_err("no ns");
+    assert_eq!(
+        (err.code, err.message.as_str()),
+        (404, "namespaces \"nowhere\" not found")
+    );
     let nss: Api<Namespace> = Api::all(client);
     let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "nowhere"}})).expect("ns");
     nss.create(&PostParams::default(), &ns).await.expect("ns");
-    nowhere.create(&PostParams::default(), &cm).await.expect("now it works");
+    nowhere
+        .create(&PostParams::default(), &cm)
+        .await
+        .expect("now it works");
     srv.shutdown().await;
 }
 
@@ -154,15 +228,23 @@ async fn label_and_field_selectors_and_pagination() {
     let srv = FakeApiServer::start().await.expect("start");
     let pods: Api<Pod> = Api::namespaced(srv.client().expect("client"), "default");
     for (i, app) in ["x", "y", "x", "z", "x"].iter().enumerate() {
-        pods.create(&PostParams::default(), &pod(&format!("p{i}"), &[("app", app)])).await.expect("create");
+        pods.create(&PostParams::default(), &pod(&format!("p{i}"), &[("app", app)]))
+            .await
+            .expect("create");
     }
     let names = |l: kube::core::ObjectList<Pod>| -> Vec<String> {
         l.items.into_iter().filter_map(|p| p.metadata.name).collect()
     };
     let lp = |s: &str| ListParams::default().labels(s);
-    assert_eq!(names(pods.list(&lp("app=x")).await.expect("l")), ["p0", "p2", "p4"]);
+    assert_eq!(
+        names(pods.list(&lp("app=x")).await.expect("l")),
+        ["p0", "p2", "p4"]
+    );
     assert_eq!(names(pods.list(&lp("app!=x")).await.expect("l")), ["p1", "p3"]);
-    assert_eq!(names(pods.list(&lp("app in (y,z)")).await.expect("l")), ["p1", "p3"]);
+    assert_eq!(
+        names(pods.list(&lp("app in (y,z)")).await.expect("l")),
+        ["p1", "p3"]
+    );
     assert_eq!(names(pods.list(&lp("app notin (x,y)")).await.expect("l")), ["p3"]);
     assert_eq!(pods.list(&lp("app")).await.expect("l").items.len(), 5);
     assert_eq!(pods.list(&lp("!app")).await.expect("l").items.len(), 0);
@@ -170,18 +252,28 @@ async fn label_and_field_selectors_and_pagination() {
     assert_eq!(names(pods.list(&fp).await.expect("l")), ["p3"]);
     let fp = ListParams::default().fields("status.phase=Pending,metadata.name!=p3");
     assert_eq!(pods.list(&fp).await.expect("l").items.len(), 4);
-    let bad = pods.list(&ListParams::default().fields("spec.bogus=1")).await.map_err(api_err).expect_err("bad");
+    let bad = pods
+        .list(&ListParams::default().fields("spec.bogus=1"))
+        .await
+        .map_err(api_err)
+        .expect_err("bad");
     assert_eq!(bad.code, 400);
 
     // Pagination: limit + continue walks the list in order.
     let first = pods.list(&ListParams::default().limit(2)).await.expect("page 1");
     assert_eq!(names(first.clone()), ["p0", "p1"]);
     let token = first.metadata.continue_.clone().expect("continue");
-    let second = pods.list(&ListParams::default().limit(2).continue_token(&token)).await.expect("page 2");
+    let second = pods
+        .list(&ListParams::default().limit(2).continue_token(&token))
+        .await
+        .expect("page 2");
     assert_eq!(names(second.clone()), ["p2", "p3"]);
     assert_eq!(second.metadata.resource_version, first.metadata.resource_version);
     let token = second.metadata.continue_.clone().expect("continue");
-    let third = pods.list(&ListParams::default().limit(2).continue_token(&token)).await.expect("page 3");
+    let third = pods
+        .list(&ListParams::default().limit(2).continue_token(&token))
+        .await
+        .expect("page 3");
     assert_eq!(names(third.clone()), ["p4"]);
     assert!(third.metadata.continue_.as_deref().is_none_or(str::is_empty));
     srv.shutdown().await;
@@ -195,19 +287,37 @@ async fn watch_streams_events_in_order_with_selector_transitions() {
     let rv = list.metadata.resource_version.expect("rv");
     let wp = WatchParams::default().labels("app=x").timeout(20);
     let mut stream = pods.watch(&wp, &rv).await.expect("watch").boxed();
-    pods.create(&PostParams::default(), &pod("w", &[("app", "x")])).await.expect("create");
-    pods.create(&PostParams::default(), &pod("other", &[("app", "y")])).await.expect("create");
-    pods.patch("w", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"app": "y"}}})))
+    pods.create(&PostParams::default(), &pod("w", &[("app", "x")]))
         .await
-        .expect("relabel");
-    pods.patch("other", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"app": "x"}}})))
+        .expect("create");
+    pods.create(&PostParams::default(), &pod("other", &[("app", "y")]))
         .await
-        .expect("relabel");
-    pods.delete("other", &DeleteParams::default()).await.expect("delete");
+        .expect("create");
+    pods.patch(
+        "w",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"app": "y"}}})),
+    )
+    .await
+    .expect("relabel");
+    pods.patch(
+        "other",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"app": "x"}}})),
+    )
+    .await
+    .expect("relabel");
+    pods.delete("other", &DeleteParams::default())
+        .await
+        .expect("delete");
     let mut seen = Vec::new();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while seen.len() < 4 {
-        let ev = tokio::time::timeout_at(deadline, stream.try_next()).await.expect("in time").expect("ok").expect("event");
+        let ev = tokio::time::timeout_at(deadline, stream.try_next())
+            .await
+            .expect("in time")
+            .expect("ok")
+            .expect("event");
         match ev {
             WatchEvent::Added(p) => seen.push(format!("ADDED {}", p.metadata.name.unwrap_or_default())),
             WatchEvent::Modified(p) => seen.push(format!("MODIFIED {}", p.metadata.name.unwrap_or_default())),

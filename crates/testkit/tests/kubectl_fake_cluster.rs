@@ -26,7 +26,11 @@ async fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String) {
             .env("HOME", kc.parent().unwrap_or(Path::new("/tmp")))
             .output()
             .expect("run kubectl");
-        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
         (out.status.success(), text)
     })
     .await
@@ -34,7 +38,10 @@ async fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String) {
 }
 
 async fn next_line(rx: &mut tokio::sync::mpsc::UnboundedReceiver<String>) -> Option<String> {
-    tokio::time::timeout(Duration::from_secs(20), rx.recv()).await.ok().flatten()
+    tokio::time::timeout(Duration::from_secs(20), rx.recv())
+        .await
+        .ok()
+        .flatten()
 }
 
 fn rg_yaml(name: &str) -> String {
@@ -61,21 +68,35 @@ async fn kubectl_apply_get_watch_describe_delete() {
     let kc = dir.path().join("kubeconfig");
     srv.write_kubeconfig(&kc).expect("kubeconfig");
 
-    let crd = write(dir.path(), "crd.yaml", &serde_yaml::to_string(&RunnerGroup::crd()).expect("yaml"));
+    let crd = write(
+        dir.path(),
+        "crd.yaml",
+        &serde_yaml::to_string(&RunnerGroup::crd()).expect("yaml"),
+    );
     let (ok, out) = kubectl(&kc, &["apply", "-f", crd.to_str().expect("path")]).await;
     assert!(ok, "apply crd: {out}");
     assert!(out.contains("created"), "{out}");
 
     let rg = write(dir.path(), "rg.yaml", &rg_yaml("pool"));
     let (ok, out) = kubectl(&kc, &["apply", "-f", rg.to_str().expect("path")]).await;
-    assert!(ok && out.contains("runnergroup.forgerunner.dev/pool created"), "apply rg: {out}");
+    assert!(
+        ok && out.contains("runnergroup.forgerunner.dev/pool created"),
+        "apply rg: {out}"
+    );
     let (ok, out) = kubectl(&kc, &["apply", "-f", rg.to_str().expect("path")]).await;
     assert!(ok && out.contains("unchanged"), "re-apply: {out}");
     let (ok, out) = kubectl(&kc, &["apply", "--server-side", "-f", rg.to_str().expect("path")]).await;
     assert!(ok, "server-side apply: {out}");
-    let bad = write(dir.path(), "bad.yaml", &rg_yaml("bad").replace("maxRunners: 4", "maxRunners: 0"));
+    let bad = write(
+        dir.path(),
+        "bad.yaml",
+        &rg_yaml("bad").replace("maxRunners: 4", "maxRunners: 0"),
+    );
     let (ok, out) = kubectl(&kc, &["apply", "-f", bad.to_str().expect("path")]).await;
-    assert!(!ok && out.contains("spec.maxRunners"), "invalid apply must fail: {out}");
+    assert!(
+        !ok && out.contains("spec.maxRunners"),
+        "invalid apply must fail: {out}"
+    );
 
     let (ok, out) = kubectl(&kc, &["get", "rg"]).await;
     assert!(ok, "get: {out}");
@@ -83,8 +104,15 @@ async fn kubectl_apply_get_watch_describe_delete() {
     for col in ["NAME", "FORGE", "MIN", "MAX", "CURRENT", "AGE"] {
         assert!(header.contains(col), "missing column {col}: {out}");
     }
-    assert!(out.lines().any(|l| l.starts_with("pool") && l.contains("github")), "{out}");
-    let (ok, out) = kubectl(&kc, &["get", "runnergroups.forgerunner.dev", "pool", "-o", "json"]).await;
+    assert!(
+        out.lines().any(|l| l.starts_with("pool") && l.contains("github")),
+        "{out}"
+    );
+    let (ok, out) = kubectl(
+        &kc,
+        &["get", "runnergroups.forgerunner.dev", "pool", "-o", "json"],
+    )
+    .await;
     assert!(ok && out.contains("\"maxRunners\": 4"), "{out}");
 
     // get -w: the initial row, then a row per change; read with a deadline.
@@ -109,12 +137,19 @@ async fn kubectl_apply_get_watch_describe_delete() {
     while lines.len() < 2 {
         lines.push(next_line(&mut rx).await.expect("watch output"));
     }
-    assert!(lines[0].contains("NAME") && lines[1].starts_with("pool"), "{lines:?}");
+    assert!(
+        lines[0].contains("NAME") && lines[1].starts_with("pool"),
+        "{lines:?}"
+    );
     let client = srv.client().expect("client");
     let rgs: Api<RunnerGroup> = Api::namespaced(client.clone(), "default");
-    rgs.patch_status("pool", &PatchParams::default(), &Patch::Merge(json!({"status": {"currentRunners": 3}})))
-        .await
-        .expect("status");
+    rgs.patch_status(
+        "pool",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"currentRunners": 3}})),
+    )
+    .await
+    .expect("status");
     let changed = next_line(&mut rx).await.expect("watch row after change");
     assert!(changed.starts_with("pool"), "{changed}");
     let _ = child.kill();
@@ -122,15 +157,20 @@ async fn kubectl_apply_get_watch_describe_delete() {
 
     // describe, then a cascading delete through ownerReferences.
     let (ok, out) = kubectl(&kc, &["describe", "rg", "pool"]).await;
-    assert!(ok && out.contains("Name:") && out.contains("pool"), "describe: {out}");
+    assert!(
+        ok && out.contains("Name:") && out.contains("pool"),
+        "describe: {out}"
+    );
     let owner = rgs.get("pool").await.expect("rg");
     let oref = owner.controller_owner_ref(&()).expect("oref");
     let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
     for i in 0..2 {
-        let job: Job = serde_json::from_value(json!({"metadata": {"name": format!("pool-job{i}"), "ownerReferences": [oref],
+        let job: Job = serde_json::from_value(
+            json!({"metadata": {"name": format!("pool-job{i}"), "ownerReferences": [oref],
             "labels": {"app.kubernetes.io/managed-by": "forgerunner"}},
             "spec": {"backoffLimit": 0, "template": {"spec": {"restartPolicy": "Never",
-                "containers": [{"name": "runner", "image": "runner:1"}]}}}}))
+                "containers": [{"name": "runner", "image": "runner:1"}]}}}}),
+        )
         .expect("job");
         jobs.create(&PostParams::default(), &job).await.expect("job");
     }
@@ -138,7 +178,14 @@ async fn kubectl_apply_get_watch_describe_delete() {
     assert!(ok && out.contains("pool-job0"), "get jobs: {out}");
     let (ok, out) = kubectl(&kc, &["delete", "rg", "pool"]).await;
     assert!(ok && out.contains("deleted"), "delete: {out}");
-    let (ok, out) = kubectl(&kc, &["get", "jobs", "-l", "app.kubernetes.io/managed-by=forgerunner"]).await;
-    assert!(ok && out.contains("No resources found"), "jobs must be collected: {out}");
+    let (ok, out) = kubectl(
+        &kc,
+        &["get", "jobs", "-l", "app.kubernetes.io/managed-by=forgerunner"],
+    )
+    .await;
+    assert!(
+        ok && out.contains("No resources found"),
+        "jobs must be collected: {out}"
+    );
     srv.shutdown().await;
 }

@@ -63,7 +63,11 @@ fn collect_unknown(input: &Value, decoded: &Value, path: &str, out: &mut Vec<Str
     match (input, decoded) {
         (Value::Object(a), Value::Object(b)) => {
             for (k, v) in a {
-                let p = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
+                let p = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
                 match b.get(k) {
                     Some(dv) => collect_unknown(v, dv, &p, out),
                     None if !v.is_null() && !is_empty_container(v) => out.push(p),
@@ -148,7 +152,9 @@ pub fn apply_defaults(builtin: Builtin, v: &mut Value, uid: &str, name: &str) {
 /// `stringData` is write-only: merged into base64 `data`, then dropped.
 fn merge_string_data(m: &mut Map<String, Value>) {
     use base64::Engine;
-    let Some(Value::Object(sd)) = m.remove("stringData") else { return };
+    let Some(Value::Object(sd)) = m.remove("stringData") else {
+        return;
+    };
     let data = m.entry("data").or_insert_with(|| json!({}));
     if let Some(data) = data.as_object_mut() {
         for (k, val) in sd {
@@ -164,7 +170,10 @@ fn pod_spec_defaults(spec: &mut Map<String, Value>) {
     default_field(spec, "dnsPolicy", json!("ClusterFirst"));
     default_field(spec, "schedulerName", json!("default-scheduler"));
     default_field(spec, "securityContext", json!({}));
-    let sa = spec.get("serviceAccountName").cloned().unwrap_or(json!("default"));
+    let sa = spec
+        .get("serviceAccountName")
+        .cloned()
+        .unwrap_or(json!("default"));
     default_field(spec, "serviceAccountName", sa.clone());
     default_field(spec, "serviceAccount", sa);
     for list in ["containers", "initContainers"] {
@@ -174,7 +183,11 @@ fn pod_spec_defaults(spec: &mut Map<String, Value>) {
                 default_field(c, "terminationMessagePolicy", json!("File"));
                 let image = c.get("image").and_then(Value::as_str).unwrap_or_default();
                 let latest = !image.contains(':') || image.ends_with(":latest");
-                default_field(c, "imagePullPolicy", json!(if latest { "Always" } else { "IfNotPresent" }));
+                default_field(
+                    c,
+                    "imagePullPolicy",
+                    json!(if latest { "Always" } else { "IfNotPresent" }),
+                );
             }
         }
     }
@@ -188,11 +201,20 @@ fn job_defaults(v: &mut Value, uid: &str, name: &str) {
     default_field(spec, "completionMode", json!("NonIndexed"));
     default_field(spec, "suspend", json!(false));
     default_field(spec, "podReplacementPolicy", json!("TerminatingOrFailed"));
-    let manual = spec.get("manualSelector").and_then(Value::as_bool).unwrap_or(false);
+    let manual = spec
+        .get("manualSelector")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
     if !manual {
-        default_field(spec, "selector", json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}));
+        default_field(
+            spec,
+            "selector",
+            json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}),
+        );
     }
-    let Some(template) = spec.get_mut("template") else { return };
+    let Some(template) = spec.get_mut("template") else {
+        return;
+    };
     if !manual && let Some(labels) = v_labels(template) {
         for (k, val) in [
             ("batch.kubernetes.io/controller-uid", uid),
@@ -223,7 +245,9 @@ pub fn validate(builtin: Builtin, v: &Value) -> Vec<(String, String)> {
     match builtin {
         Builtin::Pod => check_containers(v.pointer("/spec"), "spec", &mut errs),
         Builtin::Job => {
-            let policy = v.pointer("/spec/template/spec/restartPolicy").and_then(Value::as_str);
+            let policy = v
+                .pointer("/spec/template/spec/restartPolicy")
+                .and_then(Value::as_str);
             if !matches!(policy, Some("Never" | "OnFailure")) {
                 errs.push((
                     "spec.template.spec.restartPolicy".into(),

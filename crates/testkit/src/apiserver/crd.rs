@@ -28,7 +28,11 @@ pub fn defs_from_crd(crd: &Value) -> Vec<ResourceDef> {
         x => x.to_string(),
     };
     let namespaced = s(crd, "/spec/scope") != "Cluster";
-    let versions = crd.pointer("/spec/versions").and_then(Value::as_array).cloned().unwrap_or_default();
+    let versions = crd
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
     versions
         .iter()
         .filter(|v| v.get("served").and_then(Value::as_bool).unwrap_or(true))
@@ -74,22 +78,44 @@ pub fn accept(store: &mut Store, crd: &mut Value) -> ApiResult<()> {
         errs.push(("spec.group".to_string(), "Required value".to_string()));
     }
     if plural.is_empty() || s(crd, "/spec/names/kind").is_empty() {
-        errs.push(("spec.names".to_string(), "Required value: plural and kind are required".to_string()));
+        errs.push((
+            "spec.names".to_string(),
+            "Required value: plural and kind are required".to_string(),
+        ));
     }
     if name != format!("{plural}.{group}") {
-        errs.push(("metadata.name".to_string(), format!("Invalid value: \"{name}\": must be spec.names.plural+\".\"+spec.group")));
+        errs.push((
+            "metadata.name".to_string(),
+            format!("Invalid value: \"{name}\": must be spec.names.plural+\".\"+spec.group"),
+        ));
     }
-    let versions = crd.pointer("/spec/versions").and_then(Value::as_array).cloned().unwrap_or_default();
-    let storage: Vec<&Value> = versions.iter().filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true)).collect();
-    if versions.is_empty() {
-        errs.push(("spec.versions".to_string(), "Invalid value: must have exactly one version marked as storage version".to_string()));
-    } else if storage.len() != 1 {
-        errs.push(("spec.versions".to_string(), "Invalid value: must have exactly one version marked as storage version".to_string()));
+    let versions = crd
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let storage: Vec<&Value> = versions
+        .iter()
+        .filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+        .collect();
+    if storage.len() != 1 {
+        errs.push((
+            "spec.versions".to_string(),
+            "Invalid value: must have exactly one version marked as storage version".to_string(),
+        ));
     }
     if !errs.is_empty() {
-        return Err(ApiError::invalid("apiextensions.k8s.io", "CustomResourceDefinition", &name, &errs));
+        return Err(ApiError::invalid(
+            "apiextensions.k8s.io",
+            "CustomResourceDefinition",
+            &name,
+            &errs,
+        ));
     }
-    let stored_version = storage.first().map(|v| s(v, "/name").to_string()).unwrap_or_default();
+    let stored_version = storage
+        .first()
+        .map(|v| s(v, "/name").to_string())
+        .unwrap_or_default();
     let now = now_rfc3339();
     let keep_time = |t: &str| -> Value {
         crd.pointer("/status/conditions")
@@ -121,7 +147,10 @@ pub fn accept(store: &mut Store, crd: &mut Value) -> ApiResult<()> {
 /// Drops every object of a removed CRD and stops serving its types.
 pub fn on_removed(store: &mut Store, crd: &Value) {
     let name = s(crd, "/metadata/name").to_string();
-    let tk = TypeKey { group: s(crd, "/spec/group").to_string(), plural: s(crd, "/spec/names/plural").to_string() };
+    let tk = TypeKey {
+        group: s(crd, "/spec/group").to_string(),
+        plural: s(crd, "/spec/names/plural").to_string(),
+    };
     let keys: Vec<ObjKey> = store.drop_type(&tk);
     for k in keys {
         store.remove(&k);

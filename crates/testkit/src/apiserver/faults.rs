@@ -90,7 +90,13 @@ impl Fault {
     }
 
     fn with(action: FaultAction) -> Fault {
-        Fault { verb: None, resource: None, namespace: None, action, remaining: None }
+        Fault {
+            verb: None,
+            resource: None,
+            namespace: None,
+            action,
+            remaining: None,
+        }
     }
 
     /// Restricts to one verb.
@@ -219,7 +225,10 @@ pub struct RequestLog {
 impl RequestLog {
     /// Requests with this verb on this resource (e.g. `pods`, `pods/status`).
     pub fn count(&self, verb: Verb, resource: &str) -> usize {
-        self.records.iter().filter(|r| r.verb == Some(verb) && r.resource == resource).count()
+        self.records
+            .iter()
+            .filter(|r| r.verb == Some(verb) && r.resource == resource)
+            .count()
     }
 
     /// Requests with this verb on this resource in this namespace.

@@ -57,7 +57,14 @@ pub struct Deleted {
 }
 
 fn ns_key(name: &str) -> ObjKey {
-    ObjKey { tk: TypeKey { group: String::new(), plural: "namespaces".into() }, ns: String::new(), name: name.into() }
+    ObjKey {
+        tk: TypeKey {
+            group: String::new(),
+            plural: "namespaces".into(),
+        },
+        ns: String::new(),
+        name: name.into(),
+    }
 }
 
 fn with_finalizers(obj: &Value, f: Vec<String>) -> Value {
@@ -98,16 +105,23 @@ impl Store {
         policy: Option<Propagation>,
         pre: &Preconditions,
     ) -> ApiResult<Deleted> {
-        let current = self.get(key).ok_or_else(|| ApiError::not_found(&def.group, &def.plural, &key.name))?;
+        let current = self
+            .get(key)
+            .ok_or_else(|| ApiError::not_found(&def.group, &def.plural, &key.name))?;
         let uid = uid_of(&current);
         if let Some(want) = &pre.uid
             && *want != uid
         {
-            return Err(ApiError::conflict(&def.group, &def.plural, &key.name).with_message(format!(
-                "Precondition failed: UID in precondition: {want}, UID in object meta: {uid}"
-            )));
+            return Err(
+                ApiError::conflict(&def.group, &def.plural, &key.name).with_message(format!(
+                    "Precondition failed: UID in precondition: {want}, UID in object meta: {uid}"
+                )),
+            );
         }
-        let rv = current.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or_default();
+        let rv = current
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         if let Some(want) = &pre.resource_version
             && want != rv
         {
@@ -129,10 +143,18 @@ impl Store {
             }
         });
         if def.builtin == Some(Builtin::Namespace) {
-            return Ok(Deleted { object: self.delete_namespace(key), removed: self.get(key).is_none(), warnings });
+            return Ok(Deleted {
+                object: self.delete_namespace(key),
+                removed: self.get(key).is_none(),
+                warnings,
+            });
         }
         if current.pointer("/metadata/deletionTimestamp").is_some() {
-            return Ok(Deleted { object: current, removed: false, warnings });
+            return Ok(Deleted {
+                object: current,
+                removed: false,
+                warnings,
+            });
         }
         match policy {
             Propagation::Orphan => self.orphan_dependents(&uid),
@@ -143,16 +165,28 @@ impl Store {
                 }
                 self.check_foreground(&uid);
                 let removed = self.get(key).is_none();
-                return Ok(Deleted { object: obj, removed, warnings });
+                return Ok(Deleted {
+                    object: obj,
+                    removed,
+                    warnings,
+                });
             }
             _ => {}
         }
         if !finalizer_list(&current).is_empty() {
             let obj = self.put(key, mark_deleting(&current, None));
-            return Ok(Deleted { object: obj, removed: false, warnings });
+            return Ok(Deleted {
+                object: obj,
+                removed: false,
+                warnings,
+            });
         }
         let last = self.remove_and_collect(key).unwrap_or(current);
-        Ok(Deleted { object: last, removed: true, warnings })
+        Ok(Deleted {
+            object: last,
+            removed: true,
+            warnings,
+        })
     }
 
     fn delete_dependent(&mut self, key: &ObjKey, policy: Propagation) {
@@ -166,7 +200,10 @@ impl Store {
         for dep in self.dependents_of(owner_uid) {
             let Some(obj) = self.get(&dep) else { continue };
             let mut o = (*obj).clone();
-            if let Some(refs) = o.pointer_mut("/metadata/ownerReferences").and_then(Value::as_array_mut) {
+            if let Some(refs) = o
+                .pointer_mut("/metadata/ownerReferences")
+                .and_then(Value::as_array_mut)
+            {
                 refs.retain(|r| r.get("uid").and_then(Value::as_str) != Some(owner_uid));
             }
             self.put(&dep, o);
@@ -212,7 +249,9 @@ impl Store {
     }
 
     fn check_foreground(&mut self, owner_uid: &str) {
-        let Some(key) = self.key_of_uid(owner_uid).cloned() else { return };
+        let Some(key) = self.key_of_uid(owner_uid).cloned() else {
+            return;
+        };
         let Some(owner) = self.get(&key) else { return };
         let f = finalizer_list(&owner);
         if !f.iter().any(|x| x == FOREGROUND) || !self.dependents_of(owner_uid).is_empty() {
@@ -224,7 +263,9 @@ impl Store {
     }
 
     fn delete_namespace(&mut self, key: &ObjKey) -> Arc<Value> {
-        let Some(current) = self.get(key) else { return Arc::new(Value::Null) };
+        let Some(current) = self.get(key) else {
+            return Arc::new(Value::Null);
+        };
         let mut o = mark_deleting(&current, None);
         if let Some(s) = o.as_object_mut() {
             s.insert("status".into(), json!({"phase": "Terminating"}));

@@ -71,7 +71,13 @@ impl FakeApiServer {
 
     /// Starts a server with the given settings on 127.0.0.1 and a free port.
     pub async fn start_with(config: ServerConfig) -> Result<FakeApiServer, FakeApiError> {
-        FakeApiServer::bind("127.0.0.1:0".parse().map_err(|_| std::io::Error::other("bad address"))?, config).await
+        FakeApiServer::bind(
+            "127.0.0.1:0"
+                .parse()
+                .map_err(|_| std::io::Error::other("bad address"))?,
+            config,
+        )
+        .await
     }
 
     /// Starts a server on a chosen address.
@@ -87,7 +93,9 @@ impl FakeApiServer {
             drop_all: Mutex::new(CancellationToken::new()),
             addr,
         });
-        let app = axum::Router::new().fallback(server::handle).with_state(shared.clone());
+        let app = axum::Router::new()
+            .fallback(server::handle)
+            .with_state(shared.clone());
         let token = shared.shutdown.clone();
         let task = tokio::spawn(async move {
             let serve = axum::serve(listener, app).with_graceful_shutdown(token.cancelled_owned());
@@ -95,7 +103,10 @@ impl FakeApiServer {
                 tracing::warn!(error = %e, "fake API server stopped with an error");
             }
         });
-        Ok(FakeApiServer { shared, task: Mutex::new(Some(task)) })
+        Ok(FakeApiServer {
+            shared,
+            task: Mutex::new(Some(task)),
+        })
     }
 
     /// The server's base URL, `http://127.0.0.1:PORT`.
@@ -138,7 +149,10 @@ impl FakeApiServer {
     /// A kube client configuration for this server (default namespace `default`).
     pub fn kube_config(&self, user_agent: &str) -> Result<kube::Config, FakeApiError> {
         install_crypto_provider();
-        let uri = self.url().parse::<http::Uri>().map_err(|e| FakeApiError::Client(e.to_string()))?;
+        let uri = self
+            .url()
+            .parse::<http::Uri>()
+            .map_err(|e| FakeApiError::Client(e.to_string()))?;
         let mut config = kube::Config::new(uri);
         config.default_namespace = "default".into();
         let ua = http::HeaderValue::from_str(user_agent).map_err(|e| FakeApiError::Client(e.to_string()))?;

@@ -84,7 +84,11 @@ fn closure(roots: Vec<String>, out: &mut Map<String, Value>) {
 }
 
 fn gv_path(group: &str, version: &str) -> String {
-    if group.is_empty() { format!("api/{version}") } else { format!("apis/{group}/{version}") }
+    if group.is_empty() {
+        format!("api/{version}")
+    } else {
+        format!("apis/{group}/{version}")
+    }
 }
 
 fn params() -> Value {
@@ -108,10 +112,19 @@ fn paths_for(d: &ResourceDef, name: &str) -> Map<String, Value> {
         format!("{base}/{}", d.plural)
     };
     let mut out = Map::new();
-    out.insert(coll.clone(), json!({"get": op("list"), "post": op("post"), "delete": op("deletecollection")}));
-    out.insert(format!("{coll}/{{name}}"), json!({"get": op("get"), "put": op("put"), "patch": op("patch"), "delete": op("delete")}));
+    out.insert(
+        coll.clone(),
+        json!({"get": op("list"), "post": op("post"), "delete": op("deletecollection")}),
+    );
+    out.insert(
+        format!("{coll}/{{name}}"),
+        json!({"get": op("get"), "put": op("put"), "patch": op("patch"), "delete": op("delete")}),
+    );
     if d.status {
-        out.insert(format!("{coll}/{{name}}/status"), json!({"get": op("get"), "put": op("put"), "patch": op("patch")}));
+        out.insert(
+            format!("{coll}/{{name}}/status"),
+            json!({"get": op("get"), "put": op("put"), "patch": op("patch")}),
+        );
     }
     out
 }
@@ -132,7 +145,10 @@ fn document(defs: &[&ResourceDef]) -> Value {
                 if let Some(props) = s.get_mut("properties").and_then(Value::as_object_mut) {
                     props.insert("metadata".into(), json!({"$ref": "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"}));
                 }
-                closure(vec!["io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta".into()], &mut schemas);
+                closure(
+                    vec!["io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta".into()],
+                    &mut schemas,
+                );
                 s
             }
             (None, Some(_)) => {
@@ -142,7 +158,10 @@ fn document(defs: &[&ResourceDef]) -> Value {
             (None, None) => json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
         };
         if let Some(m) = s.as_object_mut() {
-            m.insert("x-kubernetes-group-version-kind".into(), json!([{"group": d.group, "kind": d.kind, "version": d.version}]));
+            m.insert(
+                "x-kubernetes-group-version-kind".into(),
+                json!([{"group": d.group, "kind": d.kind, "version": d.version}]),
+            );
         }
         schemas.insert(name, s);
     }
@@ -159,7 +178,10 @@ pub fn serve(shared: &Shared, rest: &[&str]) -> Response {
     let store = lock(&shared.store);
     let mut by_gv: BTreeMap<String, Vec<&ResourceDef>> = BTreeMap::new();
     for d in store.registry.all() {
-        by_gv.entry(gv_path(&d.group, &d.version)).or_default().push(d.as_ref());
+        by_gv
+            .entry(gv_path(&d.group, &d.version))
+            .or_default()
+            .push(d.as_ref());
     }
     if rest.is_empty() {
         let mut paths = Map::new();
@@ -170,12 +192,21 @@ pub fn serve(shared: &Shared, rest: &[&str]) -> Response {
                 d.schema.as_ref().map(Value::to_string).hash(&mut h);
                 d.printer_columns.len().hash(&mut h);
             }
-            paths.insert(gv.clone(), json!({"serverRelativeURL": format!("/openapi/v3/{gv}?hash={:016X}", h.finish())}));
+            paths.insert(
+                gv.clone(),
+                json!({"serverRelativeURL": format!("/openapi/v3/{gv}?hash={:016X}", h.finish())}),
+            );
         }
         return json_response(200, &json!({"paths": paths}), &[]);
     }
     match by_gv.get(&rest.join("/")) {
         Some(defs) => json_response(200, &document(defs), &[]),
-        None => error_response(&ApiError::new(Reason::NotFound, "the server could not find the requested resource"), None),
+        None => error_response(
+            &ApiError::new(
+                Reason::NotFound,
+                "the server could not find the requested resource",
+            ),
+            None,
+        ),
     }
 }

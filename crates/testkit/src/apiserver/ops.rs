@@ -40,12 +40,15 @@ pub struct WriteCtx {
 }
 
 fn meta(obj: &mut Value) -> ApiResult<&mut Map<String, Value>> {
-    let m = obj.as_object_mut().ok_or_else(|| ApiError::bad_request("body must be a JSON object"))?;
+    let m = obj
+        .as_object_mut()
+        .ok_or_else(|| ApiError::bad_request("body must be a JSON object"))?;
     let e = m.entry("metadata").or_insert_with(|| json!({}));
     if !e.is_object() {
         return Err(ApiError::bad_request("metadata must be an object"));
     }
-    e.as_object_mut().ok_or_else(|| ApiError::bad_request("metadata must be an object"))
+    e.as_object_mut()
+        .ok_or_else(|| ApiError::bad_request("metadata must be an object"))
 }
 
 fn str_at<'a>(v: &'a Value, ptr: &str) -> Option<&'a str> {
@@ -55,11 +58,15 @@ fn str_at<'a>(v: &'a Value, ptr: &str) -> Option<&'a str> {
 /// DNS-1123 subdomain (or label when `label`), as Kubernetes validates names.
 fn name_error(name: &str, label: bool) -> Option<String> {
     let max = if label { 63 } else { 253 };
-    let ok_chars = name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || (!label && c == '.'));
+    let ok_chars = name
+        .chars()
+        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || (!label && c == '.'));
     let ends_ok = name.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
         && name.chars().last().is_some_and(|c| c.is_ascii_alphanumeric());
     if name.len() > max {
-        Some(format!("Invalid value: \"{name}\": must be no more than {max} characters"))
+        Some(format!(
+            "Invalid value: \"{name}\": must be no more than {max} characters"
+        ))
     } else if !ok_chars || !ends_ok {
         Some(format!(
             "Invalid value: \"{name}\": a lowercase RFC 1123 {} must consist of lower case alphanumeric \
@@ -74,7 +81,9 @@ fn name_error(name: &str, label: bool) -> Option<String> {
 
 fn random_suffix() -> String {
     const CHARS: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    (0..5).map(|_| CHARS[rand::random_range(0..CHARS.len())] as char).collect()
+    (0..5)
+        .map(|_| CHARS[rand::random_range(0..CHARS.len())] as char)
+        .collect()
 }
 
 /// The object without the fields a spec change ignores, for generation tracking.
@@ -135,11 +144,16 @@ impl Store {
         if !unknown.is_empty() {
             match ctx.validation {
                 FieldValidation::Strict => {
-                    let list: Vec<String> = unknown.iter().map(|f| format!("unknown field \"{f}\"")).collect();
-                    return Err(ApiError::bad_request(format!("strict decoding error: {}", list.join(", "))));
+                    let list: Vec<String> =
+                        unknown.iter().map(|f| format!("unknown field \"{f}\"")).collect();
+                    return Err(ApiError::bad_request(format!(
+                        "strict decoding error: {}",
+                        list.join(", ")
+                    )));
                 }
                 FieldValidation::Warn => {
-                    ctx.warnings.extend(unknown.iter().map(|f| format!("unknown field \"{f}\"")));
+                    ctx.warnings
+                        .extend(unknown.iter().map(|f| format!("unknown field \"{f}\"")));
                 }
                 FieldValidation::Ignore => {}
             }
@@ -147,7 +161,14 @@ impl Store {
         Ok(())
     }
 
-    fn set_managed(&self, def: &ResourceDef, obj: &mut Value, old: Option<&Value>, ctx: &WriteCtx, sub: &str) {
+    fn set_managed(
+        &self,
+        def: &ResourceDef,
+        obj: &mut Value,
+        old: Option<&Value>,
+        ctx: &WriteCtx,
+        sub: &str,
+    ) {
         if ctx.manager.is_empty() {
             return;
         }
@@ -162,7 +183,10 @@ impl Store {
                 && str_at(e, "/operation") == Some(op)
                 && str_at(e, "/subresource").unwrap_or_default() == sub
         };
-        let time = entries.iter().find(|e| same(e)).and_then(|e| e.get("time").cloned());
+        let time = entries
+            .iter()
+            .find(|e| same(e))
+            .and_then(|e| e.get("time").cloned());
         entries.retain(|e| !same(e));
         let mut entry = json!({
             "manager": ctx.manager, "operation": op, "apiVersion": def.api_version(),
@@ -180,9 +204,19 @@ impl Store {
     }
 
     /// Creates an object (POST, or an apply of a missing object).
-    pub fn create(&mut self, def: &ResourceDef, ns: &str, mut obj: Value, ctx: &mut WriteCtx) -> ApiResult<Arc<Value>> {
+    pub fn create(
+        &mut self,
+        def: &ResourceDef,
+        ns: &str,
+        mut obj: Value,
+        ctx: &mut WriteCtx,
+    ) -> ApiResult<Arc<Value>> {
         let m = meta(&mut obj)?;
-        let body_ns = m.get("namespace").and_then(Value::as_str).unwrap_or_default().to_string();
+        let body_ns = m
+            .get("namespace")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
         if def.namespaced {
             if !body_ns.is_empty() && body_ns != ns {
                 return Err(ApiError::bad_request(
@@ -193,22 +227,49 @@ impl Store {
         } else {
             m.remove("namespace");
         }
-        for k in ["resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "uid", "selfLink"] {
+        for k in [
+            "resourceVersion",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "uid",
+            "selfLink",
+        ] {
             m.remove(k);
         }
-        let mut name = m.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
-        let generate = m.get("generateName").and_then(Value::as_str).unwrap_or_default().to_string();
+        let mut name = m
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let generate = m
+            .get("generateName")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
         if name.is_empty() && generate.is_empty() {
-            return Err(ApiError::invalid(&def.group, &def.kind, "", &[(
-                "metadata.name".into(),
-                "Required value: name or generateName is required".into(),
-            )]));
+            return Err(ApiError::invalid(
+                &def.group,
+                &def.kind,
+                "",
+                &[(
+                    "metadata.name".into(),
+                    "Required value: name or generateName is required".into(),
+                )],
+            ));
         }
-        let key_ns = if def.namespaced { ns.to_string() } else { String::new() };
+        let key_ns = if def.namespaced {
+            ns.to_string()
+        } else {
+            String::new()
+        };
         if name.is_empty() {
             name = format!("{generate}{}", random_suffix());
             for _ in 0..8 {
-                let k = ObjKey { tk: def.type_key(), ns: key_ns.clone(), name: name.clone() };
+                let k = ObjKey {
+                    tk: def.type_key(),
+                    ns: key_ns.clone(),
+                    name: name.clone(),
+                };
                 if self.get(&k).is_none() {
                     break;
                 }
@@ -218,12 +279,21 @@ impl Store {
         }
         let label = def.builtin == Some(Builtin::Namespace);
         if let Some(e) = name_error(&name, label) {
-            return Err(ApiError::invalid(&def.group, &def.kind, &name, &[("metadata.name".into(), e)]));
+            return Err(ApiError::invalid(
+                &def.group,
+                &def.kind,
+                &name,
+                &[("metadata.name".into(), e)],
+            ));
         }
         if def.namespaced {
             self.check_namespace_open(ns)?;
         }
-        let key = ObjKey { tk: def.type_key(), ns: key_ns, name: name.clone() };
+        let key = ObjKey {
+            tk: def.type_key(),
+            ns: key_ns,
+            name: name.clone(),
+        };
         if self.get(&key).is_some() {
             return Err(ApiError::already_exists(&def.group, &def.plural, &name));
         }
@@ -256,7 +326,10 @@ impl Store {
 
     fn check_namespace_open(&self, ns: &str) -> ApiResult<()> {
         let nk = ObjKey {
-            tk: super::registry::TypeKey { group: String::new(), plural: "namespaces".into() },
+            tk: super::registry::TypeKey {
+                group: String::new(),
+                plural: "namespaces".into(),
+            },
             ns: String::new(),
             name: ns.to_string(),
         };
@@ -279,7 +352,9 @@ impl Store {
         status_only: bool,
         ctx: &mut WriteCtx,
     ) -> ApiResult<Arc<Value>> {
-        let current = self.get(key).ok_or_else(|| ApiError::not_found(&def.group, &def.plural, &key.name))?;
+        let current = self
+            .get(key)
+            .ok_or_else(|| ApiError::not_found(&def.group, &def.plural, &key.name))?;
         let body_name = str_at(&obj, "/metadata/name").unwrap_or_default();
         if !body_name.is_empty() && body_name != key.name {
             return Err(ApiError::bad_request(format!(
@@ -311,7 +386,15 @@ impl Store {
         };
         let cur_meta = current.get("metadata").cloned().unwrap_or(json!({}));
         let m = meta(&mut new)?;
-        for k in ["name", "namespace", "uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"] {
+        for k in [
+            "name",
+            "namespace",
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "generation",
+        ] {
             match cur_meta.get(k) {
                 Some(v) => m.insert(k.into(), v.clone()),
                 None => m.remove(k),
@@ -337,7 +420,10 @@ impl Store {
             }
         }
         if def.tracks_generation() && spec_part(&new) != spec_part(&current) {
-            let g = current.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0);
+            let g = current
+                .pointer("/metadata/generation")
+                .and_then(Value::as_i64)
+                .unwrap_or(0);
             meta(&mut new)?.insert("generation".into(), json!(g + 1));
         }
         if def.builtin == Some(Builtin::Crd) {
@@ -348,10 +434,14 @@ impl Store {
         if comparable(&new) == comparable(&current) {
             return Ok(current);
         }
-        if let Some(m) = new.pointer_mut("/metadata/managedFields").and_then(Value::as_array_mut) {
+        if let Some(m) = new
+            .pointer_mut("/metadata/managedFields")
+            .and_then(Value::as_array_mut)
+        {
             let op = if ctx.apply { "Apply" } else { "Update" };
             for e in m.iter_mut() {
-                if str_at(e, "/manager") == Some(ctx.manager.as_str()) && str_at(e, "/operation") == Some(op)
+                if str_at(e, "/manager") == Some(ctx.manager.as_str())
+                    && str_at(e, "/operation") == Some(op)
                     && let Some(o) = e.as_object_mut()
                 {
                     o.insert("time".into(), json!(now_rfc3339()));

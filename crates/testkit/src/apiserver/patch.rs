@@ -30,7 +30,9 @@ impl PatchKind {
             "application/apply-patch+yaml" | "application/apply-patch+json" => Ok(PatchKind::Apply),
             other => Err(ApiError::new(
                 Reason::UnsupportedMediaType,
-                format!("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml; got {other}"),
+                format!(
+                    "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml; got {other}"
+                ),
             )),
         }
     }
@@ -39,8 +41,14 @@ impl PatchKind {
 /// The merge key of a built-in list field, as declared by `patchMergeKey` / list-map-keys.
 fn builtin_key(field: &str, sample: &Value) -> Option<&'static str> {
     Some(match field {
-        "containers" | "initContainers" | "ephemeralContainers" | "env" | "volumes" | "imagePullSecrets"
-        | "containerStatuses" | "initContainerStatuses" => "name",
+        "containers"
+        | "initContainers"
+        | "ephemeralContainers"
+        | "env"
+        | "volumes"
+        | "imagePullSecrets"
+        | "containerStatuses"
+        | "initContainerStatuses" => "name",
         "volumeMounts" => "mountPath",
         "volumeDevices" => "devicePath",
         "ports" if sample.get("containerPort").is_some() => "containerPort",
@@ -91,7 +99,12 @@ impl<'a> Rules<'a> {
     /// (map keys, is set) for the list at this node.
     fn list_rule(self, field: &str, sample: &Value) -> (Vec<String>, bool) {
         match self {
-            Rules::Builtin => (builtin_key(field, sample).map(|k| vec![k.to_string()]).unwrap_or_default(), builtin_set(field)),
+            Rules::Builtin => (
+                builtin_key(field, sample)
+                    .map(|k| vec![k.to_string()])
+                    .unwrap_or_default(),
+                builtin_set(field),
+            ),
             Rules::Schema(Some(s)) => {
                 let t = s.get("x-kubernetes-list-type").and_then(Value::as_str);
                 let keys = s
@@ -219,14 +232,21 @@ fn merge_list(ta: &mut Vec<Value>, pa: &[Value], field: &str, rules: Rules<'_>) 
 
 /// Applies an RFC 6902 patch body to `target`.
 pub fn json_patch(target: &mut Value, body: &[u8]) -> ApiResult<()> {
-    let p: json_patch::Patch =
-        serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("invalid JSON patch: {e}")))?;
-    json_patch::patch(target, &p).map_err(|e| ApiError::new(Reason::Invalid, format!("the server rejected our request due to an error in our request: {e}")).with_code(422))
+    let p: json_patch::Patch = serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("invalid JSON patch: {e}")))?;
+    json_patch::patch(target, &p).map_err(|e| {
+        ApiError::new(
+            Reason::Invalid,
+            format!("the server rejected our request due to an error in our request: {e}"),
+        )
+        .with_code(422)
+    })
 }
 
 /// Parses an apply body (YAML or JSON).
 pub fn parse_apply(body: &[u8]) -> ApiResult<Value> {
-    serde_yaml::from_slice::<Value>(body).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))
+    serde_yaml::from_slice::<Value>(body)
+        .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))
 }
 
 #[cfg(test)]
@@ -236,11 +256,25 @@ mod tests {
 
     #[test]
     fn strategic_merges_containers_by_name() {
-        let mut t = json!({"spec": {"containers": [{"name": "a", "image": "x"}, {"name": "b", "image": "y"}]}});
-        merge(&mut t, &json!({"spec": {"containers": [{"name": "b", "image": "z"}]}}), Rules::Builtin);
+        let mut t =
+            json!({"spec": {"containers": [{"name": "a", "image": "x"}, {"name": "b", "image": "y"}]}});
+        merge(
+            &mut t,
+            &json!({"spec": {"containers": [{"name": "b", "image": "z"}]}}),
+            Rules::Builtin,
+        );
         assert_eq!(t.pointer("/spec/containers/1/image"), Some(&json!("z")));
         assert_eq!(t.pointer("/spec/containers/0/image"), Some(&json!("x")));
-        merge(&mut t, &json!({"spec": {"containers": [{"name": "b", "image": "z"}]}}), Rules::None);
-        assert_eq!(t.pointer("/spec/containers").and_then(Value::as_array).map(Vec::len), Some(1));
+        merge(
+            &mut t,
+            &json!({"spec": {"containers": [{"name": "b", "image": "z"}]}}),
+            Rules::None,
+        );
+        assert_eq!(
+            t.pointer("/spec/containers")
+                .and_then(Value::as_array)
+                .map(Vec::len),
+            Some(1)
+        );
     }
 }

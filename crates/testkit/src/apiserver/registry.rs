@@ -88,7 +88,10 @@ impl ResourceDef {
 
     /// The storage key shared by every version of the type.
     pub fn type_key(&self) -> TypeKey {
-        TypeKey { group: self.group.clone(), plural: self.plural.clone() }
+        TypeKey {
+            group: self.group.clone(),
+            plural: self.plural.clone(),
+        }
     }
 
     /// Whether `metadata.generation` is maintained (types with a spec).
@@ -123,22 +126,210 @@ struct BuiltinSpec {
 }
 
 const BUILTINS: &[BuiltinSpec] = &[
-    BuiltinSpec { builtin: Builtin::Namespace, group: "", version: "v1", kind: "Namespace", plural: "namespaces", namespaced: false, status: true, short: &["ns"], fields: &["status.phase"] },
-    BuiltinSpec { builtin: Builtin::Secret, group: "", version: "v1", kind: "Secret", plural: "secrets", namespaced: true, status: false, short: &[], fields: &["type"] },
-    BuiltinSpec { builtin: Builtin::ConfigMap, group: "", version: "v1", kind: "ConfigMap", plural: "configmaps", namespaced: true, status: false, short: &["cm"], fields: &[] },
-    BuiltinSpec { builtin: Builtin::Pod, group: "", version: "v1", kind: "Pod", plural: "pods", namespaced: true, status: true, short: &["po"], fields: &["status.phase", "spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName", "status.podIP", "status.nominatedNodeName"] },
-    BuiltinSpec { builtin: Builtin::CoreEvent, group: "", version: "v1", kind: "Event", plural: "events", namespaced: true, status: false, short: &["ev"], fields: &["involvedObject.kind", "involvedObject.namespace", "involvedObject.name", "involvedObject.uid", "involvedObject.apiVersion", "involvedObject.resourceVersion", "involvedObject.fieldPath", "reason", "reportingComponent", "source", "type"] },
-    BuiltinSpec { builtin: Builtin::ServiceAccount, group: "", version: "v1", kind: "ServiceAccount", plural: "serviceaccounts", namespaced: true, status: false, short: &["sa"], fields: &[] },
-    BuiltinSpec { builtin: Builtin::Service, group: "", version: "v1", kind: "Service", plural: "services", namespaced: true, status: true, short: &["svc"], fields: &["spec.clusterIP", "spec.type"] },
-    BuiltinSpec { builtin: Builtin::Job, group: "batch", version: "v1", kind: "Job", plural: "jobs", namespaced: true, status: true, short: &[], fields: &["status.successful"] },
-    BuiltinSpec { builtin: Builtin::Event, group: "events.k8s.io", version: "v1", kind: "Event", plural: "events", namespaced: true, status: false, short: &["ev"], fields: &["regarding.kind", "regarding.namespace", "regarding.name", "regarding.uid", "reason", "reportingController", "type"] },
-    BuiltinSpec { builtin: Builtin::Lease, group: "coordination.k8s.io", version: "v1", kind: "Lease", plural: "leases", namespaced: true, status: false, short: &[], fields: &[] },
-    BuiltinSpec { builtin: Builtin::Deployment, group: "apps", version: "v1", kind: "Deployment", plural: "deployments", namespaced: true, status: true, short: &["deploy"], fields: &[] },
-    BuiltinSpec { builtin: Builtin::Role, group: "rbac.authorization.k8s.io", version: "v1", kind: "Role", plural: "roles", namespaced: true, status: false, short: &[], fields: &[] },
-    BuiltinSpec { builtin: Builtin::RoleBinding, group: "rbac.authorization.k8s.io", version: "v1", kind: "RoleBinding", plural: "rolebindings", namespaced: true, status: false, short: &[], fields: &[] },
-    BuiltinSpec { builtin: Builtin::ClusterRole, group: "rbac.authorization.k8s.io", version: "v1", kind: "ClusterRole", plural: "clusterroles", namespaced: false, status: false, short: &[], fields: &[] },
-    BuiltinSpec { builtin: Builtin::ClusterRoleBinding, group: "rbac.authorization.k8s.io", version: "v1", kind: "ClusterRoleBinding", plural: "clusterrolebindings", namespaced: false, status: false, short: &[], fields: &[] },
-    BuiltinSpec { builtin: Builtin::Crd, group: "apiextensions.k8s.io", version: "v1", kind: "CustomResourceDefinition", plural: "customresourcedefinitions", namespaced: false, status: true, short: &["crd", "crds"], fields: &[] },
+    BuiltinSpec {
+        builtin: Builtin::Namespace,
+        group: "",
+        version: "v1",
+        kind: "Namespace",
+        plural: "namespaces",
+        namespaced: false,
+        status: true,
+        short: &["ns"],
+        fields: &["status.phase"],
+    },
+    BuiltinSpec {
+        builtin: Builtin::Secret,
+        group: "",
+        version: "v1",
+        kind: "Secret",
+        plural: "secrets",
+        namespaced: true,
+        status: false,
+        short: &[],
+        fields: &["type"],
+    },
+    BuiltinSpec {
+        builtin: Builtin::ConfigMap,
+        group: "",
+        version: "v1",
+        kind: "ConfigMap",
+        plural: "configmaps",
+        namespaced: true,
+        status: false,
+        short: &["cm"],
+        fields: &[],
+    },
+    BuiltinSpec {
+        builtin: Builtin::Pod,
+        group: "",
+        version: "v1",
+        kind: "Pod",
+        plural: "pods",
+        namespaced: true,
+        status: true,
+        short: &["po"],
+        fields: &[
+            "status.phase",
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "status.podIP",
+            "status.nominatedNodeName",
+        ],
+    },
+    BuiltinSpec {
+        builtin: Builtin::CoreEvent,
+        group: "",
+        version: "v1",
+        kind: "Event",
+        plural: "events",
+        namespaced: true,
+        status: false,
+        short: &["ev"],
+        fields: &[
+            "involvedObject.kind",
+            "involvedObject.namespace",
+            "involvedObject.name",
+            "involvedObject.uid",
+            "involvedObject.apiVersion",
+            "involvedObject.resourceVersion",
+            "involvedObject.fieldPath",
+            "reason",
+            "reportingComponent",
+            "source",
+            "type",
+        ],
+    },
+    BuiltinSpec {
+        builtin: Builtin::ServiceAccount,
+        group: "",
+        version: "v1",
+        kind: "ServiceAccount",
+        plural: "serviceaccounts",
+        namespaced: true,
+        status: false,
+        short: &["sa"],
+        fields: &[],
+    },
+    BuiltinSpec {
+        builtin: Builtin::Service,
+        group: "",
+        version: "v1",
+        kind: "Service",
+        plural: "services",
+        namespaced: true,
+        status: true,
+        short: &["svc"],
+        fields: &["spec.clusterIP", "spec.type"],
+    },
+    BuiltinSpec {
+        builtin: Builtin::Job,
+        group: "batch",
+        version: "v1",
+        kind: "Job",
+        plural: "jobs",
+        namespaced: true,
+        status: true,
+        short: &[],
+        fields: &["status.successful"],
+    },
+    BuiltinSpec {
+        builtin: Builtin::Event,
+        group: "events.k8s.io",
+        version: "v1",
+        kind: "Event",
+        plural: "events",
+        namespaced: true,
+        status: false,
+        short: &["ev"],
+        fields: &[
+            "regarding.kind",
+            "regarding.namespace",
+            "regarding.name",
+            "regarding.uid",
+            "reason",
+            "reportingController",
+            "type",
+        ],
+    },
+    BuiltinSpec {
+        builtin: Builtin::Lease,
+        group: "coordination.k8s.io",
+        version: "v1",
+        kind: "Lease",
+        plural: "leases",
+        namespaced: true,
+        status: false,
+        short: &[],
+        fields: &[],
+    },
+    BuiltinSpec {
+        builtin: Builtin::Deployment,
+        group: "apps",
+        version: "v1",
+        kind: "Deployment",
+        plural: "deployments",
+        namespaced: true,
+        status: true,
+        short: &["deploy"],
+        fields: &[],
+    },
+    BuiltinSpec {
+        builtin: Builtin::Role,
+        group: "rbac.authorization.k8s.io",
+        version: "v1",
+        kind: "Role",
+        plural: "roles",
+        namespaced: true,
+        status: false,
+        short: &[],
+        fields: &[],
+    },
+    BuiltinSpec {
+        builtin: Builtin::RoleBinding,
+        group: "rbac.authorization.k8s.io",
+        version: "v1",
+        kind: "RoleBinding",
+        plural: "rolebindings",
+        namespaced: true,
+        status: false,
+        short: &[],
+        fields: &[],
+    },
+    BuiltinSpec {
+        builtin: Builtin::ClusterRole,
+        group: "rbac.authorization.k8s.io",
+        version: "v1",
+        kind: "ClusterRole",
+        plural: "clusterroles",
+        namespaced: false,
+        status: false,
+        short: &[],
+        fields: &[],
+    },
+    BuiltinSpec {
+        builtin: Builtin::ClusterRoleBinding,
+        group: "rbac.authorization.k8s.io",
+        version: "v1",
+        kind: "ClusterRoleBinding",
+        plural: "clusterrolebindings",
+        namespaced: false,
+        status: false,
+        short: &[],
+        fields: &[],
+    },
+    BuiltinSpec {
+        builtin: Builtin::Crd,
+        group: "apiextensions.k8s.io",
+        version: "v1",
+        kind: "CustomResourceDefinition",
+        plural: "customresourcedefinitions",
+        namespaced: false,
+        status: true,
+        short: &["crd", "crds"],
+        fields: &[],
+    },
 ];
 
 /// All served resource types, by (group, version, plural).
@@ -153,7 +344,9 @@ impl Registry {
         let mut reg = Registry::default();
         for b in BUILTINS {
             let categories = match b.builtin {
-                Builtin::Pod | Builtin::Job | Builtin::Service | Builtin::Deployment => vec!["all".to_string()],
+                Builtin::Pod | Builtin::Job | Builtin::Service | Builtin::Deployment => {
+                    vec!["all".to_string()]
+                }
                 _ => Vec::new(),
             };
             reg.insert(ResourceDef {
@@ -178,7 +371,10 @@ impl Registry {
 
     /// Adds or replaces a type.
     pub fn insert(&mut self, def: ResourceDef) {
-        self.defs.insert((def.group.clone(), def.version.clone(), def.plural.clone()), Arc::new(def));
+        self.defs.insert(
+            (def.group.clone(), def.version.clone(), def.plural.clone()),
+            Arc::new(def),
+        );
     }
 
     /// Removes every version registered by the named CRD.
@@ -188,12 +384,13 @@ impl Registry {
 
     /// Looks a type up by its path coordinates.
     pub fn get(&self, group: &str, version: &str, plural: &str) -> Option<Arc<ResourceDef>> {
-        self.defs.get(&(group.to_string(), version.to_string(), plural.to_string())).cloned()
+        self.defs
+            .get(&(group.to_string(), version.to_string(), plural.to_string()))
+            .cloned()
     }
 
     /// Every served type.
     pub fn all(&self) -> impl Iterator<Item = &Arc<ResourceDef>> {
         self.defs.values()
     }
-
 }

@@ -59,11 +59,17 @@ fn nullable(s: &Value) -> bool {
 }
 
 fn preserves(s: &Value) -> bool {
-    s.get("x-kubernetes-preserve-unknown-fields").and_then(Value::as_bool).unwrap_or(false)
+    s.get("x-kubernetes-preserve-unknown-fields")
+        .and_then(Value::as_bool)
+        .unwrap_or(false)
 }
 
 fn join(path: &str, key: &str) -> String {
-    if path.is_empty() { key.to_string() } else { format!("{path}.{key}") }
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
 }
 
 fn type_name(v: &Value) -> &'static str {
@@ -85,7 +91,9 @@ fn type_ok(want: &str, v: &Value) -> bool {
         "string" => v.is_string(),
         "boolean" => v.is_boolean(),
         "number" => v.is_number(),
-        "integer" => v.as_i64().is_some() || v.as_u64().is_some() || v.as_f64().is_some_and(|f| f.fract() == 0.0),
+        "integer" => {
+            v.as_i64().is_some() || v.as_u64().is_some() || v.as_f64().is_some_and(|f| f.fract() == 0.0)
+        }
         _ => true,
     }
 }
@@ -106,14 +114,26 @@ fn walk(s: &Value, v: &mut Value, path: &str, out: &mut Outcome) {
     }
     if v.is_null() {
         if !nullable(s) {
-            out.errors.push((path.into(), format!("Invalid value: \"null\": {path} in body must not be null")));
+            out.errors.push((
+                path.into(),
+                format!("Invalid value: \"null\": {path} in body must not be null"),
+            ));
         }
         return;
     }
-    let int_or_string = s.get("x-kubernetes-int-or-string").and_then(Value::as_bool).unwrap_or(false);
+    let int_or_string = s
+        .get("x-kubernetes-int-or-string")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
     if int_or_string {
         if !(v.is_string() || type_ok("integer", v)) {
-            out.errors.push((path.into(), format!("Invalid value: \"{}\": must be an integer or a string", type_name(v))));
+            out.errors.push((
+                path.into(),
+                format!(
+                    "Invalid value: \"{}\": must be an integer or a string",
+                    type_name(v)
+                ),
+            ));
         }
         return;
     }
@@ -121,14 +141,20 @@ fn walk(s: &Value, v: &mut Value, path: &str, out: &mut Outcome) {
         && !type_ok(t, v)
     {
         let got = type_name(v);
-        out.errors.push((path.into(), format!("Invalid value: \"{got}\": {path} in body must be of type {t}: \"{got}\"")));
+        out.errors.push((
+            path.into(),
+            format!("Invalid value: \"{got}\": {path} in body must be of type {t}: \"{got}\""),
+        ));
         return;
     }
     if let Some(e) = s.get("enum").and_then(Value::as_array)
         && !e.contains(v)
     {
         let allowed: Vec<String> = e.iter().map(Value::to_string).collect();
-        out.errors.push((path.into(), format!("Unsupported value: {v}: supported values: {}", allowed.join(", "))));
+        out.errors.push((
+            path.into(),
+            format!("Unsupported value: {v}: supported values: {}", allowed.join(", ")),
+        ));
     }
     check_bounds(s, v, path, out);
     match v {
@@ -148,42 +174,89 @@ fn check_bounds(s: &Value, v: &Value, path: &str, out: &mut Outcome) {
     let num = |k: &str| s.get(k).and_then(Value::as_f64);
     if let Some(x) = v.as_f64() {
         if let Some(min) = num("minimum") {
-            let excl = s.get("exclusiveMinimum").and_then(Value::as_bool).unwrap_or(false);
+            let excl = s
+                .get("exclusiveMinimum")
+                .and_then(Value::as_bool)
+                .unwrap_or(false);
             if x < min || (excl && x == min) {
-                let op = if excl { "greater than" } else { "greater than or equal to" };
-                out.errors.push((path.into(), format!("Invalid value: {v}: {path} in body should be {op} {min}")));
+                let op = if excl {
+                    "greater than"
+                } else {
+                    "greater than or equal to"
+                };
+                out.errors.push((
+                    path.into(),
+                    format!("Invalid value: {v}: {path} in body should be {op} {min}"),
+                ));
             }
         }
         if let Some(max) = num("maximum") {
-            let excl = s.get("exclusiveMaximum").and_then(Value::as_bool).unwrap_or(false);
+            let excl = s
+                .get("exclusiveMaximum")
+                .and_then(Value::as_bool)
+                .unwrap_or(false);
             if x > max || (excl && x == max) {
-                let op = if excl { "less than" } else { "less than or equal to" };
-                out.errors.push((path.into(), format!("Invalid value: {v}: {path} in body should be {op} {max}")));
+                let op = if excl {
+                    "less than"
+                } else {
+                    "less than or equal to"
+                };
+                out.errors.push((
+                    path.into(),
+                    format!("Invalid value: {v}: {path} in body should be {op} {max}"),
+                ));
             }
         }
     }
     if let Some(text) = v.as_str() {
         let len = text.chars().count() as f64;
         if num("minLength").is_some_and(|m| len < m) {
-            out.errors.push((path.into(), format!("Invalid value: {v}: {path} in body should be at least {} chars long", num("minLength").unwrap_or(0.0))));
+            out.errors.push((
+                path.into(),
+                format!(
+                    "Invalid value: {v}: {path} in body should be at least {} chars long",
+                    num("minLength").unwrap_or(0.0)
+                ),
+            ));
         }
         if num("maxLength").is_some_and(|m| len > m) {
-            out.errors.push((path.into(), format!("Too long: may not be more than {} bytes", num("maxLength").unwrap_or(0.0))));
+            out.errors.push((
+                path.into(),
+                format!(
+                    "Too long: may not be more than {} bytes",
+                    num("maxLength").unwrap_or(0.0)
+                ),
+            ));
         }
         if let Some(p) = s.get("pattern").and_then(Value::as_str)
             && let Ok(re) = regex::Regex::new(p)
             && !re.is_match(text)
         {
-            out.errors.push((path.into(), format!("Invalid value: {v}: {path} in body should match '{p}'")));
+            out.errors.push((
+                path.into(),
+                format!("Invalid value: {v}: {path} in body should match '{p}'"),
+            ));
         }
     }
     if let Some(a) = v.as_array() {
         let len = a.len() as f64;
         if num("minItems").is_some_and(|m| len < m) {
-            out.errors.push((path.into(), format!("Invalid value: {len}: {path} in body should have at least {} items", num("minItems").unwrap_or(0.0))));
+            out.errors.push((
+                path.into(),
+                format!(
+                    "Invalid value: {len}: {path} in body should have at least {} items",
+                    num("minItems").unwrap_or(0.0)
+                ),
+            ));
         }
         if num("maxItems").is_some_and(|m| len > m) {
-            out.errors.push((path.into(), format!("Too many: {len}: must have at most {} items", num("maxItems").unwrap_or(0.0))));
+            out.errors.push((
+                path.into(),
+                format!(
+                    "Too many: {len}: must have at most {} items",
+                    num("maxItems").unwrap_or(0.0)
+                ),
+            ));
         }
     }
 }
@@ -193,7 +266,9 @@ fn walk_object(s: &Value, m: &mut Map<String, Value>, path: &str, out: &mut Outc
     let additional = s.get("additionalProperties");
     let keys: Vec<String> = m.keys().cloned().collect();
     for k in keys {
-        let sub = props.and_then(|p| p.get(&k)).or(additional.filter(|a| a.is_object()));
+        let sub = props
+            .and_then(|p| p.get(&k))
+            .or(additional.filter(|a| a.is_object()));
         let p = join(path, &k);
         match sub {
             Some(sub) => {

@@ -41,7 +41,13 @@ fn split_top(s: &str) -> Vec<&str> {
 
 fn parse_set(rest: &str) -> Option<Vec<String>> {
     let inner = rest.trim().strip_prefix('(')?.strip_suffix(')')?;
-    Some(inner.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect())
+    Some(
+        inner
+            .split(',')
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect(),
+    )
 }
 
 impl LabelSelector {
@@ -62,7 +68,10 @@ impl LabelSelector {
                 Requirement::NotIn(k.trim().into(), parse_set(rest).ok_or_else(bad)?)
             } else if let Some((k, rest)) = part.split_once(" in ") {
                 Requirement::In(k.trim().into(), parse_set(rest).ok_or_else(bad)?)
-            } else if part.chars().all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c)) {
+            } else if part
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
+            {
                 Requirement::Exists(part.to_string())
             } else {
                 return Err(bad());
@@ -85,7 +94,6 @@ impl LabelSelector {
             Requirement::NotExists(k) => get(k).is_none(),
         })
     }
-
 }
 
 /// A parsed field selector: `path=value`, `path==value` or `path!=value` terms.
@@ -104,7 +112,9 @@ impl FieldSelector {
             } else if let Some((k, v)) = part.split_once('=') {
                 (k, true, v)
             } else {
-                return Err(ApiError::bad_request(format!("invalid selector: '{s}'; can't understand '{part}'")));
+                return Err(ApiError::bad_request(format!(
+                    "invalid selector: '{s}'; can't understand '{part}'"
+                )));
             };
             let k = k.trim();
             let known = k == "metadata.name" || k == "metadata.namespace" || supported.iter().any(|f| f == k);

@@ -37,7 +37,8 @@ pub fn json_response(code: u16, body: &Value, warnings: &[String]) -> Response {
     let bytes = serde_json::to_vec(body).unwrap_or_default();
     let mut resp = Response::new(Body::from(bytes));
     *resp.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     for w in warnings {
         let text = format!("299 - \"{}\"", w.replace('"', "'"));
         if let Ok(v) = HeaderValue::from_str(&text) {
@@ -74,10 +75,16 @@ fn parse_target(shared: &Shared, path: &str) -> Option<Result<Target, ApiError>>
     };
     let store = lock(&shared.store);
     let Some(def) = store.registry.get(group, version, plural) else {
-        return Some(Err(ApiError::new(Reason::NotFound, "the server could not find the requested resource")));
+        return Some(Err(ApiError::new(
+            Reason::NotFound,
+            "the server could not find the requested resource",
+        )));
     };
     if ns.is_some() && !def.namespaced {
-        return Some(Err(ApiError::new(Reason::NotFound, "the server could not find the requested resource")));
+        return Some(Err(ApiError::new(
+            Reason::NotFound,
+            "the server could not find the requested resource",
+        )));
     }
     let sub = sub.map(|s| s.to_string());
     match sub.as_deref() {
@@ -85,10 +92,18 @@ fn parse_target(shared: &Shared, path: &str) -> Option<Result<Target, ApiError>>
         Some("status") if def.status => {}
         Some("log") if def.kind == "Pod" && def.group.is_empty() => {}
         Some(_) => {
-            return Some(Err(ApiError::new(Reason::NotFound, "the server could not find the requested resource")));
+            return Some(Err(ApiError::new(
+                Reason::NotFound,
+                "the server could not find the requested resource",
+            )));
         }
     }
-    Some(Ok(Target { def, ns, name: name.map(|s| s.to_string()), sub }))
+    Some(Ok(Target {
+        def,
+        ns,
+        name: name.map(|s| s.to_string()),
+        sub,
+    }))
 }
 
 fn verb_of(method: &Method, t: &Target, params: &Params) -> Option<Verb> {
@@ -111,7 +126,9 @@ fn verb_of(method: &Method, t: &Target, params: &Params) -> Option<Verb> {
 pub async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
     let (parts, body) = req.into_parts();
     let path = parts.uri.path().to_string();
-    let params: Params = Query::<Params>::try_from_uri(&parts.uri).map(|q| q.0).unwrap_or_default();
+    let params: Params = Query::<Params>::try_from_uri(&parts.uri)
+        .map(|q| q.0)
+        .unwrap_or_default();
     let user_agent = parts
         .headers
         .get(header::USER_AGENT)
@@ -142,7 +159,10 @@ pub async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response
             record.name = t.name.clone();
             match verb_of(&parts.method, &t, &params) {
                 None => error_response(
-                    &ApiError::new(Reason::MethodNotAllowed, format!("the server does not allow this method on the requested resource")),
+                    &ApiError::new(
+                        Reason::MethodNotAllowed,
+                        "the server does not allow this method on the requested resource",
+                    ),
                     None,
                 ),
                 Some(verb) => {
@@ -152,14 +172,23 @@ pub async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response
                         tokio::time::sleep(hit.latency).await;
                     }
                     if let Some((code, retry)) = hit.error {
-                        let e = ApiError::new(Reason::from_code(code), format!("injected fault: {code}")).with_code(code);
+                        let e = ApiError::new(Reason::from_code(code), format!("injected fault: {code}"))
+                            .with_code(code);
                         error_response(&e, retry)
                     } else {
                         match axum::body::to_bytes(body, 256 * 1024 * 1024).await {
-                            Ok(bytes) => {
-                                verbs::dispatch(&shared, verb, t, &params, &parts.headers, &bytes, hit.drop_watch)
+                            Ok(bytes) => verbs::dispatch(
+                                &shared,
+                                verb,
+                                t,
+                                &params,
+                                &parts.headers,
+                                &bytes,
+                                hit.drop_watch,
+                            ),
+                            Err(e) => {
+                                error_response(&ApiError::bad_request(format!("reading body: {e}")), None)
                             }
-                            Err(e) => error_response(&ApiError::bad_request(format!("reading body: {e}")), None),
                         }
                     }
                 }
@@ -178,5 +207,9 @@ pub fn wants_table(headers: &HeaderMap) -> bool {
     headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|a| a.split(',').next().is_some_and(|first| first.contains("as=Table")))
+        .is_some_and(|a| {
+            a.split(',')
+                .next()
+                .is_some_and(|first| first.contains("as=Table"))
+        })
 }

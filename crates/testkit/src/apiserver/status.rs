@@ -112,7 +112,12 @@ pub type ApiResult<T> = Result<T, ApiError>;
 impl ApiError {
     /// An error without details.
     pub fn new(reason: Reason, message: impl Into<String>) -> ApiError {
-        ApiError { reason, message: message.into(), details: None, code: reason.code() }
+        ApiError {
+            reason,
+            message: message.into(),
+            details: None,
+            code: reason.code(),
+        }
     }
 
     /// `<resource>.<group> "<name>" not found`.
@@ -211,7 +216,11 @@ impl ApiError {
 
 /// `plural.group`, or just `plural` for the core group.
 fn qualified(group: &str, name: &str) -> String {
-    if group.is_empty() { name.to_string() } else { format!("{name}.{group}") }
+    if group.is_empty() {
+        name.to_string()
+    } else {
+        format!("{name}.{group}")
+    }
 }
 
 /// The `Status` body of a successful delete that removed the object at once.

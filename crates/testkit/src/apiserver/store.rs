@@ -46,6 +46,9 @@ pub struct WatchEvent {
     pub old: Option<Arc<Value>>,
 }
 
+/// Events a new watcher must replay, and the receiver for what follows.
+pub type Subscription = (Vec<Arc<WatchEvent>>, broadcast::Receiver<Arc<WatchEvent>>);
+
 /// Sizing of the watch machinery.
 #[derive(Clone, Debug)]
 pub struct StoreConfig {
@@ -57,7 +60,10 @@ pub struct StoreConfig {
 
 impl Default for StoreConfig {
     fn default() -> Self {
-        StoreConfig { history: 20_000, broadcast_capacity: 16_384 }
+        StoreConfig {
+            history: 20_000,
+            broadcast_capacity: 16_384,
+        }
     }
 }
 
@@ -96,7 +102,14 @@ pub struct Store {
 pub fn new_uid() -> String {
     let a: u128 = rand::random();
     let h = format!("{a:032x}");
-    format!("{}-{}-4{}-a{}-{}", &h[0..8], &h[8..12], &h[13..16], &h[17..20], &h[20..32])
+    format!(
+        "{}-{}-4{}-a{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[13..16],
+        &h[17..20],
+        &h[20..32]
+    )
 }
 
 /// The current time as Kubernetes formats `metav1.Time`.
@@ -108,13 +121,20 @@ pub fn now_rfc3339() -> String {
 pub fn owner_uids(obj: &Value) -> Vec<String> {
     obj.pointer("/metadata/ownerReferences")
         .and_then(Value::as_array)
-        .map(|refs| refs.iter().filter_map(|r| r.get("uid").and_then(Value::as_str).map(str::to_string)).collect())
+        .map(|refs| {
+            refs.iter()
+                .filter_map(|r| r.get("uid").and_then(Value::as_str).map(str::to_string))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
 /// An object's `metadata.uid`.
 pub fn uid_of(obj: &Value) -> String {
-    obj.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default().to_string()
+    obj.pointer("/metadata/uid")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
 }
 
 impl Store {
@@ -128,7 +148,10 @@ impl Store {
             dependents: HashMap::new(),
             config,
         };
-        let tk = TypeKey { group: String::new(), plural: "namespaces".into() };
+        let tk = TypeKey {
+            group: String::new(),
+            plural: "namespaces".into(),
+        };
         for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
             let obj = json!({
                 "apiVersion": "v1", "kind": "Namespace",
@@ -137,7 +160,14 @@ impl Store {
                 "spec": {"finalizers": ["kubernetes"]},
                 "status": {"phase": "Active"},
             });
-            store.put(&ObjKey { tk: tk.clone(), ns: String::new(), name: ns.into() }, obj);
+            store.put(
+                &ObjKey {
+                    tk: tk.clone(),
+                    ns: String::new(),
+                    name: ns.into(),
+                },
+                obj,
+            );
         }
         store
     }
@@ -157,10 +187,13 @@ impl Store {
         })
     }
 
-
     /// One object.
     pub fn get(&self, key: &ObjKey) -> Option<Arc<Value>> {
-        self.tables.get(&key.tk)?.objects.get(&(key.ns.clone(), key.name.clone())).cloned()
+        self.tables
+            .get(&key.tk)?
+            .objects
+            .get(&(key.ns.clone(), key.name.clone()))
+            .cloned()
     }
 
     /// The key of the object with this UID, if it exists.
@@ -170,12 +203,18 @@ impl Store {
 
     /// Keys of the objects whose ownerReferences name `uid`.
     pub fn dependents_of(&self, uid: &str) -> Vec<ObjKey> {
-        self.dependents.get(uid).map(|s| s.iter().cloned().collect()).unwrap_or_default()
+        self.dependents
+            .get(uid)
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default()
     }
 
     /// Some served definition of the type (any version), for GC of stored objects.
     pub fn def_for(&self, tk: &TypeKey) -> Option<Arc<ResourceDef>> {
-        self.registry.all().find(|d| d.group == tk.group && d.plural == tk.plural).cloned()
+        self.registry
+            .all()
+            .find(|d| d.group == tk.group && d.plural == tk.plural)
+            .cloned()
     }
 
     /// Objects in `ns` (all namespaces if None) after `after`, in key order, at most `limit`
@@ -188,7 +227,9 @@ impl Store {
         limit: Option<usize>,
         after: Option<(String, String)>,
     ) -> (Vec<Arc<Value>>, Option<(String, String)>) {
-        let Some(table) = self.tables.get(tk) else { return (Vec::new(), None) };
+        let Some(table) = self.tables.get(tk) else {
+            return (Vec::new(), None);
+        };
         use std::ops::Bound;
         let lower = match (&after, ns) {
             (Some(k), _) => Bound::Excluded(k.clone()),
@@ -220,7 +261,10 @@ impl Store {
     /// Whether `ns` holds no namespaced object of any type.
     pub fn namespace_is_empty(&self, ns: &str) -> bool {
         self.tables.values().all(|t| {
-            t.objects.range((ns.to_string(), String::new())..).next().is_none_or(|(k, _)| k.0 != ns)
+            t.objects
+                .range((ns.to_string(), String::new())..)
+                .next()
+                .is_none_or(|(k, _)| k.0 != ns)
         })
     }
 
@@ -232,18 +276,18 @@ impl Store {
                 if k.0 != ns {
                     break;
                 }
-                out.push(ObjKey { tk: tk.clone(), ns: k.0.clone(), name: k.1.clone() });
+                out.push(ObjKey {
+                    tk: tk.clone(),
+                    ns: k.0.clone(),
+                    name: k.1.clone(),
+                });
             }
         }
         out
     }
 
     /// History since `rv` plus a receiver for what follows, or 410 if `rv` is compacted.
-    pub fn subscribe(
-        &mut self,
-        tk: &TypeKey,
-        rv: u64,
-    ) -> ApiResult<(Vec<Arc<WatchEvent>>, broadcast::Receiver<Arc<WatchEvent>>)> {
+    pub fn subscribe(&mut self, tk: &TypeKey, rv: u64) -> ApiResult<Subscription> {
         let table = self.table(tk);
         if rv < table.compacted {
             return Err(ApiError::gone(rv));
@@ -311,16 +355,34 @@ impl Store {
             meta.insert("resourceVersion".into(), json!(rv.to_string()));
         }
         let obj = Arc::new(obj);
-        let old = self.table(&key.tk).objects.insert((key.ns.clone(), key.name.clone()), obj.clone());
+        let old = self
+            .table(&key.tk)
+            .objects
+            .insert((key.ns.clone(), key.name.clone()), obj.clone());
         self.index(key, old.as_deref(), Some(&obj));
-        let kind = if old.is_some() { EventKind::Modified } else { EventKind::Added };
-        self.emit(&key.tk, WatchEvent { kind, rv, object: obj.clone(), old });
+        let kind = if old.is_some() {
+            EventKind::Modified
+        } else {
+            EventKind::Added
+        };
+        self.emit(
+            &key.tk,
+            WatchEvent {
+                kind,
+                rv,
+                object: obj.clone(),
+                old,
+            },
+        );
         obj
     }
 
     /// Removes an object under a new resourceVersion and emits DELETED.
     pub fn remove(&mut self, key: &ObjKey) -> Option<Arc<Value>> {
-        let old = self.table(&key.tk).objects.remove(&(key.ns.clone(), key.name.clone()))?;
+        let old = self
+            .table(&key.tk)
+            .objects
+            .remove(&(key.ns.clone(), key.name.clone()))?;
         self.rv += 1;
         let rv = self.rv;
         let mut last = (*old).clone();
@@ -329,7 +391,15 @@ impl Store {
         }
         let last = Arc::new(last);
         self.index(key, Some(&old), None);
-        self.emit(&key.tk, WatchEvent { kind: EventKind::Deleted, rv, object: last.clone(), old: None });
+        self.emit(
+            &key.tk,
+            WatchEvent {
+                kind: EventKind::Deleted,
+                rv,
+                object: last.clone(),
+                old: None,
+            },
+        );
         Some(last)
     }
 
@@ -340,7 +410,11 @@ impl Store {
             .map(|t| {
                 t.objects
                     .keys()
-                    .map(|(ns, name)| ObjKey { tk: tk.clone(), ns: ns.clone(), name: name.clone() })
+                    .map(|(ns, name)| ObjKey {
+                        tk: tk.clone(),
+                        ns: ns.clone(),
+                        name: name.clone(),
+                    })
                     .collect()
             })
             .unwrap_or_default()

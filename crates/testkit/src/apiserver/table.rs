@@ -9,7 +9,9 @@ use super::registry::{Builtin, ResourceDef};
 
 /// A human age like kubectl prints it (`5s`, `3m2s`, `10m`, `2h5m`, `3d`).
 pub fn human_age(ts: &str) -> String {
-    let Ok(t) = ts.parse::<jiff::Timestamp>() else { return "<unknown>".into() };
+    let Ok(t) = ts.parse::<jiff::Timestamp>() else {
+        return "<unknown>".into();
+    };
     let secs = (jiff::Timestamp::now().as_second() - t.as_second()).max(0);
     let (m, h, d) = (secs / 60, secs / 3600, secs / 86400);
     match secs {
@@ -25,7 +27,11 @@ pub fn human_age(ts: &str) -> String {
 /// Evaluates the JSONPath subset printer columns use: `.a.b`, `[0]`, `[*]`, `[?(@.k=="v")]`.
 pub fn jsonpath(obj: &Value, path: &str) -> Vec<Value> {
     let mut cur = vec![obj.clone()];
-    let p = path.trim().trim_start_matches('{').trim_end_matches('}').trim_start_matches('$');
+    let p = path
+        .trim()
+        .trim_start_matches('{')
+        .trim_end_matches('}')
+        .trim_start_matches('$');
     let mut rest = p;
     while !rest.is_empty() {
         if let Some(r) = rest.strip_prefix('.') {
@@ -38,7 +44,9 @@ pub fn jsonpath(obj: &Value, path: &str) -> Vec<Value> {
             let inner = &r[..end];
             rest = &r[end + 1..];
             cur = if inner == "*" {
-                cur.iter().flat_map(|v| v.as_array().cloned().unwrap_or_default()).collect()
+                cur.iter()
+                    .flat_map(|v| v.as_array().cloned().unwrap_or_default())
+                    .collect()
             } else if let Ok(i) = inner.parse::<usize>() {
                 cur.iter().filter_map(|v| v.get(i).cloned()).collect()
             } else if let Some(f) = inner.strip_prefix("?(@.").and_then(|f| f.strip_suffix(')')) {
@@ -46,7 +54,11 @@ pub fn jsonpath(obj: &Value, path: &str) -> Vec<Value> {
                 let want = want.trim().trim_matches('"').trim_matches('\'');
                 cur.iter()
                     .flat_map(|v| v.as_array().cloned().unwrap_or_default())
-                    .filter(|e| e.get(k.trim()).map(|x| x.as_str().map(str::to_string).unwrap_or(x.to_string())) == Some(want.to_string()))
+                    .filter(|e| {
+                        e.get(k.trim())
+                            .map(|x| x.as_str().map(str::to_string).unwrap_or(x.to_string()))
+                            == Some(want.to_string())
+                    })
                     .collect()
             } else {
                 return Vec::new();
@@ -86,7 +98,10 @@ fn builtin_columns(b: Option<Builtin>) -> Vec<Value> {
             column("Status", "string", "", 0),
             column("Age", "string", "", 0),
         ],
-        _ => vec![column("Name", "string", "name", 0), column("Age", "string", "", 0)],
+        _ => vec![
+            column("Name", "string", "name", 0),
+            column("Age", "string", "", 0),
+        ],
     }
 }
 
@@ -95,20 +110,53 @@ fn builtin_cells(b: Option<Builtin>, o: &Value) -> Vec<Value> {
     let age = json!(human_age(s(o, "/metadata/creationTimestamp")));
     match b {
         Some(Builtin::Pod) => {
-            let total = o.pointer("/spec/containers").and_then(Value::as_array).map_or(0, Vec::len);
-            let statuses = o.pointer("/status/containerStatuses").and_then(Value::as_array).cloned().unwrap_or_default();
-            let ready = statuses.iter().filter(|c| c.get("ready").and_then(Value::as_bool) == Some(true)).count();
-            let restarts: i64 = statuses.iter().filter_map(|c| c.get("restartCount").and_then(Value::as_i64)).sum();
-            let phase = if o.pointer("/metadata/deletionTimestamp").is_some() { "Terminating" } else { s(o, "/status/phase") };
-            vec![name, json!(format!("{ready}/{total}")), json!(phase), json!(restarts.to_string()), age]
+            let total = o
+                .pointer("/spec/containers")
+                .and_then(Value::as_array)
+                .map_or(0, Vec::len);
+            let statuses = o
+                .pointer("/status/containerStatuses")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            let ready = statuses
+                .iter()
+                .filter(|c| c.get("ready").and_then(Value::as_bool) == Some(true))
+                .count();
+            let restarts: i64 = statuses
+                .iter()
+                .filter_map(|c| c.get("restartCount").and_then(Value::as_i64))
+                .sum();
+            let phase = if o.pointer("/metadata/deletionTimestamp").is_some() {
+                "Terminating"
+            } else {
+                s(o, "/status/phase")
+            };
+            vec![
+                name,
+                json!(format!("{ready}/{total}")),
+                json!(phase),
+                json!(restarts.to_string()),
+                age,
+            ]
         }
         Some(Builtin::Job) => {
-            let done = o.pointer("/status/succeeded").and_then(Value::as_i64).unwrap_or(0);
-            let want = o.pointer("/spec/completions").and_then(Value::as_i64).unwrap_or(1);
+            let done = o
+                .pointer("/status/succeeded")
+                .and_then(Value::as_i64)
+                .unwrap_or(0);
+            let want = o
+                .pointer("/spec/completions")
+                .and_then(Value::as_i64)
+                .unwrap_or(1);
             let status = o
                 .pointer("/status/conditions")
                 .and_then(Value::as_array)
-                .and_then(|cs| cs.iter().find(|c| s(c, "/status") == "True").map(|c| s(c, "/type").to_string()))
+                .and_then(|cs| {
+                    cs.iter()
+                        .find(|c| s(c, "/status") == "True")
+                        .map(|c| s(c, "/type").to_string())
+                })
                 .unwrap_or_else(|| "Running".to_string());
             vec![name, json!(status), json!(format!("{done}/{want}")), age]
         }
@@ -130,16 +178,23 @@ fn cr_cell(col: &Value, o: &Value) -> Value {
 }
 
 /// A Table of `objs`; column definitions only when `with_columns` (watch events after the first omit them).
-pub fn table(def: &ResourceDef, objs: &[Arc<Value>], rv: Option<u64>, cont: Option<String>, with_columns: bool) -> Value {
+pub fn table(
+    def: &ResourceDef,
+    objs: &[Arc<Value>],
+    rv: Option<u64>,
+    cont: Option<String>,
+    with_columns: bool,
+) -> Value {
     let cr_columns = def.builtin.is_none();
     let columns: Vec<Value> = if cr_columns {
         let mut c = vec![column("Name", "string", "name", 0)];
         c.extend(def.printer_columns.iter().map(|p| {
-            let ty = match s(p, "/type") {
-                "date" => "date",
-                other => other,
-            };
-            column(s(p, "/name"), ty, s(p, "/format"), p.get("priority").and_then(Value::as_i64).unwrap_or(0))
+            column(
+                s(p, "/name"),
+                s(p, "/type"),
+                s(p, "/format"),
+                p.get("priority").and_then(Value::as_i64).unwrap_or(0),
+            )
         }));
         if def.printer_columns.is_empty() {
             c.push(column("Age", "date", "", 0));
@@ -191,7 +246,10 @@ mod tests {
     #[test]
     fn jsonpath_filter() {
         let o = json!({"status": {"conditions": [{"type": "A", "status": "x"}, {"type": "Ready", "status": "True"}]}});
-        assert_eq!(jsonpath(&o, r#".status.conditions[?(@.type=="Ready")].status"#), vec![json!("True")]);
+        assert_eq!(
+            jsonpath(&o, r#".status.conditions[?(@.type=="Ready")].status"#),
+            vec![json!("True")]
+        );
         assert_eq!(jsonpath(&o, ".status.conditions[0].type"), vec![json!("A")]);
     }
 }

@@ -65,18 +65,26 @@ pub fn present<'a>(def: &ResourceDef, obj: &'a Value) -> Cow<'a, Value> {
 fn key_for(t: &Target) -> ApiResult<ObjKey> {
     let name = t.name.clone().unwrap_or_default();
     let ns = if t.def.namespaced {
-        t.ns.clone().ok_or_else(|| ApiError::bad_request("a namespace is required for a namespaced resource"))?
+        t.ns.clone()
+            .ok_or_else(|| ApiError::bad_request("a namespace is required for a namespaced resource"))?
     } else {
         String::new()
     };
-    Ok(ObjKey { tk: t.def.type_key(), ns, name })
+    Ok(ObjKey {
+        tk: t.def.type_key(),
+        ns,
+        name,
+    })
 }
 
 /// Parses the label and field selectors of a list or watch.
 pub fn selectors(def: &ResourceDef, params: &Params) -> ApiResult<Selectors> {
     Ok(Selectors {
         labels: LabelSelector::parse(params.get("labelSelector").map_or("", String::as_str))?,
-        fields: FieldSelector::parse(params.get("fieldSelector").map_or("", String::as_str), &def.field_selectors)?,
+        fields: FieldSelector::parse(
+            params.get("fieldSelector").map_or("", String::as_str),
+            &def.field_selectors,
+        )?,
     })
 }
 
@@ -87,10 +95,24 @@ fn write_ctx(params: &Params, headers: &HeaderMap, apply: bool) -> WriteCtx {
         _ => FieldValidation::Warn,
     };
     let manager = params.get("fieldManager").cloned().unwrap_or_else(|| {
-        let ua = headers.get(header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or_default();
-        ua.split('/').next().unwrap_or_default().chars().take(128).collect()
+        let ua = headers
+            .get(header::USER_AGENT)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        ua.split('/')
+            .next()
+            .unwrap_or_default()
+            .chars()
+            .take(128)
+            .collect()
     });
-    WriteCtx { validation, manager, apply, warnings: Vec::new(), cel_skipped: 0 }
+    WriteCtx {
+        validation,
+        manager,
+        apply,
+        warnings: Vec::new(),
+        cel_skipped: 0,
+    }
 }
 
 fn finish(shared: &Shared, code: u16, body: &Value, ctx: &WriteCtx) -> Response {
@@ -113,11 +135,16 @@ fn get(shared: &Shared, t: &Target, headers: &HeaderMap) -> ApiResult<Response> 
         .ok_or_else(|| ApiError::not_found(&t.def.group, &t.def.plural, &key.name))?;
     if t.sub.as_deref() == Some("log") {
         let mut resp = Response::new(axum::body::Body::from(String::new()));
-        resp.headers_mut().insert(header::CONTENT_TYPE, http::HeaderValue::from_static("text/plain"));
+        resp.headers_mut()
+            .insert(header::CONTENT_TYPE, http::HeaderValue::from_static("text/plain"));
         return Ok(resp);
     }
     if wants_table(headers) {
-        return Ok(json_response(200, &table::table(&t.def, &[obj], None, None, true), &[]));
+        return Ok(json_response(
+            200,
+            &table::table(&t.def, &[obj], None, None, true),
+            &[],
+        ));
     }
     Ok(json_response(200, &present(&t.def, &obj), &[]))
 }
@@ -131,7 +158,10 @@ struct ContinueToken {
 
 fn list(shared: &Shared, t: &Target, params: &Params, headers: &HeaderMap) -> ApiResult<Response> {
     let sel = selectors(&t.def, params)?;
-    let limit = params.get("limit").and_then(|l| l.parse::<usize>().ok()).filter(|l| *l > 0);
+    let limit = params
+        .get("limit")
+        .and_then(|l| l.parse::<usize>().ok())
+        .filter(|l| *l > 0);
     let tk = t.def.type_key();
     let store = lock(&shared.store);
     let (list_rv, after) = match params.get("continue").filter(|c| !c.is_empty()) {
@@ -154,12 +184,20 @@ fn list(shared: &Shared, t: &Target, params: &Params, headers: &HeaderMap) -> Ap
     };
     let (items, next) = store.list(&tk, t.ns.as_deref(), |o| sel.matches(o), limit, after);
     let cont = next.map(|(ns, name)| {
-        let tok = ContinueToken { rv: list_rv, ns, name };
+        let tok = ContinueToken {
+            rv: list_rv,
+            ns,
+            name,
+        };
         base64::engine::general_purpose::STANDARD.encode(serde_json::to_vec(&tok).unwrap_or_default())
     });
     drop(store);
     if wants_table(headers) {
-        return Ok(json_response(200, &table::table(&t.def, &items, Some(list_rv), cont, true), &[]));
+        return Ok(json_response(
+            200,
+            &table::table(&t.def, &items, Some(list_rv), cont, true),
+            &[],
+        ));
     }
     let mut meta = json!({"resourceVersion": list_rv.to_string()});
     if let (Some(c), Some(m)) = (cont, meta.as_object_mut()) {
@@ -175,21 +213,38 @@ fn list(shared: &Shared, t: &Target, params: &Params, headers: &HeaderMap) -> Ap
     Ok(json_response(200, &body, &[]))
 }
 
-fn create(shared: &Shared, t: &Target, params: &Params, headers: &HeaderMap, body: &[u8]) -> ApiResult<Response> {
+fn create(
+    shared: &Shared,
+    t: &Target,
+    params: &Params,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> ApiResult<Response> {
     if t.sub.is_some() {
-        return Err(ApiError::new(Reason::MethodNotAllowed, "create is not supported on this subresource"));
+        return Err(ApiError::new(
+            Reason::MethodNotAllowed,
+            "create is not supported on this subresource",
+        ));
     }
     let obj = parse_body(body)?;
     let mut ctx = write_ctx(params, headers, false);
     let ns = t.ns.clone().unwrap_or_default();
     if t.def.namespaced && ns.is_empty() {
-        return Err(ApiError::bad_request("a namespace is required for a namespaced resource"));
+        return Err(ApiError::bad_request(
+            "a namespace is required for a namespaced resource",
+        ));
     }
     let stored = lock(&shared.store).create(&t.def, &ns, obj, &mut ctx)?;
     Ok(finish(shared, 201, &present(&t.def, &stored), &ctx))
 }
 
-fn update(shared: &Shared, t: &Target, params: &Params, headers: &HeaderMap, body: &[u8]) -> ApiResult<Response> {
+fn update(
+    shared: &Shared,
+    t: &Target,
+    params: &Params,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> ApiResult<Response> {
     let obj = parse_body(body)?;
     let mut ctx = write_ctx(params, headers, false);
     let key = key_for(t)?;
@@ -198,8 +253,17 @@ fn update(shared: &Shared, t: &Target, params: &Params, headers: &HeaderMap, bod
     Ok(finish(shared, 200, &present(&t.def, &stored), &ctx))
 }
 
-fn patch_obj(shared: &Shared, t: &Target, params: &Params, headers: &HeaderMap, body: &[u8]) -> ApiResult<Response> {
-    let ct = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
+fn patch_obj(
+    shared: &Shared,
+    t: &Target,
+    params: &Params,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> ApiResult<Response> {
+    let ct = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
     let kind = PatchKind::from_content_type(ct)?;
     if kind == PatchKind::Strategic && t.def.builtin.is_none() {
         return Err(ApiError::new(
@@ -208,12 +272,18 @@ fn patch_obj(shared: &Shared, t: &Target, params: &Params, headers: &HeaderMap, 
         ));
     }
     if kind == PatchKind::Apply && params.get("fieldManager").is_none_or(String::is_empty) {
-        return Err(ApiError::bad_request("PATCH /apply requires fieldManager to be set"));
+        return Err(ApiError::bad_request(
+            "PATCH /apply requires fieldManager to be set",
+        ));
     }
     let mut ctx = write_ctx(params, headers, kind == PatchKind::Apply);
     let key = key_for(t)?;
     let status_only = t.sub.as_deref() == Some("status");
-    let rules = if t.def.builtin.is_some() { Rules::Builtin } else { Rules::Schema(t.def.schema.as_ref()) };
+    let rules = if t.def.builtin.is_some() {
+        Rules::Builtin
+    } else {
+        Rules::Schema(t.def.schema.as_ref())
+    };
     let mut store = lock(&shared.store);
     let Some(current) = store.get(&key) else {
         if kind == PatchKind::Apply && !status_only {
@@ -243,21 +313,35 @@ fn patch_obj(shared: &Shared, t: &Target, params: &Params, headers: &HeaderMap, 
 }
 
 fn delete_options(params: &Params, body: &[u8]) -> ApiResult<(Option<Propagation>, Preconditions)> {
-    let opts: Value = if body.iter().all(u8::is_ascii_whitespace) { json!({}) } else { parse_body(body)? };
-    let policy_text = params
-        .get("propagationPolicy")
-        .cloned()
-        .or_else(|| opts.get("propagationPolicy").and_then(Value::as_str).map(str::to_string));
+    let opts: Value = if body.iter().all(u8::is_ascii_whitespace) {
+        json!({})
+    } else {
+        parse_body(body)?
+    };
+    let policy_text = params.get("propagationPolicy").cloned().or_else(|| {
+        opts.get("propagationPolicy")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    });
     let mut policy = match policy_text {
-        Some(p) => Some(Propagation::parse(&p).ok_or_else(|| ApiError::bad_request(format!("invalid propagationPolicy {p}")))?),
+        Some(p) => Some(
+            Propagation::parse(&p)
+                .ok_or_else(|| ApiError::bad_request(format!("invalid propagationPolicy {p}")))?,
+        ),
         None => None,
     };
     if policy.is_none() && opts.get("orphanDependents").and_then(Value::as_bool) == Some(true) {
         policy = Some(Propagation::Orphan);
     }
     let pre = Preconditions {
-        uid: opts.pointer("/preconditions/uid").and_then(Value::as_str).map(str::to_string),
-        resource_version: opts.pointer("/preconditions/resourceVersion").and_then(Value::as_str).map(str::to_string),
+        uid: opts
+            .pointer("/preconditions/uid")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        resource_version: opts
+            .pointer("/preconditions/resourceVersion")
+            .and_then(Value::as_str)
+            .map(str::to_string),
     };
     Ok((policy, pre))
 }
@@ -272,7 +356,11 @@ fn delete(shared: &Shared, t: &Target, params: &Params, body: &[u8]) -> ApiResul
     let (policy, pre) = delete_options(params, body)?;
     let out = lock(&shared.store).delete(&t.def, &key, policy, &pre)?;
     let body = if out.removed && !returns_object(&t.def) {
-        let uid = out.object.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default();
+        let uid = out
+            .object
+            .pointer("/metadata/uid")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         success_status(&t.def.group, &t.def.plural, &key.name, uid)
     } else {
         present(&t.def, &out.object).into_owned()
@@ -290,8 +378,16 @@ fn delete_collection(shared: &Shared, t: &Target, params: &Params, body: &[u8]) 
     for obj in items {
         let key = ObjKey {
             tk: t.def.type_key(),
-            ns: obj.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or_default().to_string(),
-            name: obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string(),
+            ns: obj
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
+            name: obj
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
         };
         if let Ok(out) = store.delete(&t.def, &key, policy, &pre) {
             warnings.extend(out.warnings);

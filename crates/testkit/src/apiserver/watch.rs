@@ -8,6 +8,7 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::response::Response;
 use bytes::Bytes;
+use futures::StreamExt;
 use http::{HeaderMap, HeaderValue, header};
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc};
@@ -33,7 +34,10 @@ struct Filter {
 
 impl Filter {
     fn visible(&self, obj: &Value) -> bool {
-        let ns_ok = self.ns.as_deref().is_none_or(|ns| obj.pointer("/metadata/namespace").and_then(Value::as_str) == Some(ns));
+        let ns_ok = self
+            .ns
+            .as_deref()
+            .is_none_or(|ns| obj.pointer("/metadata/namespace").and_then(Value::as_str) == Some(ns));
         ns_ok && self.sel.matches(obj)
     }
 
@@ -71,7 +75,10 @@ impl Filter {
         if initial_end && let Some(m) = meta.as_object_mut() {
             m.insert("annotations".into(), json!({"k8s.io/initial-events-end": "true"}));
         }
-        encode("BOOKMARK", &json!({"kind": self.def.kind, "apiVersion": self.def.api_version(), "metadata": meta}))
+        encode(
+            "BOOKMARK",
+            &json!({"kind": self.def.kind, "apiVersion": self.def.api_version(), "metadata": meta}),
+        )
     }
 }
 
@@ -106,10 +113,19 @@ pub fn start(
             ns = None;
         }
     }
-    let mut filter = Filter { def: t.def.clone(), ns, sel, table: wants_table(headers), first: true };
+    let mut filter = Filter {
+        def: t.def.clone(),
+        ns,
+        sel,
+        table: wants_table(headers),
+        first: true,
+    };
     let bookmarks = params.get("allowWatchBookmarks").is_some_and(|b| b == "true");
     let send_initial = params.get("sendInitialEvents").is_some_and(|b| b == "true");
-    let timeout = params.get("timeoutSeconds").and_then(|s| s.parse::<u64>().ok()).map(Duration::from_secs);
+    let timeout = params
+        .get("timeoutSeconds")
+        .and_then(|s| s.parse::<u64>().ok())
+        .map(Duration::from_secs);
     let rv_param = params.get("resourceVersion").cloned().unwrap_or_default();
     let tk = t.def.type_key();
 
@@ -118,14 +134,21 @@ pub fn start(
     let subscription = {
         let mut store = lock(&shared.store);
         let snapshot = rv_param.is_empty() || rv_param == "0" || send_initial;
-        let from = if snapshot { Ok(store.current_rv()) } else { rv_param.parse::<u64>().map_err(|_| ()) };
+        let from = if snapshot {
+            Ok(store.current_rv())
+        } else {
+            rv_param.parse::<u64>().map_err(|_| ())
+        };
         match from {
-            Err(()) => Err(ApiError::bad_request(format!("invalid resource version: {rv_param}"))),
+            Err(()) => Err(ApiError::bad_request(format!(
+                "invalid resource version: {rv_param}"
+            ))),
             Ok(from) => match store.subscribe(&tk, from) {
                 Err(e) => Err(e),
                 Ok((past, live)) => {
                     if snapshot {
-                        let (objs, _) = store.list(&tk, filter.ns.as_deref(), |o| filter.sel.matches(o), None, None);
+                        let (objs, _) =
+                            store.list(&tk, filter.ns.as_deref(), |o| filter.sel.matches(o), None, None);
                         for o in objs {
                             let line = filter.line("ADDED", &o, from);
                             initial.push(line);
@@ -158,7 +181,10 @@ pub fn start(
         Err(e) => return error_response(&e, None),
     };
     let shared = shared.clone();
-    let max = [timeout, shared.config.watch_max_duration, drop_after].into_iter().flatten().min();
+    let max = [timeout, shared.config.watch_max_duration, drop_after]
+        .into_iter()
+        .flatten()
+        .min();
     tokio::spawn(async move {
         for line in initial {
             if tx.send(line).await.is_err() {
@@ -167,26 +193,19 @@ pub fn start(
         }
         pump(shared, filter, live, tx, bookmarks, max).await;
     });
-    stream_response(Body::from_stream(ReceiverStream::new(rx).map_ok()))
-}
-
-trait MapOk {
-    fn map_ok(self) -> futures::stream::Map<Self, fn(Bytes) -> Result<Bytes, std::convert::Infallible>>
-    where
-        Self: Sized;
-}
-
-impl MapOk for ReceiverStream<Bytes> {
-    fn map_ok(self) -> futures::stream::Map<Self, fn(Bytes) -> Result<Bytes, std::convert::Infallible>> {
-        use futures::StreamExt;
-        StreamExt::map(self, Ok as fn(Bytes) -> Result<Bytes, std::convert::Infallible>)
-    }
+    stream_response(Body::from_stream(
+        ReceiverStream::new(rx).map(Ok::<Bytes, std::convert::Infallible>),
+    ))
 }
 
 fn stream_response(body: Body) -> Response {
     let mut resp = Response::new(body);
-    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    resp.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp.headers_mut().insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache, private"),
+    );
     resp
 }
 

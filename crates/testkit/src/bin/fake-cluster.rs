@@ -12,7 +12,10 @@ use forgerunner_testkit::apiserver::{FakeApiServer, ServerConfig};
 
 /// Command-line options.
 #[derive(Parser, Debug)]
-#[command(name = "fake-cluster", about = "A fake Kubernetes API server on loopback (forgerunner testkit)")]
+#[command(
+    name = "fake-cluster",
+    about = "A fake Kubernetes API server on loopback (forgerunner testkit)"
+)]
 struct Args {
     /// Write a kubeconfig pointing at the server to this path.
     #[arg(long)]

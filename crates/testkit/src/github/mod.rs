@@ -6,3 +6,7 @@ mod runner;
 
 pub use emulator::{E2eEmulator, EmulatorOptions, start_emulator};
 pub use runner::{GithubRunner, JitInfo, RunnerOptions, parse_jit_config, runner_behaviour};
+
+/// The emulator types e2e tests inspect, re-exported so that test crates need no direct
+/// `scaleset` dependency.
+pub use scaleset::testing::{Emulator, EmulatorState, Endpoint, Fault, JobState};

@@ -43,15 +43,17 @@ impl Simulator {
 
         let on_pod: Handler<Pod> = {
             let kubelet = kubelet.clone();
-            let events = job_events.as_ref().map(|(events, _, _)| events.clone());
-            Arc::new(move |event: &watcher::Event<Pod>, store: &Store<Pod>| {
-                if let Some(kubelet) = &kubelet {
-                    kubelet.on_event(event);
-                }
-                if let Some(events) = &events {
-                    events.pod_event(event, store);
-                }
-            })
+            let events = job_events.as_ref().map(|(events, _)| events.clone());
+            Arc::new(
+                move |event: &watcher::Event<Pod>, store: &Store<Pod>, scope: Option<&str>| {
+                    if let Some(kubelet) = &kubelet {
+                        kubelet.on_event(event);
+                    }
+                    if let Some(events) = &events {
+                        events.pod_event(event, store, scope);
+                    }
+                },
+            )
         };
         let pods = Arc::new(NsStores::start(
             &client,
@@ -61,7 +63,7 @@ impl Simulator {
             &mut tasks,
         ));
 
-        if let Some((events, rx, memory)) = job_events {
+        if let Some((events, rx)) = job_events {
             let jobs = NsStores::start(
                 &client,
                 &config.namespaces,
@@ -74,7 +76,8 @@ impl Simulator {
                 config: config.clone(),
                 jobs,
                 pods: pods.clone(),
-                memory,
+                memory: events.memory(),
+                index: events.index(),
                 counters: counters.clone(),
             });
             tasks.push(tokio::spawn(controller.run(rx, shutdown.clone())));

@@ -35,9 +35,9 @@ impl Sources {
         };
         let on_secret: Handler<Secret> = {
             let bump = bump.clone();
-            Arc::new(move |_, _| bump())
+            Arc::new(move |_, _, _| bump())
         };
-        let on_config_map: Handler<ConfigMap> = Arc::new(move |_, _| bump());
+        let on_config_map: Handler<ConfigMap> = Arc::new(move |_, _, _| bump());
         Sources {
             secrets: NsStores::start(client, namespaces, on_secret, shutdown, tasks),
             config_maps: NsStores::start(client, namespaces, on_config_map, shutdown, tasks),

@@ -14,8 +14,9 @@ use serde::de::DeserializeOwned;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-/// Called after each watch event, with the (already updated) cache of its namespace.
-pub(crate) type Handler<K> = Arc<dyn Fn(&watcher::Event<K>, &Store<K>) + Send + Sync>;
+/// Called after each watch event, with the (already updated) cache and the namespace that
+/// watch covers (`None` = all namespaces).
+pub(crate) type Handler<K> = Arc<dyn Fn(&watcher::Event<K>, &Store<K>, Option<&str>) + Send + Sync>;
 
 /// Caches of one kind across the watched namespaces.
 pub(crate) struct NsStores<K: Resource<DynamicType = ()> + 'static> {
@@ -41,12 +42,12 @@ where
             by_ns: HashMap::new(),
         };
         if namespaces.is_empty() {
-            let store = spawn_watch(Api::all(client.clone()), handler, shutdown, tasks);
+            let store = spawn_watch(Api::all(client.clone()), None, handler, shutdown, tasks);
             stores.all = Some(store);
         } else {
             for ns in namespaces {
                 let api = Api::namespaced(client.clone(), ns);
-                let store = spawn_watch(api, handler.clone(), shutdown, tasks);
+                let store = spawn_watch(api, Some(ns.clone()), handler.clone(), shutdown, tasks);
                 stores.by_ns.insert(ns.clone(), store);
             }
         }
@@ -63,13 +64,6 @@ where
             .get(&ObjectRef::new(name).within(namespace))
     }
 
-    /// Cached objects of `namespace` matching `keep`.
-    pub fn filter(&self, namespace: &str, keep: impl Fn(&K) -> bool) -> Vec<Arc<K>> {
-        self.store_for(namespace)
-            .map(|s| s.state_filter(|o| o.namespace().as_deref() == Some(namespace) && keep(o)))
-            .unwrap_or_default()
-    }
-
     /// Waits until every cache has completed its first list.
     pub async fn wait_ready(&self) {
         for store in self.all.iter().chain(self.by_ns.values()) {
@@ -81,6 +75,7 @@ where
 
 fn spawn_watch<K>(
     api: Api<K>,
+    scope: Option<String>,
     handler: Handler<K>,
     shutdown: &CancellationToken,
     tasks: &mut Vec<JoinHandle<()>>,
@@ -100,7 +95,7 @@ where
                 next = stream.next() => next,
             };
             match next {
-                Some(Ok(event)) => handler(&event, &cache),
+                Some(Ok(event)) => handler(&event, &cache, scope.as_deref()),
                 Some(Err(err)) => tracing::debug!(error = %err, "simulator watch error; retrying"),
                 None => break,
             }

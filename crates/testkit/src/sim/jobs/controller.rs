@@ -1,7 +1,7 @@
 //! The Job controller loop: watch events feed a work queue; each reconcile reads the caches,
 //! asks [`logic::decide`] what to do and writes pods, Job status and TTL deletions.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -58,26 +58,82 @@ fn job_key_of_pod(pod: &Pod) -> Option<JobKey> {
     })
 }
 
+/// Which pods each Job controls, kept from pod events so a reconcile does not scan all pods.
+#[derive(Debug, Default)]
+pub(crate) struct PodIndex {
+    /// Job UID → names of its pods (in the Job's namespace).
+    by_job: HashMap<String, HashSet<String>>,
+    /// (namespace, pod name) → controlling Job UID.
+    job_of: HashMap<(String, String), String>,
+}
+
+impl PodIndex {
+    fn update(&mut self, pod: &Pod) {
+        let key = (pod.namespace().unwrap_or_default(), pod.name_any());
+        let owner = controlling_job_uid(pod).map(str::to_owned);
+        if self.job_of.get(&key) == owner.as_ref() {
+            return;
+        }
+        self.remove(&key);
+        if let Some(owner) = owner {
+            self.by_job
+                .entry(owner.clone())
+                .or_default()
+                .insert(key.1.clone());
+            self.job_of.insert(key, owner);
+        }
+    }
+
+    fn remove(&mut self, key: &(String, String)) {
+        if let Some(owner) = self.job_of.remove(key)
+            && let Some(names) = self.by_job.get_mut(&owner)
+        {
+            names.remove(&key.1);
+            if names.is_empty() {
+                self.by_job.remove(&owner);
+            }
+        }
+    }
+
+    /// Names of the pods controlled by the Job with `uid`.
+    pub fn pods_of(&self, uid: &str) -> Vec<String> {
+        self.by_job
+            .get(uid)
+            .map(|names| names.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+}
+
+type Index = Arc<Mutex<PodIndex>>;
+
 /// Callback wiring between the watches and the controller loop.
 #[derive(Clone)]
 pub(crate) struct JobEvents {
     tx: mpsc::UnboundedSender<JobMsg>,
     memory: Memory,
+    index: Index,
 }
 
 impl JobEvents {
     /// A channel pair: the callbacks' side and the receiver for [`JobController::run`].
-    pub fn new() -> (JobEvents, mpsc::UnboundedReceiver<JobMsg>, Memory) {
+    pub fn new() -> (JobEvents, mpsc::UnboundedReceiver<JobMsg>) {
         let (tx, rx) = mpsc::unbounded_channel();
-        let memory = Memory::default();
-        (
-            JobEvents {
-                tx,
-                memory: memory.clone(),
-            },
-            rx,
-            memory,
-        )
+        let events = JobEvents {
+            tx,
+            memory: Memory::default(),
+            index: Index::default(),
+        };
+        (events, rx)
+    }
+
+    /// The controller's memory, shared with the pod callback (tombstones).
+    pub fn memory(&self) -> Memory {
+        self.memory.clone()
+    }
+
+    /// The pod index the pod callback maintains.
+    pub fn index(&self) -> Index {
+        self.index.clone()
     }
 
     fn send(&self, msg: JobMsg) {
@@ -88,7 +144,7 @@ impl JobEvents {
     /// Handler for Job watch events.
     pub fn job_handler(&self) -> Handler<Job> {
         let me = self.clone();
-        Arc::new(move |event, store: &Store<Job>| match event {
+        Arc::new(move |event, store: &Store<Job>, _scope| match event {
             watcher::Event::Apply(job) => {
                 if let Some(namespace) = job.namespace() {
                     me.send(JobMsg::Reconcile(JobKey {
@@ -126,14 +182,16 @@ impl JobEvents {
 
     /// Handler for pod events (the owning Job is reconciled); records final phases of deleted
     /// pods so a pod that succeeded and vanished between reconciles is not counted as failed.
-    pub fn pod_event(&self, event: &watcher::Event<Pod>, store: &Store<Pod>) {
+    pub fn pod_event(&self, event: &watcher::Event<Pod>, store: &Store<Pod>, scope: Option<&str>) {
         match event {
             watcher::Event::Apply(pod) => {
+                lock(&self.index).update(pod);
                 if let Some(key) = job_key_of_pod(pod) {
                     self.send(JobMsg::Reconcile(key));
                 }
             }
             watcher::Event::Delete(pod) => {
+                lock(&self.index).remove(&(pod.namespace().unwrap_or_default(), pod.name_any()));
                 let Some(key) = job_key_of_pod(pod) else { return };
                 if let (Some(job_uid), Some(uid)) = (controlling_job_uid(pod), pod.uid()) {
                     let mut memory = lock(&self.memory);
@@ -144,7 +202,24 @@ impl JobEvents {
                 self.send(JobMsg::Reconcile(key));
             }
             watcher::Event::InitDone => {
-                for pod in store.state() {
+                let pods = store.state();
+                {
+                    // The cache was just replaced (a relist): rebuild the index from it.
+                    let mut index = lock(&self.index);
+                    let stale: Vec<(String, String)> = index
+                        .job_of
+                        .keys()
+                        .filter(|(ns, _)| scope.is_none_or(|scope| scope == ns))
+                        .cloned()
+                        .collect();
+                    for key in stale {
+                        index.remove(&key);
+                    }
+                    for pod in &pods {
+                        index.update(pod);
+                    }
+                }
+                for pod in pods {
                     if let Some(key) = job_key_of_pod(&pod) {
                         self.send(JobMsg::Reconcile(key));
                     }
@@ -162,6 +237,7 @@ pub(crate) struct JobController {
     pub jobs: NsStores<Job>,
     pub pods: Arc<NsStores<Pod>>,
     pub memory: Memory,
+    pub index: Index,
     pub counters: Arc<Counters>,
 }
 
@@ -241,11 +317,9 @@ impl JobController {
             return;
         }
         let orphans: Vec<String> = self
-            .pods
-            .filter(&key.namespace, |p| {
-                controlling_job_uid(p) == Some(uid) && p.metadata.deletion_timestamp.is_none()
-            })
+            .pods_of(&key.namespace, uid)
             .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
             .map(|p| p.name_any())
             .collect();
         if orphans.is_empty() {
@@ -263,6 +337,16 @@ impl JobController {
         });
     }
 
+    /// The cached pods the Job with `uid` controls, found through the index.
+    fn pods_of(&self, namespace: &str, uid: &str) -> Vec<Arc<Pod>> {
+        let names = lock(&self.index).pods_of(uid);
+        names
+            .iter()
+            .filter_map(|name| self.pods.get(namespace, name))
+            .filter(|p| controlling_job_uid(p) == Some(uid))
+            .collect()
+    }
+
     /// One reconcile; returns when to look again without events.
     async fn reconcile(&self, key: &JobKey) -> Option<Duration> {
         let Some(job) = self.jobs.get(&key.namespace, &key.name) else {
@@ -270,9 +354,7 @@ impl JobController {
             return None;
         };
         let uid = job.uid().unwrap_or_default();
-        let pods = self
-            .pods
-            .filter(&key.namespace, |p| controlling_job_uid(p) == Some(uid.as_str()));
+        let pods = self.pods_of(&key.namespace, &uid);
         let refs: Vec<&Pod> = pods.iter().map(|p| p.as_ref()).collect();
         let before = lock(&self.memory)
             .get(key)
@@ -389,5 +471,52 @@ impl JobController {
             (true, None) => Some(RETRY_AFTER),
             (false, after) => after,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn pod(name: &str, owner: Option<&str>) -> Pod {
+        let owners: Vec<serde_json::Value> = owner
+            .map(|uid| json!({"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": uid, "controller": true}))
+            .into_iter()
+            .collect();
+        serde_json::from_value(
+            json!({"metadata": {"name": name, "namespace": "ns", "ownerReferences": owners}}),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn pod_index_follows_owner_changes_and_deletes() {
+        let mut index = PodIndex::default();
+        index.update(&pod("a", Some("j1")));
+        index.update(&pod("b", Some("j1")));
+        index.update(&pod("c", None));
+        let mut of_j1 = index.pods_of("j1");
+        of_j1.sort();
+        assert_eq!(of_j1, vec!["a", "b"]);
+        // Orphaned (owner reference removed), then adopted elsewhere.
+        index.update(&pod("a", None));
+        assert_eq!(index.pods_of("j1"), vec!["b"]);
+        index.update(&pod("a", Some("j2")));
+        assert_eq!(index.pods_of("j2"), vec!["a"]);
+        index.remove(&("ns".to_owned(), "b".to_owned()));
+        assert!(index.pods_of("j1").is_empty());
+        assert!(!index.by_job.contains_key("j1"), "empty sets are dropped");
+    }
+
+    #[test]
+    fn status_patch_clears_times_explicitly() {
+        let patch = status_patch(&JobStatus {
+            active: Some(1),
+            ..JobStatus::default()
+        });
+        assert_eq!(patch["status"]["active"], 1);
+        assert!(patch["status"]["startTime"].is_null() && patch["status"].get("startTime").is_some());
     }
 }

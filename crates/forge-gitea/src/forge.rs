@@ -24,10 +24,10 @@ use crate::client::{ClientOptions, GiteaClient};
 use crate::error::GiteaError;
 use crate::labels::LabelSet;
 use crate::pod::{self, REGISTRATION_TOKEN_KEY};
+use crate::runner_names::{is_group_runner_name, strongest};
 use crate::scope::Scope;
 use crate::types::{JobStatus, Runner, WorkflowJob};
 use crate::version::GiteaVersion;
-use crate::webhook::WorkflowJobEvent;
 
 /// Tunables of the backend; the defaults suit production.
 #[derive(Clone, Debug)]
@@ -55,13 +55,13 @@ impl Default for GiteaOptions {
 
 /// One instance + token (+ CA bundle): a client and what was checked about the server.
 #[derive(Clone, PartialEq, Eq, Hash)]
-struct InstanceKey {
+pub(crate) struct InstanceKey {
     url: String,
     /// SHA-256 of the token and CA bundle, so the key holds no secret.
     credentials: [u8; 32],
 }
 
-struct Instance {
+pub(crate) struct Instance {
     client: GiteaClient,
     version: Cell<(GiteaVersion, String)>,
     login: Cell<String>,
@@ -69,21 +69,21 @@ struct Instance {
 
 /// One listing scope on one instance.
 #[derive(Clone, PartialEq, Eq, Hash)]
-struct ListingKey {
+pub(crate) struct ListingKey {
     instance: InstanceKey,
     scope: Scope,
 }
 
 /// What the webhook path needs to know about a group seen by `demand`.
 #[derive(Clone)]
-struct GroupInfo {
-    scope: Scope,
-    labels: LabelSet,
-    webhook_secret: Option<String>,
-    listing: ListingKey,
+pub(crate) struct GroupInfo {
+    pub(crate) scope: Scope,
+    pub(crate) labels: LabelSet,
+    pub(crate) webhook_secret: Option<String>,
+    pub(crate) listing: ListingKey,
 }
 
-/// A group on which the webhook path may act.
+/// A group on which the webhook path may act (see `GiteaForge::webhook_targets`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WebhookTarget {
     /// The group.
@@ -104,31 +104,25 @@ struct Resolved<'a> {
 
 /// The Gitea backend. Cheap to share (`Arc`); all state is behind locks.
 pub struct GiteaForge {
-    metrics: Arc<Metrics>,
-    trigger: ReconcileTrigger,
-    opts: GiteaOptions,
-    instances: Mutex<HashMap<InstanceKey, Arc<Instance>>>,
-    jobs: Mutex<HashMap<ListingKey, Arc<Cell<Vec<WorkflowJob>>>>>,
-    runners: Mutex<HashMap<ListingKey, Arc<Cell<Vec<Runner>>>>>,
-    tokens: Mutex<HashMap<ListingKey, Arc<Cell<SecretValue>>>>,
-    groups: Mutex<HashMap<GroupKey, GroupInfo>>,
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) trigger: ReconcileTrigger,
+    pub(crate) opts: GiteaOptions,
+    pub(crate) instances: Mutex<HashMap<InstanceKey, Arc<Instance>>>,
+    pub(crate) jobs: Mutex<HashMap<ListingKey, Arc<Cell<Vec<WorkflowJob>>>>>,
+    pub(crate) runners: Mutex<HashMap<ListingKey, Arc<Cell<Vec<Runner>>>>>,
+    pub(crate) tokens: Mutex<HashMap<ListingKey, Arc<Cell<SecretValue>>>>,
+    pub(crate) groups: Mutex<HashMap<GroupKey, GroupInfo>>,
 }
 
-fn cell_for<K: Clone + Eq + Hash, T>(map: &Mutex<HashMap<K, Arc<Cell<T>>>>, key: &K) -> Arc<Cell<T>> {
+pub(crate) fn cell_for<K: Clone + Eq + Hash, T>(
+    map: &Mutex<HashMap<K, Arc<Cell<T>>>>,
+    key: &K,
+) -> Arc<Cell<T>> {
     match map.lock() {
         Ok(mut m) => m.entry(key.clone()).or_default().clone(),
         // A poisoned map only loses sharing, never correctness.
         Err(_) => Arc::new(Cell::default()),
     }
-}
-
-/// Runner names are `<group name truncated to 46>-<5 of [a-z0-9]>` (the shared Job naming).
-pub fn is_group_runner_name(group_name: &str, runner: &str) -> bool {
-    let prefix: String = group_name.chars().take(46).collect();
-    runner
-        .strip_prefix(prefix.as_str())
-        .and_then(|r| r.strip_prefix('-'))
-        .is_some_and(|s| s.len() == 5 && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()))
 }
 
 impl GiteaForge {
@@ -394,59 +388,6 @@ impl GiteaForge {
             .await;
         Ok(RemoveOutcome::Removed)
     }
-
-    /// Groups (seen by `demand`) that a `workflow_job` event concerns: in scope and, for a
-    /// queued job, able to serve its labels. Verify the delivery with one of their
-    /// `webhook_secret`s, then call [`GiteaForge::wake`].
-    pub fn webhook_targets(&self, event: &WorkflowJobEvent) -> Vec<WebhookTarget> {
-        let Ok(groups) = self.groups.lock() else {
-            return Vec::new();
-        };
-        let mut out: Vec<WebhookTarget> = groups
-            .iter()
-            .filter(|(_, g)| event.in_scope(&g.scope))
-            .filter(|(_, g)| event.action != JobStatus::Queued || g.labels.matches(&event.labels))
-            .map(|(k, g)| WebhookTarget {
-                key: k.clone(),
-                webhook_secret: g.webhook_secret.clone(),
-            })
-            .collect();
-        out.sort_by(|a, b| a.key.cmp(&b.key));
-        out
-    }
-
-    /// Refreshes the listings of `keys` (unless very recent) and reconciles them at once.
-    pub async fn wake(&self, keys: &[GroupKey]) {
-        let listings: Vec<ListingKey> = match self.groups.lock() {
-            Ok(g) => keys
-                .iter()
-                .filter_map(|k| g.get(k).map(|i| i.listing.clone()))
-                .collect(),
-            Err(_) => Vec::new(),
-        };
-        for l in listings {
-            cell_for(&self.jobs, &l)
-                .expire_if_older(self.opts.webhook_min_refresh)
-                .await;
-            cell_for(&self.runners, &l)
-                .expire_if_older(self.opts.webhook_min_refresh)
-                .await;
-        }
-        for k in keys {
-            self.trigger.wake(k.clone());
-        }
-    }
-}
-
-/// Busy beats idle beats offline beats unknown (several runners may share a name).
-fn strongest(a: ForgeRunnerState, b: ForgeRunnerState) -> ForgeRunnerState {
-    let rank = |s| match s {
-        ForgeRunnerState::Unknown => 0,
-        ForgeRunnerState::Offline => 1,
-        ForgeRunnerState::Idle => 2,
-        ForgeRunnerState::Busy => 3,
-    };
-    if rank(b) > rank(a) { b } else { a }
 }
 
 #[async_trait]
@@ -531,30 +472,5 @@ impl Forge for GiteaForge {
         if let Ok(mut m) = self.instances.lock() {
             m.clear();
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn runner_names_of_a_group() {
-        assert!(is_group_runner_name("web", "web-ab12c"));
-        assert!(!is_group_runner_name("web", "web-gpu-ab12c"));
-        assert!(!is_group_runner_name("web", "web-AB12C"));
-        assert!(!is_group_runner_name("web", "web-ab12"));
-        assert!(!is_group_runner_name("web", "webx-ab12c"));
-        let long = "a".repeat(60);
-        let name = format!("{}-zz9zz", "a".repeat(46));
-        assert!(is_group_runner_name(&long, &name));
-    }
-
-    #[test]
-    fn strongest_state() {
-        use ForgeRunnerState::*;
-        assert_eq!(strongest(Offline, Idle), Idle);
-        assert_eq!(strongest(Busy, Idle), Busy);
-        assert_eq!(strongest(Unknown, Offline), Offline);
     }
 }

@@ -19,7 +19,7 @@ pub const WORKFLOW_JOB_EVENT: &str = "workflow_job";
 
 fn decode_hex(s: &str) -> Option<Vec<u8>> {
     let s = s.as_bytes();
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         return None;
     }
     let nibble = |c: u8| match c {

@@ -1,4 +1,5 @@
 //! Wire tests: the Gitea client and `GiteaForge` against the testkit's fake Gitea.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on broken setup
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

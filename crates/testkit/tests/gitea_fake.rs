@@ -1,5 +1,6 @@
 //! The Gitea fake against Gitea's swagger (1.25 and 1.26): routes exist, bodies have exactly
 //! the declared fields with the declared types; plus paging headers and webhook delivery.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on broken setup
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};

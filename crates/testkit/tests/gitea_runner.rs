@@ -1,4 +1,5 @@
 //! The simulated ephemeral act_runner against the Gitea fake.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on broken setup
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -329,3 +329,29 @@ async fn watch_streams_events_in_order_with_selector_transitions() {
     assert_eq!(seen, ["ADDED w", "DELETED w", "ADDED other", "DELETED other"]);
     srv.shutdown().await;
 }
+
+#[tokio::test]
+async fn watcher_streaming_list_gets_initial_events_end_bookmark() {
+    use kube::runtime::{WatchStreamExt, reflector, watcher};
+    let srv = FakeApiServer::start().await.expect("start");
+    let pods: Api<Pod> = Api::namespaced(srv.client().expect("client"), "default");
+    for i in 0..3 {
+        pods.create(&PostParams::default(), &pod(&format!("s{i}"), &[]))
+            .await
+            .expect("create");
+    }
+    let (reader, writer) = reflector::store::<Pod>();
+    let cfg = watcher::Config::default().streaming_lists();
+    let rf = reflector::reflector(writer, watcher(pods.clone(), cfg)).applied_objects();
+    let task = tokio::spawn(async move { rf.for_each(|_| async {}).await });
+    let ready = tokio::time::timeout(Duration::from_secs(15), reader.wait_until_ready()).await;
+    assert!(ready.is_ok(), "store never became ready");
+    assert_eq!(reader.state().len(), 3);
+    assert_eq!(
+        srv.requests().count(Verb::List, "pods"),
+        0,
+        "streaming lists never list"
+    );
+    task.abort();
+    srv.shutdown().await;
+}

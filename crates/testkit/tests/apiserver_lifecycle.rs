@@ -354,3 +354,36 @@ async fn injected_faults_and_request_log() {
     assert!(footprint.contains(&(String::new(), "configmaps".to_string(), Verb::Watch)));
     srv.shutdown().await;
 }
+
+#[tokio::test]
+async fn kube_event_recorder_creates_then_patches_a_series() {
+    use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+    let srv = FakeApiServer::start().await.expect("start");
+    let client = srv.client().expect("client");
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let obj = cms
+        .create(&PostParams::default(), &cm("target", None, &[]))
+        .await
+        .expect("cm");
+    let reporter = Reporter {
+        controller: "forgerunner".into(),
+        instance: Some("pod-0".into()),
+    };
+    let recorder = Recorder::new(client.clone(), reporter);
+    let ev = Event {
+        type_: EventType::Normal,
+        reason: "Scaled".into(),
+        note: Some("scaled to 2".into()),
+        action: "Scale".into(),
+        secondary: None,
+    };
+    let oref = obj.object_ref(&());
+    recorder.publish(&ev, &oref).await.expect("first");
+    recorder.publish(&ev, &oref).await.expect("second");
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client, "default");
+    let list = events.list(&ListParams::default()).await.expect("list");
+    assert_eq!(list.items.len(), 1);
+    assert_eq!(list.items[0].series.as_ref().map(|s| s.count), Some(2));
+    assert_eq!(srv.requests().count(Verb::Patch, "events"), 1);
+    srv.shutdown().await;
+}

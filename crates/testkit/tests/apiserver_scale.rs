@@ -14,8 +14,18 @@ async fn thousands_of_objects_stay_fast() {
     const N: usize = 3000;
     let srv = FakeApiServer::start().await.expect("start");
     let cms: Api<ConfigMap> = Api::namespaced(srv.client().expect("client"), "default");
-    let rv = cms.list(&ListParams::default()).await.expect("list").metadata.resource_version.expect("rv");
-    let mut watch = cms.watch(&WatchParams::default().timeout(120), &rv).await.expect("watch").boxed();
+    let rv = cms
+        .list(&ListParams::default())
+        .await
+        .expect("list")
+        .metadata
+        .resource_version
+        .expect("rv");
+    let mut watch = cms
+        .watch(&WatchParams::default().timeout(120), &rv)
+        .await
+        .expect("watch")
+        .boxed();
     let started = Instant::now();
     futures::stream::iter(0..N)
         .map(|i| {
@@ -36,7 +46,11 @@ async fn thousands_of_objects_stay_fast() {
     let mut seen = 0;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     while seen < N {
-        match tokio::time::timeout_at(deadline, watch.try_next()).await.expect("in time").expect("ok") {
+        match tokio::time::timeout_at(deadline, watch.try_next())
+            .await
+            .expect("in time")
+            .expect("ok")
+        {
             Some(WatchEvent::Added(_)) => seen += 1,
             Some(_) => {}
             None => panic!("watch ended after {seen} events"),
@@ -57,10 +71,20 @@ async fn thousands_of_objects_stay_fast() {
         }
     }
     assert_eq!(total, N);
-    let shard = cms.list(&ListParams::default().labels("shard=3")).await.expect("selector");
+    let shard = cms
+        .list(&ListParams::default().labels("shard=3"))
+        .await
+        .expect("selector");
     assert_eq!(shard.items.len(), N / 10);
-    eprintln!("{N} creates in {created_in:?}; everything in {:?}", started.elapsed());
+    eprintln!(
+        "{N} creates in {created_in:?}; everything in {:?}",
+        started.elapsed()
+    );
     // Generous bound for a busy 2-core machine; catches accidental O(n^2) paths.
-    assert!(started.elapsed() < Duration::from_secs(60), "took {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "took {:?}",
+        started.elapsed()
+    );
     srv.shutdown().await;
 }

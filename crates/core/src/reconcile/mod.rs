@@ -146,10 +146,7 @@ pub async fn run_controller(
             job_reader.clone(),
         ));
         let (gr, jr) = (group_reader.clone(), job_reader);
-        readiness.push(async move {
-            // Both only fail if their writer is dropped, i.e. the controller is gone.
-            gr.wait_until_ready().await.is_ok() && jr.wait_until_ready().await.is_ok()
-        });
+        readiness.push(async move { store_ready(&gr).await && store_ready(&jr).await });
         let controller = Controller::for_stream(groups, group_reader)
             .owns_stream(jobs)
             .reconcile_on(futures::stream::unfold(rx, |mut rx| async move {
@@ -200,6 +197,23 @@ pub async fn run_controller(
     ready_task.abort();
     forward.abort();
     result
+}
+
+/// Waits until `store` has synced; false if its writer is gone.
+///
+/// `Store::wait_until_ready` keeps one waker only, and the controller waits on the same store,
+/// so a second waiter may never be woken: re-poll it on a short timer instead.
+async fn store_ready<K>(store: &reflector::Store<K>) -> bool
+where
+    K: kube::Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    loop {
+        match tokio::time::timeout(std::time::Duration::from_millis(100), store.wait_until_ready()).await {
+            Ok(res) => return res.is_ok(),
+            Err(_elapsed) => continue,
+        }
+    }
 }
 
 /// Routes forge triggers to the controller of the group's namespace; others are dropped.

@@ -52,6 +52,10 @@ pub async fn reconcile(group: Arc<RunnerGroup>, ctx: Arc<Context>) -> Result<Act
         .inc();
     let ns = group.namespace().unwrap_or_default();
     let api: Api<RunnerGroup> = Api::namespaced(ctx.client.clone(), &ns);
+    let group = match ensure_finalizer(&api, group).await {
+        Ok(g) => g,
+        Err(e) => return Err(e),
+    };
     let result = finalizer(&api, FINALIZER, group, |event| async {
         match event {
             FinalizerEvent::Apply(g) => apply(g, &ctx).await,
@@ -65,6 +69,31 @@ pub async fn reconcile(group: Arc<RunnerGroup>, ctx: Arc<Context>) -> Result<Act
         .get_or_create(&ReconcileLabels { forge: forge_label })
         .observe(started.elapsed().as_secs_f64());
     result
+}
+
+/// Adds our finalizer to a live group that lacks it and returns the updated object.
+///
+/// `kube::runtime::finalizer` would do this itself, but with a JSON-patch `test` of a missing
+/// path that not every API server implementation accepts; a merge patch guarded by the
+/// resourceVersion is equally safe against lost updates and works everywhere. Continuing with
+/// the returned object also saves a round trip through the watch.
+async fn ensure_finalizer(
+    api: &Api<RunnerGroup>,
+    group: Arc<RunnerGroup>,
+) -> Result<Arc<RunnerGroup>, ReconcileError> {
+    if group.metadata.deletion_timestamp.is_some() || group.finalizers().iter().any(|f| f == FINALIZER) {
+        return Ok(group);
+    }
+    let mut finalizers = group.finalizers().to_vec();
+    finalizers.push(FINALIZER.to_owned());
+    let patch = serde_json::json!({
+        "metadata": {"finalizers": finalizers, "resourceVersion": group.resource_version()}
+    });
+    let updated = api
+        .patch(&group.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(ReconcileError::kube("add finalizer"))?;
+    Ok(Arc::new(updated))
 }
 
 /// The controller's error policy: bounded retries by error category.

@@ -1,0 +1,489 @@
+//! End-to-end tests of the generic reconciler: `run_controller` in-process against the testkit's
+//! fake API server, with a tiny in-test forge. No cluster simulator runs, so runner Jobs keep no
+//! status unless a test writes one.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use forgerunner_core::crd::{ForgeKind, RunnerGroup};
+use forgerunner_core::forge::{
+    Demand, Forge, ForgeError, ForgeRunnerState, GroupContext, RemoveOutcome, RunnerCredentials, RunnerRef,
+    SecretValue,
+};
+use forgerunner_core::metrics::Metrics;
+use forgerunner_core::reconcile::{ControllerOptions, FINALIZER, ForgeSet, run_controller};
+use forgerunner_core::runner_job::{FORGE_LABEL, GROUP_LABEL, MANAGED_BY_SELECTOR};
+use forgerunner_testkit::apiserver::FakeApiServer;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Container, EnvVar, EnvVarSource, PodSpec, Secret, SecretKeySelector};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::{Client, CustomResourceExt};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+const NS: &str = "default";
+const SECRET_VALUE: &str = "runner-secret-value-do-not-leak";
+const DEADLINE: Duration = Duration::from_secs(30);
+
+/// A forge whose demand tests set directly.
+struct FakeForge {
+    kind: ForgeKind,
+    jobs: AtomicU32,
+    fail_demand: AtomicBool,
+    issued: Mutex<Vec<String>>,
+    removed: Mutex<Vec<String>>,
+    shutdowns: AtomicU32,
+}
+
+impl FakeForge {
+    fn new(kind: ForgeKind) -> Arc<FakeForge> {
+        Arc::new(FakeForge {
+            kind,
+            jobs: AtomicU32::new(0),
+            fail_demand: AtomicBool::new(false),
+            issued: Mutex::new(Vec::new()),
+            removed: Mutex::new(Vec::new()),
+            shutdowns: AtomicU32::new(0),
+        })
+    }
+
+    fn removed(&self) -> Vec<String> {
+        self.removed.lock().expect("lock").clone()
+    }
+}
+
+#[async_trait]
+impl Forge for FakeForge {
+    fn kind(&self) -> ForgeKind {
+        self.kind
+    }
+
+    fn default_runner_pod(&self, _group: &RunnerGroup, _runner_name: &str, secret_name: &str) -> PodSpec {
+        PodSpec {
+            containers: vec![Container {
+                name: "runner".into(),
+                image: Some("fake/runner:1".into()),
+                env: Some(vec![EnvVar {
+                    name: "TOKEN".into(),
+                    value: None,
+                    value_from: Some(EnvVarSource {
+                        secret_key_ref: Some(SecretKeySelector {
+                            name: secret_name.into(),
+                            key: "token".into(),
+                            optional: None,
+                        }),
+                        ..EnvVarSource::default()
+                    }),
+                }]),
+                ..Container::default()
+            }],
+            ..PodSpec::default()
+        }
+    }
+
+    async fn demand(&self, _group: &GroupContext) -> Result<Demand, ForgeError> {
+        if self.fail_demand.load(Ordering::SeqCst) {
+            return Err(ForgeError::Unavailable("fake outage".into()));
+        }
+        Ok(Demand {
+            jobs: self.jobs.load(Ordering::SeqCst),
+            ..Demand::default()
+        })
+    }
+
+    async fn runner_credentials(
+        &self,
+        _group: &GroupContext,
+        name: &str,
+    ) -> Result<RunnerCredentials, ForgeError> {
+        self.issued.lock().expect("lock").push(name.to_owned());
+        Ok(RunnerCredentials {
+            secret_data: BTreeMap::from([("token".to_owned(), SecretValue::new(SECRET_VALUE))]),
+            env: BTreeMap::from([("RUNNER_NAME".to_owned(), name.to_owned())]),
+            annotations: BTreeMap::new(),
+        })
+    }
+
+    async fn runner_state(
+        &self,
+        _group: &GroupContext,
+        runners: &[RunnerRef],
+    ) -> Result<BTreeMap<String, ForgeRunnerState>, ForgeError> {
+        Ok(runners
+            .iter()
+            .map(|r| (r.name.clone(), ForgeRunnerState::Idle))
+            .collect())
+    }
+
+    async fn remove_runner(
+        &self,
+        _group: &GroupContext,
+        runner: &RunnerRef,
+    ) -> Result<RemoveOutcome, ForgeError> {
+        self.removed.lock().expect("lock").push(runner.name.clone());
+        Ok(RemoveOutcome::Removed)
+    }
+
+    async fn shutdown(&self, _group: &GroupContext) -> Result<(), ForgeError> {
+        self.shutdowns.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+struct Forges {
+    gitea: Option<Arc<FakeForge>>,
+}
+
+impl ForgeSet for Forges {
+    fn get(&self, kind: ForgeKind) -> Option<&dyn Forge> {
+        match kind {
+            ForgeKind::Gitea => self.gitea.as_deref().map(|f| f as &dyn Forge),
+            ForgeKind::Github => None,
+        }
+    }
+}
+
+struct Harness {
+    server: FakeApiServer,
+    client: Client,
+    forge: Arc<FakeForge>,
+    shutdown: CancellationToken,
+    task: JoinHandle<()>,
+}
+
+impl Harness {
+    async fn start(gitea_enabled: bool) -> Harness {
+        // Logs only when RUST_LOG is set; a second init in the same binary is a no-op.
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_test_writer()
+            .try_init();
+        let server = FakeApiServer::start().await.expect("fake api server");
+        let client = server.client().expect("client");
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        crds.create(&PostParams::default(), &RunnerGroup::crd())
+            .await
+            .expect("install CRD");
+        let forge = FakeForge::new(ForgeKind::Gitea);
+        let forges = Arc::new(Forges {
+            gitea: gitea_enabled.then(|| forge.clone()),
+        });
+        let ready = Arc::new(AtomicBool::new(false));
+        let shutdown = CancellationToken::new();
+        let (_trigger, triggers) = forgerunner_core::forge::ReconcileTrigger::channel();
+        let opts = ControllerOptions {
+            namespaces: vec![],
+            instance: "test-0".into(),
+            concurrency: 4,
+        };
+        let task = tokio::spawn({
+            let (client, ready, shutdown) = (client.clone(), ready.clone(), shutdown.clone());
+            async move {
+                let metrics = Arc::new(Metrics::default());
+                run_controller(client, forges, metrics, triggers, opts, ready, shutdown)
+                    .await
+                    .expect("controller ran");
+            }
+        });
+        wait_for("caches synced", || {
+            let ready = ready.clone();
+            async move { ready.load(Ordering::SeqCst) }
+        })
+        .await;
+        Harness {
+            server,
+            client,
+            forge,
+            shutdown,
+            task,
+        }
+    }
+
+    async fn stop(self) {
+        self.shutdown.cancel();
+        tokio::time::timeout(DEADLINE, self.task)
+            .await
+            .expect("controller stops")
+            .expect("no panic");
+        self.server.shutdown().await;
+    }
+
+    fn groups(&self) -> Api<RunnerGroup> {
+        Api::namespaced(self.client.clone(), NS)
+    }
+
+    fn jobs(&self) -> Api<Job> {
+        Api::namespaced(self.client.clone(), NS)
+    }
+
+    async fn create_secret(&self, name: &str) {
+        let secrets: Api<Secret> = Api::namespaced(self.client.clone(), NS);
+        let s = Secret {
+            metadata: kube::api::ObjectMeta {
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            data: Some(BTreeMap::from([(
+                "token".to_owned(),
+                ByteString(b"api-token".to_vec()),
+            )])),
+            ..Secret::default()
+        };
+        secrets
+            .create(&PostParams::default(), &s)
+            .await
+            .expect("create secret");
+    }
+
+    async fn create_group(&self, name: &str, spec: serde_json::Value) {
+        let g: RunnerGroup = serde_json::from_value(serde_json::json!({
+            "apiVersion": "forgerunner.dev/v1alpha1",
+            "kind": "RunnerGroup",
+            "metadata": {"name": name, "namespace": NS},
+            "spec": spec,
+        }))
+        .expect("group");
+        self.groups()
+            .create(&PostParams::default(), &g)
+            .await
+            .expect("create group");
+    }
+
+    async fn runner_jobs(&self, group: &str) -> Vec<Job> {
+        let lp = ListParams::default().labels(&format!("{MANAGED_BY_SELECTOR},{GROUP_LABEL}={group}"));
+        self.jobs().list(&lp).await.expect("list jobs").items
+    }
+
+    async fn condition(&self, group: &str, type_: &str) -> Option<(String, String, String)> {
+        let g = self.groups().get_opt(group).await.ok()??;
+        let c = g.status?.conditions.into_iter().find(|c| c.type_ == type_)?;
+        Some((c.status, c.reason, c.message))
+    }
+}
+
+fn gitea_spec(min: u32, max: u32, idle: u32) -> serde_json::Value {
+    serde_json::json!({
+        "forge": "gitea",
+        "minRunners": min,
+        "maxRunners": max,
+        "idleTimeoutSeconds": idle,
+        "gitea": {
+            "url": "https://gitea.example.com",
+            "scope": "global",
+            "credentials": "creds",
+            "labels": ["ubuntu-latest"],
+            "pollIntervalSeconds": 1
+        }
+    })
+}
+
+/// Polls `cond` every 50 ms until it holds; panics naming `what` after the deadline.
+async fn wait_for<F, Fut>(what: &str, mut cond: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    loop {
+        if cond().await {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demand_creates_runner_jobs_with_secrets_within_max() {
+    let h = Harness::start(true).await;
+    h.create_secret("creds").await;
+    h.forge.jobs.store(5, Ordering::SeqCst);
+    h.create_group("pool", gitea_spec(0, 3, 600)).await;
+
+    wait_for("3 runner jobs", || async {
+        h.runner_jobs("pool").await.len() == 3
+    })
+    .await;
+    wait_for("Ready=True", || async {
+        h.condition("pool", "Ready")
+            .await
+            .is_some_and(|(s, r, _)| s == "True" && r == "Reconciled")
+    })
+    .await;
+    let group = h.groups().get("pool").await.expect("group");
+    assert!(group.metadata.finalizers.iter().flatten().any(|f| f == FINALIZER));
+    let status = group.status.expect("status");
+    assert_eq!(status.current_runners, 3);
+    assert_eq!(status.desired_runners, 3);
+    assert!(status.last_poll_time.is_some());
+
+    let secrets: Api<Secret> = Api::namespaced(h.client.clone(), NS);
+    for job in h.runner_jobs("pool").await {
+        let name = job.metadata.name.clone().expect("name");
+        assert!(
+            name.starts_with("pool-") && name.len() == "pool-".len() + 5,
+            "{name}"
+        );
+        let labels = job.metadata.labels.clone().unwrap_or_default();
+        assert_eq!(labels.get(FORGE_LABEL).map(String::as_str), Some("gitea"));
+        let owner = &job.metadata.owner_references.clone().expect("owner")[0];
+        assert_eq!(
+            (owner.kind.as_str(), owner.controller),
+            ("RunnerGroup", Some(true))
+        );
+        let json = serde_json::to_string(&job).expect("json");
+        assert!(!json.contains(SECRET_VALUE), "secret literal in the Job");
+        let secret = secrets.get(&name).await.expect("runner secret");
+        let data = secret.data.expect("data");
+        assert_eq!(
+            data.get("token").map(|b| b.0.as_slice()),
+            Some(SECRET_VALUE.as_bytes())
+        );
+        assert_eq!(secret.metadata.owner_references.expect("owner")[0].kind, "Job");
+    }
+
+    // More polls never exceed maxRunners.
+    for _ in 0..5 {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(h.runner_jobs("pool").await.len() <= 3, "maxRunners exceeded");
+    }
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_runners_are_removed_after_timeout_and_cleanup_runs() {
+    let h = Harness::start(true).await;
+    h.create_secret("creds").await;
+    h.forge.jobs.store(2, Ordering::SeqCst);
+    h.create_group("idle", gitea_spec(0, 4, 2)).await;
+    wait_for("2 runner jobs", || async {
+        h.runner_jobs("idle").await.len() == 2
+    })
+    .await;
+
+    h.forge.jobs.store(0, Ordering::SeqCst);
+    wait_for("idle runners removed", || async {
+        h.runner_jobs("idle").await.is_empty()
+    })
+    .await;
+    assert!(h.forge.removed().len() >= 2, "idle runners deregistered first");
+
+    // Delete the group: the finalizer runs the forge cleanup, then lets go.
+    h.groups()
+        .delete("idle", &DeleteParams::default())
+        .await
+        .expect("delete");
+    wait_for("group gone", || async {
+        h.groups().get_opt("idle").await.ok().flatten().is_none()
+    })
+    .await;
+    assert!(h.forge.shutdowns.load(Ordering::SeqCst) >= 1);
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_runner_is_cleaned_up_and_counted() {
+    let h = Harness::start(true).await;
+    h.create_secret("creds").await;
+    h.forge.jobs.store(1, Ordering::SeqCst);
+    h.create_group("flaky", gitea_spec(0, 1, 600)).await;
+    wait_for("1 runner job", || async {
+        h.runner_jobs("flaky").await.len() == 1
+    })
+    .await;
+    let first = h.runner_jobs("flaky").await[0]
+        .metadata
+        .name
+        .clone()
+        .expect("name");
+
+    let failed = serde_json::json!({"status": {"failed": 1, "conditions": [
+        {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded", "message": "x"}
+    ]}});
+    h.jobs()
+        .patch_status(&first, &PatchParams::default(), &Patch::Merge(&failed))
+        .await
+        .expect("fail job");
+
+    wait_for("failed runner replaced", || async {
+        let jobs = h.runner_jobs("flaky").await;
+        jobs.len() == 1 && jobs[0].metadata.name.as_deref() != Some(first.as_str())
+    })
+    .await;
+    wait_for("failedRunners = 1", || async {
+        h.groups()
+            .get("flaky")
+            .await
+            .ok()
+            .and_then(|g| g.status)
+            .is_some_and(|s| s.failed_runners == 1)
+    })
+    .await;
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn user_errors_become_conditions() {
+    let h = Harness::start(true).await;
+    // No Secret: SecretNotFound naming it.
+    h.create_group("nosecret", gitea_spec(0, 2, 600)).await;
+    wait_for("SecretNotFound", || async {
+        h.condition("nosecret", "Ready")
+            .await
+            .is_some_and(|(s, r, m)| s == "False" && r == "SecretNotFound" && m.contains("creds"))
+    })
+    .await;
+    // CEL rules are not evaluated by the fake, so the reconciler's own validation must catch this.
+    h.create_group("broken", serde_json::json!({"forge": "gitea", "maxRunners": 2}))
+        .await;
+    wait_for("InvalidSpec", || async {
+        h.condition("broken", "Ready")
+            .await
+            .is_some_and(|(s, r, m)| s == "False" && r == "InvalidSpec" && m.contains("spec.gitea"))
+    })
+    .await;
+    h.create_secret("creds").await;
+    h.forge.fail_demand.store(true, Ordering::SeqCst);
+    h.create_group("down", gitea_spec(0, 2, 600)).await;
+    wait_for("ForgeConnected=False", || async {
+        h.condition("down", "ForgeConnected")
+            .await
+            .is_some_and(|(s, r, _)| s == "False" && r == "ForgeUnavailable")
+    })
+    .await;
+    assert!(h.runner_jobs("nosecret").await.is_empty() && h.runner_jobs("broken").await.is_empty());
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn disabled_forge_is_reported() {
+    let h = Harness::start(false).await;
+    h.create_secret("creds").await;
+    h.create_group("off", gitea_spec(1, 2, 600)).await;
+    wait_for("ForgeDisabled", || async {
+        h.condition("off", "Ready")
+            .await
+            .is_some_and(|(s, r, _)| s == "False" && r == "ForgeDisabled")
+    })
+    .await;
+    assert!(h.runner_jobs("off").await.is_empty());
+    // Deleting a group of a disabled forge is not blocked.
+    h.groups()
+        .delete("off", &DeleteParams::default())
+        .await
+        .expect("delete");
+    wait_for("group gone", || async {
+        h.groups().get_opt("off").await.ok().flatten().is_none()
+    })
+    .await;
+    h.stop().await;
+}

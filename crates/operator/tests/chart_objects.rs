@@ -59,7 +59,11 @@ fn parse_typed(obj: &serde_yaml::Value) -> String {
         // ServiceMonitor is a Prometheus Operator CRD: no k8s-openapi type; check its shape.
         "ServiceMonitor" => {
             assert_eq!(obj["apiVersion"].as_str(), Some("monitoring.coreos.com/v1"));
-            assert!(obj["spec"]["endpoints"].as_sequence().is_some_and(|e| !e.is_empty()));
+            assert!(
+                obj["spec"]["endpoints"]
+                    .as_sequence()
+                    .is_some_and(|e| !e.is_empty())
+            );
         }
         other => panic!("the chart renders a kind this test does not know: {other}"),
     }
@@ -69,8 +73,17 @@ fn parse_typed(obj: &serde_yaml::Value) -> String {
 #[test]
 fn default_values_render_typed_objects() {
     let kinds: Vec<String> = render(&[]).iter().map(parse_typed).collect();
-    for expected in ["Deployment", "ServiceAccount", "ClusterRole", "ConfigMap", "CustomResourceDefinition"] {
-        assert!(kinds.iter().any(|k| k == expected), "default render lacks a {expected}: {kinds:?}");
+    for expected in [
+        "Deployment",
+        "ServiceAccount",
+        "ClusterRole",
+        "ConfigMap",
+        "CustomResourceDefinition",
+    ] {
+        assert!(
+            kinds.iter().any(|k| k == expected),
+            "default render lacks a {expected}: {kinds:?}"
+        );
     }
 }
 
@@ -89,7 +102,16 @@ fn every_optional_object_renders_typed() {
     .iter()
     .map(parse_typed)
     .collect();
-    for expected in ["PodDisruptionBudget", "NetworkPolicy", "ServiceMonitor", "Role", "RoleBinding"] {
-        assert!(kinds.iter().any(|k| k == expected), "render lacks a {expected}: {kinds:?}");
+    for expected in [
+        "PodDisruptionBudget",
+        "NetworkPolicy",
+        "ServiceMonitor",
+        "Role",
+        "RoleBinding",
+    ] {
+        assert!(
+            kinds.iter().any(|k| k == expected),
+            "render lacks a {expected}: {kinds:?}"
+        );
     }
 }

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use forgerunner_testkit::apiserver::FakeApiServer;
+use forgerunner_testkit::apiserver::{FakeApiServer, Verb};
 use forgerunner_testkit::sim::{
     BEHAVIOUR_LABEL, ContainerBehaviour, NodeLoss, PodInfo, SimConfig, SimHandle, Simulator,
 };
@@ -598,5 +598,11 @@ async fn many_jobs_complete_without_duplicate_pods() {
         (stats.pods_created, stats.pods_succeeded),
         (JOBS as u64, JOBS as u64)
     );
+    // Efficiency: a handful of writes per Job, and no polling lists.
+    let counts = env.server.requests().counts();
+    let count = |verb: Verb, resource: &str| counts.get(&(verb, resource.to_owned())).copied().unwrap_or(0);
+    assert!(count(Verb::Patch, "pods/status") <= 3 * JOBS, "{counts:?}");
+    assert!(count(Verb::Patch, "jobs/status") <= 4 * JOBS, "{counts:?}");
+    assert!(count(Verb::List, "pods") <= 3, "{counts:?}");
     env.stop().await;
 }

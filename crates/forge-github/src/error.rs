@@ -47,6 +47,9 @@ pub enum ApiError {
     /// The spec cannot work (e.g. a config URL of the wrong shape).
     #[error("{0}")]
     Config(String),
+    /// The backend is starting and has nothing to report yet.
+    #[error("{0}")]
+    NotReady(String),
 }
 
 impl ApiError {
@@ -90,7 +93,9 @@ impl ApiError {
             ApiError::Status {
                 status, rate_limited, ..
             } => status_outcome(*status, *rate_limited),
-            ApiError::InvalidCredentials(_) | ApiError::Config(_) => Outcome::ClientError,
+            ApiError::InvalidCredentials(_) | ApiError::Config(_) | ApiError::NotReady(_) => {
+                Outcome::ClientError
+            }
         }
     }
 }
@@ -125,6 +130,7 @@ impl From<ApiError> for ForgeError {
         match &e {
             ApiError::InvalidCredentials(m) => ForgeError::InvalidCredentials(m.clone()),
             ApiError::Config(m) => ForgeError::Config(m.clone()),
+            ApiError::NotReady(m) => ForgeError::NotReady(m.clone()),
             ApiError::Transport { .. } | ApiError::BadResponse { .. } => {
                 ForgeError::Unavailable(e.to_string())
             }

@@ -309,3 +309,38 @@ async fn shutdown_deletes_session_and_scale_set() {
     // Idempotent: a second shutdown (e.g. after a restart) finds nothing and succeeds.
     h.forge.shutdown(&ctx).await.unwrap();
 }
+
+#[tokio::test]
+async fn proxy_and_ca_bundle_settings_are_used() {
+    let emu = emulator().await;
+    let h = harness();
+    // The config host does not resolve: only the proxy (the emulator, which also serves
+    // absolute-form requests) can answer.
+    let ctx = context(
+        group(
+            "proxied",
+            "http://forge.invalid/org",
+            serde_json::json!({"proxyUrl": emu.uri()}),
+            5,
+        ),
+        pat_credentials(DEFAULT_PAT),
+    );
+    assert!(demand(&h.forge, &ctx).await.facts.scale_set_id.is_some());
+    assert!(!emu.requests_to(Endpoint::RegistrationToken).is_empty());
+
+    let mut bad_ca = pat_context(&emu, "badca");
+    bad_ca.ca_bundle = Some("-----BEGIN CERTIFICATE-----\n!!!\n-----END CERTIFICATE-----\n".into());
+    assert!(matches!(
+        h.forge.demand(&bad_ca).await,
+        Err(ForgeError::Config(_))
+    ));
+    let mut bad_proxy = pat_context(&emu, "badproxy");
+    if let Some(g) = bad_proxy.group.spec.github.as_mut() {
+        g.proxy_url = Some("::not a url::".into());
+    }
+    match h.forge.demand(&bad_proxy).await {
+        Err(ForgeError::Config(m)) => assert!(!m.contains("not a url"), "proxy URL never echoed: {m}"),
+        other => panic!("expected Config, got {other:?}"),
+    }
+    h.forge.shutdown_all().await;
+}

@@ -1,10 +1,11 @@
 //! `GithubForge`: the `Forge` implementation tying clients, scale sets, listeners and runners
 //! together, with per-group state kept in memory (rebuilt from the cluster after a restart).
 
+mod ensure;
+mod options;
+
 use std::collections::{BTreeMap, HashMap};
-use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use async_trait::async_trait;
 use forgerunner_core::forge::{
@@ -16,56 +17,13 @@ use forgerunner_core::{Forge, ForgeError, ForgeKind, RunnerGroup};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::PodSpec;
 
-use crate::auth::AuthMethod;
-use crate::backoff::Backoff;
-use crate::client::{GithubClient, HttpOptions};
-use crate::config_url::ConfigUrl;
+pub use self::options::GithubOptions;
+use crate::client::GithubClient;
 use crate::error::ApiError;
-use crate::listener::{Listener, ListenerConfig};
+use crate::listener::Listener;
 use crate::runners::{self, Removal};
-use crate::scale_set::{self, DesiredScaleSet};
+use crate::scale_set;
 use crate::{RUNNER_ID_ANNOTATION, SCALE_SET_ID_ANNOTATION, pod};
-
-/// Tunables of the GitHub backend; the defaults suit production.
-#[derive(Clone, Debug)]
-pub struct GithubOptions {
-    /// HTTP timeouts and request retries.
-    pub http: HttpOptions,
-    /// Listener backoff after errors.
-    pub listener_backoff: Backoff,
-    /// Listener backoff while another session holds the scale set (409).
-    pub conflict_backoff: Backoff,
-    /// Bound on deleting a session at shutdown.
-    pub shutdown_timeout: Duration,
-    /// Session owner name: env `POD_NAME`, else `HOSTNAME`, else `forgerunner`.
-    pub owner_name: String,
-    /// Concurrent runner lookups in `runner_state`.
-    pub lookup_concurrency: usize,
-}
-
-impl Default for GithubOptions {
-    fn default() -> Self {
-        let owner_name = ["POD_NAME", "HOSTNAME"]
-            .iter()
-            .filter_map(|k| std::env::var(k).ok())
-            .find(|v| !v.trim().is_empty())
-            .unwrap_or_else(|| "forgerunner".into());
-        GithubOptions {
-            http: HttpOptions::default(),
-            listener_backoff: Backoff {
-                base: Duration::from_secs(1),
-                cap: Duration::from_secs(60),
-            },
-            conflict_backoff: Backoff {
-                base: Duration::from_secs(30),
-                cap: Duration::from_secs(60),
-            },
-            shutdown_timeout: Duration::from_secs(10),
-            owner_name,
-            lookup_concurrency: 8,
-        }
-    }
-}
 
 /// The scale set a group uses, as last confirmed at the service.
 #[derive(Clone, Debug)]
@@ -96,52 +54,6 @@ impl std::fmt::Debug for GithubForge {
     }
 }
 
-fn desired(ctx: &GroupContext) -> Result<DesiredScaleSet, ForgeError> {
-    let spec = github_spec(&ctx.group)?;
-    let name = spec
-        .scale_set_name
-        .as_deref()
-        .map(str::trim)
-        .filter(|n| !n.is_empty())
-        .unwrap_or(&ctx.key.name)
-        .to_string();
-    let runner_group = spec
-        .runner_group
-        .as_deref()
-        .map(str::trim)
-        .filter(|g| !g.is_empty())
-        .map(str::to_string);
-    Ok(DesiredScaleSet {
-        name,
-        runner_group,
-        labels: spec.labels.clone(),
-    })
-}
-
-fn github_spec(group: &RunnerGroup) -> Result<&forgerunner_core::crd::GithubSpec, ForgeError> {
-    group
-        .spec
-        .github
-        .as_ref()
-        .ok_or_else(|| ForgeError::Config("spec.github is required for forge github".into()))
-}
-
-fn fingerprint(ctx: &GroupContext) -> u64 {
-    let mut h = DefaultHasher::new();
-    if let Some(spec) = &ctx.group.spec.github {
-        spec.config_url.hash(&mut h);
-        spec.proxy_url.hash(&mut h);
-    }
-    ctx.credentials.secret_name.hash(&mut h);
-    ctx.credentials.version.hash(&mut h);
-    for (k, v) in &ctx.credentials.data {
-        k.hash(&mut h);
-        v.expose().hash(&mut h);
-    }
-    ctx.ca_bundle.hash(&mut h);
-    h.finish()
-}
-
 impl GithubForge {
     /// A backend with default options; `trigger` wakes a group's reconcile after each poll.
     pub fn new(metrics: Arc<Metrics>, trigger: ReconcileTrigger) -> GithubForge {
@@ -170,150 +82,6 @@ impl GithubForge {
         groups.entry(key.clone()).or_default().clone()
     }
 
-    fn build_client(&self, ctx: &GroupContext) -> Result<GithubClient, ApiError> {
-        let spec = github_spec(&ctx.group).map_err(|e| ApiError::Config(e.to_string()))?;
-        let config = ConfigUrl::parse(&spec.config_url).map_err(|e| ApiError::Config(e.to_string()))?;
-        let auth = AuthMethod::from_credentials(&ctx.credentials)?;
-        GithubClient::new(
-            self.metrics.clone(),
-            config,
-            auth,
-            ctx.ca_bundle.as_deref(),
-            spec.proxy_url.as_deref(),
-            self.opts.http.clone(),
-        )
-    }
-
-    /// Makes sure the group has a current client (rebuilt when URL, credentials, CA or proxy
-    /// change, which also restarts its listener).
-    async fn ensure_client(
-        &self,
-        ctx: &GroupContext,
-        st: &mut GroupState,
-    ) -> Result<Arc<GithubClient>, ApiError> {
-        let fp = fingerprint(ctx);
-        if let Some((have, client)) = &st.client
-            && *have == fp
-        {
-            return Ok(client.clone());
-        }
-        if let Some(l) = st.listener.take() {
-            l.stop().await;
-        }
-        st.scale_set = None;
-        let client = Arc::new(self.build_client(ctx)?);
-        st.client = Some((fp, client.clone()));
-        Ok(client)
-    }
-
-    /// Makes sure the scale set exists and matches the spec's name and runner group.
-    async fn ensure_scale_set(
-        &self,
-        ctx: &GroupContext,
-        st: &mut GroupState,
-        client: &GithubClient,
-    ) -> Result<i64, ApiError> {
-        let want = desired(ctx).map_err(|e| ApiError::Config(e.to_string()))?;
-        if st.listener.as_ref().is_some_and(|l| l.state().scale_set_gone) {
-            if let Some(l) = st.listener.take() {
-                l.stop().await;
-            }
-            st.scale_set = None;
-        }
-        if let Some(have) = &st.scale_set {
-            if have.name == want.name && have.runner_group == want.runner_group {
-                return Ok(have.id);
-            }
-            let id = have.id;
-            let name = (have.name != want.name).then_some(want.name.as_str());
-            let group = if have.runner_group != want.runner_group {
-                Some(scale_set::runner_group_id(client, want.runner_group.as_deref()).await?)
-            } else {
-                None
-            };
-            match scale_set::update(client, id, name, group).await {
-                Ok(_) => {
-                    st.scale_set = Some(ScaleSetInfo {
-                        id,
-                        name: want.name,
-                        runner_group: want.runner_group,
-                    });
-                    return Ok(id);
-                }
-                Err(e) if e.status() == Some(404) => st.scale_set = None,
-                Err(e) => return Err(e),
-            }
-        }
-        let group_id = scale_set::runner_group_id(client, want.runner_group.as_deref()).await?;
-        let known = ctx.group.status.as_ref().and_then(|s| s.scale_set_id);
-        let mut found = match known {
-            Some(id) => scale_set::get(client, id).await?,
-            None => None,
-        };
-        if let Some(set) = &found
-            && (set.name != want.name || set.runner_group_id != group_id)
-        {
-            let name = (set.name != want.name).then_some(want.name.as_str());
-            let group = (set.runner_group_id != group_id).then_some(group_id);
-            found = Some(scale_set::update(client, set.id, name, group).await?);
-        }
-        let set = match found {
-            Some(set) => set,
-            None => match scale_set::find(client, group_id, &want.name).await? {
-                Some(set) => set,
-                None => {
-                    let set = scale_set::create(client, group_id, &want).await?;
-                    tracing::info!(group = %ctx.key, scale_set_id = set.id, name = %want.name, "created GitHub runner scale set");
-                    set
-                }
-            },
-        };
-        st.scale_set = Some(ScaleSetInfo {
-            id: set.id,
-            name: want.name,
-            runner_group: want.runner_group,
-        });
-        Ok(set.id)
-    }
-
-    async fn ensure(
-        &self,
-        ctx: &GroupContext,
-        st: &mut GroupState,
-    ) -> Result<(Arc<GithubClient>, i64), ApiError> {
-        let client = self.ensure_client(ctx, st).await?;
-        let id = self.ensure_scale_set(ctx, st, &client).await?;
-        Ok((client, id))
-    }
-
-    fn ensure_listener(&self, ctx: &GroupContext, st: &mut GroupState, client: &Arc<GithubClient>, id: i64) {
-        let capacity = ctx.group.spec.max_runners;
-        if let Some(l) = &st.listener
-            && l.scale_set_id() == id
-            && !l.is_finished()
-        {
-            l.set_max_capacity(capacity);
-            return;
-        }
-        // A finished or stale listener has already released its session (or lost it).
-        st.listener = None;
-        let config = ListenerConfig {
-            key: ctx.key.clone(),
-            scale_set_id: id,
-            owner: self.opts.owner_name.clone(),
-            backoff: self.opts.listener_backoff,
-            conflict_backoff: self.opts.conflict_backoff,
-            shutdown_timeout: self.opts.shutdown_timeout,
-        };
-        st.listener = Some(Listener::spawn(
-            client.clone(),
-            self.metrics.clone(),
-            self.trigger.clone(),
-            config,
-            capacity,
-        ));
-    }
-
     async fn demand_inner(&self, ctx: &GroupContext) -> Result<Demand, ApiError> {
         let entry = self.entry(&ctx.key);
         let mut st = entry.lock().await;
@@ -323,10 +91,11 @@ impl GithubForge {
         let stats = match state.statistics {
             Some(s) => s,
             None => match scale_set::get(&client, id).await? {
-                Some(set) => set.statistics.ok_or_else(|| ApiError::Config(String::new()))?,
+                Some(set) => set.statistics.ok_or_else(not_ready)?,
                 None => {
+                    // Deleted between ensure and now: recreated on the next call.
                     st.scale_set = None;
-                    return Err(ApiError::Config(String::new()));
+                    return Err(not_ready());
                 }
             },
         };
@@ -389,14 +158,10 @@ impl GithubForge {
         Ok((client, None))
     }
 
-    fn busy_set(&self, key: &GroupKey) -> std::collections::BTreeSet<String> {
+    async fn busy_set(&self, key: &GroupKey) -> std::collections::BTreeSet<String> {
         let entry = self.entry(key);
-        // try_lock: never wait on a slow ensure just to read listener facts.
-        entry
-            .try_lock()
-            .ok()
-            .and_then(|st| st.listener.as_ref().map(|l| l.state().busy))
-            .unwrap_or_default()
+        let st = entry.lock().await;
+        st.listener.as_ref().map(|l| l.state().busy).unwrap_or_default()
     }
 
     async fn shutdown_inner(&self, ctx: &GroupContext) -> Result<(), ApiError> {
@@ -422,7 +187,7 @@ impl GithubForge {
                 match known {
                     Some(id) => Some(id),
                     None => {
-                        let want = desired(ctx).map_err(|e| ApiError::Config(e.to_string()))?;
+                        let want = ensure::desired(ctx)?;
                         let gid = scale_set::runner_group_id(&client, want.runner_group.as_deref()).await?;
                         scale_set::find(&client, gid, &want.name).await?.map(|s| s.id)
                     }
@@ -437,14 +202,12 @@ impl GithubForge {
     }
 }
 
-/// Maps errors, turning the internal "no statistics yet" marker into `NotReady`.
+fn not_ready() -> ApiError {
+    ApiError::NotReady("the scale set has not reported statistics yet".into())
+}
+
 fn map_err(e: ApiError) -> ForgeError {
-    match e {
-        ApiError::Config(m) if m.is_empty() => {
-            ForgeError::NotReady("the scale set has not reported statistics yet".into())
-        }
-        other => other.into(),
-    }
+    e.into()
 }
 
 #[async_trait]
@@ -474,7 +237,7 @@ impl Forge for GithubForge {
         group: &GroupContext,
         runners: &[RunnerRef],
     ) -> Result<BTreeMap<String, ForgeRunnerState>, ForgeError> {
-        let busy = self.busy_set(&group.key);
+        let busy = self.busy_set(&group.key).await;
         let (client, _) = self.client_only(group).await.map_err(map_err)?;
         let mut out = BTreeMap::new();
         let mut lookups = Vec::new();

@@ -11,8 +11,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use forgerunner_core::crd::{ForgeKind, RunnerGroup};
 use forgerunner_core::forge::{
-    Demand, Forge, ForgeError, ForgeRunnerState, GroupContext, RemoveOutcome, RunnerCredentials, RunnerRef,
-    SecretValue,
+    Demand, Forge, ForgeError, ForgeRunnerState, GroupContext, GroupKey, ReconcileTrigger, RemoveOutcome,
+    RunnerCredentials, RunnerRef, SecretValue,
 };
 use forgerunner_core::metrics::Metrics;
 use forgerunner_core::reconcile::{ControllerOptions, FINALIZER, ForgeSet, run_controller};
@@ -136,16 +136,17 @@ impl Forge for FakeForge {
     }
 }
 
+/// The one enabled fake forge (of its kind), or none.
 struct Forges {
-    gitea: Option<Arc<FakeForge>>,
+    enabled: Option<Arc<FakeForge>>,
 }
 
 impl ForgeSet for Forges {
     fn get(&self, kind: ForgeKind) -> Option<&dyn Forge> {
-        match kind {
-            ForgeKind::Gitea => self.gitea.as_deref().map(|f| f as &dyn Forge),
-            ForgeKind::Github => None,
-        }
+        self.enabled
+            .as_deref()
+            .filter(|f| f.kind == kind)
+            .map(|f| f as &dyn Forge)
     }
 }
 
@@ -155,10 +156,20 @@ struct Harness {
     forge: Arc<FakeForge>,
     shutdown: CancellationToken,
     task: JoinHandle<()>,
+    trigger: ReconcileTrigger,
 }
 
 impl Harness {
     async fn start(gitea_enabled: bool) -> Harness {
+        Harness::start_with(if gitea_enabled {
+            Some(ForgeKind::Gitea)
+        } else {
+            None
+        })
+        .await
+    }
+
+    async fn start_with(enabled: Option<ForgeKind>) -> Harness {
         // Logs only when RUST_LOG is set; a second init in the same binary is a no-op.
         let _ = tracing_subscriber::fmt()
             .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
@@ -170,13 +181,13 @@ impl Harness {
         crds.create(&PostParams::default(), &RunnerGroup::crd())
             .await
             .expect("install CRD");
-        let forge = FakeForge::new(ForgeKind::Gitea);
+        let forge = FakeForge::new(enabled.unwrap_or(ForgeKind::Gitea));
         let forges = Arc::new(Forges {
-            gitea: gitea_enabled.then(|| forge.clone()),
+            enabled: enabled.map(|_| forge.clone()),
         });
         let ready = Arc::new(AtomicBool::new(false));
         let shutdown = CancellationToken::new();
-        let (_trigger, triggers) = forgerunner_core::forge::ReconcileTrigger::channel();
+        let (trigger, triggers) = ReconcileTrigger::channel();
         let opts = ControllerOptions {
             namespaces: vec![],
             instance: "test-0".into(),
@@ -202,6 +213,7 @@ impl Harness {
             forge,
             shutdown,
             task,
+            trigger,
         }
     }
 
@@ -483,6 +495,37 @@ async fn disabled_forge_is_reported() {
         .expect("delete");
     wait_for("group gone", || async {
         h.groups().get_opt("off").await.ok().flatten().is_none()
+    })
+    .await;
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trigger_wakes_a_push_style_group_before_its_resync() {
+    let h = Harness::start_with(Some(ForgeKind::Github)).await;
+    h.create_secret("creds").await;
+    let spec = serde_json::json!({
+        "forge": "github",
+        "minRunners": 0,
+        "maxRunners": 4,
+        "github": {"configUrl": "https://github.com/acme", "credentials": "creds"}
+    });
+    h.create_group("gh", spec).await;
+    wait_for("Ready=True", || async {
+        h.condition("gh", "Ready")
+            .await
+            .is_some_and(|(s, _, _)| s == "True")
+    })
+    .await;
+    assert!(h.runner_jobs("gh").await.is_empty());
+    // The 60 s safety resync is far beyond the deadline: only the trigger can do this in time.
+    h.forge.jobs.store(2, Ordering::SeqCst);
+    h.trigger.wake(GroupKey {
+        namespace: NS.into(),
+        name: "gh".into(),
+    });
+    wait_for("2 runner jobs after trigger", || async {
+        h.runner_jobs("gh").await.len() == 2
     })
     .await;
     h.stop().await;

@@ -1,6 +1,9 @@
 //! The cluster simulator against the in-process fake API server: Jobs run behaviours, and the
 //! Job and pod statuses follow what Kubernetes does.
 
+// Test helpers outside `#[test]` functions: a failed setup should fail the test loudly.
+#![allow(clippy::unwrap_used)]
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -609,3 +609,90 @@ async fn many_jobs_complete_without_duplicate_pods() {
     assert!(count(Verb::List, "pods") <= 3, "{counts:?}");
     env.stop().await;
 }
+
+#[tokio::test]
+async fn survives_dropped_watches_and_compaction() {
+    let env = Env::start(SimConfig::default()).await;
+    env.sim.register_behaviour("example.org/ok", Arc::new(Exit(0)));
+    env.create_job("before", "example.org/ok", json!({})).await;
+    env.job_until("before", "Complete", |j| is_true(j, "Complete"))
+        .await;
+    // Every watch must relist (410 Gone on resume); caches and the pod index are rebuilt.
+    env.server.compact();
+    env.server.drop_watches();
+    env.create_job("after", "example.org/ok", json!({})).await;
+    let job = env
+        .job_until("after", "Complete", |j| is_true(j, "Complete"))
+        .await;
+    assert_eq!(job.status.unwrap().succeeded, Some(1));
+    assert_eq!(
+        env.job_pods("after").await.len(),
+        1,
+        "no duplicate pod after the relist"
+    );
+    let before = env.jobs().get("before").await.unwrap();
+    assert_eq!(
+        before.status.unwrap().succeeded,
+        Some(1),
+        "finished job not recounted"
+    );
+    assert_eq!(env.job_pods("before").await.len(), 1);
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn only_watched_namespaces_are_simulated() {
+    use k8s_openapi::api::core::v1::Namespace;
+    let server = FakeApiServer::start().await.unwrap();
+    let client = server.client().unwrap();
+    for name in ["team-a", "team-b"] {
+        let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
+        Api::<Namespace>::all(client.clone())
+            .create(&PostParams::default(), &ns)
+            .await
+            .unwrap();
+    }
+    let config = SimConfig {
+        namespaces: vec!["team-a".into()],
+        ..SimConfig::default()
+    };
+    let sim = Simulator::start(client.clone(), config);
+    tokio::time::timeout(DEADLINE, sim.wait_ready()).await.unwrap();
+    sim.register_behaviour("example.org/ok", Arc::new(Exit(0)));
+    let job_in = |ns: &str| -> Job {
+        serde_json::from_value(json!({
+            "metadata": {"name": "j", "namespace": ns},
+            "spec": {"backoffLimit": 0, "template": {"spec": {"restartPolicy": "Never",
+                "containers": [{"name": "runner", "image": "example.org/ok"}]}}}
+        }))
+        .unwrap()
+    };
+    let api_a: Api<Job> = Api::namespaced(client.clone(), "team-a");
+    let api_b: Api<Job> = Api::namespaced(client.clone(), "team-b");
+    // team-b first: if it were simulated, its pod would exist by the time team-a's Job completes.
+    api_b
+        .create(&PostParams::default(), &job_in("team-b"))
+        .await
+        .unwrap();
+    api_a
+        .create(&PostParams::default(), &job_in("team-a"))
+        .await
+        .unwrap();
+    tokio::time::timeout(
+        DEADLINE,
+        await_condition(api_a, "j", |j: Option<&Job>| {
+            j.is_some_and(|j| is_true(j, "Complete"))
+        }),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    let pods_b = Api::<Pod>::namespaced(client.clone(), "team-b")
+        .list(&Default::default())
+        .await
+        .unwrap();
+    assert!(pods_b.items.is_empty(), "unwatched namespace got pods");
+    assert!(api_b.get("j").await.unwrap().status.is_none());
+    sim.shutdown().await;
+    server.shutdown().await;
+}

@@ -5,3 +5,4 @@ pub mod apiserver;
 pub mod gitea;
 pub mod github;
 pub mod sim;
+pub mod world;

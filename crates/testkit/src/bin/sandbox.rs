@@ -1,0 +1,302 @@
+//! The sandbox: forgerunner working end to end on a machine with no cluster and no forge.
+//!
+//! Starts the fake API server with the cluster simulator, the GitHub emulator and the Gitea
+//! fake, installs the CRD, creates one RunnerGroup per forge, runs the real operator in a child
+//! process, queues a burst of jobs on both forges and shows live what happens. Exits 0 only
+//! when every job completed and nothing leaked.
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use forgerunner_testkit::world::groups::GroupSize;
+use forgerunner_testkit::world::operator::{OperatorCommand, OperatorProcess, OperatorSettings};
+use forgerunner_testkit::world::watch::JobWatch;
+use forgerunner_testkit::world::workload::{Progress, Queued, percentile_ms, queue_to_runner_latencies};
+use forgerunner_testkit::world::{World, WorldOptions};
+
+/// Hidden first argument that turns this executable into the operator.
+const OPERATOR_SUBCOMMAND: &str = "__operator";
+const NAMESPACE: &str = "sandbox";
+const GITHUB_GROUP: &str = "gh-linux";
+const GITEA_GROUP: &str = "gitea-linux";
+const GITEA_LABEL: &str = "ubuntu-latest";
+const WEBHOOK_SECRET: &str = "sandbox-webhook-secret";
+
+/// See forgerunner work end to end, no cluster needed.
+#[derive(Parser, Debug)]
+#[command(name = "sandbox", version)]
+struct Args {
+    /// Jobs queued on GitHub.
+    #[arg(long, default_value_t = 20)]
+    github_jobs: usize,
+    /// Jobs queued on Gitea.
+    #[arg(long, default_value_t = 20)]
+    gitea_jobs: usize,
+    /// maxRunners of each RunnerGroup.
+    #[arg(long, default_value_t = 5)]
+    max_runners: u32,
+    /// How long a simulated job runs, in milliseconds.
+    #[arg(long, default_value_t = 400)]
+    work_ms: u64,
+    /// Give up after this many seconds.
+    #[arg(long, default_value_t = 55)]
+    timeout_secs: u64,
+    /// Deliver Gitea `workflow_job` webhooks to the operator (otherwise polling only).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    webhook: bool,
+    /// Keep everything running afterwards and print the kubeconfig for kubectl.
+    #[arg(long)]
+    keep: bool,
+}
+
+fn main() -> ExitCode {
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if argv.get(1).is_some_and(|a| a == OPERATOR_SUBCOMMAND) {
+        let rest = std::iter::once("forgerunner".into()).chain(argv.into_iter().skip(2));
+        return forgerunner::main_with_args(rest);
+    }
+    let args = Args::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(sandbox(args)) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// One group's row in the live view and the summary.
+struct Row {
+    group: &'static str,
+    forge: &'static str,
+    queued: Vec<Queued>,
+    progress: Progress,
+    drained_at: Option<Instant>,
+}
+
+async fn sandbox(args: Args) -> anyhow::Result<bool> {
+    let started = Instant::now();
+    println!("starting the fake cluster, the GitHub emulator and the Gitea fake …");
+    let world = World::start(WorldOptions {
+        work_time: Duration::from_millis(args.work_ms),
+        ..WorldOptions::default()
+    })
+    .await?;
+    world.create_namespace(NAMESPACE).await?;
+    let watch = JobWatch::start(world.client.clone(), NAMESPACE);
+
+    let mut operator = OperatorProcess::spawn(
+        &OperatorCommand::self_exec(OPERATOR_SUBCOMMAND)?,
+        world.kubeconfig(),
+        &OperatorSettings::default(),
+    )?;
+    println!(
+        "operator started (pid {}, http {})",
+        operator.pid(),
+        operator.http_addr()
+    );
+
+    let size = GroupSize::up_to(args.max_runners);
+    world.add_github_group(NAMESPACE, GITHUB_GROUP, &size).await?;
+    let hook = args.webhook.then_some(WEBHOOK_SECRET);
+    world
+        .add_gitea_group(NAMESPACE, GITEA_GROUP, &[GITEA_LABEL], &size, 5, hook)
+        .await?;
+    if let (true, Some(fake)) = (args.webhook, &world.gitea) {
+        fake.set_webhook(
+            &format!("http://{}/webhooks/gitea", operator.http_addr()),
+            WEBHOOK_SECRET,
+        );
+    }
+    let scale_set = world
+        .github_scale_set(GITHUB_GROUP, Duration::from_secs(20))
+        .await?;
+    println!("RunnerGroups {GITHUB_GROUP} (github) and {GITEA_GROUP} (gitea) ready; queueing jobs\n");
+
+    let mut rows = [
+        Row {
+            group: GITHUB_GROUP,
+            forge: "github",
+            queued: Vec::new(),
+            progress: Progress::default(),
+            drained_at: None,
+        },
+        Row {
+            group: GITEA_GROUP,
+            forge: "gitea",
+            queued: Vec::new(),
+            progress: Progress::default(),
+            drained_at: None,
+        },
+    ];
+    let burst_start = Instant::now();
+    for _ in 0..args.github_jobs {
+        rows[0]
+            .queued
+            .push(world.queue_github_job(scale_set, GITHUB_GROUP)?);
+    }
+    for _ in 0..args.gitea_jobs {
+        rows[1].queued.push(world.queue_gitea_job(&[GITEA_LABEL])?);
+    }
+
+    let deadline = started + Duration::from_secs(args.timeout_secs);
+    let live = std::io::stdout().is_terminal();
+    let mut drawn = 0usize;
+    let mut last_plain = Instant::now();
+    let finished = loop {
+        rows[0].progress = world.github_progress(scale_set);
+        rows[1].progress = world.gitea_progress(&[GITEA_LABEL]);
+        let left = world
+            .runner_jobs(NAMESPACE, None)
+            .await
+            .map(|j| j.len())
+            .unwrap_or(usize::MAX);
+        for row in &mut rows {
+            if row.drained_at.is_none() && row.progress.all_done() {
+                row.drained_at = Some(Instant::now());
+            }
+        }
+        let lines = view(&rows, &watch, args.max_runners, started.elapsed(), left);
+        if live {
+            if drawn > 0 {
+                print!("\x1b[{drawn}A");
+            }
+            for line in &lines {
+                println!("\x1b[2K{line}");
+            }
+            drawn = lines.len();
+        } else if last_plain.elapsed() >= Duration::from_secs(2) {
+            println!("{}", lines.join("\n"));
+            last_plain = Instant::now();
+        }
+        let clean = rows
+            .iter()
+            .all(|r| r.progress.all_done() && r.progress.registered_runners == 0)
+            && left == 0;
+        if clean {
+            break true;
+        }
+        if Instant::now() >= deadline || operator.exit_status().is_some() {
+            break false;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+
+    println!();
+    let mut ok = finished;
+    for row in &rows {
+        let tally = watch.group(row.group);
+        let latencies = queue_to_runner_latencies(&row.queued, &tally);
+        let drain = row
+            .drained_at
+            .map(|t| t.duration_since(burst_start).as_secs_f64());
+        let over = tally.peak_active > args.max_runners as usize;
+        ok &= !over;
+        println!(
+            "{:<12} {:<6} jobs {:>3}/{:<3} runner Jobs created {:>3}  peak {:>2}/{}  queue→runner p50 {:>6.1} ms  p95 {:>6.1} ms  drained in {}",
+            row.group,
+            row.forge,
+            row.progress.done,
+            row.progress.total,
+            tally.created.len(),
+            tally.peak_active,
+            args.max_runners,
+            percentile_ms(&latencies, 50.0),
+            percentile_ms(&latencies, 95.0),
+            drain.map_or("—".to_owned(), |s| format!("{s:.1} s")),
+        );
+    }
+    if ok {
+        println!(
+            "\nOK: every job completed, never more than {} runners per group, nothing leaked.",
+            args.max_runners
+        );
+    } else {
+        explain_failure(&world, &rows, &mut operator).await;
+    }
+    if args.keep {
+        println!("\nEverything keeps running. Explore with:");
+        println!("  export KUBECONFIG={}", world.kubeconfig().display());
+        println!("  kubectl get rg,jobs,pods -n {NAMESPACE}");
+        println!("Press Ctrl-C to stop.");
+        let _ = tokio::signal::ctrl_c().await;
+    }
+    operator.stop(Duration::from_secs(10));
+    Ok(ok)
+}
+
+fn view(rows: &[Row], watch: &JobWatch, max: u32, elapsed: Duration, left: usize) -> Vec<String> {
+    let mut lines = vec![
+        format!(
+            "forgerunner sandbox  {:>5.1} s   runner Jobs in the cluster: {left}",
+            elapsed.as_secs_f64()
+        ),
+        format!(
+            "{:<12} {:<6} {:>7} {:>8} {:>10} {:>10} {:>9}",
+            "GROUP", "FORGE", "QUEUED", "RUNNING", "DONE", "RUNNERS", "PEAK/MAX"
+        ),
+    ];
+    for row in rows {
+        let tally = watch.group(row.group);
+        lines.push(format!(
+            "{:<12} {:<6} {:>7} {:>8} {:>10} {:>10} {:>9}",
+            row.group,
+            row.forge,
+            row.progress.queued,
+            row.progress.running,
+            format!("{}/{}", row.progress.done, row.progress.total),
+            tally.active.len(),
+            format!("{}/{}", tally.peak_active, max),
+        ));
+    }
+    lines
+}
+
+async fn explain_failure(world: &World, rows: &[Row], operator: &mut OperatorProcess) {
+    println!("\nFAILED:");
+    if let Some(status) = operator.exit_status() {
+        println!("- the operator exited: {status}");
+    }
+    for row in rows {
+        let p = row.progress;
+        if !p.all_done() {
+            println!(
+                "- {}: {} of {} jobs done ({} queued, {} running)",
+                row.group, p.done, p.total, p.queued, p.running
+            );
+        }
+        if p.registered_runners > 0 {
+            println!(
+                "- {}: {} runners still registered at the forge",
+                row.group, p.registered_runners
+            );
+        }
+        if let Ok(group) = world.group(NAMESPACE, row.group).await {
+            for c in group.status.iter().flat_map(|s| s.conditions.iter()) {
+                println!(
+                    "  {} {}={} {}: {}",
+                    row.group, c.type_, c.status, c.reason, c.message
+                );
+            }
+        }
+    }
+    if let Ok(jobs) = world.runner_jobs(NAMESPACE, None).await
+        && !jobs.is_empty()
+    {
+        println!("- {} runner Jobs left in the cluster", jobs.len());
+    }
+    println!("last operator output:");
+    for line in operator.output().iter().rev().take(20).rev() {
+        println!("  {line}");
+    }
+}

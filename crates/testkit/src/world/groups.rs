@@ -1,0 +1,197 @@
+//! RunnerGroups (and their credential Secrets) pointed at the world's forge fakes.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use forgerunner_core::RunnerGroup;
+use forgerunner_core::crd::{ForgeKind, GiteaScope, GiteaSpec, GithubSpec, RunnerGroupSpec};
+use k8s_openapi::api::core::v1::Secret;
+use kube::Api;
+use kube::api::{ObjectMeta, PostParams};
+
+use super::{GITEA_REPO, World, WorldError, wait_until};
+use crate::gitea::ADMIN_TOKEN;
+
+/// Image prefix of the default GitHub runner image; the simulated runner plays it.
+pub const GITHUB_RUNNER_IMAGE: &str = "ghcr.io/actions/";
+/// Image prefix of the default Gitea runner image; the simulated act_runner plays it.
+pub const GITEA_RUNNER_IMAGE: &str = "gitea/act_runner";
+
+/// Size and timing of a group.
+#[derive(Clone, Debug)]
+pub struct GroupSize {
+    /// `spec.minRunners`.
+    pub min: u32,
+    /// `spec.maxRunners`.
+    pub max: u32,
+    /// `spec.idleTimeoutSeconds`.
+    pub idle_timeout_seconds: Option<u32>,
+}
+
+impl GroupSize {
+    /// No warm runners, at most `max`.
+    pub fn up_to(max: u32) -> GroupSize {
+        GroupSize {
+            min: 0,
+            max,
+            idle_timeout_seconds: None,
+        }
+    }
+}
+
+fn spec(forge: ForgeKind, size: &GroupSize) -> RunnerGroupSpec {
+    RunnerGroupSpec {
+        forge,
+        github: None,
+        gitea: None,
+        min_runners: size.min,
+        max_runners: size.max,
+        image: None,
+        template: None,
+        ttl_seconds_after_finished: None,
+        active_deadline_seconds: None,
+        idle_timeout_seconds: size.idle_timeout_seconds,
+    }
+}
+
+impl World {
+    async fn create_secret(
+        &self,
+        namespace: &str,
+        name: &str,
+        data: BTreeMap<String, String>,
+    ) -> Result<(), WorldError> {
+        let secret = Secret {
+            metadata: ObjectMeta {
+                name: Some(name.to_owned()),
+                ..Default::default()
+            },
+            string_data: Some(data),
+            ..Default::default()
+        };
+        Api::<Secret>::namespaced(self.client.clone(), namespace)
+            .create(&PostParams::default(), &secret)
+            .await?;
+        Ok(())
+    }
+
+    async fn create_group(
+        &self,
+        namespace: &str,
+        name: &str,
+        spec: RunnerGroupSpec,
+    ) -> Result<(), WorldError> {
+        let group = RunnerGroup::new(name, spec);
+        Api::<RunnerGroup>::namespaced(self.client.clone(), namespace)
+            .create(&PostParams::default(), &group)
+            .await?;
+        Ok(())
+    }
+
+    /// Creates a GitHub RunnerGroup (and its PAT Secret) served by the emulator; the scale set
+    /// is named after the group.
+    pub async fn add_github_group(
+        &self,
+        namespace: &str,
+        name: &str,
+        size: &GroupSize,
+    ) -> Result<(), WorldError> {
+        let Some(emu) = &self.github else {
+            return Err(WorldError::Timeout(
+                "a GitHub emulator (world started without one)".into(),
+            ));
+        };
+        let secret = format!("{name}-github");
+        self.create_secret(namespace, &secret, emu.pat_secret_data())
+            .await?;
+        let mut spec = spec(ForgeKind::Github, size);
+        spec.github = Some(GithubSpec {
+            config_url: emu.config_url(),
+            credentials: secret,
+            runner_group: None,
+            scale_set_name: Some(name.to_owned()),
+            labels: Vec::new(),
+            ca_bundle_config_map: None,
+            proxy_url: None,
+        });
+        self.create_group(namespace, name, spec).await
+    }
+
+    /// Waits until the operator has created the scale set of a GitHub group; returns its id.
+    pub async fn github_scale_set(
+        &self,
+        name: &str,
+        timeout: Duration,
+    ) -> Result<scaleset::ScaleSetId, WorldError> {
+        let Some(emu) = &self.github else {
+            return Err(WorldError::Timeout(
+                "a GitHub emulator (world started without one)".into(),
+            ));
+        };
+        let find = || {
+            emu.emu
+                .state()
+                .scale_sets
+                .iter()
+                .find(|s| s.name == name)
+                .map(|s| s.id)
+        };
+        wait_until(timeout, &format!("scale set {name}"), || async {
+            find().is_some()
+        })
+        .await?;
+        find().ok_or_else(|| WorldError::Timeout(format!("scale set {name}")))
+    }
+
+    /// Creates a Gitea RunnerGroup at the org scope of the world's repository (admin token),
+    /// with `labels`, polling every `poll_interval_seconds`.
+    pub async fn add_gitea_group(
+        &self,
+        namespace: &str,
+        name: &str,
+        labels: &[&str],
+        size: &GroupSize,
+        poll_interval_seconds: u32,
+        webhook_secret: Option<&str>,
+    ) -> Result<(), WorldError> {
+        let Some(fake) = &self.gitea else {
+            return Err(WorldError::Timeout(
+                "a Gitea fake (world started without one)".into(),
+            ));
+        };
+        let secret = format!("{name}-gitea");
+        self.create_secret(
+            namespace,
+            &secret,
+            BTreeMap::from([("token".to_owned(), ADMIN_TOKEN.to_owned())]),
+        )
+        .await?;
+        let webhook = match webhook_secret {
+            Some(value) => {
+                let hook = format!("{name}-webhook");
+                self.create_secret(
+                    namespace,
+                    &hook,
+                    BTreeMap::from([("secret".to_owned(), value.to_owned())]),
+                )
+                .await?;
+                Some(hook)
+            }
+            None => None,
+        };
+        let org = GITEA_REPO.split('/').next().map(str::to_owned);
+        let mut spec = spec(ForgeKind::Gitea, size);
+        spec.gitea = Some(GiteaSpec {
+            url: fake.url(),
+            scope: GiteaScope::Org,
+            org,
+            user: None,
+            repo: None,
+            credentials: secret,
+            labels: labels.iter().map(|l| (*l).to_owned()).collect(),
+            poll_interval_seconds: Some(poll_interval_seconds),
+            webhook_secret: webhook,
+        });
+        self.create_group(namespace, name, spec).await
+    }
+}

@@ -1,0 +1,226 @@
+//! A whole fake world for end-to-end runs: the fake API server, the cluster simulator, the
+//! GitHub emulator and the Gitea fake, wired so runner pods really take jobs from the forges.
+//!
+//! The sandbox, the benchmark and end-to-end tests build on it; the operator itself runs apart
+//! (see [`operator`]) and only sees a kubeconfig, exactly as it would on a real cluster.
+
+pub mod groups;
+pub mod operator;
+pub mod watch;
+pub mod workload;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use forgerunner_core::RunnerGroup;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{ListParams, PostParams};
+use kube::{Api, CustomResourceExt};
+
+use crate::apiserver::{FakeApiServer, ServerConfig, install_crypto_provider};
+use crate::gitea::{FakeConfig, GiteaFakeHandle};
+use crate::github::{E2eEmulator, EmulatorOptions, start_emulator};
+use crate::sim::{SimConfig, SimHandle, Simulator};
+
+/// Label every runner Job of forgerunner carries.
+pub const MANAGED_BY_SELECTOR: &str = "app.kubernetes.io/managed-by=forgerunner";
+/// Label naming a runner Job's group.
+pub const GROUP_LABEL: &str = "forgerunner.dev/group";
+/// The Gitea repository the world creates for jobs.
+pub const GITEA_REPO: &str = "acme/app";
+
+/// How the world is built.
+#[derive(Clone, Debug)]
+pub struct WorldOptions {
+    /// Start the GitHub emulator.
+    pub github: bool,
+    /// Start the Gitea fake.
+    pub gitea: bool,
+    /// How long a simulated runner works on a job.
+    pub work_time: Duration,
+    /// Delay between a runner pod's creation and its container running.
+    pub pod_start_delay: Duration,
+    /// Long-poll hold of the GitHub emulator when idle.
+    pub github_long_poll: Duration,
+}
+
+impl Default for WorldOptions {
+    fn default() -> Self {
+        WorldOptions {
+            github: true,
+            gitea: true,
+            work_time: Duration::from_millis(300),
+            pod_start_delay: Duration::from_millis(50),
+            github_long_poll: Duration::from_secs(2),
+        }
+    }
+}
+
+/// Why building or driving the world failed.
+#[derive(Debug, thiserror::Error)]
+pub enum WorldError {
+    /// The fake API server failed.
+    #[error("fake API server: {0}")]
+    Api(#[from] crate::apiserver::FakeApiError),
+    /// A Kubernetes call failed.
+    #[error("kubernetes call: {0}")]
+    Kube(#[from] kube::Error),
+    /// Local I/O (temp dir, kubeconfig) failed.
+    #[error("i/o: {0}")]
+    Io(#[from] std::io::Error),
+    /// A wait ran past its deadline.
+    #[error("timed out waiting for {0}")]
+    Timeout(String),
+}
+
+/// The running world; dropping it stops everything.
+pub struct World {
+    /// The fake Kubernetes API server.
+    pub api: FakeApiServer,
+    /// The cluster simulator.
+    pub sim: SimHandle,
+    /// A client of the fake API server (user agent `forgerunner-testkit`).
+    pub client: kube::Client,
+    /// The GitHub emulator, when started.
+    pub github: Option<E2eEmulator>,
+    /// The Gitea fake, when started.
+    pub gitea: Option<GiteaFakeHandle>,
+    kubeconfig: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl World {
+    /// Starts the fakes, installs the RunnerGroup CRD and registers the runner behaviours.
+    pub async fn start(opts: WorldOptions) -> Result<World, WorldError> {
+        install_crypto_provider();
+        let api = FakeApiServer::start_with(ServerConfig::default()).await?;
+        let client = api.client()?;
+        let dir = tempfile::tempdir()?;
+        let kubeconfig = dir.path().join("kubeconfig");
+        api.write_kubeconfig(&kubeconfig)?;
+
+        let sim = Simulator::start(
+            client.clone(),
+            SimConfig {
+                start_delay: opts.pod_start_delay,
+                ..SimConfig::default()
+            },
+        );
+        let github = if opts.github {
+            let emu = start_emulator(EmulatorOptions {
+                long_poll: opts.github_long_poll,
+                ..EmulatorOptions::default()
+            })
+            .await;
+            let runner_opts = crate::github::RunnerOptions {
+                work_time: opts.work_time,
+                ..Default::default()
+            };
+            sim.register_behaviour(
+                groups::GITHUB_RUNNER_IMAGE,
+                crate::github::runner_behaviour(emu.emu.clone(), runner_opts),
+            );
+            Some(emu)
+        } else {
+            None
+        };
+        let gitea = if opts.gitea {
+            let fake = GiteaFakeHandle::start(FakeConfig::default()).await?;
+            fake.add_org("acme", &["gitea_admin"]);
+            fake.add_repo(GITEA_REPO);
+            let runner_opts = crate::gitea::RunnerOptions {
+                work: opts.work_time,
+                ..Default::default()
+            };
+            sim.register_behaviour(
+                groups::GITEA_RUNNER_IMAGE,
+                crate::gitea::runner_behaviour(fake.clone(), runner_opts),
+            );
+            Some(fake)
+        } else {
+            None
+        };
+
+        let world = World {
+            api,
+            sim,
+            client,
+            github,
+            gitea,
+            kubeconfig,
+            _dir: dir,
+        };
+        world.install_crd().await?;
+        world.sim.wait_ready().await;
+        Ok(world)
+    }
+
+    /// Path of a kubeconfig pointing at the fake API server.
+    pub fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    async fn install_crd(&self) -> Result<(), WorldError> {
+        let crds: Api<CustomResourceDefinition> = Api::all(self.client.clone());
+        crds.create(&PostParams::default(), &RunnerGroup::crd()).await?;
+        let groups: Api<RunnerGroup> = Api::all(self.client.clone());
+        wait_until(
+            Duration::from_secs(10),
+            "the RunnerGroup CRD to be served",
+            || async { groups.list(&ListParams::default().limit(1)).await.is_ok() },
+        )
+        .await
+    }
+
+    /// Creates a namespace.
+    pub async fn create_namespace(&self, name: &str) -> Result<(), WorldError> {
+        let ns = Namespace {
+            metadata: kube::api::ObjectMeta {
+                name: Some(name.to_owned()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        Api::<Namespace>::all(self.client.clone())
+            .create(&PostParams::default(), &ns)
+            .await?;
+        Ok(())
+    }
+
+    /// Runner Jobs of forgerunner in `namespace`, optionally of one group.
+    pub async fn runner_jobs(&self, namespace: &str, group: Option<&str>) -> Result<Vec<Job>, WorldError> {
+        let selector = match group {
+            Some(g) => format!("{MANAGED_BY_SELECTOR},{GROUP_LABEL}={g}"),
+            None => MANAGED_BY_SELECTOR.to_owned(),
+        };
+        let jobs: Api<Job> = Api::namespaced(self.client.clone(), namespace);
+        Ok(jobs.list(&ListParams::default().labels(&selector)).await?.items)
+    }
+
+    /// A RunnerGroup as stored.
+    pub async fn group(&self, namespace: &str, name: &str) -> Result<RunnerGroup, WorldError> {
+        Ok(Api::<RunnerGroup>::namespaced(self.client.clone(), namespace)
+            .get(name)
+            .await?)
+    }
+}
+
+/// Polls `check` every 20 ms until it returns true or `timeout` passes.
+pub async fn wait_until<F, Fut>(timeout: Duration, what: &str, mut check: F) -> Result<(), WorldError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if check().await {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(WorldError::Timeout(what.to_owned()));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -1,0 +1,174 @@
+//! Queueing work on the forge fakes and reading back progress, latency and leaks.
+
+use std::time::{Duration, Instant};
+
+use scaleset::ScaleSetId;
+
+use super::watch::GroupTally;
+use super::{GITEA_REPO, World, WorldError};
+
+/// Where a forge's jobs stand.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Progress {
+    /// Jobs waiting for a runner.
+    pub queued: usize,
+    /// Jobs a runner works on.
+    pub running: usize,
+    /// Jobs finished.
+    pub done: usize,
+    /// All jobs queued so far.
+    pub total: usize,
+    /// Runners registered at the forge right now.
+    pub registered_runners: usize,
+}
+
+impl Progress {
+    /// Every queued job has finished.
+    pub fn all_done(&self) -> bool {
+        self.done == self.total
+    }
+}
+
+/// One job queued on a forge, and when.
+#[derive(Clone, Debug)]
+pub struct Queued {
+    /// Forge-side job id.
+    pub id: i64,
+    /// When it was queued.
+    pub at: Instant,
+}
+
+impl World {
+    /// Queues one GitHub job on a scale set (labels = the scale set's name).
+    pub fn queue_github_job(&self, scale_set: ScaleSetId, label: &str) -> Result<Queued, WorldError> {
+        let emu = self
+            .github
+            .as_ref()
+            .ok_or_else(|| WorldError::Timeout("a GitHub emulator".into()))?;
+        let at = Instant::now();
+        let id = emu.emu.queue_job(scale_set, [label]);
+        Ok(Queued { id: id.0, at })
+    }
+
+    /// Queues one Gitea job in the world's repository with `runs_on` labels.
+    pub fn queue_gitea_job(&self, runs_on: &[&str]) -> Result<Queued, WorldError> {
+        let fake = self
+            .gitea
+            .as_ref()
+            .ok_or_else(|| WorldError::Timeout("a Gitea fake".into()))?;
+        let at = Instant::now();
+        let id = fake.queue_job(GITEA_REPO, runs_on);
+        Ok(Queued { id, at })
+    }
+
+    /// Progress of the GitHub jobs of one scale set.
+    pub fn github_progress(&self, scale_set: ScaleSetId) -> Progress {
+        use scaleset::testing::JobState;
+        let Some(emu) = &self.github else {
+            return Progress::default();
+        };
+        let state = emu.emu.state();
+        let mut p = Progress::default();
+        for job in state.jobs.iter().filter(|j| j.scale_set_id == scale_set) {
+            p.total += 1;
+            match job.state {
+                JobState::Available | JobState::Assigned => p.queued += 1,
+                JobState::Running => p.running += 1,
+                JobState::Completed => p.done += 1,
+            }
+        }
+        p.registered_runners = state
+            .runners
+            .iter()
+            .filter(|r| r.scale_set_id == scale_set)
+            .count();
+        p
+    }
+
+    /// Progress of the Gitea jobs whose `runs-on` is exactly `labels` (order ignored).
+    pub fn gitea_progress(&self, labels: &[&str]) -> Progress {
+        use crate::gitea::JobState;
+        let Some(fake) = &self.gitea else {
+            return Progress::default();
+        };
+        let mut want: Vec<&str> = labels.to_vec();
+        want.sort_unstable();
+        let mut p = Progress::default();
+        for job in fake.jobs() {
+            let mut have: Vec<&str> = job.labels.iter().map(String::as_str).collect();
+            have.sort_unstable();
+            if have != want {
+                continue;
+            }
+            p.total += 1;
+            match job.state {
+                JobState::Waiting | JobState::Blocked => p.queued += 1,
+                JobState::Running => p.running += 1,
+                JobState::Done(_) => p.done += 1,
+            }
+        }
+        p.registered_runners = fake
+            .runners()
+            .iter()
+            .filter(|r| want.iter().all(|l| r.labels.iter().any(|have| have == l)))
+            .count();
+        p
+    }
+}
+
+/// Latency from each queued job to a runner Job appearing, matching jobs to runner Jobs in
+/// order (the n-th job queued is served by the n-th runner created). Exact when jobs are
+/// queued one at a time; a fair estimate for bursts.
+pub fn queue_to_runner_latencies(queued: &[Queued], tally: &GroupTally) -> Vec<Duration> {
+    queued
+        .iter()
+        .zip(tally.created.iter())
+        .map(|(q, (_, created))| created.saturating_duration_since(q.at))
+        .collect()
+}
+
+/// The `p`-th percentile (0–100) of `samples` in milliseconds; 0 when empty.
+pub fn percentile_ms(samples: &[Duration], p: f64) -> f64 {
+    if samples.is_empty() {
+        return 0.0;
+    }
+    let mut ms: Vec<f64> = samples.iter().map(|d| d.as_secs_f64() * 1000.0).collect();
+    ms.sort_by(f64::total_cmp);
+    let rank = ((p / 100.0) * (ms.len() - 1) as f64).round() as usize;
+    ms[rank.min(ms.len() - 1)]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_pick_the_nearest_rank() {
+        let samples: Vec<Duration> = (1..=100).map(Duration::from_millis).collect();
+        assert_eq!(percentile_ms(&samples, 50.0), 51.0);
+        assert_eq!(percentile_ms(&samples, 99.0), 99.0);
+        assert_eq!(percentile_ms(&samples, 100.0), 100.0);
+        assert_eq!(percentile_ms(&[], 99.0), 0.0);
+    }
+
+    #[test]
+    fn latencies_pair_jobs_with_runners_in_order() {
+        let t0 = Instant::now();
+        let queued = vec![
+            Queued { id: 1, at: t0 },
+            Queued {
+                id: 2,
+                at: t0 + Duration::from_millis(10),
+            },
+        ];
+        let tally = GroupTally {
+            created: vec![
+                ("a".into(), t0 + Duration::from_millis(5)),
+                ("b".into(), t0 + Duration::from_millis(30)),
+            ],
+            ..GroupTally::default()
+        };
+        let l = queue_to_runner_latencies(&queued, &tally);
+        assert_eq!(l, vec![Duration::from_millis(5), Duration::from_millis(20)]);
+    }
+}

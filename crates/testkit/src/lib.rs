@@ -2,6 +2,7 @@
 //! simulator whose runner pods really take work from the forge fakes, and the forge fakes.
 
 pub mod apiserver;
+pub mod bench;
 pub mod gitea;
 pub mod github;
 pub mod sim;

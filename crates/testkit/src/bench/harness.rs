@@ -1,0 +1,301 @@
+//! One benchmark run's setup and readings: the world with one forge, the operator in its own
+//! process, the RunnerGroups, and the counters every scenario reports.
+
+use std::time::{Duration, Instant};
+
+use scaleset::ScaleSetId;
+
+use super::report::Report;
+use crate::apiserver::Verb;
+use crate::world::groups::GroupSize;
+use crate::world::operator::{OperatorCommand, OperatorProcess, OperatorSettings};
+use crate::world::watch::JobWatch;
+use crate::world::workload::{Progress, Queued};
+use crate::world::{World, WorldError, WorldOptions, wait_until};
+
+/// Namespace of every benchmark run.
+pub const NAMESPACE: &str = "bench";
+/// User agent of the testkit's own clients; every other client is the operator.
+const TESTKIT_USER_AGENT: &str = "forgerunner-testkit";
+/// Seconds between Gitea polls in every run (the default of `pollIntervalSeconds`).
+pub const GITEA_POLL_SECONDS: u32 = 5;
+
+/// Which forge a run drives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BenchForge {
+    /// GitHub through the scale set emulator (long poll).
+    Github,
+    /// Gitea through the fake, by polling only.
+    GiteaPoll,
+    /// Gitea through the fake, with `workflow_job` webhooks.
+    GiteaWebhook,
+}
+
+impl BenchForge {
+    /// `github` or `gitea`.
+    pub fn forge_name(self) -> &'static str {
+        match self {
+            BenchForge::Github => "github",
+            BenchForge::GiteaPoll | BenchForge::GiteaWebhook => "gitea",
+        }
+    }
+
+    /// How demand reaches the operator.
+    pub fn mode(self) -> &'static str {
+        match self {
+            BenchForge::Github => "long-poll",
+            BenchForge::GiteaPoll => "poll",
+            BenchForge::GiteaWebhook => "webhook",
+        }
+    }
+}
+
+/// A group's forge-side handle.
+enum Target {
+    Github { scale_set: ScaleSetId, label: String },
+    Gitea { label: String },
+}
+
+/// A prepared run.
+pub struct Harness {
+    /// The fake world.
+    pub world: World,
+    /// The operator process.
+    pub operator: OperatorProcess,
+    /// Runner Jobs as seen by a watch.
+    pub watch: JobWatch,
+    /// Forge of the run.
+    pub forge: BenchForge,
+    /// Group names, index-aligned with the targets.
+    pub groups: Vec<String>,
+    targets: Vec<Target>,
+    /// maxRunners of every group.
+    pub max_runners: u32,
+    /// When the groups were ready.
+    pub ready_at: Instant,
+}
+
+const WEBHOOK_SECRET: &str = "bench-webhook-secret";
+
+impl Harness {
+    /// Starts the world, the operator and `groups` RunnerGroups of `max_runners` each.
+    pub async fn start(
+        forge: BenchForge,
+        operator: &OperatorCommand,
+        groups: usize,
+        max_runners: u32,
+        work_time: Duration,
+    ) -> Result<Harness, WorldError> {
+        let github = forge == BenchForge::Github;
+        let world = World::start(WorldOptions {
+            github,
+            gitea: !github,
+            work_time,
+            pod_start_delay: Duration::from_millis(20),
+            ..WorldOptions::default()
+        })
+        .await?;
+        world.create_namespace(NAMESPACE).await?;
+        let watch = JobWatch::start(world.client.clone(), NAMESPACE);
+        let settings = OperatorSettings {
+            forges: vec![forge.forge_name().to_owned()],
+            log_level: "warn".to_owned(),
+            ..OperatorSettings::default()
+        };
+        let operator = OperatorProcess::spawn(operator, world.kubeconfig(), &settings)?;
+        let size = GroupSize::up_to(max_runners);
+        let names: Vec<String> = (0..groups).map(|i| format!("g{i:03}")).collect();
+        let mut targets = Vec::new();
+        for name in &names {
+            match forge {
+                BenchForge::Github => world.add_github_group(NAMESPACE, name, &size).await?,
+                BenchForge::GiteaPoll | BenchForge::GiteaWebhook => {
+                    let hook = (forge == BenchForge::GiteaWebhook).then_some(WEBHOOK_SECRET);
+                    let label = format!("bench-{name}");
+                    world
+                        .add_gitea_group(NAMESPACE, name, &[&label], &size, GITEA_POLL_SECONDS, hook)
+                        .await?
+                }
+            }
+        }
+        if let (BenchForge::GiteaWebhook, Some(fake)) = (forge, &world.gitea) {
+            fake.set_webhook(
+                &format!("http://{}/webhooks/gitea", operator.http_addr()),
+                WEBHOOK_SECRET,
+            );
+        }
+        for name in &names {
+            targets.push(match forge {
+                BenchForge::Github => Target::Github {
+                    scale_set: world.github_scale_set(name, Duration::from_secs(60)).await?,
+                    label: name.clone(),
+                },
+                _ => Target::Gitea {
+                    label: format!("bench-{name}"),
+                },
+            });
+        }
+        if forge != BenchForge::Github {
+            // The first poll checks the version and tokens; measure from a warm operator.
+            let groups_ready = || async {
+                let mut all = true;
+                for name in &names {
+                    let ready = world
+                        .group(NAMESPACE, name)
+                        .await
+                        .ok()
+                        .and_then(|g| g.status)
+                        .is_some_and(|s| {
+                            s.conditions
+                                .iter()
+                                .any(|c| c.type_ == "Ready" && c.status == "True")
+                        });
+                    all &= ready;
+                }
+                all
+            };
+            wait_until(Duration::from_secs(60), "Gitea groups to be Ready", groups_ready).await?;
+        }
+        Ok(Harness {
+            world,
+            operator,
+            watch,
+            forge,
+            groups: names,
+            targets,
+            max_runners,
+            ready_at: Instant::now(),
+        })
+    }
+
+    /// Queues one job for group `idx`.
+    pub fn queue(&self, idx: usize) -> Result<Queued, WorldError> {
+        match &self.targets[idx] {
+            Target::Github { scale_set, label } => self.world.queue_github_job(*scale_set, label),
+            Target::Gitea { label } => self.world.queue_gitea_job(&[label]),
+        }
+    }
+
+    /// Where group `idx`'s jobs stand.
+    pub fn progress(&self, idx: usize) -> Progress {
+        match &self.targets[idx] {
+            Target::Github { scale_set, .. } => self.world.github_progress(*scale_set),
+            Target::Gitea { label } => self.world.gitea_progress(&[label]),
+        }
+    }
+
+    /// Waits until group `idx` has had `n` runner Jobs created.
+    pub async fn wait_created(&self, idx: usize, n: usize, timeout: Duration) -> bool {
+        let group = &self.groups[idx];
+        wait_until(timeout, "runner Jobs", || async {
+            self.watch.group(group).created.len() >= n
+        })
+        .await
+        .is_ok()
+    }
+
+    /// Waits until every job is done, no runner is registered and no runner Job is left.
+    pub async fn wait_drained(&self, timeout: Duration) -> bool {
+        wait_until(timeout, "drain", || async {
+            let forge_clean = (0..self.targets.len()).all(|i| {
+                let p = self.progress(i);
+                p.all_done() && p.registered_runners == 0
+            });
+            forge_clean
+                && self
+                    .world
+                    .runner_jobs(NAMESPACE, None)
+                    .await
+                    .is_ok_and(|j| j.is_empty())
+        })
+        .await
+        .is_ok()
+    }
+
+    /// Requests the operator made to the forge.
+    pub fn forge_requests(&self) -> usize {
+        match (&self.world.github, &self.world.gitea) {
+            (Some(emu), _) => emu.emu.requests().len(),
+            // The simulated runners speak the runner protocol under /api/actions; REST is ours.
+            (_, Some(fake)) => fake
+                .requests()
+                .iter()
+                .filter(|r| r.path.starts_with("/api/v1/"))
+                .count(),
+            _ => 0,
+        }
+    }
+
+    /// Gitea job-list requests so far.
+    pub fn gitea_job_lists(&self) -> usize {
+        self.world
+            .gitea
+            .as_ref()
+            .map(|f| {
+                f.requests()
+                    .iter()
+                    .filter(|r| r.path.ends_with("/actions/jobs"))
+                    .count()
+            })
+            .unwrap_or(0)
+    }
+
+    /// Kubernetes writes by the operator.
+    pub fn k8s_writes(&self) -> usize {
+        let writes = [
+            Verb::Create,
+            Verb::Update,
+            Verb::Patch,
+            Verb::Delete,
+            Verb::DeleteCollection,
+        ];
+        self.world
+            .api
+            .requests()
+            .records
+            .iter()
+            .filter(|r| !r.user_agent.starts_with(TESTKIT_USER_AGENT))
+            .filter(|r| r.verb.is_some_and(|v| writes.contains(&v)))
+            .count()
+    }
+
+    /// Fills the counters every scenario reports; `jobs` is the number of jobs queued.
+    pub async fn finish(&self, report: &mut Report, jobs: usize) {
+        report.forge = self.forge.forge_name().to_owned();
+        report.mode = self.forge.mode().to_owned();
+        report.jobs = jobs;
+        report.groups = self.groups.len();
+        report.max_runners = self.max_runners;
+        let tallies = self.watch.all();
+        let created: usize = tallies.values().map(|t| t.created.len()).sum();
+        report.peak_runners = tallies.values().map(|t| t.peak_active).max().unwrap_or(0);
+        report.duplicates = created.saturating_sub(jobs);
+        report.forge_requests_per_job = ratio(self.forge_requests(), jobs);
+        report.k8s_writes_per_runner = ratio(self.k8s_writes(), created);
+        report.completed = (0..self.targets.len()).all(|i| self.progress(i).all_done());
+        let registered: usize = (0..self.targets.len())
+            .map(|i| self.progress(i).registered_runners)
+            .sum();
+        let left = self
+            .world
+            .runner_jobs(NAMESPACE, None)
+            .await
+            .map(|j| j.len())
+            .unwrap_or(0);
+        report.leaks = registered + left;
+        if let Some((rss, cpu)) = self.operator.resource_usage() {
+            report.peak_rss_mib = round2(rss);
+            report.cpu_seconds = round2(cpu);
+        }
+    }
+}
+
+/// `a / b`, 0 when `b` is 0, rounded to two decimals.
+pub fn ratio(a: usize, b: usize) -> f64 {
+    if b == 0 { 0.0 } else { round2(a as f64 / b as f64) }
+}
+
+/// Rounds to two decimals for readable JSON.
+pub fn round2(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}

@@ -11,6 +11,7 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -22,6 +23,9 @@ pub(crate) type Handler<K> = Arc<dyn Fn(&watcher::Event<K>, &Store<K>, Option<&s
 pub(crate) struct NsStores<K: Resource<DynamicType = ()> + 'static> {
     all: Option<Store<K>>,
     by_ns: HashMap<String, Store<K>>,
+    /// Set once each cache has its first list and the callback has seen it. Our own signal:
+    /// `Store::wait_until_ready` keeps one waker only, so a second concurrent waiter can hang.
+    ready: Vec<watch::Receiver<bool>>,
 }
 
 impl<K> NsStores<K>
@@ -40,15 +44,18 @@ where
         let mut stores = NsStores {
             all: None,
             by_ns: HashMap::new(),
+            ready: Vec::new(),
         };
         if namespaces.is_empty() {
-            let store = spawn_watch(Api::all(client.clone()), None, handler, shutdown, tasks);
+            let (store, ready) = spawn_watch(Api::all(client.clone()), None, handler, shutdown, tasks);
             stores.all = Some(store);
+            stores.ready.push(ready);
         } else {
             for ns in namespaces {
                 let api = Api::namespaced(client.clone(), ns);
-                let store = spawn_watch(api, Some(ns.clone()), handler.clone(), shutdown, tasks);
+                let (store, ready) = spawn_watch(api, Some(ns.clone()), handler.clone(), shutdown, tasks);
                 stores.by_ns.insert(ns.clone(), store);
+                stores.ready.push(ready);
             }
         }
         stores
@@ -64,11 +71,12 @@ where
             .get(&ObjectRef::new(name).within(namespace))
     }
 
-    /// Waits until every cache has completed its first list.
+    /// Waits until every cache has completed its first list; safe to call from many tasks.
     pub async fn wait_ready(&self) {
-        for store in self.all.iter().chain(self.by_ns.values()) {
-            // A dropped writer means the watch task ended (shutdown): nothing left to wait for.
-            let _ = store.wait_until_ready().await;
+        for ready in &self.ready {
+            let mut ready = ready.clone();
+            // An error means the watch task ended (shutdown): nothing left to wait for.
+            let _ = ready.wait_for(|synced| *synced).await;
         }
     }
 }
@@ -79,7 +87,7 @@ fn spawn_watch<K>(
     handler: Handler<K>,
     shutdown: &CancellationToken,
     tasks: &mut Vec<JoinHandle<()>>,
-) -> Store<K>
+) -> (Store<K>, watch::Receiver<bool>)
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
@@ -87,6 +95,7 @@ where
     let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()).default_backoff());
     let shutdown = shutdown.clone();
     let cache = reader.clone();
+    let (ready_tx, ready_rx) = watch::channel(false);
     tasks.push(tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
         loop {
@@ -95,11 +104,16 @@ where
                 next = stream.next() => next,
             };
             match next {
-                Some(Ok(event)) => handler(&event, &cache, scope.as_deref()),
+                Some(Ok(event)) => {
+                    handler(&event, &cache, scope.as_deref());
+                    if matches!(event, watcher::Event::InitDone) {
+                        ready_tx.send_replace(true);
+                    }
+                }
                 Some(Err(err)) => tracing::debug!(error = %err, "simulator watch error; retrying"),
                 None => break,
             }
         }
     }));
-    reader
+    (reader, ready_rx)
 }

@@ -85,11 +85,25 @@ impl Relay {
     }
 }
 
+/// Why leading stopped for good.
+#[derive(Debug, thiserror::Error)]
+pub enum LeadershipError {
+    /// The controller returned an error.
+    #[error(transparent)]
+    Controller(#[from] ControllerError),
+    /// The controller returned although nothing asked it to stop.
+    #[error("the controller stopped although no shutdown was requested")]
+    StoppedUnasked,
+    /// The controller task panicked or was aborted.
+    #[error("the controller task ended abnormally: {0}")]
+    Task(String),
+}
+
 /// How one term ended.
 enum TermEnd {
     Lost,
     Shutdown,
-    Failed(ControllerError),
+    Failed(LeadershipError),
 }
 
 impl Leadership {
@@ -99,7 +113,7 @@ impl Leadership {
         mut self,
         triggers: UnboundedReceiver<GroupKey>,
         shutdown: CancellationToken,
-    ) -> Result<(), ControllerError> {
+    ) -> Result<(), LeadershipError> {
         let relay = Relay::default();
         let relay_task = relay.spawn(triggers);
         let result = loop {
@@ -160,9 +174,9 @@ impl Leadership {
             joined = &mut controller => {
                 let end = match joined {
                     Ok(Ok(())) if shutdown.is_cancelled() => TermEnd::Shutdown,
-                    Ok(Ok(())) => TermEnd::Failed(ControllerError::Failed("the controller stopped on its own".into())),
-                    Ok(Err(e)) => TermEnd::Failed(e),
-                    Err(e) => TermEnd::Failed(ControllerError::Failed(format!("the controller task ended: {e}"))),
+                    Ok(Ok(())) => TermEnd::Failed(LeadershipError::StoppedUnasked),
+                    Ok(Err(e)) => TermEnd::Failed(e.into()),
+                    Err(e) => TermEnd::Failed(LeadershipError::Task(e.to_string())),
                 };
                 finished = Some(());
                 end

@@ -11,11 +11,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cluster::{self, StartupError};
 use crate::config::Config;
-use crate::controller::{ControllerError, ForgeSet};
+use crate::controller::ForgeSet;
 use crate::forges::EnabledForges;
 use crate::health::Readiness;
 use crate::http::{self, HttpState};
-use crate::leader::{Leadership, StepDownBudget};
+use crate::leader::{Leadership, LeadershipError, StepDownBudget};
 use crate::lease::{LeaderElector, LeaseSettings, holder_identity};
 use crate::signals;
 
@@ -41,7 +41,7 @@ pub enum RunError {
     },
     /// The controller stopped on an error.
     #[error("the controller stopped: {0}")]
-    Controller(#[from] ControllerError),
+    Controller(#[from] LeadershipError),
     /// The signal handlers could not be installed.
     #[error("cannot install signal handlers: {0}")]
     Signals(std::io::Error),

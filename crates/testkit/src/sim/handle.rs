@@ -10,7 +10,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::behaviour::ContainerBehaviour;
 use super::config::{Counters, NodeLoss, SimConfig, SimError, SimStats};
-use super::jobs::controller::{JobController, JobEvents};
+use super::jobs::controller::JobController;
+use super::jobs::events::JobEvents;
 use super::kubelet::Kubelet;
 use super::registry::BehaviourRegistry;
 use super::sources::Sources;

@@ -2,5 +2,6 @@
 //! the watch-driven controller loop.
 
 pub(crate) mod controller;
+pub(crate) mod events;
 pub mod logic;
 pub mod podgen;

@@ -98,6 +98,9 @@ pub struct Demand {
     pub offline_runners: Vec<String>,
     /// Forge facts for the status (scale set id, server version).
     pub facts: ForgeFacts,
+    /// When the forge data behind `jobs` was fetched, if it may be older than now (a shared,
+    /// cached listing). The planner uses it to discount runners that finished since.
+    pub observed_at: Option<jiff::Timestamp>,
 }
 
 /// Facts about the forge-side objects a group uses, shown in its status.
@@ -244,8 +247,11 @@ pub trait Forge: Send + Sync {
     ) -> Result<BTreeMap<String, ForgeRunnerState>, ForgeError>;
 
     /// Deregisters a runner that will never run a job.
-    async fn remove_runner(&self, group: &GroupContext, runner: &RunnerRef)
-    -> Result<RemoveOutcome, ForgeError>;
+    async fn remove_runner(
+        &self,
+        group: &GroupContext,
+        runner: &RunnerRef,
+    ) -> Result<RemoveOutcome, ForgeError>;
 
     /// Releases forge-side resources of a deleted group (sessions, scale sets, caches).
     async fn shutdown(&self, group: &GroupContext) -> Result<(), ForgeError>;

@@ -116,23 +116,47 @@ impl Metrics {
         let m = Metrics::default();
         let r = registry.sub_registry_with_prefix("forgerunner");
         r.register("reconciles", "RunnerGroup reconciles run", m.reconciles.clone());
-        r.register("reconcile_errors", "RunnerGroup reconcile failures by category", m.reconcile_errors.clone());
+        r.register(
+            "reconcile_errors",
+            "RunnerGroup reconcile failures by category",
+            m.reconcile_errors.clone(),
+        );
         r.register(
             "reconcile_duration_seconds",
             "RunnerGroup reconcile duration",
             m.reconcile_duration.clone(),
         );
-        r.register("forge_requests", "Requests to forges by operation and outcome", m.forge_requests.clone());
+        r.register(
+            "forge_requests",
+            "Requests to forges by operation and outcome",
+            m.forge_requests.clone(),
+        );
         r.register(
             "forge_request_duration_seconds",
             "Latency of requests to forges",
             m.forge_request_duration.clone(),
         );
         r.register("runners", "Runners by group and state", m.runners.clone());
-        r.register("runners_created", "Runner Jobs created", m.runners_created.clone());
-        r.register("runners_removed", "Runner Jobs removed", m.runners_removed.clone());
-        r.register("jobs_started", "Jobs started on forgerunner runners", m.jobs_started.clone());
-        r.register("jobs_completed", "Jobs completed on forgerunner runners", m.jobs_completed.clone());
+        r.register(
+            "runners_created",
+            "Runner Jobs created",
+            m.runners_created.clone(),
+        );
+        r.register(
+            "runners_removed",
+            "Runner Jobs removed",
+            m.runners_removed.clone(),
+        );
+        r.register(
+            "jobs_started",
+            "Jobs started on forgerunner runners",
+            m.jobs_started.clone(),
+        );
+        r.register(
+            "jobs_completed",
+            "Jobs completed on forgerunner runners",
+            m.jobs_completed.clone(),
+        );
         r.register(
             "job_queue_to_runner_seconds",
             "Seconds from a job being queued to its runner Job being created",
@@ -144,7 +168,9 @@ impl Metrics {
     /// Records one forge request.
     pub fn observe_forge_request(&self, labels: ForgeRequestLabels, seconds: f64) {
         self.forge_requests.get_or_create(&labels).inc();
-        self.forge_request_duration.get_or_create(&labels).observe(seconds);
+        self.forge_request_duration
+            .get_or_create(&labels)
+            .observe(seconds);
     }
 }
 

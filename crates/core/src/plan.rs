@@ -82,6 +82,9 @@ pub struct PlanInput<'a> {
     pub offline_forge_runners: &'a [String],
     /// Consecutive runner failures so far (from the status).
     pub consecutive_failures: u32,
+    /// Runners that succeeded (and were cleaned up) after the forge data was fetched: each took
+    /// a job the (cached) demand may still list as queued, so each covers one queued job.
+    pub recently_succeeded: u32,
 }
 
 /// Why the plan removes a runner.
@@ -260,7 +263,8 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                 .demand
                 .jobs
                 .saturating_add(input.min_runners)
-                .saturating_sub(waiting_kept_count);
+                .saturating_sub(waiting_kept_count)
+                .saturating_sub(input.recently_succeeded);
             // Saturating: `jobs` comes from the forge and may be huge; bad input never panics.
             out.counts.desired = working
                 .saturating_add(waiting_kept_count)

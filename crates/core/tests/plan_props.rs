@@ -26,6 +26,7 @@ struct Observation {
 impl Observation {
     fn input(&self) -> PlanInput<'_> {
         PlanInput {
+            recently_succeeded: 0,
             forge: self.forge,
             min_runners: self.min,
             max_runners: self.max,

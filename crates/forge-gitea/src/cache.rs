@@ -33,18 +33,28 @@ impl<T> Cell<T> {
     where
         F: Future<Output = Result<T, E>>,
     {
+        Ok(self.get_or_fetch_timed(max_age, fetch).await?.0)
+    }
+
+    /// Like [`Cell::get_or_fetch`], also telling how old the value is (measured from when its
+    /// fetch started, so the age never understates how stale the data may be).
+    pub async fn get_or_fetch_timed<E, F>(&self, max_age: Duration, fetch: F) -> Result<(Arc<T>, Duration), E>
+    where
+        F: Future<Output = Result<T, E>>,
+    {
         let mut guard = self.inner.lock().await;
         if let Some(t) = guard.as_ref()
             && t.at.elapsed() < max_age
         {
-            return Ok(t.value.clone());
+            return Ok((t.value.clone(), t.at.elapsed()));
         }
+        let started = Instant::now();
         let value = Arc::new(fetch.await?);
         *guard = Some(Timed {
-            at: Instant::now(),
+            at: started,
             value: value.clone(),
         });
-        Ok(value)
+        Ok((value, started.elapsed()))
     }
 
     /// Drops the value if it is at least `min_age` old, so the next caller fetches afresh

@@ -233,10 +233,11 @@ impl GiteaForge {
         Ok((*version).clone())
     }
 
-    async fn jobs(&self, r: &Resolved<'_>) -> Result<Arc<Vec<WorkflowJob>>, GiteaError> {
+    /// The scope's queued and running jobs, and how old that listing is.
+    async fn jobs(&self, r: &Resolved<'_>) -> Result<(Arc<Vec<WorkflowJob>>, Duration), GiteaError> {
         let cell = cell_for(&self.jobs, &r.listing);
         // One call for both: queued is demand, in_progress tells which runners got work.
-        cell.get_or_fetch(
+        cell.get_or_fetch_timed(
             r.interval,
             r.instance.client.list_jobs(&r.scope, &["queued", "in_progress"]),
         )
@@ -267,7 +268,10 @@ impl GiteaForge {
         let r = self.resolve(ctx)?;
         let (version, raw_version) = self.ensure_ready(&r).await?;
         self.remember(ctx, &r);
-        let jobs = self.jobs(&r).await?;
+        let (jobs, age) = self.jobs(&r).await?;
+        let observed_at = jiff::SignedDuration::try_from(age)
+            .ok()
+            .and_then(|age| jiff::Timestamp::now().checked_sub(age).ok());
         let group = &ctx.key.name;
         let mut queued = 0u32;
         let mut busy = BTreeSet::new();
@@ -300,6 +304,7 @@ impl GiteaForge {
                 scale_set_id: None,
                 forge_version: Some(raw_version),
             },
+            observed_at,
         })
     }
 
@@ -338,7 +343,7 @@ impl GiteaForge {
         let r = self.resolve(ctx)?;
         self.ensure_ready(&r).await?;
         let runners = self.runners(&r, r.interval).await?;
-        let jobs = self.jobs(&r).await?;
+        let (jobs, _) = self.jobs(&r).await?;
         let working: BTreeSet<&str> = jobs
             .iter()
             .filter(|j| j.status == JobStatus::InProgress)

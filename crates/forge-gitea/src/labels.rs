@@ -175,7 +175,8 @@ mod tests {
         for (raw, want) in ok {
             assert_eq!(parse_label(raw).as_ref(), Ok(want), "{raw}");
         }
-        let bad: &[(&str, fn(String) -> LabelError)] = &[
+        type MakeError = fn(String) -> LabelError;
+        let bad: &[(&str, MakeError)] = &[
             ("", LabelError::EmptyName),
             (":host", LabelError::EmptyName),
             (" linux", LabelError::BadName),

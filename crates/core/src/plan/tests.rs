@@ -38,6 +38,7 @@ struct Case {
     demand: Demand,
     offline: Vec<String>,
     failures: u32,
+    recently_succeeded: u32,
 }
 
 fn gh(min: u32, max: u32) -> Case {
@@ -50,6 +51,7 @@ fn gh(min: u32, max: u32) -> Case {
         demand: Demand::default(),
         offline: vec![],
         failures: 0,
+        recently_succeeded: 0,
     }
 }
 
@@ -77,12 +79,17 @@ impl Case {
         self.offline = names.iter().map(|n| (*n).to_owned()).collect();
         self
     }
+    fn recently_succeeded(mut self, n: u32) -> Self {
+        self.recently_succeeded = n;
+        self
+    }
     fn failures(mut self, failures: u32) -> Self {
         self.failures = failures;
         self
     }
     fn plan(&self) -> Plan {
         plan(&PlanInput {
+            recently_succeeded: self.recently_succeeded,
             forge: self.forge,
             min_runners: self.min,
             max_runners: self.max,
@@ -337,4 +344,21 @@ fn phase_predicates() {
     assert_eq!(active, [Pending, Running]);
     assert_eq!(occupying, [Pending, Running, Terminating]);
     assert_eq!(finished, [Succeeded, Failed]);
+}
+
+/// A cached Gitea listing still shows the jobs of runners that finished since it was fetched:
+/// those runners cover their jobs, so no duplicate is created for them.
+#[test]
+fn gitea_runners_finished_since_the_listing_cover_their_jobs() {
+    let p = gt(0, 10).jobs(3).recently_succeeded(2).plan();
+    assert_eq!(p.create, 1);
+    let p = gt(0, 10).jobs(1).recently_succeeded(3).plan();
+    assert_eq!(p.create, 0, "coverage never goes negative");
+}
+
+/// GitHub statistics are pushed live; the Gitea-only discount never applies there.
+#[test]
+fn github_ignores_recently_succeeded() {
+    let p = gh(0, 10).jobs(3).recently_succeeded(2).plan();
+    assert_eq!(p.create, 3);
 }

@@ -40,6 +40,9 @@ pub struct GroupMemory {
     pub cleanup_attempts: u32,
     /// Writes the store may not show yet.
     pub in_flight: InFlight,
+    /// When succeeded runners were cleaned up, kept until the forge data is newer: such a
+    /// runner took a job a cached listing may still show as queued.
+    pub succeeded_at: Vec<jiff::Timestamp>,
 }
 
 /// Everything a reconcile needs; one per watched namespace (each has its own Job store).

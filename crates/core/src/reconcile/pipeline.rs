@@ -252,9 +252,14 @@ async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, Reconcil
     } else {
         forge.runner_state(&gctx, &refs).await?
     };
-    let in_flight = ctx.with_memory(&key, |m| {
+    let (in_flight, recently_succeeded) = ctx.with_memory(&key, |m| {
         m.in_flight.settle(&jobs);
-        m.in_flight.clone()
+        m.succeeded_at
+            .retain(|t| demand.observed_at.is_some_and(|seen| *t >= seen));
+        (
+            m.in_flight.clone(),
+            u32::try_from(m.succeeded_at.len()).unwrap_or(u32::MAX),
+        )
     });
     let observed = observe_runners(&jobs, &in_flight, &states, Timestamp::now());
     let prev_failures = group.status.as_ref().map_or(0, |s| s.failed_runners);
@@ -267,6 +272,7 @@ async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, Reconcil
         demand: &demand,
         offline_forge_runners: &demand.offline_runners,
         consecutive_failures: prev_failures,
+        recently_succeeded,
     });
     debug!(group = %key, create = the_plan.create, remove = the_plan.remove.len(), "plan");
 
@@ -281,6 +287,10 @@ async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, Reconcil
     ctx.with_memory(&key, |m| {
         m.in_flight.created.extend(report.created.iter().cloned());
         m.in_flight.deleted.extend(report.deleted.iter().cloned());
+        if demand.observed_at.is_some() {
+            let now = Timestamp::now();
+            m.succeeded_at.extend((0..report.succeeded_deleted).map(|_| now));
+        }
     });
 
     let forge_label = ForgeLabels {

@@ -109,6 +109,8 @@ impl GithubForge {
                 scale_set_id: Some(id),
                 forge_version: None,
             },
+            // Statistics are pushed by the listener and current as of now.
+            observed_at: None,
         })
     }
 

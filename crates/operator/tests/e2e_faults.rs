@@ -1,0 +1,194 @@
+//! End to end under faults: the real `forgerunner` binary is killed and restarted mid-burst,
+//! the forges and the Kubernetes API answer errors and 429s, and still every job completes,
+//! no runner is created twice for a job, nothing leaks and `maxRunners` holds.
+#![cfg(all(feature = "github", feature = "gitea"))]
+
+use std::time::Duration;
+
+use forgerunner_testkit::apiserver::{Fault as ApiFault, Verb};
+use forgerunner_testkit::gitea::Fault as GiteaFault;
+use forgerunner_testkit::github::{Endpoint, Fault as GithubFault};
+use forgerunner_testkit::world::groups::GroupSize;
+use forgerunner_testkit::world::operator::{OperatorCommand, OperatorProcess, OperatorSettings};
+use forgerunner_testkit::world::watch::JobWatch;
+use forgerunner_testkit::world::{World, WorldOptions, wait_until};
+
+const NS: &str = "faults";
+const MAX: u32 = 5;
+const DRAIN: Duration = Duration::from_secs(180);
+
+fn operator_command() -> OperatorCommand {
+    OperatorCommand::binary(env!("CARGO_BIN_EXE_forgerunner"))
+}
+
+fn start_operator(world: &World, forge: &str) -> OperatorProcess {
+    let settings = OperatorSettings {
+        forges: vec![forge.to_owned()],
+        ..OperatorSettings::default()
+    };
+    OperatorProcess::spawn(&operator_command(), world.kubeconfig(), &settings).expect("operator starts")
+}
+
+async fn world(github: bool) -> World {
+    let world = World::start(WorldOptions {
+        github,
+        gitea: !github,
+        work_time: Duration::from_millis(300),
+        ..WorldOptions::default()
+    })
+    .await
+    .expect("world starts");
+    world.create_namespace(NS).await.expect("namespace");
+    world
+}
+
+/// Fails with the operator's last output, so a red test explains itself.
+fn fail_with_output(op: &OperatorProcess, what: &str) -> ! {
+    let out = op.output();
+    let tail: Vec<&String> = out.iter().rev().take(30).collect();
+    panic!("{what}; last operator output (newest first):\n{tail:#?}");
+}
+
+async fn wait_drained(world: &World, progress: impl Fn() -> (bool, usize), op: &OperatorProcess) {
+    let drained = wait_until(DRAIN, "every job done and nothing left", || async {
+        let (done, registered) = progress();
+        done && registered == 0 && world.runner_jobs(NS, None).await.is_ok_and(|j| j.is_empty())
+    })
+    .await;
+    if drained.is_err() {
+        fail_with_output(op, "the burst did not drain");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn github_restart_and_faults_mid_burst_lose_nothing() {
+    let world = world(true).await;
+    let watch = JobWatch::start(world.client.clone(), NS);
+    let mut op = start_operator(&world, "github");
+    world
+        .add_github_group(NS, "gh", &GroupSize::up_to(MAX))
+        .await
+        .expect("group");
+    let scale_set = world
+        .github_scale_set("gh", Duration::from_secs(60))
+        .await
+        .expect("scale set");
+    let emu = world.github.as_ref().expect("emulator").emu.clone();
+
+    let jobs = 30;
+    for _ in 0..jobs {
+        world.queue_github_job(scale_set, "gh").expect("queue");
+    }
+    // Faults while the burst runs: the service throttles and fails, tokens expire.
+    emu.inject(GithubFault::status(Endpoint::GenerateJitConfig, 503).times(2));
+    emu.inject(GithubFault::too_many_requests(Endpoint::GetMessage, Some(Duration::from_secs(1))).times(1));
+    world
+        .api
+        .inject(ApiFault::error(503).verb(Verb::Create).resource("jobs").times(2));
+    let some_done = wait_until(DRAIN, "a third of the jobs", || async {
+        world.github_progress(scale_set).done >= 10
+    })
+    .await;
+    if some_done.is_err() {
+        fail_with_output(&op, "jobs did not start completing");
+    }
+    emu.expire_admin_tokens();
+    emu.expire_queue_token(scale_set);
+
+    // A crash mid-burst: the new process must adopt the runners the old one created.
+    op.kill();
+    let mut op = start_operator(&world, "github");
+    wait_drained(
+        &world,
+        || {
+            let p = world.github_progress(scale_set);
+            (p.all_done(), p.registered_runners)
+        },
+        &op,
+    )
+    .await;
+
+    let tally = watch.group("gh");
+    assert_eq!(world.github_progress(scale_set).done, jobs);
+    assert!(
+        tally.peak_active <= MAX as usize,
+        "peak {} > max {MAX}",
+        tally.peak_active
+    );
+    assert_eq!(
+        tally.created.len(),
+        jobs,
+        "one runner per job, no duplicate after the restart"
+    );
+    assert!(op.exit_status().is_none(), "the operator never exits on faults");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn gitea_restart_errors_and_cancellations_lose_nothing() {
+    let world = world(false).await;
+    let watch = JobWatch::start(world.client.clone(), NS);
+    let mut op = start_operator(&world, "gitea");
+    let size = GroupSize {
+        min: 0,
+        max: MAX,
+        idle_timeout_seconds: Some(20),
+    };
+    world
+        .add_gitea_group(NS, "gt", &["linux"], &size, 1, None)
+        .await
+        .expect("group");
+    let fake = world.gitea.as_ref().expect("gitea fake").clone();
+
+    let jobs = 24;
+    let mut ids = Vec::new();
+    for _ in 0..jobs {
+        ids.push(world.queue_gitea_job(&["linux"]).expect("queue").id);
+    }
+    // Two jobs are cancelled before any runner can take them.
+    fake.cancel_job(ids[jobs - 1]);
+    fake.cancel_job(ids[jobs - 2]);
+    fake.inject_fault(GiteaFault::status("/actions/jobs", 500).times(3));
+    fake.inject_fault(GiteaFault::latency("/actions/runners", Duration::from_millis(300)).times(5));
+    world.api.inject(
+        ApiFault::error(429)
+            .verb(Verb::Patch)
+            .resource("runnergroups/status")
+            .times(2)
+            .retry_after(1),
+    );
+
+    let progress = || {
+        let p = world.gitea_progress(&["linux"]);
+        (p.all_done(), p.registered_runners)
+    };
+    let some_done = wait_until(DRAIN, "a third of the jobs", || async {
+        world.gitea_progress(&["linux"]).done >= 8
+    })
+    .await;
+    if some_done.is_err() {
+        fail_with_output(&op, "jobs did not start completing");
+    }
+    op.kill();
+    let mut op = start_operator(&world, "gitea");
+    wait_drained(&world, progress, &op).await;
+
+    let tally = watch.group("gt");
+    assert_eq!(
+        world.gitea_progress(&["linux"]).done,
+        jobs,
+        "cancelled jobs count as done"
+    );
+    assert!(
+        tally.peak_active <= MAX as usize,
+        "peak {} > max {MAX}",
+        tally.peak_active
+    );
+    // Polling can race a runner that is just picking its job; such a spare runner is bounded
+    // by the idle timeout (which the drain above waited out) and never more than one per poll.
+    assert!(
+        tally.created.len() <= jobs,
+        "created {} runners for {jobs} jobs",
+        tally.created.len()
+    );
+    assert!(op.exit_status().is_none(), "the operator never exits on faults");
+}

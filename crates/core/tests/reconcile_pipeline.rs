@@ -325,10 +325,19 @@ async fn demand_creates_runner_jobs_with_secrets_within_max() {
         h.runner_jobs("pool").await.len() == 3
     })
     .await;
-    wait_for("Ready=True", || async {
-        h.condition("pool", "Ready")
+    // The pass that created the runners saw none yet; a later pass reports them.
+    wait_for("Ready=True with 3 current runners", || async {
+        let counted = h
+            .groups()
+            .get("pool")
             .await
-            .is_some_and(|(s, r, _)| s == "True" && r == "Reconciled")
+            .ok()
+            .and_then(|g| g.status)
+            .is_some_and(|s| s.current_runners == 3);
+        counted
+            && h.condition("pool", "Ready")
+                .await
+                .is_some_and(|(s, r, _)| s == "True" && r == "Reconciled")
     })
     .await;
     let group = h.groups().get("pool").await.expect("group");

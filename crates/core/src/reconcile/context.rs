@@ -57,6 +57,9 @@ pub struct Context {
     pub recorder: Recorder,
     /// Runner Jobs of this operator, from the controller's reflector.
     pub jobs: Store<Job>,
+    /// Whether `jobs` has listed once. Until then an empty store means "not known yet", not
+    /// "no runners": planning on it would create runners beyond `maxRunners` after a restart.
+    pub jobs_synced: Arc<std::sync::atomic::AtomicBool>,
     memory: Mutex<HashMap<GroupKey, GroupMemory>>,
 }
 
@@ -68,6 +71,7 @@ impl Context {
         metrics: Arc<Metrics>,
         recorder: Recorder,
         jobs: Store<Job>,
+        jobs_synced: Arc<std::sync::atomic::AtomicBool>,
     ) -> Context {
         Context {
             client,
@@ -75,6 +79,7 @@ impl Context {
             metrics,
             recorder,
             jobs,
+            jobs_synced,
             memory: Mutex::new(HashMap::new()),
         }
     }

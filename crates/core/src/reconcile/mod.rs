@@ -117,6 +117,7 @@ pub async fn run_controller(
     let mut senders: HashMap<Option<String>, mpsc::UnboundedSender<ObjectRef<RunnerGroup>>> = HashMap::new();
     let mut tasks = Vec::new();
     let mut readiness = Vec::new();
+    let mut tasks_sync = Vec::new();
     for scope in scopes {
         let (tx, rx) = mpsc::unbounded_channel();
         senders.insert(scope.clone(), tx);
@@ -138,12 +139,20 @@ pub async fn run_controller(
             .default_backoff()
             .reflect(job_writer)
             .touched_objects();
+        let jobs_synced = Arc::new(AtomicBool::new(false));
+        let (synced, jobs_store) = (jobs_synced.clone(), job_reader.clone());
+        tasks_sync.push(tokio::spawn(async move {
+            if store_ready(&jobs_store).await {
+                synced.store(true, Ordering::SeqCst);
+            }
+        }));
         let ctx = Arc::new(Context::new(
             client.clone(),
             forges.clone(),
             metrics.clone(),
             recorder.clone(),
             job_reader.clone(),
+            jobs_synced,
         ));
         let (gr, jr) = (group_reader.clone(), job_reader);
         readiness.push(async move { store_ready(&gr).await && store_ready(&jr).await });
@@ -196,6 +205,7 @@ pub async fn run_controller(
     ready.store(false, Ordering::SeqCst);
     ready_task.abort();
     forward.abort();
+    tasks_sync.iter().for_each(tokio::task::JoinHandle::abort);
     result
 }
 

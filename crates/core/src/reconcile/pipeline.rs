@@ -239,6 +239,10 @@ async fn apply(group: Arc<RunnerGroup>, ctx: &Context) -> Result<Action, Reconci
 }
 
 async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, ReconcileError> {
+    if !ctx.jobs_synced.load(std::sync::atomic::Ordering::SeqCst) {
+        // Planning on a store that has not listed yet would count no runners.
+        return Ok(Action::requeue(Duration::from_millis(200)));
+    }
     check_spec(group)?;
     let forge = forge_for(ctx, group)?;
     let gctx = group_context(ctx, group).await?;

@@ -1,0 +1,392 @@
+//! Issue 6: the RBAC rules the Helm chart grants with default values cover every call the
+//! operator makes.
+//!
+//! The real binary runs a whole life cycle against the world: leader election, a GitHub and a
+//! Gitea group, jobs on both, a signed Gitea webhook (the webhook Secret read), deletion of both
+//! groups through the finalizer, and a graceful stop (lease release). The fake API server
+//! records every request with its User-Agent (`forgerunner/<version>`); each request the
+//! operator sent must be allowed by a Role or ClusterRole the chart binds to its ServiceAccount.
+#![cfg(all(feature = "github", feature = "gitea"))]
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use forgerunner_core::RunnerGroup;
+use forgerunner_testkit::apiserver::{RequestRecord, Verb};
+use forgerunner_testkit::world::groups::GroupSize;
+use forgerunner_testkit::world::operator::{OperatorCommand, OperatorProcess, OperatorSettings};
+use forgerunner_testkit::world::{World, WorldOptions, wait_until};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, Subject};
+use kube::Api;
+use kube::api::DeleteParams;
+use serde::Deserialize;
+
+/// Namespace of the RunnerGroups.
+const NS: &str = "rbac";
+/// The operator's own namespace (`POD_NAMESPACE` of [`OperatorProcess`]); the chart's release
+/// namespace stands for it.
+const OPERATOR_NS: &str = "default";
+const DEADLINE: Duration = Duration::from_secs(180);
+const WEBHOOK_SECRET: &str = "rbac-hook-secret";
+const JOBS_PER_FORGE: usize = 3;
+
+// ---------------------------------------------------------------------------------------------
+// What the chart grants.
+
+/// Where a rule applies.
+#[derive(Debug, Clone, PartialEq)]
+enum Scope {
+    /// Through a ClusterRoleBinding: every namespace and cluster-scoped resources.
+    Cluster,
+    /// Through a RoleBinding: only requests in this namespace.
+    Namespace(String),
+}
+
+/// One rule granted to the operator's ServiceAccount.
+#[derive(Debug)]
+struct Grant {
+    scope: Scope,
+    rule: PolicyRule,
+}
+
+fn has(list: &[String], wanted: &str) -> bool {
+    list.iter().any(|v| v == "*" || v == wanted)
+}
+
+impl Grant {
+    /// Whether this rule allows `record` (with RBAC's matching: group, resource including the
+    /// subresource, verb, resourceNames, and the binding's namespace).
+    fn allows(&self, record: &RequestRecord, verb: Verb) -> bool {
+        let in_scope = match &self.scope {
+            Scope::Cluster => true,
+            Scope::Namespace(ns) => record.namespace.as_deref() == Some(ns.as_str()),
+        };
+        let groups = self.rule.api_groups.as_deref().unwrap_or_default();
+        let resources = self.rule.resources.as_deref().unwrap_or_default();
+        let named = match self.rule.resource_names.as_deref() {
+            None | Some([]) => true,
+            Some(names) => record
+                .name
+                .as_deref()
+                .is_some_and(|n| names.iter().any(|m| m == n)),
+        };
+        in_scope
+            && has(groups, &record.group)
+            && has(resources, &record.resource)
+            && has(&self.rule.verbs, rbac_verb(verb))
+            && named
+    }
+}
+
+/// The RBAC verb a request needs.
+fn rbac_verb(verb: Verb) -> &'static str {
+    match verb {
+        Verb::Get => "get",
+        Verb::List => "list",
+        Verb::Watch => "watch",
+        Verb::Create => "create",
+        Verb::Update => "update",
+        Verb::Patch => "patch",
+        Verb::Delete => "delete",
+        Verb::DeleteCollection => "deletecollection",
+    }
+}
+
+/// The API group as people write it (`core` for "").
+fn group_name(group: &str) -> &str {
+    if group.is_empty() { "core" } else { group }
+}
+
+/// The chart rendered with default values by real Helm (see `chart_objects.rs`).
+fn render_defaults() -> Vec<serde_json::Value> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let out = Command::new("python3")
+        .arg("tests/chart/render_defaults.py")
+        .current_dir(&root)
+        .output()
+        .expect("python3 runs");
+    assert!(
+        out.status.success(),
+        "rendering the chart failed (install the chart test deps: pip install -r tests/chart/requirements.txt):\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).expect("utf-8 output");
+    serde_yaml::Deserializer::from_str(&text)
+        .map(|doc| serde_yaml::Value::deserialize(doc).expect("valid YAML"))
+        .filter(|v| !v.is_null())
+        .map(|v| serde_json::to_value(v).expect("YAML converts to JSON"))
+        .collect()
+}
+
+fn of_kind<T: serde::de::DeserializeOwned>(objects: &[serde_json::Value], kind: &str) -> Vec<T> {
+    objects
+        .iter()
+        .filter(|o| o["kind"] == kind)
+        .map(|o| serde_json::from_value(o.clone()).unwrap_or_else(|e| panic!("rendered {kind}: {e}")))
+        .collect()
+}
+
+/// The rules the chart binds to the operator's ServiceAccount, with the release namespace
+/// mapped to [`OPERATOR_NS`].
+fn chart_grants(objects: &[serde_json::Value]) -> Vec<Grant> {
+    let deployment = objects
+        .iter()
+        .find(|o| o["kind"] == "Deployment")
+        .expect("the chart renders the operator Deployment");
+    let release_ns = deployment["metadata"]["namespace"]
+        .as_str()
+        .expect("the Deployment has a namespace")
+        .to_owned();
+    let sa = deployment["spec"]["template"]["spec"]["serviceAccountName"]
+        .as_str()
+        .expect("the Deployment names its ServiceAccount")
+        .to_owned();
+    let is_operator = |subjects: &Option<Vec<Subject>>| {
+        subjects.iter().flatten().any(|s| {
+            s.kind == "ServiceAccount" && s.name == sa && s.namespace.as_deref() == Some(release_ns.as_str())
+        })
+    };
+    let local = |ns: &str| {
+        if ns == release_ns {
+            OPERATOR_NS.to_owned()
+        } else {
+            ns.to_owned()
+        }
+    };
+    let cluster_roles: Vec<ClusterRole> = of_kind(objects, "ClusterRole");
+    let roles: Vec<Role> = of_kind(objects, "Role");
+    let cluster_role_rules = |name: &str| -> Vec<PolicyRule> {
+        let role = cluster_roles
+            .iter()
+            .find(|r| r.metadata.name.as_deref() == Some(name))
+            .unwrap_or_else(|| {
+                panic!("a binding refers to ClusterRole {name}, which the chart does not render")
+            });
+        role.rules.clone().unwrap_or_default()
+    };
+
+    let mut grants = Vec::new();
+    for binding in of_kind::<ClusterRoleBinding>(objects, "ClusterRoleBinding") {
+        if is_operator(&binding.subjects) {
+            for rule in cluster_role_rules(&binding.role_ref.name) {
+                grants.push(Grant {
+                    scope: Scope::Cluster,
+                    rule,
+                });
+            }
+        }
+    }
+    for binding in of_kind::<RoleBinding>(objects, "RoleBinding") {
+        if !is_operator(&binding.subjects) {
+            continue;
+        }
+        let ns = binding
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| release_ns.clone());
+        let rules = if binding.role_ref.kind == "ClusterRole" {
+            cluster_role_rules(&binding.role_ref.name)
+        } else {
+            let role = roles
+                .iter()
+                .find(|r| {
+                    r.metadata.name.as_deref() == Some(binding.role_ref.name.as_str())
+                        && r.metadata.namespace.as_deref().unwrap_or(&release_ns) == ns
+                })
+                .unwrap_or_else(|| panic!("RoleBinding refers to missing Role {}", binding.role_ref.name));
+            role.rules.clone().unwrap_or_default()
+        };
+        for rule in rules {
+            grants.push(Grant {
+                scope: Scope::Namespace(local(&ns)),
+                rule,
+            });
+        }
+    }
+    grants
+}
+
+// ---------------------------------------------------------------------------------------------
+// The operator's life cycle.
+
+/// Fails with the operator's last output, so a red test explains itself.
+fn fail_with_output(op: &OperatorProcess, what: &str) -> ! {
+    let out = op.output();
+    let tail: Vec<&String> = out.iter().rev().take(40).collect();
+    panic!("{what}; last operator output (newest first):\n{tail:#?}");
+}
+
+/// Runs groups, jobs, a webhook and group deletion, then stops the operator gracefully.
+async fn exercise_operator(world: &World) {
+    let settings = OperatorSettings {
+        leader_election: true,
+        ..OperatorSettings::default()
+    };
+    let command = OperatorCommand::binary(env!("CARGO_BIN_EXE_forgerunner"));
+    let mut op = OperatorProcess::spawn(&command, world.kubeconfig(), &settings).expect("operator starts");
+
+    let gitea = world.gitea.as_ref().expect("gitea fake").clone();
+    gitea.set_webhook(
+        &format!("http://{}/webhooks/gitea", op.http_addr()),
+        WEBHOOK_SECRET,
+    );
+    world
+        .add_github_group(NS, "gh", &GroupSize::up_to(3))
+        .await
+        .expect("github group");
+    let gitea_size = GroupSize {
+        min: 0,
+        max: 3,
+        idle_timeout_seconds: Some(5),
+    };
+    world
+        .add_gitea_group(NS, "gt", &["linux"], &gitea_size, 1, Some(WEBHOOK_SECRET))
+        .await
+        .expect("gitea group");
+    let Ok(scale_set) = world.github_scale_set("gh", Duration::from_secs(60)).await else {
+        fail_with_output(&op, "the operator created no scale set (not leading?)");
+    };
+    for _ in 0..JOBS_PER_FORGE {
+        world.queue_github_job(scale_set, "gh").expect("queue github job");
+        world.queue_gitea_job(&["linux"]).expect("queue gitea job");
+    }
+
+    let drained = wait_until(
+        DEADLINE,
+        "every job done, no runner or runner Job left",
+        || async {
+            let gh = world.github_progress(scale_set);
+            let gt = world.gitea_progress(&["linux"]);
+            gh.done == JOBS_PER_FORGE
+                && gh.registered_runners == 0
+                && gt.done == JOBS_PER_FORGE
+                && gt.registered_runners == 0
+                && world.runner_jobs(NS, None).await.is_ok_and(|j| j.is_empty())
+        },
+    )
+    .await;
+    if drained.is_err() {
+        fail_with_output(&op, "the jobs did not drain");
+    }
+    // The webhook path reads the group's webhook Secret; make sure it ran at least once.
+    let verified = wait_until(Duration::from_secs(30), "a verified webhook delivery", || async {
+        gitea.deliveries().iter().any(|d| (200..300).contains(&d.status))
+    })
+    .await;
+    if verified.is_err() {
+        fail_with_output(
+            &op,
+            &format!("no webhook delivery was accepted: {:?}", gitea.deliveries()),
+        );
+    }
+
+    // Deleting the groups runs the finalizer's cleanup (forge side, then the finalizer patch).
+    let groups: Api<RunnerGroup> = Api::namespaced(world.client.clone(), NS);
+    for name in ["gh", "gt"] {
+        groups
+            .delete(name, &DeleteParams::default())
+            .await
+            .expect("delete group");
+    }
+    let gone = wait_until(DEADLINE, "both RunnerGroups gone", || async {
+        let mut left = 0;
+        for name in ["gh", "gt"] {
+            if !matches!(groups.get_opt(name).await, Ok(None)) {
+                left += 1;
+            }
+        }
+        left == 0
+    })
+    .await;
+    if gone.is_err() {
+        fail_with_output(&op, "the RunnerGroups were not finalized");
+    }
+    // A graceful stop releases the lease: that call must be allowed too.
+    op.stop(Duration::from_secs(20));
+}
+
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn chart_rbac_covers_every_call_the_operator_makes() {
+    let grants = chart_grants(&render_defaults());
+    assert!(!grants.is_empty(), "the chart binds no rules to the operator");
+
+    let world = World::start(WorldOptions::default()).await.expect("world starts");
+    world.create_namespace(NS).await.expect("namespace");
+    exercise_operator(&world).await;
+
+    let log = world.api.requests();
+    let footprint = log.rbac_footprint("forgerunner/");
+    let lines: Vec<String> = footprint
+        .iter()
+        .map(|(g, r, v)| format!("{} {}/{r}", rbac_verb(*v), group_name(g)))
+        .collect();
+    println!(
+        "operator RBAC footprint ({} triples):\n  {}",
+        lines.len(),
+        lines.join("\n  ")
+    );
+
+    // Non-trivial: the life cycle really ran under the operator's User-Agent.
+    for (group, resource, verb) in [
+        ("batch", "jobs", Verb::Create),
+        ("forgerunner.dev", "runnergroups/status", Verb::Patch),
+        ("forgerunner.dev", "runnergroups", Verb::Watch),
+        ("coordination.k8s.io", "leases", Verb::Get),
+        ("", "secrets", Verb::Get),
+    ] {
+        assert!(
+            footprint.contains(&(group.to_owned(), resource.to_owned(), verb)),
+            "expected {} {group}/{resource} in the footprint: {lines:#?}",
+            rbac_verb(verb)
+        );
+    }
+
+    let webhook_secret_read = log.records.iter().any(|r| {
+        r.user_agent.starts_with("forgerunner/")
+            && r.verb == Some(Verb::Get)
+            && r.resource == "secrets"
+            && r.name.as_deref() == Some("gt-webhook")
+    });
+    assert!(
+        webhook_secret_read,
+        "the operator never read the webhook Secret gt-webhook"
+    );
+
+    // Every request (not just every triple: namespace and resourceNames matter) is allowed.
+    let mut uncovered: BTreeMap<String, usize> = BTreeMap::new();
+    for record in log
+        .records
+        .iter()
+        .filter(|r| r.user_agent.starts_with("forgerunner/"))
+    {
+        let Some(verb) = record.verb else {
+            // Discovery and /version: granted to every authenticated user (system:discovery).
+            continue;
+        };
+        if !grants.iter().any(|g| g.allows(record, verb)) {
+            let key = format!(
+                "{} {}/{} namespace={} name={}",
+                rbac_verb(verb),
+                group_name(&record.group),
+                record.resource,
+                record.namespace.as_deref().unwrap_or("<cluster>"),
+                record.name.as_deref().unwrap_or("<none>")
+            );
+            *uncovered.entry(key).or_insert(0) += 1;
+        }
+    }
+    assert!(
+        uncovered.is_empty(),
+        "the chart's default RBAC does not allow these operator requests (count):\n{}",
+        uncovered
+            .iter()
+            .map(|(k, n)| format!("  {k} ×{n}"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}

@@ -99,6 +99,8 @@ pub enum ConditionReason {
     AtMaxRunners,
     /// Runners keep failing; creation is throttled.
     RunnersFailing,
+    /// A runner exited because its version is too old for the forge; the image needs updating.
+    RunnerOutdated,
     /// Nothing is failing.
     Healthy,
     /// The group is being deleted.
@@ -118,6 +120,7 @@ impl ConditionReason {
             ConditionReason::Steady => "Steady",
             ConditionReason::AtMaxRunners => "AtMaxRunners",
             ConditionReason::RunnersFailing => "RunnersFailing",
+            ConditionReason::RunnerOutdated => "RunnerOutdated",
             ConditionReason::Healthy => "Healthy",
             ConditionReason::Deleting => "Deleting",
         }

@@ -155,6 +155,14 @@ pub enum RemoveOutcome {
     Busy,
 }
 
+/// What a runner's exit code means to its forge, when it means more than "failed".
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RunnerExit {
+    /// The runner refused to run because its version is too old for the forge: new runners
+    /// from the same image will fail the same way until the image is updated.
+    Outdated,
+}
+
 /// Why a backend call failed; the category drives retries, conditions, Events and metrics.
 #[derive(Debug, thiserror::Error)]
 pub enum ForgeError {
@@ -255,6 +263,12 @@ pub trait Forge: Send + Sync {
 
     /// Releases forge-side resources of a deleted group (sessions, scale sets, caches).
     async fn shutdown(&self, group: &GroupContext) -> Result<(), ForgeError>;
+
+    /// What the exit code of a failed runner container means, if the forge gives it a meaning
+    /// the user should hear about (e.g. an outdated runner). Called only for failed runners.
+    fn runner_exit_meaning(&self, _exit_code: i32) -> Option<RunnerExit> {
+        None
+    }
 
     /// Stops background work of every group (leadership lost or process exit).
     async fn shutdown_all(&self) {}

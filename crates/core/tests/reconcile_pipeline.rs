@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use forgerunner_core::crd::{ForgeKind, RunnerGroup};
 use forgerunner_core::forge::{
     Demand, Forge, ForgeError, ForgeRunnerState, GroupContext, GroupKey, ReconcileTrigger, RemoveOutcome,
-    RunnerCredentials, RunnerRef, SecretValue,
+    RunnerCredentials, RunnerExit, RunnerRef, SecretValue,
 };
 use forgerunner_core::metrics::Metrics;
 use forgerunner_core::reconcile::{ControllerOptions, FINALIZER, ForgeSet, run_controller};
@@ -20,7 +20,8 @@ use forgerunner_core::runner_job::{FORGE_LABEL, GROUP_LABEL, MANAGED_BY_SELECTOR
 use forgerunner_testkit::apiserver::FakeApiServer;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Container, EnvVar, EnvVarSource, PodSpec, Secret, SecretKeySelector};
+use k8s_openapi::api::core::v1::{Container, EnvVar, EnvVarSource, Pod, PodSpec, Secret, SecretKeySelector};
+use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, CustomResourceExt};
@@ -30,6 +31,8 @@ use tokio_util::sync::CancellationToken;
 const NS: &str = "default";
 const SECRET_VALUE: &str = "runner-secret-value-do-not-leak";
 const DEADLINE: Duration = Duration::from_secs(30);
+/// The exit code the fake forge calls "outdated runner" (as GitHub's runner does).
+const OUTDATED_EXIT: i32 = 7;
 
 /// A forge whose demand tests set directly.
 struct FakeForge {
@@ -119,6 +122,10 @@ impl Forge for FakeForge {
             .iter()
             .map(|r| (r.name.clone(), ForgeRunnerState::Idle))
             .collect())
+    }
+
+    fn runner_exit_meaning(&self, exit_code: i32) -> Option<RunnerExit> {
+        (exit_code == OUTDATED_EXIT).then_some(RunnerExit::Outdated)
     }
 
     async fn remove_runner(
@@ -270,6 +277,42 @@ impl Harness {
     async fn runner_jobs(&self, group: &str) -> Vec<Job> {
         let lp = ListParams::default().labels(&format!("{MANAGED_BY_SELECTOR},{GROUP_LABEL}={group}"));
         self.jobs().list(&lp).await.expect("list jobs").items
+    }
+
+    /// Marks runner Job `job` failed, as the Job controller would once its pod failed.
+    async fn fail_job(&self, job: &str) {
+        let failed = serde_json::json!({"status": {"failed": 1, "conditions": [
+            {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded", "message": "x"}
+        ]}});
+        self.jobs()
+            .patch_status(job, &PatchParams::default(), &Patch::Merge(&failed))
+            .await
+            .expect("fail job");
+    }
+
+    /// Creates the pod of runner Job `job` whose `runner` container exited with `exit_code`
+    /// (no kubelet runs here, so the test writes the status itself).
+    async fn failed_runner_pod(&self, job: &str, exit_code: i32) {
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), NS);
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": format!("{job}-p0"), "labels": {"job-name": job}},
+            "spec": {"restartPolicy": "Never", "containers": [{"name": "runner", "image": "fake/runner:1"}]},
+        }))
+        .expect("pod");
+        pods.create(&PostParams::default(), &pod)
+            .await
+            .expect("create pod");
+        let status = serde_json::json!({"status": {"phase": "Failed", "containerStatuses": [{
+            "name": "runner", "image": "fake/runner:1", "imageID": "", "ready": false,
+            "restartCount": 0, "state": {"terminated": {"exitCode": exit_code, "reason": "Error"}},
+        }]}});
+        pods.patch_status(
+            &format!("{job}-p0"),
+            &PatchParams::default(),
+            &Patch::Merge(&status),
+        )
+        .await
+        .expect("pod status");
     }
 
     async fn condition(&self, group: &str, type_: &str) -> Option<(String, String, String)> {
@@ -427,13 +470,7 @@ async fn failed_runner_is_cleaned_up_and_counted() {
         .clone()
         .expect("name");
 
-    let failed = serde_json::json!({"status": {"failed": 1, "conditions": [
-        {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded", "message": "x"}
-    ]}});
-    h.jobs()
-        .patch_status(&first, &PatchParams::default(), &Patch::Merge(&failed))
-        .await
-        .expect("fail job");
+    h.fail_job(&first).await;
 
     wait_for("failed runner replaced", || async {
         let jobs = h.runner_jobs("flaky").await;
@@ -537,5 +574,102 @@ async fn trigger_wakes_a_push_style_group_before_its_resync() {
         h.runner_jobs("gh").await.len() == 2
     })
     .await;
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outdated_runner_exit_degrades_the_group_until_a_runner_succeeds() {
+    let h = Harness::start(true).await;
+    h.create_secret("creds").await;
+    h.forge.jobs.store(1, Ordering::SeqCst);
+    h.create_group("old", gitea_spec(0, 1, 600)).await;
+    wait_for("1 runner job", || async { h.runner_jobs("old").await.len() == 1 }).await;
+    let first = h.runner_jobs("old").await[0].metadata.name.clone().expect("name");
+
+    h.failed_runner_pod(&first, OUTDATED_EXIT).await;
+    h.fail_job(&first).await;
+    wait_for("Degraded=True RunnerOutdated", || async {
+        h.condition("old", "Degraded")
+            .await
+            .is_some_and(|(s, r, m)| s == "True" && r == "RunnerOutdated" && m.contains("spec.image"))
+    })
+    .await;
+    wait_for("a RunnerOutdated Warning Event naming the runner", || async {
+        let events: Api<Event> = Api::namespaced(h.client.clone(), NS);
+        events.list(&ListParams::default()).await.is_ok_and(|l| {
+            l.items.iter().any(|e| {
+                e.reason.as_deref() == Some("RunnerOutdated")
+                    && e.type_.as_deref() == Some("Warning")
+                    && e.note.as_deref().is_some_and(|n| n.contains(&first))
+            })
+        })
+    })
+    .await;
+
+    // Later passes (the replacement runner, its count in the status) keep the condition: the
+    // image is still old.
+    wait_for("replacement runner counted", || async {
+        let jobs = h.runner_jobs("old").await;
+        let replaced = jobs.len() == 1 && jobs[0].metadata.name.as_deref() != Some(first.as_str());
+        let counted = h
+            .groups()
+            .get("old")
+            .await
+            .ok()
+            .and_then(|g| g.status)
+            .is_some_and(|s| s.failed_runners == 1 && s.current_runners == 1);
+        replaced && counted
+    })
+    .await;
+    let (status, reason, _) = h.condition("old", "Degraded").await.expect("degraded");
+    assert_eq!((status.as_str(), reason.as_str()), ("True", "RunnerOutdated"));
+
+    // A runner that finishes well clears it.
+    let second = h.runner_jobs("old").await[0].metadata.name.clone().expect("name");
+    let done = serde_json::json!({"status": {"succeeded": 1, "conditions": [
+        {"type": "Complete", "status": "True", "reason": "Completed", "message": "x"}
+    ]}});
+    h.forge.jobs.store(0, Ordering::SeqCst);
+    h.jobs()
+        .patch_status(&second, &PatchParams::default(), &Patch::Merge(&done))
+        .await
+        .expect("complete job");
+    wait_for("Degraded=False Healthy", || async {
+        h.condition("old", "Degraded")
+            .await
+            .is_some_and(|(s, r, _)| s == "False" && r == "Healthy")
+    })
+    .await;
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn other_runner_exit_codes_are_plain_failures() {
+    let h = Harness::start(true).await;
+    h.create_secret("creds").await;
+    h.forge.jobs.store(1, Ordering::SeqCst);
+    h.create_group("crash", gitea_spec(0, 1, 600)).await;
+    wait_for("1 runner job", || async {
+        h.runner_jobs("crash").await.len() == 1
+    })
+    .await;
+    let first = h.runner_jobs("crash").await[0]
+        .metadata
+        .name
+        .clone()
+        .expect("name");
+    h.failed_runner_pod(&first, 1).await;
+    h.fail_job(&first).await;
+    wait_for("failedRunners = 1", || async {
+        h.groups()
+            .get("crash")
+            .await
+            .ok()
+            .and_then(|g| g.status)
+            .is_some_and(|s| s.failed_runners == 1)
+    })
+    .await;
+    let (status, reason, _) = h.condition("crash", "Degraded").await.expect("degraded");
+    assert_eq!((status.as_str(), reason.as_str()), ("False", "Healthy"));
     h.stop().await;
 }

@@ -8,12 +8,13 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use tracing::{debug, info, warn};
 
 use super::FIELD_MANAGER;
 use super::error::ReconcileError;
+use super::runner_exit::failed_runner_outdated;
 use crate::forge::{Forge, GroupContext, RemoveOutcome, RunnerRef};
 use crate::plan::{Plan, Removal, RemovalReason};
 use crate::runner_job::{
@@ -36,6 +37,8 @@ pub struct ApplyReport {
     pub succeeded_deleted: u32,
     /// Failed runner Jobs deleted (each failure is counted once, when its Job goes).
     pub failed_deleted: Vec<String>,
+    /// Those of `failed_deleted` whose runner exited as outdated ([`crate::forge::RunnerExit`]).
+    pub outdated: Vec<String>,
     /// Runners kept because the forge said they took a job meanwhile.
     pub kept_busy: u32,
     /// Orphaned forge registrations removed.
@@ -59,6 +62,8 @@ pub struct Target<'a> {
     pub jobs: Api<Job>,
     /// Secrets of the group's namespace.
     pub secrets: Api<Secret>,
+    /// Pods of the group's namespace (read only, to learn why a runner failed).
+    pub pods: Api<Pod>,
     /// The group's backend.
     pub forge: &'a dyn Forge,
     /// The group as the forge sees it.
@@ -157,12 +162,21 @@ async fn remove(t: &Target<'_>, r: &Removal, report: &mut ApplyReport) {
     if !r.delete_job {
         return;
     }
+    // Read the pod before the Job (and with it the pod) goes; only failures pay for this.
+    let outdated =
+        r.reason == RemovalReason::Failed && failed_runner_outdated(&t.pods, t.forge, &r.name).await;
     match t.jobs.delete(&r.name, &DeleteParams::background()).await {
         Ok(_) => {
             report.deleted.push(r.name.clone());
             match r.reason {
                 RemovalReason::Succeeded => report.succeeded_deleted += 1,
-                RemovalReason::Failed => report.failed_deleted.push(r.name.clone()),
+                RemovalReason::Failed => {
+                    report.failed_deleted.push(r.name.clone());
+                    if outdated {
+                        warn!(runner = %r.name, "runner exited as outdated; the runner image needs updating");
+                        report.outdated.push(r.name.clone());
+                    }
+                }
                 RemovalReason::IdleTimeout | RemovalReason::ScaleDown => report.scaled_down += 1,
                 RemovalReason::Orphaned => {}
             }

@@ -10,7 +10,7 @@ use super::apply::ApplyReport;
 use super::context::Context;
 use super::error::ReconcileError;
 use super::status::PassSummary;
-use crate::conditions::ConditionType;
+use crate::conditions::{ConditionReason, ConditionType};
 use crate::crd::RunnerGroup;
 
 async fn publish(
@@ -94,6 +94,22 @@ pub async fn scaling(ctx: &Context, group: &RunnerGroup, s: &PassSummary, r: &Ap
             group,
             EventType::Warning,
             "RunnerFailed",
+            "RemoveRunners",
+            note,
+        )
+        .await;
+    }
+    if !r.outdated.is_empty() {
+        let shown: Vec<&str> = r.outdated.iter().take(5).map(String::as_str).collect();
+        let note = format!(
+            "outdated runner exited ({}): update spec.image (or the runner container's image in spec.template)",
+            shown.join(", ")
+        );
+        publish(
+            ctx,
+            group,
+            EventType::Warning,
+            ConditionReason::RunnerOutdated.as_str(),
             "RemoveRunners",
             note,
         )

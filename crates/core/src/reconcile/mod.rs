@@ -10,6 +10,7 @@ pub mod error;
 pub mod events;
 pub mod observe;
 pub mod pipeline;
+pub mod runner_exit;
 pub mod status;
 
 use std::collections::HashMap;

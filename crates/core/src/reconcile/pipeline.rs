@@ -20,7 +20,9 @@ use super::context::{Context, GITHUB_RESYNC, MAX_CLEANUP_ATTEMPTS, USER_ACTION_R
 use super::error::ReconcileError;
 use super::events;
 use super::observe::{belongs_to, observe_runners, runner_refs};
-use super::status::{PassSummary, build_status, error_conditions, next_failure_count, success_conditions};
+use super::status::{
+    PassSummary, build_status, error_conditions, next_failure_count, outdated_persists, success_conditions,
+};
 use super::{FIELD_MANAGER, FINALIZER};
 use crate::conditions::{GroupCondition, transitions};
 use crate::crd::{ForgeKind, RunnerGroup, RunnerGroupStatus};
@@ -283,6 +285,7 @@ async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, Reconcil
     let target = Target {
         jobs: Api::namespaced(ctx.client.clone(), &key.namespace),
         secrets: Api::namespaced(ctx.client.clone(), &key.namespace),
+        pods: Api::namespaced(ctx.client.clone(), &key.namespace),
         forge,
         group: &gctx,
         observed: &jobs,
@@ -320,6 +323,12 @@ async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, Reconcil
         throttled: the_plan.throttled,
         at_max: group.spec.min_runners.saturating_add(demand.jobs) > group.spec.max_runners,
         apply_error: report.first_error.as_ref().map(|e| (e.category(), e.to_string())),
+        runner_outdated: !report.outdated.is_empty()
+            || outdated_persists(
+                group.status.as_ref(),
+                group.metadata.generation,
+                report.succeeded_deleted,
+            ),
     };
     set_runner_gauges(ctx, &key, group.spec.forge, &observed, &summary);
     events::scaling(ctx, group, &summary, &report).await;
@@ -450,6 +459,7 @@ async fn cleanup_forge(group: &RunnerGroup, ctx: &Context) -> Result<(), Reconci
     let target = Target {
         jobs: Api::namespaced(ctx.client.clone(), &gctx.key.namespace),
         secrets: Api::namespaced(ctx.client.clone(), &gctx.key.namespace),
+        pods: Api::namespaced(ctx.client.clone(), &gctx.key.namespace),
         forge,
         group: &gctx,
         observed: &jobs,

@@ -2,7 +2,9 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
-use crate::conditions::{ConditionReason, ConditionStatus, ConditionType, GroupCondition, merge_conditions};
+use crate::conditions::{
+    ConditionReason, ConditionStatus, ConditionType, GroupCondition, find, merge_conditions,
+};
 use crate::crd::RunnerGroupStatus;
 use crate::error::ErrorCategory;
 use crate::forge::ForgeFacts;
@@ -27,7 +29,14 @@ pub struct PassSummary {
     pub at_max: bool,
     /// The first step of the apply that failed, if any (the rest still ran).
     pub apply_error: Option<(ErrorCategory, String)>,
+    /// A failed runner exited as outdated, and since then no runner finished well and the spec
+    /// did not change.
+    pub runner_outdated: bool,
 }
+
+/// What `Degraded` says while runners exit as outdated.
+pub const RUNNER_OUTDATED_MESSAGE: &str = "a runner exited because its version is too old for the forge; \
+update spec.image (or the image of the runner container in spec.template) to a current runner release";
 
 fn c(t: ConditionType, s: ConditionStatus, r: ConditionReason, m: impl Into<String>) -> GroupCondition {
     GroupCondition::new(t, s, r, m)
@@ -76,6 +85,13 @@ pub fn success_conditions(p: &PassSummary) -> Vec<GroupCondition> {
             True,
             ConditionReason::Error(*cat),
             msg.clone(),
+        )
+    } else if p.runner_outdated {
+        c(
+            ConditionType::Degraded,
+            True,
+            ConditionReason::RunnerOutdated,
+            RUNNER_OUTDATED_MESSAGE,
         )
     } else if p.throttled || p.failed_runners >= FAILURE_THROTTLE_THRESHOLD {
         c(
@@ -180,6 +196,19 @@ pub fn build_status(
     st
 }
 
+/// Whether `Degraded=RunnerOutdated` still holds after a pass: it was reported for the current
+/// generation (a spec change, such as a new image, clears it) and no runner finished well since.
+/// Kept in the status rather than in memory so that it survives operator restarts.
+pub fn outdated_persists(prev: Option<&RunnerGroupStatus>, generation: Option<i64>, succeeded: u32) -> bool {
+    let Some(d) = prev.and_then(|s| find(&s.conditions, ConditionType::Degraded)) else {
+        return false;
+    };
+    succeeded == 0
+        && d.status == ConditionStatus::True.as_str()
+        && d.reason == ConditionReason::RunnerOutdated.as_str()
+        && d.observed_generation == generation
+}
+
 /// Consecutive failures after a pass: reset by any runner that finished well, then plus the
 /// failed runners whose Job this pass actually deleted (so each failure counts once).
 pub fn next_failure_count(prev: u32, succeeded_deleted: u32, failed_deleted: u32) -> u32 {
@@ -190,7 +219,6 @@ pub fn next_failure_count(prev: u32, succeeded_deleted: u32, failed_deleted: u32
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::conditions::find;
 
     fn t(s: i64) -> Time {
         Time(jiff::Timestamp::from_second(s).expect("valid timestamp"))
@@ -317,6 +345,38 @@ mod tests {
             .find(|c| c.type_ == ConditionType::Scaling)
             .expect("scaling");
         assert_eq!(s.reason, ConditionReason::AtMaxRunners);
+    }
+
+    #[test]
+    fn outdated_runner_degrades_until_success_or_spec_change() {
+        let p = PassSummary {
+            runner_outdated: true,
+            failed_runners: FAILURE_THROTTLE_THRESHOLD,
+            ..PassSummary::default()
+        };
+        let st = build_status(None, Some(3), &success_conditions(&p), Some(&p), &t(100));
+        let d = find(&st.conditions, ConditionType::Degraded).expect("degraded");
+        assert_eq!(
+            (d.status.as_str(), d.reason.as_str()),
+            ("True", "RunnerOutdated"),
+            "outdated wins over the generic failure reason"
+        );
+        assert!(d.message.contains("spec.image"));
+        assert!(outdated_persists(Some(&st), Some(3), 0));
+        assert!(
+            !outdated_persists(Some(&st), Some(3), 1),
+            "a runner finished well"
+        );
+        assert!(!outdated_persists(Some(&st), Some(4), 0), "the spec changed");
+        assert!(!outdated_persists(None, Some(3), 0));
+        let healthy = build_status(
+            None,
+            Some(3),
+            &success_conditions(&PassSummary::default()),
+            None,
+            &t(1),
+        );
+        assert!(!outdated_persists(Some(&healthy), Some(3), 0));
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use forgerunner_core::forge::{
     Demand, ForgeFacts, ForgeRunnerState, GroupContext, GroupKey, ReconcileTrigger, RemoveOutcome,
-    RunnerCredentials, RunnerRef,
+    RunnerCredentials, RunnerExit, RunnerRef,
 };
 use forgerunner_core::metrics::Metrics;
 use forgerunner_core::{Forge, ForgeError, ForgeKind, RunnerGroup};
@@ -222,6 +222,11 @@ impl Forge for GithubForge {
         pod::default_runner_pod(group, secret_name)
     }
 
+    fn runner_exit_meaning(&self, exit_code: i32) -> Option<RunnerExit> {
+        // The default pod asks the runner to exit with this code when its version is deprecated.
+        (exit_code == pod::RUNNER_EXIT_OUTDATED).then_some(RunnerExit::Outdated)
+    }
+
     async fn demand(&self, group: &GroupContext) -> Result<Demand, ForgeError> {
         self.demand_inner(group).await.map_err(map_err)
     }
@@ -334,5 +339,23 @@ impl Forge for GithubForge {
             }
         });
         futures::future::join_all(stops).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_deprecated_version_exit_code_means_outdated() {
+        let (trigger, _rx) = ReconcileTrigger::channel();
+        let forge = GithubForge::new(Arc::new(Metrics::default()), trigger);
+        assert_eq!(
+            forge.runner_exit_meaning(crate::RUNNER_EXIT_OUTDATED),
+            Some(RunnerExit::Outdated)
+        );
+        for code in [0, 1, 2, 137, -1] {
+            assert_eq!(forge.runner_exit_meaning(code), None, "exit code {code}");
+        }
     }
 }

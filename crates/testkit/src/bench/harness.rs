@@ -127,7 +127,15 @@ impl Harness {
         for name in &names {
             targets.push(match forge {
                 BenchForge::Github => Target::Github {
-                    scale_set: world.github_scale_set(name, Duration::from_secs(60)).await?,
+                    scale_set: match world.github_scale_set(name, Duration::from_secs(60)).await {
+                        Ok(id) => id,
+                        Err(e) => {
+                            for line in operator.output().iter().rev().take(15).rev() {
+                                eprintln!("operator: {line}");
+                            }
+                            return Err(e);
+                        }
+                    },
                     label: name.clone(),
                 },
                 _ => Target::Gitea {
@@ -240,8 +248,8 @@ impl Harness {
             .unwrap_or(0)
     }
 
-    /// Kubernetes writes by the operator.
-    pub fn k8s_writes(&self) -> usize {
+    /// Kubernetes writes by the operator, by (verb, resource).
+    pub fn k8s_writes_by_kind(&self) -> std::collections::BTreeMap<(Verb, String), usize> {
         let writes = [
             Verb::Create,
             Verb::Update,
@@ -249,14 +257,21 @@ impl Harness {
             Verb::Delete,
             Verb::DeleteCollection,
         ];
-        self.world
-            .api
-            .requests()
-            .records
-            .iter()
-            .filter(|r| !r.user_agent.starts_with(TESTKIT_USER_AGENT))
-            .filter(|r| r.verb.is_some_and(|v| writes.contains(&v)))
-            .count()
+        let mut out = std::collections::BTreeMap::new();
+        for r in self.world.api.requests().records.iter() {
+            if r.user_agent.starts_with(TESTKIT_USER_AGENT) {
+                continue;
+            }
+            if let Some(v) = r.verb.filter(|v| writes.contains(v)) {
+                *out.entry((v, r.resource.clone())).or_insert(0) += 1;
+            }
+        }
+        out
+    }
+
+    /// Kubernetes writes by the operator.
+    pub fn k8s_writes(&self) -> usize {
+        self.k8s_writes_by_kind().values().sum()
     }
 
     /// Fills the counters every scenario reports; `jobs` is the number of jobs queued.
@@ -272,6 +287,9 @@ impl Harness {
         report.duplicates = created.saturating_sub(jobs);
         report.forge_requests_per_job = ratio(self.forge_requests(), jobs);
         report.k8s_writes_per_runner = ratio(self.k8s_writes(), created);
+        if std::env::var_os("BENCH_VERBOSE").is_some() {
+            eprintln!("operator writes by kind: {:?}", self.k8s_writes_by_kind());
+        }
         report.completed = (0..self.targets.len()).all(|i| self.progress(i).all_done());
         let registered: usize = (0..self.targets.len())
             .map(|i| self.progress(i).registered_runners)

@@ -83,7 +83,14 @@ impl OperatorProcess {
         settings: &OperatorSettings,
     ) -> std::io::Result<OperatorProcess> {
         let http_addr = free_port()?;
-        let mut child = Command::new(&command.program)
+        let mut cmd = Command::new(&command.program);
+        // The operator refuses unknown FORGERUNNER_* variables; pass only the ones set here.
+        for (key, _) in std::env::vars_os() {
+            if key.to_string_lossy().starts_with("FORGERUNNER_") {
+                cmd.env_remove(key);
+            }
+        }
+        let mut child = cmd
             .args(&command.prefix)
             .arg("run")
             .args(["--http-addr", &http_addr.to_string()])

@@ -1,44 +1,23 @@
 //! Every object the Helm chart renders parses as its Kubernetes type.
 //!
-//! The chart is rendered by real Helm through `tests/chart/render_defaults.py` (PyPI
-//! `helm-python-sdk`, installed by `scripts/test.sh`); this test parses the output with
+//! The chart is rendered by real Helm (see `common/chart.rs`); this test parses the output with
 //! k8s-openapi, so a typo in a template field fails here rather than on a user's cluster.
 
-use std::path::Path;
-use std::process::Command;
+#[allow(dead_code)]
+mod common;
 
+use common::chart::render;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use serde::Deserialize;
-
-fn render(args: &[&str]) -> Vec<serde_yaml::Value> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let out = Command::new("python3")
-        .arg("tests/chart/render_defaults.py")
-        .args(args)
-        .current_dir(&root)
-        .output()
-        .expect("python3 runs");
-    assert!(
-        out.status.success(),
-        "rendering the chart failed (install the chart test deps: pip install -r tests/chart/requirements.txt):\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).expect("utf-8 output");
-    serde_yaml::Deserializer::from_str(&text)
-        .map(|doc| serde_yaml::Value::deserialize(doc).expect("valid YAML"))
-        .filter(|v| !v.is_null())
-        .collect()
-}
 
 /// Parses one object strictly as its type; returns the kind for bookkeeping.
-fn parse_typed(obj: &serde_yaml::Value) -> String {
+fn parse_typed(obj: &serde_json::Value) -> String {
     let kind = obj["kind"].as_str().expect("every object has a kind").to_owned();
-    let json = serde_json::to_value(obj).expect("YAML converts to JSON");
+    let json = obj.clone();
     fn check<T: serde::de::DeserializeOwned>(json: serde_json::Value, kind: &str) {
         if let Err(e) = serde_json::from_value::<T>(json) {
             panic!("rendered {kind} does not parse as its Kubernetes type: {e}");
@@ -59,11 +38,7 @@ fn parse_typed(obj: &serde_yaml::Value) -> String {
         // ServiceMonitor is a Prometheus Operator CRD: no k8s-openapi type; check its shape.
         "ServiceMonitor" => {
             assert_eq!(obj["apiVersion"].as_str(), Some("monitoring.coreos.com/v1"));
-            assert!(
-                obj["spec"]["endpoints"]
-                    .as_sequence()
-                    .is_some_and(|e| !e.is_empty())
-            );
+            assert!(obj["spec"]["endpoints"].as_array().is_some_and(|e| !e.is_empty()));
         }
         other => panic!("the chart renders a kind this test does not know: {other}"),
     }

@@ -8,10 +8,13 @@
 //! operator sent must be allowed by a Role or ClusterRole the chart binds to its ServiceAccount.
 #![cfg(all(feature = "github", feature = "gitea"))]
 
+#[allow(dead_code)]
+mod common;
+
 use std::collections::BTreeMap;
-use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
+
+use common::chart;
 
 use forgerunner_core::RunnerGroup;
 use forgerunner_testkit::apiserver::{RequestRecord, Verb};
@@ -21,7 +24,6 @@ use forgerunner_testkit::world::{World, WorldOptions, wait_until};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, Subject};
 use kube::Api;
 use kube::api::DeleteParams;
-use serde::Deserialize;
 
 /// Namespace of the RunnerGroups.
 const NS: &str = "rbac";
@@ -97,27 +99,6 @@ fn rbac_verb(verb: Verb) -> &'static str {
 /// The API group as people write it (`core` for "").
 fn group_name(group: &str) -> &str {
     if group.is_empty() { "core" } else { group }
-}
-
-/// The chart rendered with default values by real Helm (see `chart_objects.rs`).
-fn render_defaults() -> Vec<serde_json::Value> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let out = Command::new("python3")
-        .arg("tests/chart/render_defaults.py")
-        .current_dir(&root)
-        .output()
-        .expect("python3 runs");
-    assert!(
-        out.status.success(),
-        "rendering the chart failed (install the chart test deps: pip install -r tests/chart/requirements.txt):\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).expect("utf-8 output");
-    serde_yaml::Deserializer::from_str(&text)
-        .map(|doc| serde_yaml::Value::deserialize(doc).expect("valid YAML"))
-        .filter(|v| !v.is_null())
-        .map(|v| serde_json::to_value(v).expect("YAML converts to JSON"))
-        .collect()
 }
 
 fn of_kind<T: serde::de::DeserializeOwned>(objects: &[serde_json::Value], kind: &str) -> Vec<T> {
@@ -312,7 +293,7 @@ async fn exercise_operator(world: &World) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn chart_rbac_covers_every_call_the_operator_makes() {
-    let grants = chart_grants(&render_defaults());
+    let grants = chart_grants(&chart::render(&[]));
     assert!(!grants.is_empty(), "the chart binds no rules to the operator");
 
     let world = World::start(WorldOptions::default()).await.expect("world starts");

@@ -10,9 +10,8 @@ use clap::{Parser, ValueEnum};
 use forgerunner_testkit::bench::harness::BenchForge;
 use forgerunner_testkit::bench::report::Report;
 use forgerunner_testkit::bench::scenarios::{self, ScenarioOptions};
-use forgerunner_testkit::world::operator::OperatorCommand;
-
-const OPERATOR_SUBCOMMAND: &str = "__operator";
+use forgerunner_testkit::world::block_on_main;
+use forgerunner_testkit::world::operator::{OperatorCommand, run_embedded_operator_if_asked};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum Scenario {
@@ -60,20 +59,10 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    if argv.get(1).is_some_and(|a| a == OPERATOR_SUBCOMMAND) {
-        let rest = std::iter::once("forgerunner".into()).chain(argv.into_iter().skip(2));
-        return forgerunner::main_with_args(rest);
+    if let Some(code) = run_embedded_operator_if_asked() {
+        return code;
     }
-    let args = Args::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    runtime.block_on(run(args))
+    block_on_main(run(Args::parse()))
 }
 
 fn forges(args: &Args, scenario: Scenario) -> Vec<BenchForge> {
@@ -93,7 +82,7 @@ fn forges(args: &Args, scenario: Scenario) -> Vec<BenchForge> {
 }
 
 async fn run(args: Args) -> ExitCode {
-    let operator = match OperatorCommand::self_exec(OPERATOR_SUBCOMMAND) {
+    let operator = match OperatorCommand::embedded() {
         Ok(op) => op,
         Err(e) => {
             eprintln!("error: cannot find this executable: {e}");

@@ -11,13 +11,13 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use forgerunner_testkit::world::groups::GroupSize;
-use forgerunner_testkit::world::operator::{OperatorCommand, OperatorProcess, OperatorSettings};
+use forgerunner_testkit::world::operator::{
+    OperatorCommand, OperatorProcess, OperatorSettings, run_embedded_operator_if_asked,
+};
 use forgerunner_testkit::world::watch::JobWatch;
 use forgerunner_testkit::world::workload::{Progress, Queued, percentile_ms, queue_to_runner_latencies};
-use forgerunner_testkit::world::{World, WorldOptions};
+use forgerunner_testkit::world::{World, WorldOptions, block_on_main};
 
-/// Hidden first argument that turns this executable into the operator.
-const OPERATOR_SUBCOMMAND: &str = "__operator";
 const NAMESPACE: &str = "sandbox";
 const GITHUB_GROUP: &str = "gh-linux";
 const GITEA_GROUP: &str = "gitea-linux";
@@ -52,27 +52,20 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    if argv.get(1).is_some_and(|a| a == OPERATOR_SUBCOMMAND) {
-        let rest = std::iter::once("forgerunner".into()).chain(argv.into_iter().skip(2));
-        return forgerunner::main_with_args(rest);
+    if let Some(code) = run_embedded_operator_if_asked() {
+        return code;
     }
     let args = Args::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
+    block_on_main(async {
+        match sandbox(args).await {
+            Ok(true) => ExitCode::SUCCESS,
+            Ok(false) => ExitCode::FAILURE,
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::FAILURE
+            }
         }
-    };
-    match runtime.block_on(sandbox(args)) {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::FAILURE,
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    })
 }
 
 /// One group's row in the live view and the summary.
@@ -96,7 +89,7 @@ async fn sandbox(args: Args) -> anyhow::Result<bool> {
     let watch = JobWatch::start(world.client.clone(), NAMESPACE);
 
     let mut operator = OperatorProcess::spawn(
-        &OperatorCommand::self_exec(OPERATOR_SUBCOMMAND)?,
+        &OperatorCommand::embedded()?,
         world.kubeconfig(),
         &OperatorSettings::default(),
     )?;

@@ -39,6 +39,40 @@ impl GroupSize {
     }
 }
 
+/// Where a Gitea group's runners register, and so which jobs they see.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GiteaRunnerScope {
+    /// Instance-wide runners (`scope: global`).
+    Global,
+    /// Runners of one organization (`scope: org`).
+    Org(String),
+    /// Runners of one user's repositories (`scope: user`).
+    User(String),
+    /// Runners of one repository, `owner/name` (`scope: repo`).
+    Repo(String),
+}
+
+impl GiteaRunnerScope {
+    /// The organization owning the world's repository ([`GITEA_REPO`]).
+    pub fn world_org() -> GiteaRunnerScope {
+        let org = GITEA_REPO.split('/').next().unwrap_or(GITEA_REPO);
+        GiteaRunnerScope::Org(org.to_owned())
+    }
+}
+
+/// A Gitea RunnerGroup's forge side: scope, labels, polling and webhook.
+#[derive(Clone, Debug)]
+pub struct GiteaGroup {
+    /// Where its runners register.
+    pub scope: GiteaRunnerScope,
+    /// `spec.gitea.labels`, in act_runner form (`linux`, `linux:host`, …).
+    pub labels: Vec<String>,
+    /// `spec.gitea.pollIntervalSeconds`.
+    pub poll_interval_seconds: u32,
+    /// Value of the webhook Secret; a Secret `<group>-webhook` is created when set.
+    pub webhook_secret: Option<String>,
+}
+
 fn spec(forge: ForgeKind, size: &GroupSize) -> RunnerGroupSpec {
     RunnerGroupSpec {
         forge,
@@ -154,6 +188,24 @@ impl World {
         poll_interval_seconds: u32,
         webhook_secret: Option<&str>,
     ) -> Result<(), WorldError> {
+        let group = GiteaGroup {
+            scope: GiteaRunnerScope::world_org(),
+            labels: labels.iter().map(|l| (*l).to_owned()).collect(),
+            poll_interval_seconds,
+            webhook_secret: webhook_secret.map(str::to_owned),
+        };
+        self.add_gitea_group_with(namespace, name, &group, size).await
+    }
+
+    /// Creates a Gitea RunnerGroup shaped by `group` (admin token), with its credential and,
+    /// when asked, webhook Secrets.
+    pub async fn add_gitea_group_with(
+        &self,
+        namespace: &str,
+        name: &str,
+        group: &GiteaGroup,
+        size: &GroupSize,
+    ) -> Result<(), WorldError> {
         let Some(fake) = &self.gitea else {
             return Err(WorldError::Timeout(
                 "a Gitea fake (world started without one)".into(),
@@ -166,30 +218,35 @@ impl World {
             BTreeMap::from([("token".to_owned(), ADMIN_TOKEN.to_owned())]),
         )
         .await?;
-        let webhook = match webhook_secret {
+        let webhook = match &group.webhook_secret {
             Some(value) => {
                 let hook = format!("{name}-webhook");
                 self.create_secret(
                     namespace,
                     &hook,
-                    BTreeMap::from([("secret".to_owned(), value.to_owned())]),
+                    BTreeMap::from([("secret".to_owned(), value.clone())]),
                 )
                 .await?;
                 Some(hook)
             }
             None => None,
         };
-        let org = GITEA_REPO.split('/').next().map(str::to_owned);
+        let (scope, org, user, repo) = match &group.scope {
+            GiteaRunnerScope::Global => (GiteaScope::Global, None, None, None),
+            GiteaRunnerScope::Org(org) => (GiteaScope::Org, Some(org.clone()), None, None),
+            GiteaRunnerScope::User(user) => (GiteaScope::User, None, Some(user.clone()), None),
+            GiteaRunnerScope::Repo(repo) => (GiteaScope::Repo, None, None, Some(repo.clone())),
+        };
         let mut spec = spec(ForgeKind::Gitea, size);
         spec.gitea = Some(GiteaSpec {
             url: fake.url(),
-            scope: GiteaScope::Org,
+            scope,
             org,
-            user: None,
-            repo: None,
+            user,
+            repo,
             credentials: secret,
-            labels: labels.iter().map(|l| (*l).to_owned()).collect(),
-            poll_interval_seconds: Some(poll_interval_seconds),
+            labels: group.labels.clone(),
+            poll_interval_seconds: Some(group.poll_interval_seconds),
             webhook_secret: webhook,
         });
         self.create_group(namespace, name, spec).await

@@ -10,6 +10,7 @@ pub mod watch;
 pub mod workload;
 
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use forgerunner_core::RunnerGroup;
@@ -204,6 +205,18 @@ impl World {
         Ok(Api::<RunnerGroup>::namespaced(self.client.clone(), namespace)
             .get(name)
             .await?)
+    }
+}
+
+/// Runs `main` to completion on a multi-threaded runtime: the body of a testkit executable's
+/// `main`. A runtime that cannot start is reported on stderr and fails the process.
+pub fn block_on_main(main: impl std::future::Future<Output = ExitCode>) -> ExitCode {
+    match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime.block_on(main),
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            ExitCode::FAILURE
+        }
     }
 }
 

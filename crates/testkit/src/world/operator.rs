@@ -6,11 +6,28 @@ use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read};
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::{Arc, Mutex};
 
 /// Lines of operator output kept for failure reports.
 const KEPT_LINES: usize = 4000;
+
+/// Hidden first argument that turns a testkit executable (sandbox, bench) into the operator;
+/// see [`run_embedded_operator_if_asked`] and [`OperatorCommand::embedded`].
+pub const EMBEDDED_OPERATOR_SUBCOMMAND: &str = "__operator";
+
+/// When this process was started as `<exe> __operator <args>…`, runs the operator's CLI on
+/// `<args>` and returns its exit code; otherwise `None`, and the caller goes on as itself.
+/// Call it first thing in `main` of an executable that embeds the operator.
+pub fn run_embedded_operator_if_asked() -> Option<ExitCode> {
+    let mut argv = std::env::args_os().skip(1);
+    if argv.next()? != EMBEDDED_OPERATOR_SUBCOMMAND {
+        return None;
+    }
+    // The operator's CLI expects a program name first: the one it is known by.
+    let rest = std::iter::once(OsString::from("forgerunner")).chain(argv);
+    Some(forgerunner::main_with_args(rest))
+}
 
 /// How to start the operator: a program and the arguments before `run`.
 #[derive(Clone, Debug)]
@@ -35,6 +52,12 @@ impl OperatorCommand {
             program: std::env::current_exe()?,
             prefix: vec![subcommand.into()],
         })
+    }
+
+    /// This executable re-run as the embedded operator ([`EMBEDDED_OPERATOR_SUBCOMMAND`]); its
+    /// `main` must call [`run_embedded_operator_if_asked`].
+    pub fn embedded() -> std::io::Result<OperatorCommand> {
+        OperatorCommand::self_exec(EMBEDDED_OPERATOR_SUBCOMMAND)
     }
 }
 
@@ -149,6 +172,14 @@ impl OperatorProcess {
             .lock()
             .map(|l| l.iter().cloned().collect())
             .unwrap_or_default()
+    }
+
+    /// The last `count` lines the operator printed, oldest first, one per line (for failure
+    /// messages).
+    pub fn output_tail(&self, count: usize) -> String {
+        let lines = self.output();
+        let skip = lines.len().saturating_sub(count);
+        lines.into_iter().skip(skip).collect::<Vec<_>>().join("\n")
     }
 
     /// Whether the process has exited (and with what status).

@@ -38,6 +38,8 @@ const OUTDATED_EXIT: i32 = 7;
 struct FakeForge {
     kind: ForgeKind,
     jobs: AtomicU32,
+    /// When the demand was "fetched" (a cached listing), if set.
+    observed_at: Mutex<Option<jiff::Timestamp>>,
     fail_demand: AtomicBool,
     issued: Mutex<Vec<String>>,
     removed: Mutex<Vec<String>>,
@@ -49,6 +51,7 @@ impl FakeForge {
         Arc::new(FakeForge {
             kind,
             jobs: AtomicU32::new(0),
+            observed_at: Mutex::new(None),
             fail_demand: AtomicBool::new(false),
             issued: Mutex::new(Vec::new()),
             removed: Mutex::new(Vec::new()),
@@ -96,6 +99,7 @@ impl Forge for FakeForge {
         }
         Ok(Demand {
             jobs: self.jobs.load(Ordering::SeqCst),
+            observed_at: *self.observed_at.lock().expect("lock"),
             ..Demand::default()
         })
     }
@@ -671,5 +675,57 @@ async fn other_runner_exit_codes_are_plain_failures() {
     .await;
     let (status, reason, _) = h.condition("crash", "Degraded").await.expect("degraded");
     assert_eq!((status.as_str(), reason.as_str()), ("False", "Healthy"));
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runner_finishing_under_a_stale_listing_is_not_replaced() {
+    let h = Harness::start(true).await;
+    h.create_secret("creds").await;
+    h.forge.jobs.store(1, Ordering::SeqCst);
+    h.create_group("stale", gitea_spec(0, 2, 600)).await;
+    wait_for("1 runner job", || async {
+        h.runner_jobs("stale").await.len() == 1
+    })
+    .await;
+    let runner = h.runner_jobs("stale").await[0]
+        .metadata
+        .name
+        .clone()
+        .expect("name");
+
+    // From now on the forge answers from a listing fetched before the runner took the job,
+    // which still shows that job as queued; then the runner finishes it.
+    *h.forge.observed_at.lock().expect("lock") = Some(jiff::Timestamp::now());
+    let done = serde_json::json!({"status": {"succeeded": 1, "conditions": [
+        {"type": "Complete", "status": "True", "reason": "Completed", "message": "x"}
+    ]}});
+    h.jobs()
+        .patch_status(&runner, &PatchParams::default(), &Patch::Merge(&done))
+        .await
+        .expect("complete job");
+    wait_for(
+        "finished runner cleaned up and counted by a later pass",
+        || async {
+            let gone = h
+                .runner_jobs("stale")
+                .await
+                .iter()
+                .all(|j| j.metadata.name.as_deref() != Some(runner.as_str()));
+            let counted = h
+                .groups()
+                .get("stale")
+                .await
+                .ok()
+                .and_then(|g| g.status)
+                .is_some_and(|s| s.current_runners == 0);
+            gone && counted
+        },
+    )
+    .await;
+    assert!(
+        h.runner_jobs("stale").await.is_empty(),
+        "the job the stale listing shows was served; no second runner for it"
+    );
     h.stop().await;
 }

@@ -43,6 +43,18 @@ pub struct GroupMemory {
     /// When succeeded runners were cleaned up, kept until the forge data is newer: such a
     /// runner took a job a cached listing may still show as queued.
     pub succeeded_at: Vec<jiff::Timestamp>,
+    /// The status this process wrote last, until the store shows a newer object.
+    pub written_status: Option<WrittenStatus>,
+}
+
+/// A status written by this process, and the `resourceVersion` of the object it was based on.
+#[derive(Debug)]
+pub struct WrittenStatus {
+    /// `resourceVersion` of the group the write started from; while the store still shows it,
+    /// the store has not seen the write.
+    pub based_on: Option<String>,
+    /// The status written.
+    pub status: crate::crd::RunnerGroupStatus,
 }
 
 /// Everything a reconcile needs; one per watched namespace (each has its own Job store).

@@ -16,7 +16,7 @@ use kube::{Resource, ResourceExt};
 use tracing::{debug, info, warn};
 
 use super::apply::{Target, apply_plan, remove_all};
-use super::context::{Context, GITHUB_RESYNC, MAX_CLEANUP_ATTEMPTS, USER_ACTION_RETRY};
+use super::context::{Context, GITHUB_RESYNC, MAX_CLEANUP_ATTEMPTS, USER_ACTION_RETRY, WrittenStatus};
 use super::error::ReconcileError;
 use super::events;
 use super::observe::{belongs_to, observe_runners, runner_refs};
@@ -227,6 +227,7 @@ fn group_jobs(ctx: &Context, group: &RunnerGroup) -> Vec<Arc<Job>> {
 }
 
 async fn apply(group: Arc<RunnerGroup>, ctx: &Context) -> Result<Action, ReconcileError> {
+    let group = with_own_status(ctx, group);
     match run_pass(&group, ctx).await {
         Ok(action) => {
             ctx.record_success(&group_key(&group));
@@ -237,6 +238,33 @@ async fn apply(group: Arc<RunnerGroup>, ctx: &Context) -> Result<Action, Reconci
             write_status(ctx, &group, &conds, None).await;
             Err(e)
         }
+    }
+}
+
+/// The group with the status this process last wrote, when the store has not caught up with
+/// that write yet. The status carries state between passes (failure count, sticky conditions);
+/// a pass right after a write must not plan on, and write back, the older one.
+fn with_own_status(ctx: &Context, group: Arc<RunnerGroup>) -> Arc<RunnerGroup> {
+    let written = ctx.with_memory(&group_key(&group), |m| {
+        let stale = m
+            .written_status
+            .as_ref()
+            .is_some_and(|w| w.based_on.is_some() && w.based_on == group.metadata.resource_version);
+        if stale {
+            m.written_status.as_ref().map(|w| w.status.clone())
+        } else {
+            // The store has moved on (our write, or someone else's): trust it from now on.
+            m.written_status = None;
+            None
+        }
+    });
+    match written {
+        Some(status) => {
+            let mut g = (*group).clone();
+            g.status = Some(status);
+            Arc::new(g)
+        }
+        None => group,
     }
 }
 
@@ -268,6 +296,17 @@ async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, Reconcil
         )
     });
     let observed = observe_runners(&jobs, &in_flight, &states, Timestamp::now());
+    // Runners found finished in this pass count too: the cleanup below records them for the
+    // next passes, but this pass may already be planning on a listing older than their job.
+    let recently_succeeded = if demand.observed_at.is_some() {
+        let finished_now = observed
+            .iter()
+            .filter(|r| r.phase == RunnerPhase::Succeeded)
+            .count();
+        recently_succeeded.saturating_add(u32::try_from(finished_now).unwrap_or(u32::MAX))
+    } else {
+        recently_succeeded
+    };
     let prev_failures = group.status.as_ref().map_or(0, |s| s.failed_runners);
     let the_plan = plan(&PlanInput {
         forge: group.spec.forge,
@@ -412,6 +451,12 @@ async fn write_status(
         warn!(group = %group_key(group), error = %e, "status update failed");
         return;
     }
+    ctx.with_memory(&group_key(group), |m| {
+        m.written_status = Some(WrittenStatus {
+            based_on: group.metadata.resource_version.clone(),
+            status,
+        });
+    });
     events::transitions(ctx, group, &changed).await;
 }
 

@@ -65,6 +65,17 @@ impl<T> Cell<T> {
             *guard = None;
         }
     }
+
+    /// Drops the value if its fetch started before `instant`, so it may predate something that
+    /// happened then (waits for a fetch in flight); returns whether a value was dropped.
+    pub async fn expire_if_fetched_before(&self, instant: Instant) -> bool {
+        let mut guard = self.inner.lock().await;
+        let stale = guard.as_ref().is_some_and(|t| t.at < instant);
+        if stale {
+            *guard = None;
+        }
+        stale
+    }
 }
 
 #[cfg(test)]
@@ -122,5 +133,24 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(*v, 4, "max_age zero always refetches");
+    }
+
+    #[tokio::test]
+    async fn expiry_by_fetch_start_keeps_newer_values() {
+        let cell = Cell::<u32>::default();
+        let before = Instant::now();
+        assert!(!cell.expire_if_fetched_before(before).await, "nothing to expire");
+        let fetch = async { Ok::<_, ()>(1) };
+        cell.get_or_fetch(Duration::from_secs(60), fetch).await.unwrap();
+        assert!(
+            !cell.expire_if_fetched_before(before).await,
+            "fetched after the instant"
+        );
+        assert!(cell.expire_if_fetched_before(Instant::now()).await);
+        let v = cell
+            .get_or_fetch(Duration::from_secs(60), async { Ok::<_, ()>(2) })
+            .await
+            .unwrap();
+        assert_eq!(*v, 2, "expired value refetched");
     }
 }

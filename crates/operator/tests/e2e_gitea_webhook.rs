@@ -1,0 +1,181 @@
+//! End to end, the Gitea webhook fast path: the real `forgerunner` binary, the cluster simulator
+//! and the Gitea fake delivering signed `workflow_job` webhooks to the operator's HTTP server.
+//! The group polls only every 300 s, so a runner appearing within seconds of a job being queued
+//! can only come from the webhook.
+//!
+//! Debugging: `E2E_LOG=debug` sets the operator's log level, `E2E_DUMP=<file>` saves its whole
+//! output when the test fails.
+#![cfg(feature = "gitea")]
+
+use std::time::{Duration, Instant};
+
+use forgerunner_testkit::gitea::GiteaFakeHandle;
+use forgerunner_testkit::world::groups::GroupSize;
+use forgerunner_testkit::world::operator::{OperatorCommand, OperatorProcess, OperatorSettings};
+use forgerunner_testkit::world::watch::JobWatch;
+use forgerunner_testkit::world::{World, WorldOptions, wait_until};
+
+const NS: &str = "e2e-webhook";
+const GROUP: &str = "hooked";
+const LABELS: [&str; 1] = ["linux"];
+const WEBHOOK_SECRET: &str = "webhook-hmac-secret";
+/// Far beyond every deadline below: a poll cannot explain any reaction this test waits for.
+const POLL_INTERVAL_SECONDS: u32 = 300;
+const JOBS: usize = 5;
+/// Every job of the test, queued one after the other, is served within this.
+const ALL_JOBS: Duration = Duration::from_secs(60);
+/// Startup: the operator's caches and the group's first poll.
+const STARTUP: Duration = Duration::from_secs(60);
+
+/// Fails with the operator's last output, so a red test explains itself.
+fn fail_with_output(op: &OperatorProcess, what: &str) -> ! {
+    let out = op.output();
+    if let Ok(path) = std::env::var("E2E_DUMP") {
+        let _ = std::fs::write(path, out.join("\n"));
+    }
+    let tail: Vec<&String> = out.iter().rev().take(40).collect();
+    panic!("{what}; last operator output (newest first):\n{tail:#?}");
+}
+
+/// Waits for `check` until `deadline`, failing with the operator's output.
+async fn wait_or_fail<F, Fut>(op: &OperatorProcess, deadline: Instant, what: &str, check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let left = deadline.saturating_duration_since(Instant::now());
+    if wait_until(left, what, check).await.is_err() {
+        fail_with_output(op, &format!("timed out waiting for {what}"));
+    }
+}
+
+async fn ready(world: &World) -> bool {
+    world.group(NS, GROUP).await.is_ok_and(|g| {
+        g.status.is_some_and(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True")
+        })
+    })
+}
+
+/// Deliveries of `job_id` by action, with the status the operator answered.
+fn deliveries_of(fake: &GiteaFakeHandle, job_id: i64) -> Vec<(String, u16)> {
+    fake.deliveries()
+        .into_iter()
+        .filter(|d| d.job_id == job_id)
+        .map(|d| (d.action, d.status))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn webhooks_serve_jobs_long_before_the_next_poll() {
+    let world = World::start(WorldOptions {
+        github: false,
+        gitea: true,
+        work_time: Duration::from_millis(300),
+        ..WorldOptions::default()
+    })
+    .await
+    .expect("world starts");
+    world.create_namespace(NS).await.expect("namespace");
+    let fake = world.gitea.clone().expect("gitea fake");
+    let watch = JobWatch::start(world.client.clone(), NS);
+    let settings = OperatorSettings {
+        forges: vec!["gitea".into()],
+        log_level: std::env::var("E2E_LOG").unwrap_or_else(|_| "info".into()),
+        ..OperatorSettings::default()
+    };
+    let op = OperatorProcess::spawn(
+        &OperatorCommand::binary(env!("CARGO_BIN_EXE_forgerunner")),
+        world.kubeconfig(),
+        &settings,
+    )
+    .expect("operator starts");
+    let size = GroupSize {
+        min: 0,
+        max: 2,
+        idle_timeout_seconds: Some(600),
+    };
+    world
+        .add_gitea_group(
+            NS,
+            GROUP,
+            &LABELS,
+            &size,
+            POLL_INTERVAL_SECONDS,
+            Some(WEBHOOK_SECRET),
+        )
+        .await
+        .expect("group");
+    // Ready means the first poll is done: from here on only the webhook can bring news.
+    wait_or_fail(&op, Instant::now() + STARTUP, "the group to be Ready", || {
+        ready(&world)
+    })
+    .await;
+    assert!(world.runner_jobs(NS, Some(GROUP)).await.expect("jobs").is_empty());
+    fake.set_webhook(
+        &format!("http://{}/webhooks/gitea", op.http_addr()),
+        WEBHOOK_SECRET,
+    );
+
+    let started = Instant::now();
+    let deadline = started + ALL_JOBS;
+    let mut ids = Vec::new();
+    let mut latencies = Vec::new();
+    for n in 1..=JOBS {
+        let queued = world.queue_gitea_job(&LABELS).expect("queue");
+        ids.push(queued.id);
+        wait_or_fail(&op, deadline, &format!("a runner Job for job {n}"), || async {
+            watch.group(GROUP).created.len() >= n
+        })
+        .await;
+        latencies.push(queued.at.elapsed());
+        wait_or_fail(&op, deadline, &format!("job {n} done"), || async {
+            world.gitea_progress(&LABELS).done == n
+        })
+        .await;
+        // The runner is ephemeral: its Job goes, and the next job finds the group quiet.
+        wait_or_fail(&op, deadline, &format!("runner of job {n} gone"), || async {
+            world
+                .runner_jobs(NS, Some(GROUP))
+                .await
+                .is_ok_and(|j| j.is_empty())
+        })
+        .await;
+    }
+    let elapsed = started.elapsed();
+    assert!(elapsed < ALL_JOBS, "{JOBS} jobs took {elapsed:?}");
+
+    let tally = watch.group(GROUP);
+    assert_eq!(
+        tally.created.len(),
+        JOBS,
+        "one runner per job: {:?}",
+        tally.created
+    );
+    assert_eq!(tally.succeeded.len(), JOBS, "every runner finished well");
+    assert!(tally.peak_active <= 1, "jobs came one at a time");
+    let progress = world.gitea_progress(&LABELS);
+    assert_eq!((progress.done, progress.registered_runners), (JOBS, 0));
+
+    // Every job was announced (queued) and finished (completed) by a delivery the operator
+    // accepted; deliveries are posted in the background, so wait for the last ones.
+    wait_or_fail(
+        &op,
+        Instant::now() + Duration::from_secs(10),
+        "every delivery",
+        || async {
+            ids.iter().all(|id| {
+                let d = deliveries_of(&fake, *id);
+                d.iter().any(|(a, _)| a == "queued") && d.iter().any(|(a, _)| a == "completed")
+            })
+        },
+    )
+    .await;
+    let all = fake.deliveries();
+    let refused: Vec<_> = all.iter().filter(|d| d.status != 202).collect();
+    assert!(refused.is_empty(), "deliveries not answered 202: {refused:?}");
+    assert!(all.len() >= 2 * JOBS, "{} deliveries", all.len());
+    eprintln!("queue → runner Job latencies: {latencies:?}; {JOBS} jobs in {elapsed:?}");
+}

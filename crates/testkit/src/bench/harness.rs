@@ -291,6 +291,32 @@ impl Harness {
             eprintln!("operator writes by kind: {:?}", self.k8s_writes_by_kind());
         }
         report.completed = (0..self.targets.len()).all(|i| self.progress(i).all_done());
+        if !report.completed || std::env::var_os("BENCH_VERBOSE").is_some() {
+            for (i, name) in self.groups.iter().enumerate() {
+                let p = self.progress(i);
+                if !p.all_done() {
+                    eprintln!("group {name}: {p:?}");
+                    if let (Target::Github { scale_set, .. }, Some(emu)) =
+                        (&self.targets[i], &self.world.github)
+                    {
+                        let state = emu.emu.state();
+                        let stuck: Vec<_> = state
+                            .jobs
+                            .iter()
+                            .filter(|j| {
+                                j.scale_set_id == *scale_set
+                                    && j.state != scaleset::testing::JobState::Completed
+                            })
+                            .map(|j| (j.id, j.state))
+                            .collect();
+                        eprintln!(
+                            "  statistics {:?}; unfinished jobs {stuck:?}",
+                            emu.emu.statistics(*scale_set)
+                        );
+                    }
+                }
+            }
+        }
         let registered: usize = (0..self.targets.len())
             .map(|i| self.progress(i).registered_runners)
             .sum();

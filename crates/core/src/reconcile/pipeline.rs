@@ -332,6 +332,12 @@ async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, Reconcil
     let mut report = apply_plan(&target, &the_plan).await;
     ctx.with_memory(&key, |m| {
         m.in_flight.created.extend(report.created.iter().cloned());
+        // A runner removed before the store ever listed it must stop counting as created:
+        // the store may see it come and go between two passes, and it would then stay a
+        // phantom pending runner that holds demand back forever.
+        for name in &report.deleted {
+            m.in_flight.created.remove(name);
+        }
         m.in_flight.deleted.extend(report.deleted.iter().cloned());
         if demand.observed_at.is_some() {
             let now = Timestamp::now();

@@ -296,6 +296,10 @@ impl Harness {
                 let p = self.progress(i);
                 if !p.all_done() {
                     eprintln!("group {name}: {p:?}");
+                    eprintln!("operator output (last lines):\n{}", self.operator.output_tail(20));
+                    if let Ok(g) = self.world.group(NAMESPACE, name).await {
+                        eprintln!("  status {:?}", g.status);
+                    }
                     if let (Target::Github { scale_set, .. }, Some(emu)) =
                         (&self.targets[i], &self.world.github)
                     {

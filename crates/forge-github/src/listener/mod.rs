@@ -269,37 +269,31 @@ impl Task {
                     Ok(s) => *session = s,
                     Err(e) if e.status() == Some(404) => return SessionEnd::Lost,
                     Err(e) => {
-                        self.record_error(&e);
-                        if !self
-                            .pause(
-                                self.config
-                                    .backoff
-                                    .delay_with_retry_after(attempt, e.retry_after()),
-                            )
-                            .await
-                        {
+                        if !self.back_off(&e, &mut attempt).await {
                             return SessionEnd::Cancelled;
                         }
-                        attempt = attempt.saturating_add(1);
                     }
                 },
                 Err(e) if e.status() == Some(404) => return SessionEnd::Lost,
                 Err(e) => {
-                    self.record_error(&e);
-                    if !self
-                        .pause(
-                            self.config
-                                .backoff
-                                .delay_with_retry_after(attempt, e.retry_after()),
-                        )
-                        .await
-                    {
+                    if !self.back_off(&e, &mut attempt).await {
                         return SessionEnd::Cancelled;
                     }
-                    attempt = attempt.saturating_add(1);
                 }
             }
         }
+    }
+
+    /// Records a failed poll and waits out the backoff (honouring Retry-After); false when
+    /// the listener was cancelled meanwhile.
+    async fn back_off(&self, e: &ApiError, attempt: &mut u32) -> bool {
+        self.record_error(e);
+        let delay = self
+            .config
+            .backoff
+            .delay_with_retry_after(*attempt, e.retry_after());
+        *attempt = attempt.saturating_add(1);
+        self.pause(delay).await
     }
 
     /// Records statistics, acks, acquires available jobs and tracks busy runners.

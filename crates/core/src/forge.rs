@@ -99,7 +99,8 @@ pub struct Demand {
     /// Forge facts for the status (scale set id, server version).
     pub facts: ForgeFacts,
     /// When the forge data behind `jobs` was fetched, if it may be older than now (a shared,
-    /// cached listing). The planner uses it to discount runners that finished since.
+    /// cached listing): runners that finished after it still count as covering a job. `None`
+    /// when the forge tracks finished runners by name instead ([`ForgeRunnerState::Finished`]).
     pub observed_at: Option<jiff::Timestamp>,
 }
 
@@ -144,6 +145,9 @@ pub enum ForgeRunnerState {
     Busy,
     /// Registered but not connected.
     Offline,
+    /// The forge has seen the runner finish its job, so its demand no longer counts that job;
+    /// the runner's pod may still be on its way out.
+    Finished,
 }
 
 /// Result of asking the forge to remove a runner.

@@ -82,8 +82,9 @@ pub struct PlanInput<'a> {
     pub offline_forge_runners: &'a [String],
     /// Consecutive runner failures so far (from the status).
     pub consecutive_failures: u32,
-    /// Runners that succeeded (and were cleaned up) after the forge data was fetched: each took
-    /// a job the (cached) demand may still list as queued, so each covers one queued job.
+    /// Runners that succeeded while the forge's demand may still count their job (GitHub: no
+    /// `JobCompleted` seen for them yet; Gitea: finished after the cached listing): each
+    /// covers one job of `demand.jobs` that needs no new runner.
     pub recently_succeeded: u32,
 }
 
@@ -167,8 +168,10 @@ pub struct Plan {
 /// - Finished Jobs (succeeded or failed) are always cleaned up; failed ones never count toward
 ///   capacity.
 /// - Pending, running and terminating runners occupy capacity: `occupied + create <= maxRunners`.
-/// - GitHub: `desired = min(minRunners + totalAssignedJobs, maxRunners)`; surplus runners that
-///   never took a job are scaled down (pending first, then unregistered, then youngest idle).
+/// - GitHub: `desired = min(minRunners + totalAssignedJobs - recentlySucceeded, maxRunners)`;
+///   surplus runners that never took a job are scaled down (pending first, then unregistered,
+///   then youngest idle). A runner whose job the forge already counts as finished is neither
+///   working nor waiting: it only occupies capacity until its pod is gone.
 /// - Gitea: `create = clamp(queued + minRunners - notYetBusy, 0, maxRunners - occupied)`.
 /// - A runner that never took a job within the idle timeout is removed; a runner that is or ever
 ///   was busy is never removed while it runs.
@@ -178,6 +181,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     let busy_names: BTreeSet<&str> = input.demand.busy_runners.iter().map(String::as_str).collect();
     let is_busy_now =
         |r: &ObservedRunner| r.forge_state == ForgeRunnerState::Busy || busy_names.contains(r.name.as_str());
+    let done_at_forge = |r: &ObservedRunner| r.forge_state == ForgeRunnerState::Finished;
     let has_worked = |r: &ObservedRunner| r.ever_busy || is_busy_now(r);
 
     let mut out = Plan::default();
@@ -199,25 +203,32 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
             } else {
                 RemovalReason::Succeeded
             },
-            deregister: r.forge_state != ForgeRunnerState::Unknown,
+            // A runner the forge saw finish is gone there already (ephemeral).
+            deregister: !matches!(
+                r.forge_state,
+                ForgeRunnerState::Unknown | ForgeRunnerState::Finished
+            ),
             delete_job: true,
         });
     }
 
     out.mark_busy = active
         .iter()
-        .filter(|r| is_busy_now(r) && !r.ever_busy)
+        .filter(|r| is_busy_now(r) && !r.ever_busy && !done_at_forge(r))
         .map(|r| r.name.clone())
         .collect();
 
+    // Runners still in the forge's count: the demand no longer includes the job of a runner
+    // it saw finish, so such a runner neither covers a job nor may be removed.
+    let counted: Vec<&ObservedRunner> = active.iter().copied().filter(|r| !done_at_forge(r)).collect();
     // Runners that never took a job, oldest first; only these may be removed.
-    let mut waiting: Vec<&ObservedRunner> = active.iter().copied().filter(|r| !has_worked(r)).collect();
+    let mut waiting: Vec<&ObservedRunner> = counted.iter().copied().filter(|r| !has_worked(r)).collect();
     waiting.sort_by(|a, b| {
         b.age_seconds
             .cmp(&a.age_seconds)
             .then_with(|| a.name.cmp(&b.name))
     });
-    let working = active.len() as u32 - waiting.len() as u32;
+    let working = counted.len() as u32 - waiting.len() as u32;
 
     let timed_out: BTreeSet<&str> = waiting
         .iter()
@@ -239,7 +250,8 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     let wanted = match input.forge {
         ForgeKind::Github => {
             // ARC semantics: totalAssignedJobs counts assigned and running jobs.
-            let desired = input.min_runners.saturating_add(input.demand.jobs).min(max);
+            let jobs = input.demand.jobs.saturating_sub(input.recently_succeeded);
+            let desired = input.min_runners.saturating_add(jobs).min(max);
             out.counts.desired = desired;
             let kept = working + waiting_kept_count;
             if kept > desired {
@@ -301,7 +313,11 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     out.counts.idle = waiting.len() as u32;
     out.counts.pending_jobs = match input.forge {
         // totalAssignedJobs includes the jobs already running on our runners.
-        ForgeKind::Github => input.demand.jobs.saturating_sub(working),
+        ForgeKind::Github => input
+            .demand
+            .jobs
+            .saturating_sub(input.recently_succeeded)
+            .saturating_sub(working),
         ForgeKind::Gitea => input.demand.jobs,
     };
     out

@@ -11,13 +11,15 @@ pub fn is_group_runner_name(group_name: &str, runner: &str) -> bool {
         .is_some_and(|s| s.len() == 5 && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()))
 }
 
-/// Busy beats idle beats offline beats unknown (several runners may share a name).
+/// Finished beats busy beats idle beats offline beats unknown (several runners may share a
+/// name). Gitea never reports `Finished` itself; it ranks highest because it is final.
 pub(crate) fn strongest(a: ForgeRunnerState, b: ForgeRunnerState) -> ForgeRunnerState {
     let rank = |s| match s {
         ForgeRunnerState::Unknown => 0,
         ForgeRunnerState::Offline => 1,
         ForgeRunnerState::Idle => 2,
         ForgeRunnerState::Busy => 3,
+        ForgeRunnerState::Finished => 4,
     };
     if rank(b) > rank(a) { b } else { a }
 }

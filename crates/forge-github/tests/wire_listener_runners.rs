@@ -209,9 +209,15 @@ async fn jit_config_busy_refusal_and_removal() {
         1
     );
 
+    // No request per runner: a runner with a JIT registration is idle until the messages say
+    // otherwise; one without is unknown.
+    let registered = RunnerRef {
+        name: "runners-abcde".into(),
+        annotations: again.annotations.clone(),
+    };
     let states = h
         .forge
-        .runner_state(&ctx, &[runner_ref("runners-abcde"), runner_ref("ghost")])
+        .runner_state(&ctx, &[registered.clone(), runner_ref("ghost")])
         .await
         .unwrap();
     assert_eq!(states.get("runners-abcde"), Some(&ForgeRunnerState::Idle));
@@ -235,10 +241,7 @@ async fn jit_config_busy_refusal_and_removal() {
         .await
         .unwrap();
     assert_eq!(states.get("runners-abcde"), Some(&ForgeRunnerState::Busy));
-    let r = RunnerRef {
-        name: "runners-abcde".into(),
-        annotations: again.annotations.clone(),
-    };
+    let r = registered;
     assert_eq!(
         h.forge.remove_runner(&ctx, &r).await.unwrap(),
         RemoveOutcome::Busy
@@ -252,6 +255,16 @@ async fn jit_config_busy_refusal_and_removal() {
         (d.busy_runners.is_empty() && d.jobs == 0).then_some(())
     })
     .await;
+    let states = h
+        .forge
+        .runner_state(&ctx, std::slice::from_ref(&r))
+        .await
+        .unwrap();
+    assert_eq!(
+        states.get("runners-abcde"),
+        Some(&ForgeRunnerState::Finished),
+        "the completion was seen with the statistics that dropped the job"
+    );
     assert_eq!(
         h.forge.remove_runner(&ctx, &r).await.unwrap(),
         RemoveOutcome::Removed

@@ -2,7 +2,7 @@
 //! it must produce. Every row is also checked against the capacity and busy-runner invariants.
 
 use super::*;
-use ForgeRunnerState::{Busy, Idle, Offline, Unknown};
+use ForgeRunnerState::{Busy, Finished, Idle, Offline, Unknown};
 use RemovalReason::{Failed as RFailed, IdleTimeout, Orphaned, ScaleDown, Succeeded as RSucceeded};
 use RunnerPhase::{Failed, Pending, Running, Succeeded, Terminating};
 
@@ -356,9 +356,50 @@ fn gitea_runners_finished_since_the_listing_cover_their_jobs() {
     assert_eq!(p.create, 0, "coverage never goes negative");
 }
 
-/// GitHub statistics are pushed live; the Gitea-only discount never applies there.
+/// GitHub statistics lag the cluster: a runner whose Job succeeded before its `JobCompleted`
+/// message arrived still counts in `totalAssignedJobs`, so it covers one of them.
 #[test]
-fn github_ignores_recently_succeeded() {
+fn github_runners_succeeded_before_job_completed_cover_their_jobs() {
     let p = gh(0, 10).jobs(3).recently_succeeded(2).plan();
-    assert_eq!(p.create, 3);
+    assert_eq!(p.create, 1);
+    assert_eq!(p.counts.desired, 1);
+    assert_eq!(p.counts.pending_jobs, 1);
+    let p = gh(1, 10).jobs(1).recently_succeeded(3).plan();
+    assert_eq!(
+        p.create, 1,
+        "minRunners still holds, coverage never goes negative"
+    );
+}
+
+/// A runner the forge saw finish keeps its pod for a moment; it must not make the runner
+/// that waits for the next job look surplus (that runner would be scaled down, then made again).
+#[test]
+fn github_runner_finished_at_forge_neither_works_nor_waits() {
+    let case = gh(0, 5).jobs(1).runners(vec![
+        was_busy(r("done", Running, Finished)),
+        r("next", Pending, Unknown),
+    ]);
+    let p = case.plan();
+    assert_eq!(p.create, 0);
+    assert!(p.remove.is_empty(), "nothing removed: {p:?}");
+    assert_eq!(p.counts.running_jobs, 0);
+    assert_eq!(p.counts.idle, 1);
+    assert_eq!(p.counts.current, 2, "the finishing pod still occupies capacity");
+    let full = gh(0, 2)
+        .jobs(2)
+        .runners(vec![r("done", Running, Finished), r("a", Running, Busy)]);
+    assert_eq!(full.plan().create, 0, "no headroom while the finished pod runs");
+}
+
+/// A runner the forge saw finish was ephemeral and is gone there: no deregistration call.
+#[test]
+fn github_runner_finished_at_forge_is_not_deregistered() {
+    let p = gh(0, 2)
+        .runners(vec![
+            was_busy(r("seen", Succeeded, Finished)),
+            was_busy(r("unseen", Succeeded, Idle)),
+        ])
+        .plan();
+    let dereg: Vec<(&str, bool)> = p.remove.iter().map(|r| (r.name.as_str(), r.deregister)).collect();
+    assert_eq!(dereg, [("seen", false), ("unseen", true)]);
 }

@@ -40,9 +40,8 @@ pub struct GroupMemory {
     pub cleanup_attempts: u32,
     /// Writes the store may not show yet.
     pub in_flight: InFlight,
-    /// When succeeded runners were cleaned up, kept until the forge data is newer: such a
-    /// runner took a job a cached listing may still show as queued.
-    pub succeeded_at: Vec<jiff::Timestamp>,
+    /// Succeeded runners whose job the forge's demand may still count.
+    pub finished: super::finished::FinishedLedger,
     /// The status this process wrote last, until the store shows a newer object.
     pub written_status: Option<WrittenStatus>,
 }

@@ -8,6 +8,7 @@ pub mod apply;
 pub mod context;
 pub mod error;
 pub mod events;
+pub mod finished;
 pub mod observe;
 pub mod pipeline;
 pub mod runner_exit;

@@ -27,7 +27,7 @@ use super::{FIELD_MANAGER, FINALIZER};
 use crate::conditions::{GroupCondition, transitions};
 use crate::crd::{ForgeKind, RunnerGroup, RunnerGroupStatus};
 use crate::error::ErrorCategory;
-use crate::forge::{Credentials, Forge, ForgeRunnerState, GroupContext, GroupKey, SecretValue};
+use crate::forge::{Credentials, Forge, ForgeRunnerState, GroupContext, GroupKey, RunnerRef, SecretValue};
 use crate::metrics::{ForgeLabels, ReconcileErrorLabels, ReconcileLabels, RunnerLabels};
 use crate::plan::{PlanInput, RunnerPhase, plan};
 use crate::validate::validate_spec;
@@ -279,34 +279,30 @@ async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, Reconcil
     let key = gctx.key.clone();
 
     let jobs = group_jobs(ctx, group);
-    let refs = runner_refs(&jobs);
+    let mut refs = runner_refs(&jobs);
     let demand = forge.demand(&gctx).await?;
+    if demand.observed_at.is_none() {
+        // A forge that tracks finished runners by name is asked about the remembered ones too.
+        ctx.with_memory(&key, |m| {
+            refs.extend(m.finished.names().map(|name| RunnerRef {
+                name: name.to_owned(),
+                annotations: BTreeMap::new(),
+            }));
+        });
+    }
     let states: BTreeMap<String, ForgeRunnerState> = if refs.is_empty() {
         BTreeMap::new()
     } else {
         forge.runner_state(&gctx, &refs).await?
     };
-    let (in_flight, recently_succeeded) = ctx.with_memory(&key, |m| {
+    let now = Timestamp::now();
+    let (in_flight, finished) = ctx.with_memory(&key, |m| {
         m.in_flight.settle(&jobs);
-        m.succeeded_at
-            .retain(|t| demand.observed_at.is_some_and(|seen| *t >= seen));
-        (
-            m.in_flight.clone(),
-            u32::try_from(m.succeeded_at.len()).unwrap_or(u32::MAX),
-        )
+        m.finished.settle(demand.observed_at, &states, now);
+        (m.in_flight.clone(), m.finished.clone())
     });
-    let observed = observe_runners(&jobs, &in_flight, &states, Timestamp::now());
-    // Runners found finished in this pass count too: the cleanup below records them for the
-    // next passes, but this pass may already be planning on a listing older than their job.
-    let recently_succeeded = if demand.observed_at.is_some() {
-        let finished_now = observed
-            .iter()
-            .filter(|r| r.phase == RunnerPhase::Succeeded)
-            .count();
-        recently_succeeded.saturating_add(u32::try_from(finished_now).unwrap_or(u32::MAX))
-    } else {
-        recently_succeeded
-    };
+    let observed = observe_runners(&jobs, &in_flight, &states, now);
+    let recently_succeeded = finished.uncounted(&observed);
     let prev_failures = group.status.as_ref().map_or(0, |s| s.failed_runners);
     let the_plan = plan(&PlanInput {
         forge: group.spec.forge,
@@ -339,9 +335,13 @@ async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, Reconcil
             m.in_flight.created.remove(name);
         }
         m.in_flight.deleted.extend(report.deleted.iter().cloned());
-        if demand.observed_at.is_some() {
-            let now = Timestamp::now();
-            m.succeeded_at.extend((0..report.succeeded_deleted).map(|_| now));
+        // Their Jobs are gone from the next passes' view; the ledger keeps covering their jobs.
+        for r in observed.iter().filter(|r| {
+            r.phase == RunnerPhase::Succeeded
+                && r.forge_state != ForgeRunnerState::Finished
+                && report.deleted.contains(&r.name)
+        }) {
+            m.finished.record(&r.name, now);
         }
     });
 

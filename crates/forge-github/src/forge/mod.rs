@@ -14,13 +14,13 @@ use forgerunner_core::forge::{
 };
 use forgerunner_core::metrics::Metrics;
 use forgerunner_core::{Forge, ForgeError, ForgeKind, RunnerGroup};
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::PodSpec;
 
 pub use self::options::GithubOptions;
 use crate::client::GithubClient;
 use crate::error::ApiError;
 use crate::listener::Listener;
+use crate::listener::activity::RunnerActivity;
 use crate::runners::{self, Removal};
 use crate::scale_set;
 use crate::{RUNNER_ID_ANNOTATION, SCALE_SET_ID_ANNOTATION, pod};
@@ -38,6 +38,9 @@ struct GroupState {
     client: Option<(u64, Arc<GithubClient>)>,
     scale_set: Option<ScaleSetInfo>,
     listener: Option<Listener>,
+    /// Runner activity as of the statistics the last `demand` returned; `runner_state` answers
+    /// from it so the two calls of one reconcile agree.
+    activity: Arc<RunnerActivity>,
 }
 
 /// The GitHub runner scale set backend.
@@ -88,6 +91,7 @@ impl GithubForge {
         let (client, id) = self.ensure(ctx, &mut st).await?;
         self.ensure_listener(ctx, &mut st, &client, id);
         let state = st.listener.as_ref().map(Listener::state).unwrap_or_default();
+        st.activity = state.runners.clone();
         let stats = match state.statistics {
             Some(s) => s,
             None => match scale_set::get(&client, id).await? {
@@ -102,14 +106,14 @@ impl GithubForge {
         Ok(Demand {
             jobs: stats.total_assigned_jobs,
             running_jobs: stats.total_running_jobs,
-            busy_runners: state.busy.into_iter().collect(),
+            busy_runners: state.runners.busy().map(str::to_owned).collect(),
             // The Actions service drops offline ephemeral runners itself; nothing to report.
             offline_runners: Vec::new(),
             facts: ForgeFacts {
                 scale_set_id: Some(id),
                 forge_version: None,
             },
-            // Statistics are pushed by the listener and current as of now.
+            // Finished runners are reported by name (`runner_state`), not by a snapshot time.
             observed_at: None,
         })
     }
@@ -160,10 +164,10 @@ impl GithubForge {
         Ok((client, None))
     }
 
-    async fn busy_set(&self, key: &GroupKey) -> std::collections::BTreeSet<String> {
+    async fn activity(&self, key: &GroupKey) -> Arc<RunnerActivity> {
         let entry = self.entry(key);
         let st = entry.lock().await;
-        st.listener.as_ref().map(|l| l.state().busy).unwrap_or_default()
+        st.activity.clone()
     }
 
     async fn shutdown_inner(&self, ctx: &GroupContext) -> Result<(), ApiError> {
@@ -244,44 +248,20 @@ impl Forge for GithubForge {
         group: &GroupContext,
         runners: &[RunnerRef],
     ) -> Result<BTreeMap<String, ForgeRunnerState>, ForgeError> {
-        let busy = self.busy_set(&group.key).await;
-        let (client, _) = self.client_only(group).await.map_err(map_err)?;
-        let mut out = BTreeMap::new();
-        let mut lookups = Vec::new();
-        for r in runners {
-            if busy.contains(&r.name) {
-                out.insert(r.name.clone(), ForgeRunnerState::Busy);
-            } else {
-                lookups.push(r.name.clone());
-            }
-        }
-        let results: Vec<_> = futures::stream::iter(lookups)
-            .map(|name| {
-                let client = client.clone();
-                async move {
-                    let found = runners::find_by_name(&client, &name).await;
-                    (name, found)
-                }
+        // No request per runner: the message stream says who is busy or finished, and a
+        // runner with a JIT config is registered (removal treats 404 as already gone).
+        let activity = self.activity(&group.key).await;
+        let out = runners
+            .iter()
+            .filter_map(|r| {
+                let state = activity.state_of(&r.name).or_else(|| {
+                    r.annotations
+                        .contains_key(RUNNER_ID_ANNOTATION)
+                        .then_some(ForgeRunnerState::Idle)
+                })?;
+                Some((r.name.clone(), state))
             })
-            .buffer_unordered(self.opts.lookup_concurrency.max(1))
-            .collect()
-            .await;
-        for (name, found) in results {
-            match found.map_err(map_err)? {
-                Some(info)
-                    if info
-                        .status
-                        .as_deref()
-                        .is_some_and(|s| s.eq_ignore_ascii_case("offline")) =>
-                {
-                    out.insert(name, ForgeRunnerState::Offline);
-                }
-                Some(_) => {
-                    out.insert(name, ForgeRunnerState::Idle);
-                }
-                None => {}
-            }
-        }
+            .collect();
         Ok(out)
     }
 

@@ -18,8 +18,6 @@ pub struct GithubOptions {
     pub shutdown_timeout: Duration,
     /// Session owner name: env `POD_NAME`, else `HOSTNAME`, else `forgerunner`.
     pub owner_name: String,
-    /// Concurrent runner lookups in `runner_state`.
-    pub lookup_concurrency: usize,
 }
 
 impl Default for GithubOptions {
@@ -41,7 +39,6 @@ impl Default for GithubOptions {
             },
             shutdown_timeout: Duration::from_secs(10),
             owner_name,
-            lookup_concurrency: 8,
         }
     }
 }

@@ -2,20 +2,21 @@
 //! message session, long-polls it, acks every message, acquires available jobs and publishes
 //! the latest statistics for `Forge::demand`, waking the reconciler after every poll.
 
+pub mod activity;
 pub mod message;
 pub mod poll;
 pub mod session;
 
-use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use forgerunner_core::forge::{GroupKey, ReconcileTrigger};
 use forgerunner_core::metrics::{ForgeLabels, Metrics};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use self::activity::RunnerActivity;
 use self::message::{JobMessage, Message};
 use self::session::Session;
 use crate::backoff::Backoff;
@@ -45,8 +46,10 @@ pub struct ListenerConfig {
 pub struct ListenerState {
     /// Latest statistics (from the session or the last message).
     pub statistics: Option<Statistics>,
-    /// Runners that started a job and have not completed it.
-    pub busy: BTreeSet<String>,
+    /// Runner activity as of the same message as `statistics`, so the two always agree (a
+    /// runner seen finished whose job the statistics still count would be made twice).
+    /// Shared: a reader's copy costs nothing, a message copies it only while one is held.
+    pub runners: Arc<RunnerActivity>,
     /// The scale set no longer exists at the service; it must be recreated.
     pub scale_set_gone: bool,
     /// The last error, cleared by the next successful poll.
@@ -305,15 +308,17 @@ impl Task {
             if msg.statistics.is_some() {
                 st.statistics = msg.statistics;
             }
+            let runners = Arc::make_mut(&mut st.runners);
             let labels = ForgeLabels { forge: "github" };
+            let now = Instant::now();
             for job in &msg.jobs {
                 match job {
                     JobMessage::Started { runner_name, .. } if !runner_name.is_empty() => {
-                        st.busy.insert(runner_name.clone());
+                        runners.started(runner_name);
                         self.metrics.jobs_started.get_or_create(&labels).inc();
                     }
                     JobMessage::Completed { runner_name, .. } if !runner_name.is_empty() => {
-                        st.busy.remove(runner_name);
+                        runners.completed(runner_name, now);
                         self.metrics.jobs_completed.get_or_create(&labels).inc();
                     }
                     _ => {}

@@ -48,7 +48,6 @@ pub fn fast_options() -> GithubOptions {
         },
         shutdown_timeout: Duration::from_secs(5),
         owner_name: "forgerunner-test".into(),
-        lookup_concurrency: 4,
     }
 }
 

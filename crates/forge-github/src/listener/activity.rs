@@ -1,0 +1,97 @@
+//! What the message stream says about our runners: which are working on a job and which the
+//! service has seen finish. The reconciler reads it instead of asking the service per runner.
+
+use std::collections::{BTreeSet, VecDeque};
+use std::time::{Duration, Instant};
+
+use forgerunner_core::forge::ForgeRunnerState;
+
+/// How long a finished runner's name is kept: far longer than a pod takes to exit and the
+/// reconciler takes to notice, short enough that a long-lived listener stays small.
+pub const FINISHED_MEMORY: Duration = Duration::from_secs(600);
+
+/// Runner activity from `JobStarted` / `JobCompleted` messages.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RunnerActivity {
+    busy: BTreeSet<String>,
+    finished: BTreeSet<String>,
+    /// `finished` in completion order, for pruning.
+    finished_order: VecDeque<(Instant, String)>,
+}
+
+impl RunnerActivity {
+    /// A runner started a job.
+    pub fn started(&mut self, runner: &str) {
+        if !self.finished.contains(runner) {
+            self.busy.insert(runner.to_owned());
+        }
+    }
+
+    /// A runner completed its job; ephemeral runners take no other.
+    pub fn completed(&mut self, runner: &str, now: Instant) {
+        self.busy.remove(runner);
+        if self.finished.insert(runner.to_owned()) {
+            self.finished_order.push_back((now, runner.to_owned()));
+        }
+        while let Some((at, name)) = self.finished_order.front() {
+            if now.saturating_duration_since(*at) < FINISHED_MEMORY {
+                break;
+            }
+            self.finished.remove(name);
+            self.finished_order.pop_front();
+        }
+    }
+
+    /// Names of runners working on a job.
+    pub fn busy(&self) -> impl Iterator<Item = &str> {
+        self.busy.iter().map(String::as_str)
+    }
+
+    /// What the messages say about one runner, if anything.
+    pub fn state_of(&self, runner: &str) -> Option<ForgeRunnerState> {
+        if self.finished.contains(runner) {
+            Some(ForgeRunnerState::Finished)
+        } else if self.busy.contains(runner) {
+            Some(ForgeRunnerState::Busy)
+        } else {
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn started_then_completed() {
+        let mut a = RunnerActivity::default();
+        let t = Instant::now();
+        assert_eq!(a.state_of("r1"), None);
+        a.started("r1");
+        assert_eq!(a.state_of("r1"), Some(ForgeRunnerState::Busy));
+        assert_eq!(a.busy().collect::<Vec<_>>(), ["r1"]);
+        a.completed("r1", t);
+        assert_eq!(a.state_of("r1"), Some(ForgeRunnerState::Finished));
+        assert_eq!(a.busy().count(), 0);
+    }
+
+    #[test]
+    fn a_late_started_message_does_not_revive_a_finished_runner() {
+        let mut a = RunnerActivity::default();
+        a.completed("r1", Instant::now());
+        a.started("r1");
+        assert_eq!(a.state_of("r1"), Some(ForgeRunnerState::Finished));
+    }
+
+    #[test]
+    fn finished_names_are_forgotten_after_the_memory() {
+        let mut a = RunnerActivity::default();
+        let t0 = Instant::now();
+        a.completed("old", t0);
+        a.completed("old", t0 + Duration::from_secs(1));
+        a.completed("new", t0 + FINISHED_MEMORY);
+        assert_eq!(a.state_of("old"), None, "pruned once the memory has passed");
+        assert_eq!(a.state_of("new"), Some(ForgeRunnerState::Finished));
+    }
+}

@@ -44,6 +44,8 @@ pub struct GroupMemory {
     pub finished: super::finished::FinishedLedger,
     /// The status this process wrote last, until the store shows a newer object.
     pub written_status: Option<WrittenStatus>,
+    /// When this process last wrote the status (count-only changes are rate-limited by it).
+    pub last_status_write: Option<std::time::Instant>,
 }
 
 /// A status written by this process, and the `resourceVersion` of the object it was based on.

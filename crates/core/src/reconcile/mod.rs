@@ -13,6 +13,7 @@ pub mod observe;
 pub mod pipeline;
 pub mod runner_exit;
 pub mod status;
+pub mod status_write;
 
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};

@@ -23,6 +23,7 @@ use super::observe::{belongs_to, observe_runners, runner_refs};
 use super::status::{
     PassSummary, build_status, error_conditions, next_failure_count, outdated_persists, success_conditions,
 };
+use super::status_write::{StatusWrite, status_write};
 use super::{FIELD_MANAGER, FINALIZER};
 use crate::conditions::{GroupCondition, transitions};
 use crate::crd::{ForgeKind, RunnerGroup, RunnerGroupStatus};
@@ -34,8 +35,6 @@ use crate::validate::validate_spec;
 
 /// Longest group name: it is also a label value.
 const MAX_GROUP_NAME: usize = 63;
-/// `lastPollTime` alone is rewritten at most this often, to spare the API server.
-const POLL_TIME_REFRESH: Duration = Duration::from_secs(30);
 
 fn group_key(g: &RunnerGroup) -> GroupKey {
     GroupKey {
@@ -119,14 +118,13 @@ pub fn error_policy(group: Arc<RunnerGroup>, err: &ReconcileError, ctx: Arc<Cont
     }
 }
 
-/// Requeue after a successful pass.
-fn success_requeue(group: &RunnerGroup) -> Action {
-    match (group.spec.forge, &group.spec.gitea) {
-        (ForgeKind::Gitea, Some(g)) => {
-            Action::requeue(Duration::from_secs(u64::from(g.poll_interval_seconds())))
-        }
-        _ => Action::requeue(GITHUB_RESYNC),
-    }
+/// Requeue after a successful pass; `sooner` when a deferred status write is due earlier.
+fn success_requeue(group: &RunnerGroup, sooner: Option<Duration>) -> Action {
+    let regular = match (group.spec.forge, &group.spec.gitea) {
+        (ForgeKind::Gitea, Some(g)) => Duration::from_secs(u64::from(g.poll_interval_seconds())),
+        _ => GITHUB_RESYNC,
+    };
+    Action::requeue(sooner.map_or(regular, |d| d.min(regular)))
 }
 
 /// The credentials Secret name the spec names.
@@ -235,7 +233,7 @@ async fn apply(group: Arc<RunnerGroup>, ctx: &Context) -> Result<Action, Reconci
         }
         Err(e) => {
             let conds = error_conditions(e.category(), &e.to_string());
-            write_status(ctx, &group, &conds, None).await;
+            write_status(ctx, &group, &conds, None, false).await;
             Err(e)
         }
     }
@@ -377,10 +375,18 @@ async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, Reconcil
     };
     set_runner_gauges(ctx, &key, group.spec.forge, &observed, &summary);
     events::scaling(ctx, group, &summary, &report).await;
-    write_status(ctx, group, &success_conditions(&summary), Some(&summary)).await;
+    let may_defer = report.first_error.is_none();
+    let deferred = write_status(
+        ctx,
+        group,
+        &success_conditions(&summary),
+        Some(&summary),
+        may_defer,
+    )
+    .await;
     match report.first_error.take() {
         Some(e) => Err(e),
-        None => Ok(success_requeue(group)),
+        None => Ok(success_requeue(group, deferred)),
     }
 }
 
@@ -423,12 +429,16 @@ fn clear_runner_gauges(ctx: &Context, key: &GroupKey, forge: ForgeKind) {
 
 /// Writes the status by server-side apply and publishes Events for condition transitions.
 /// Failures are logged, not returned: the next pass writes the status again.
+///
+/// With `may_defer`, a change of counts or messages only shortly after the last write is left to
+/// a later pass ([`status_write`]); the returned delay is when that pass should run.
 async fn write_status(
     ctx: &Context,
     group: &RunnerGroup,
     conds: &[GroupCondition],
     pass: Option<&PassSummary>,
-) {
+    may_defer: bool,
+) -> Option<Duration> {
     let now = Time(Timestamp::now());
     let prev: Option<&RunnerGroupStatus> = group.status.as_ref();
     let status = build_status(prev, group.metadata.generation, conds, pass, &now);
@@ -437,8 +447,15 @@ async fn write_status(
         .into_iter()
         .cloned()
         .collect();
-    if prev.is_some_and(|p| same_but_poll_time(p, &status)) {
-        return;
+    let since_last_write = if may_defer {
+        ctx.with_memory(&group_key(group), |m| m.last_status_write.map(|t| t.elapsed()))
+    } else {
+        None
+    };
+    match status_write(prev, &status, since_last_write) {
+        StatusWrite::Skip => return None,
+        StatusWrite::Defer(delay) => return Some(delay),
+        StatusWrite::Now => {}
     }
     let api: Api<RunnerGroup> = Api::namespaced(ctx.client.clone(), &group.namespace().unwrap_or_default());
     let body = serde_json::json!({
@@ -455,26 +472,17 @@ async fn write_status(
         .await
     {
         warn!(group = %group_key(group), error = %e, "status update failed");
-        return;
+        return None;
     }
     ctx.with_memory(&group_key(group), |m| {
         m.written_status = Some(WrittenStatus {
             based_on: group.metadata.resource_version.clone(),
             status,
         });
+        m.last_status_write = Some(Instant::now());
     });
     events::transitions(ctx, group, &changed).await;
-}
-
-/// Only `lastPollTime` moved, and by less than [`POLL_TIME_REFRESH`]: not worth a write.
-fn same_but_poll_time(prev: &RunnerGroupStatus, next: &RunnerGroupStatus) -> bool {
-    let fresh = match (&prev.last_poll_time, &next.last_poll_time) {
-        (Some(a), Some(b)) => b.0.duration_since(a.0).unsigned_abs() < POLL_TIME_REFRESH,
-        (a, b) => a == b,
-    };
-    let mut p = prev.clone();
-    p.last_poll_time.clone_from(&next.last_poll_time);
-    fresh && &p == next
+    None
 }
 
 async fn cleanup(group: Arc<RunnerGroup>, ctx: &Context) -> Result<Action, ReconcileError> {

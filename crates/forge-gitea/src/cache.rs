@@ -1,6 +1,8 @@
 //! A single-flight cell with a maximum age: the first caller fetches, concurrent callers wait
 //! for that fetch, and later callers reuse the value until it is too old. This is how several
 //! groups sharing an instance, scope and token share one jobs listing per poll interval.
+//! Webhooks do not expire the jobs listing (they are accounted on top of it, see
+//! `forge_webhook`), so that listing is fetched at most once per `max_age`.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -11,6 +13,16 @@ use tokio::sync::Mutex;
 struct Timed<T> {
     at: Instant,
     value: Arc<T>,
+}
+
+/// A value from [`Cell::get_or_fetch_at`].
+pub struct Got<T> {
+    /// The value.
+    pub value: Arc<T>,
+    /// When its fetch started.
+    pub fetched_at: Instant,
+    /// Whether this call fetched it (else it was cached, or fetched by a concurrent caller).
+    pub fetched_now: bool,
 }
 
 /// A cached value with its fetch time.
@@ -42,11 +54,26 @@ impl<T> Cell<T> {
     where
         F: Future<Output = Result<T, E>>,
     {
+        let got = self.get_or_fetch_at(max_age, fetch).await?;
+        Ok((got.value, got.fetched_at.elapsed()))
+    }
+
+    /// Like [`Cell::get_or_fetch`], also telling when the value's fetch started (anything that
+    /// happened before that instant may be in the value, anything later is not) and whether
+    /// this call fetched it.
+    pub async fn get_or_fetch_at<E, F>(&self, max_age: Duration, fetch: F) -> Result<Got<T>, E>
+    where
+        F: Future<Output = Result<T, E>>,
+    {
         let mut guard = self.inner.lock().await;
         if let Some(t) = guard.as_ref()
             && t.at.elapsed() < max_age
         {
-            return Ok((t.value.clone(), t.at.elapsed()));
+            return Ok(Got {
+                value: t.value.clone(),
+                fetched_at: t.at,
+                fetched_now: false,
+            });
         }
         let started = Instant::now();
         let value = Arc::new(fetch.await?);
@@ -54,27 +81,20 @@ impl<T> Cell<T> {
             at: started,
             value: value.clone(),
         });
-        Ok((value, started.elapsed()))
+        Ok(Got {
+            value,
+            fetched_at: started,
+            fetched_now: true,
+        })
     }
 
     /// Drops the value if it is at least `min_age` old, so the next caller fetches afresh
-    /// (webhooks use a small `min_age` so a burst of deliveries causes few listings).
+    /// (after a runner is deleted, its listing must not be reused).
     pub async fn expire_if_older(&self, min_age: Duration) {
         let mut guard = self.inner.lock().await;
         if guard.as_ref().is_some_and(|t| t.at.elapsed() >= min_age) {
             *guard = None;
         }
-    }
-
-    /// Drops the value if its fetch started before `instant`, so it may predate something that
-    /// happened then (waits for a fetch in flight); returns whether a value was dropped.
-    pub async fn expire_if_fetched_before(&self, instant: Instant) -> bool {
-        let mut guard = self.inner.lock().await;
-        let stale = guard.as_ref().is_some_and(|t| t.at < instant);
-        if stale {
-            *guard = None;
-        }
-        stale
     }
 }
 
@@ -136,21 +156,31 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn expiry_by_fetch_start_keeps_newer_values() {
+    async fn fetch_start_is_reported_and_kept_while_fresh() {
         let cell = Cell::<u32>::default();
         let before = Instant::now();
-        assert!(!cell.expire_if_fetched_before(before).await, "nothing to expire");
-        let fetch = async { Ok::<_, ()>(1) };
-        cell.get_or_fetch(Duration::from_secs(60), fetch).await.unwrap();
-        assert!(
-            !cell.expire_if_fetched_before(before).await,
-            "fetched after the instant"
-        );
-        assert!(cell.expire_if_fetched_before(Instant::now()).await);
-        let v = cell
-            .get_or_fetch(Duration::from_secs(60), async { Ok::<_, ()>(2) })
+        let got = cell
+            .get_or_fetch_at(Duration::from_secs(60), async { Ok::<_, ()>(1) })
             .await
             .unwrap();
-        assert_eq!(*v, 2, "expired value refetched");
+        assert_eq!((*got.value, got.fetched_now), (1, true));
+        let at = got.fetched_at;
+        assert!(at >= before && at <= Instant::now());
+        let got = cell
+            .get_or_fetch_at(Duration::from_secs(60), async { Ok::<_, ()>(2) })
+            .await
+            .unwrap();
+        assert_eq!(
+            (*got.value, got.fetched_at, got.fetched_now),
+            (1, at, false),
+            "a reused value keeps its fetch start"
+        );
+        let got = cell
+            .get_or_fetch_at(Duration::ZERO, async { Ok::<_, ()>(3) })
+            .await
+            .unwrap();
+        assert_eq!((*got.value, got.fetched_now), (3, true));
+        let later = got.fetched_at;
+        assert!(later >= at);
     }
 }

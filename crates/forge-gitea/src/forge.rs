@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::Hash;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use forgerunner_core::crd::{ForgeKind, GiteaSpec, RunnerGroup};
@@ -22,6 +22,7 @@ use sha2::{Digest, Sha256};
 use crate::cache::Cell;
 use crate::client::{ClientOptions, GiteaClient};
 use crate::error::GiteaError;
+use crate::forge_webhook::AnnouncedState;
 use crate::labels::LabelSet;
 use crate::pod::{self, REGISTRATION_TOKEN_KEY};
 use crate::runner_names::{is_group_runner_name, strongest};
@@ -38,8 +39,6 @@ pub struct GiteaOptions {
     pub version_ttl: Duration,
     /// How long a fetched registration token is reused (POST does not rotate it).
     pub token_ttl: Duration,
-    /// Webhooks force a fresh listing only when the cached one is at least this old.
-    pub webhook_min_refresh: Duration,
 }
 
 impl Default for GiteaOptions {
@@ -48,7 +47,6 @@ impl Default for GiteaOptions {
             client: ClientOptions::default(),
             version_ttl: Duration::from_secs(600),
             token_ttl: Duration::from_secs(300),
-            webhook_min_refresh: Duration::from_millis(500),
         }
     }
 }
@@ -112,6 +110,8 @@ pub struct GiteaForge {
     pub(crate) runners: Mutex<HashMap<ListingKey, Arc<Cell<Vec<Runner>>>>>,
     pub(crate) tokens: Mutex<HashMap<ListingKey, Arc<Cell<SecretValue>>>>,
     pub(crate) groups: Mutex<HashMap<GroupKey, GroupInfo>>,
+    /// What webhook deliveries told since each scope's cached jobs listing.
+    pub(crate) announced: Mutex<AnnouncedState>,
 }
 
 pub(crate) fn cell_for<K: Clone + Eq + Hash, T>(
@@ -142,6 +142,7 @@ impl GiteaForge {
             runners: Mutex::default(),
             tokens: Mutex::default(),
             groups: Mutex::default(),
+            announced: Mutex::default(),
         }
     }
 
@@ -233,15 +234,22 @@ impl GiteaForge {
         Ok((*version).clone())
     }
 
-    /// The scope's queued and running jobs, and how old that listing is.
-    async fn jobs(&self, r: &Resolved<'_>) -> Result<(Arc<Vec<WorkflowJob>>, Duration), GiteaError> {
+    /// The scope's queued and running jobs, and when that listing's fetch started. Fetched at
+    /// most once per poll interval: webhooks never expire it (they are accounted on top).
+    async fn jobs(&self, r: &Resolved<'_>) -> Result<(Arc<Vec<WorkflowJob>>, Instant), GiteaError> {
         let cell = cell_for(&self.jobs, &r.listing);
         // One call for both: queued is demand, in_progress tells which runners got work.
-        cell.get_or_fetch_timed(
-            r.interval,
-            r.instance.client.list_jobs(&r.scope, &["queued", "in_progress"]),
-        )
-        .await
+        let got = cell
+            .get_or_fetch_at(
+                r.interval,
+                r.instance.client.list_jobs(&r.scope, &["queued", "in_progress"]),
+            )
+            .await?;
+        if got.fetched_now {
+            // The next poll is due one interval after this listing.
+            self.poll_again_at(&r.listing, got.fetched_at + r.interval);
+        }
+        Ok((got.value, got.fetched_at))
     }
 
     async fn runners(&self, r: &Resolved<'_>, max_age: Duration) -> Result<Arc<Vec<Runner>>, GiteaError> {
@@ -268,19 +276,22 @@ impl GiteaForge {
         let r = self.resolve(ctx)?;
         let (version, raw_version) = self.ensure_ready(&r).await?;
         self.remember(ctx, &r);
-        let (jobs, age) = self.jobs(&r).await?;
+        let (jobs, fetched_at) = self.jobs(&r).await?;
+        let age = fetched_at.elapsed();
         let observed_at = jiff::SignedDuration::try_from(age)
             .ok()
             .and_then(|age| jiff::Timestamp::now().checked_sub(age).ok());
         let group = &ctx.key.name;
-        let mut queued = 0u32;
+        let serves = |labels: &[String]| {
+            r.labels.matches(labels) && (!labels.is_empty() || version.empty_runs_on_is_demand())
+        };
+        // What webhooks told since the listing was fetched (nothing without webhooks).
+        let announced = self.announced_view(&ctx.key, &r.listing, fetched_at, &jobs, serves);
+        let mut queued = announced.unlisted_queued;
         let mut busy = BTreeSet::new();
         for job in jobs.iter() {
             match job.status {
-                JobStatus::Queued
-                    if r.labels.matches(&job.labels)
-                        && (!job.labels.is_empty() || version.empty_runs_on_is_demand()) =>
-                {
+                JobStatus::Queued if serves(&job.labels) && !announced.taken.contains(&job.id) => {
                     queued = queued.saturating_add(1)
                 }
                 JobStatus::InProgress if is_group_runner_name(group, &job.runner_name) => {
@@ -349,6 +360,8 @@ impl GiteaForge {
             .filter(|j| j.status == JobStatus::InProgress)
             .map(|j| j.runner_name.as_str())
             .collect();
+        // As the deliveries told this reconcile's `demand` (taken jobs left with their runner).
+        let announced = self.announced_runners(&ctx.key);
         let mut out = BTreeMap::new();
         for rr in refs {
             let mut state = ForgeRunnerState::Unknown;
@@ -364,6 +377,9 @@ impl GiteaForge {
             }
             if working.contains(rr.name.as_str()) {
                 state = ForgeRunnerState::Busy;
+            }
+            if let Some(s) = announced.get(&rr.name) {
+                state = strongest(state, *s);
             }
             if state != ForgeRunnerState::Unknown {
                 out.insert(rr.name.clone(), state);
@@ -474,6 +490,7 @@ impl Forge for GiteaForge {
         if let Ok(mut m) = self.tokens.lock() {
             m.clear();
         }
+        self.forget_announced();
         if let Ok(mut m) = self.instances.lock() {
             m.clear();
         }

@@ -1,7 +1,8 @@
 //! The `workflow_job` webhook fast path: signature check and payload parsing (pure).
 //!
-//! Webhooks are only a latency hint: the operator reconciles the matching groups at once, and
-//! polling stays the source of truth (deliveries can be lost).
+//! Webhooks are a latency path, not the truth: a verified delivery is accounted against the
+//! cached listing until the next one and the matching groups reconcile at once; polling stays
+//! the source of truth (deliveries can be lost, late or out of order).
 
 use hmac::{Hmac, Mac};
 use serde::Deserialize;
@@ -64,15 +65,20 @@ pub fn sign(secret: &[u8], body: &[u8]) -> String {
     out
 }
 
-/// The parts of a `workflow_job` delivery the operator needs to pick groups.
+/// The parts of a `workflow_job` delivery the operator needs to pick groups and to account
+/// the job until the next listing.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WorkflowJobEvent {
     /// The job's status at the change (`queued` is new demand).
     pub action: JobStatus,
     /// Job id.
     pub job_id: i64,
+    /// Attempt of the job (a re-run keeps the id and raises the attempt); 0 when absent.
+    pub run_attempt: i64,
     /// The job's `runs-on` names.
     pub labels: Vec<String>,
+    /// Runner that took the job (`in_progress`, `completed`); empty when none (or deleted).
+    pub runner_name: String,
     /// Repository owner login.
     pub owner: String,
     /// Repository name.
@@ -116,6 +122,10 @@ struct Job {
     id: i64,
     #[serde(default)]
     labels: Option<Vec<String>>,
+    #[serde(default)]
+    run_attempt: Option<i64>,
+    #[serde(default)]
+    runner_name: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -141,7 +151,9 @@ pub fn parse_workflow_job(body: &[u8]) -> Result<WorkflowJobEvent, WebhookError>
     Ok(WorkflowJobEvent {
         action: JobStatus::from_api(&p.action),
         job_id: p.workflow_job.id,
+        run_attempt: p.workflow_job.run_attempt.unwrap_or_default(),
         labels: p.workflow_job.labels.unwrap_or_default(),
+        runner_name: p.workflow_job.runner_name.unwrap_or_default(),
         owner,
         repo,
         organization: p.organization.map(|o| o.login).filter(|l| !l.is_empty()),
@@ -180,22 +192,27 @@ mod tests {
     #[test]
     fn parses_payloads() {
         let body = br#"{"action":"queued","workflow_job":{"id":42,"labels":["linux","gpu"],"steps":null,
-            "status":"queued"},"repository":{"id":1,"name":"app","full_name":"acme/app",
+            "status":"queued","run_attempt":2},"repository":{"id":1,"name":"app","full_name":"acme/app",
             "owner":{"login":"acme"}},"organization":{"login":"acme"},"sender":{"login":"bob"}}"#;
         let e = parse_workflow_job(body).unwrap();
         assert_eq!(e.action, JobStatus::Queued);
         assert_eq!(e.job_id, 42);
         assert_eq!(e.labels, ["linux", "gpu"]);
+        assert_eq!(e.run_attempt, 2);
+        assert_eq!(e.runner_name, "");
         assert_eq!((e.owner.as_str(), e.repo.as_str()), ("acme", "app"));
         assert_eq!(e.organization.as_deref(), Some("acme"));
         assert!(e.in_scope(&Scope::Org("acme".into())));
         assert!(!e.in_scope(&Scope::Org("other".into())));
 
-        let no_owner = br#"{"action":"completed","workflow_job":{"id":1,"labels":null},
+        let no_owner =
+            br#"{"action":"completed","workflow_job":{"id":1,"labels":null,"runner_name":"g-ab12c"},
             "repository":{"name":"r","full_name":"u/r"}}"#;
         let e = parse_workflow_job(no_owner).unwrap();
         assert_eq!(e.action, JobStatus::Completed);
         assert!(e.labels.is_empty());
+        assert_eq!(e.runner_name, "g-ab12c");
+        assert_eq!(e.run_attempt, 0);
         assert_eq!(e.owner, "u");
         assert_eq!(e.organization, None);
     }

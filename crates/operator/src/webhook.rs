@@ -4,8 +4,9 @@
 //! some Gitea RunnerGroup names in `spec.gitea.webhookSecret` (known from a RunnerGroup
 //! reflector kept here). Verification comes first, so unauthenticated callers learn nothing
 //! (401 for every unverified request). Then the Gitea backend picks the groups the job concerns
-//! (scope and labels) and we wake only those whose own secret verified the delivery. Bodies and
-//! secrets are never logged.
+//! (scope and labels); only those whose own secret verified the delivery get the event, which the
+//! backend accounts on top of their cached listing (no extra listing) before waking them for a
+//! queued job. Bodies and secrets are never logged.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -248,7 +249,7 @@ async fn receive(State(hooks): State<Arc<GiteaWebhooks>>, headers: HeaderMap, bo
         groups = keys.len(),
         "workflow_job webhook accepted"
     );
-    gitea.wake(&keys).await;
+    gitea.wake(&event, &keys);
     (
         StatusCode::ACCEPTED,
         format!("{{\"triggered\":{}}}\n", keys.len()),

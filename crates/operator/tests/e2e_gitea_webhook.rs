@@ -1,7 +1,8 @@
 //! End to end, the Gitea webhook fast path: the real `forgerunner` binary, the cluster simulator
 //! and the Gitea fake delivering signed `workflow_job` webhooks to the operator's HTTP server.
 //! The group polls only every 300 s, so a runner appearing within seconds of a job being queued
-//! can only come from the webhook.
+//! can only come from the webhook, and the deliveries cost no jobs listing: each job is counted
+//! from its `queued` delivery, and keeps counting against the runner that took it.
 //!
 //! Debugging: `E2E_LOG=debug` sets the operator's log level, `E2E_DUMP=<file>` saves its whole
 //! output when the test fails.
@@ -68,6 +69,14 @@ fn deliveries_of(fake: &GiteaFakeHandle, job_id: i64) -> Vec<(String, u16)> {
         .collect()
 }
 
+/// Jobs listings (pages) the fake has answered.
+fn job_listings(fake: &GiteaFakeHandle) -> usize {
+    fake.requests()
+        .iter()
+        .filter(|r| r.path.contains("/actions/jobs"))
+        .count()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn webhooks_serve_jobs_long_before_the_next_poll() {
     let world = World::start(WorldOptions {
@@ -119,6 +128,7 @@ async fn webhooks_serve_jobs_long_before_the_next_poll() {
         WEBHOOK_SECRET,
     );
 
+    let lists_at_ready = job_listings(&fake);
     let started = Instant::now();
     let deadline = started + ALL_JOBS;
     let mut ids = Vec::new();
@@ -146,6 +156,12 @@ async fn webhooks_serve_jobs_long_before_the_next_poll() {
     }
     let elapsed = started.elapsed();
     assert!(elapsed < ALL_JOBS, "{JOBS} jobs took {elapsed:?}");
+    // Deliveries are accounted on the cached listing: none of them cost a listing.
+    assert_eq!(
+        job_listings(&fake) - lists_at_ready,
+        0,
+        "jobs listings within one poll interval"
+    );
 
     let tally = watch.group(GROUP);
     assert_eq!(

@@ -9,7 +9,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::faults::{Fault, LoggedRequest};
 use super::json::Dialect;
-use super::model::{FakeJob, FakeRunner, FakeScope, FakeUser, JobChange, JobState, Model};
+use super::model::{Conclusion, FakeJob, FakeRunner, FakeScope, FakeUser, Fetch, JobChange, JobState, Model};
 
 /// How the fake behaves.
 #[derive(Clone, Debug)]
@@ -254,6 +254,40 @@ impl GiteaFakeHandle {
             url: url.to_string(),
             secret: secret.to_string(),
         });
+    }
+
+    /// Runner `runner_id` takes the oldest matching queued job, as its `FetchTask` would
+    /// (with the webhook delivery, if configured); the job's id, if it got one.
+    pub fn take_job(&self, runner_id: i64) -> Option<i64> {
+        let (fetch, change) = self.model().fetch(runner_id);
+        self.shared().announce(change);
+        match fetch {
+            Fetch::Task(id) => Some(id),
+            Fetch::Nothing | Fetch::Gone => None,
+        }
+    }
+
+    /// The runner of a running job reports it successful, as its `UpdateTask` would (with the
+    /// webhook delivery, if configured); false if the job was not running.
+    pub fn complete_job(&self, id: i64) -> bool {
+        let runner = self.model().jobs.get(&id).and_then(|j| j.runner_id);
+        let Some(runner) = runner else {
+            return false;
+        };
+        let (_, change) = self.model().update(runner, id, Some(Conclusion::Success));
+        let done = change.is_some();
+        self.shared().announce(change);
+        done
+    }
+
+    /// The `workflow_job` body the fake would deliver for `job` (any state, e.g. a clone of
+    /// [`GiteaFakeHandle::job`] moved on), so tests can hand deliveries over without HTTP.
+    pub fn workflow_job_payload(&self, job: &FakeJob) -> Vec<u8> {
+        let shared = self.shared();
+        let owner_is_org = self.model().orgs.contains_key(&job.owner);
+        super::json::workflow_job_payload(&shared.base_url, job, owner_is_org, shared.dialect())
+            .to_string()
+            .into_bytes()
     }
 
     /// Webhook deliveries made so far.

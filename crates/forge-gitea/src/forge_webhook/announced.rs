@@ -1,0 +1,367 @@
+//! Jobs announced by `workflow_job` deliveries since the cached listing was fetched (pure).
+//!
+//! This is how a delivery gives a runner at once without a fresh listing, accounted by job id
+//! and runner name so that the planner neither creates a duplicate nor holds a job back:
+//!
+//! - A job announced `queued` after the listing's fetch started, and absent from it, is demand.
+//! - A job the listing shows queued but a delivery shows taken (`in_progress`/`completed`) is
+//!   not demand any more. States of one attempt only advance, so the most advanced of listing
+//!   and deliveries is the truth as far as known, whatever order the deliveries came in.
+//! - The runner that took a job, if it is the group's, is reported `Busy` (`in_progress`) or
+//!   `Finished` (`completed`): the planner then neither counts it as a runner still waiting for
+//!   a job nor as one whose job a stale listing may still count, so job and runner leave the
+//!   arithmetic together.
+//!
+//! Polling stays the source of truth: every entry is forgotten once a listing fetched after
+//! its last delivery exists, so a wrong, lost, late or forged delivery shifts demand for at
+//! most one poll interval. When a delivery is late or lost the error is on the safe side: a
+//! job stays queued (its runner is then counted as waiting, as with a stale listing) or a
+//! finished runner is discounted twice until the next listing (a later runner, no duplicate).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::Instant;
+
+use forgerunner_core::forge::ForgeRunnerState;
+
+use crate::runner_names::is_group_runner_name;
+use crate::types::{JobStatus, WorkflowJob};
+use crate::webhook::WorkflowJobEvent;
+
+/// Most jobs remembered per listing. Beyond it the earliest announced are forgotten, which only
+/// delays them to the next listing.
+const MAX_ANNOUNCED: usize = 4096;
+
+/// What the deliveries told about one job.
+#[derive(Clone, Debug)]
+struct Seen {
+    /// When the first delivery of this attempt arrived: only a job first announced after a
+    /// listing started can be missing from it and still queued.
+    first_received: Instant,
+    /// When the latest delivery arrived: a listing that started later covers them all.
+    last_received: Instant,
+    attempt: i64,
+    status: JobStatus,
+    labels: Vec<String>,
+    runner_name: String,
+}
+
+/// Order of a job's states within one attempt; the most advanced known state wins. `None`: a
+/// state this version does not know (ignored).
+fn rank(s: &JobStatus) -> Option<u8> {
+    match s {
+        JobStatus::Waiting => Some(0),
+        JobStatus::Queued => Some(1),
+        JobStatus::InProgress => Some(2),
+        JobStatus::Completed => Some(3),
+        JobStatus::Other => None,
+    }
+}
+
+/// One group's view of the announced jobs on top of a listing.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct GroupView {
+    /// Queued jobs absent from the listing that the group can serve.
+    pub(crate) unlisted_queued: u32,
+    /// Ids the listing shows queued that deliveries show taken or finished.
+    pub(crate) taken: HashSet<i64>,
+    /// The group's runners that deliveries show working (`Busy`) or done (`Finished`).
+    pub(crate) runners: BTreeMap<String, ForgeRunnerState>,
+}
+
+/// The announced jobs of one listing scope.
+#[derive(Debug, Default)]
+pub(crate) struct Announced {
+    jobs: HashMap<i64, Seen>,
+    /// Fetch start of the newest listing accounted: deliveries before it are already in it.
+    covered_until: Option<Instant>,
+}
+
+impl Announced {
+    /// Records one verified delivery received at `received`.
+    pub(crate) fn record(&mut self, event: &WorkflowJobEvent, received: Instant) {
+        let Some(new_rank) = rank(&event.action) else {
+            return;
+        };
+        if self.covered_until.is_some_and(|c| received < c) {
+            return;
+        }
+        let fresh = || Seen {
+            first_received: received,
+            last_received: received,
+            attempt: event.run_attempt,
+            status: event.action.clone(),
+            labels: event.labels.clone(),
+            runner_name: event.runner_name.clone(),
+        };
+        match self.jobs.get_mut(&event.job_id) {
+            // A re-run keeps the job id: a higher attempt is a new job.
+            Some(seen) if event.run_attempt > seen.attempt => *seen = fresh(),
+            Some(seen) if event.run_attempt == seen.attempt => {
+                seen.last_received = seen.last_received.max(received);
+                if rank(&seen.status).is_none_or(|r| new_rank > r) {
+                    seen.status = event.action.clone();
+                }
+                // The runner's name may come with any later delivery (and vanish once an
+                // ephemeral runner is deleted): keep the first one learnt.
+                if seen.runner_name.is_empty() {
+                    seen.runner_name = event.runner_name.clone();
+                }
+                if seen.labels.is_empty() {
+                    seen.labels = event.labels.clone();
+                }
+            }
+            Some(_) => {} // an older attempt's late delivery
+            None => {
+                self.jobs.insert(event.job_id, fresh());
+                if self.jobs.len() > MAX_ANNOUNCED {
+                    self.forget_earliest();
+                }
+            }
+        }
+    }
+
+    fn forget_earliest(&mut self) {
+        let earliest = self
+            .jobs
+            .iter()
+            .min_by_key(|(_, s)| s.first_received)
+            .map(|(id, _)| *id);
+        if let Some(id) = earliest {
+            self.jobs.remove(&id);
+        }
+    }
+
+    /// Forgets what a listing whose fetch started at `fetched_at` covers.
+    pub(crate) fn covered_by(&mut self, fetched_at: Instant) {
+        if self.covered_until.is_some_and(|c| c >= fetched_at) {
+            return;
+        }
+        self.covered_until = Some(fetched_at);
+        self.jobs.retain(|_, s| s.last_received >= fetched_at);
+    }
+
+    /// Whether nothing is remembered.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.jobs.is_empty()
+    }
+
+    /// The view of the group named `group` (whose labels accept a job when `serves` says so)
+    /// on `listing`, fetched at `fetched_at`.
+    pub(crate) fn view(
+        &self,
+        group: &str,
+        fetched_at: Instant,
+        listing: &[WorkflowJob],
+        serves: impl Fn(&[String]) -> bool,
+    ) -> GroupView {
+        let listed: HashMap<i64, &JobStatus> = listing.iter().map(|j| (j.id, &j.status)).collect();
+        let mut view = GroupView::default();
+        for (id, s) in &self.jobs {
+            match listed.get(id) {
+                Some(JobStatus::Queued)
+                    if s.status != JobStatus::Queued && s.status != JobStatus::Waiting =>
+                {
+                    view.taken.insert(*id);
+                }
+                Some(_) => {}
+                None => {
+                    let new = s.first_received >= fetched_at;
+                    if new && s.status == JobStatus::Queued && serves(&s.labels) {
+                        view.unlisted_queued = view.unlisted_queued.saturating_add(1);
+                    }
+                }
+            }
+            if is_group_runner_name(group, &s.runner_name) {
+                let state = match s.status {
+                    JobStatus::InProgress => ForgeRunnerState::Busy,
+                    JobStatus::Completed => ForgeRunnerState::Finished,
+                    _ => continue,
+                };
+                view.runners.insert(s.runner_name.clone(), state);
+            }
+        }
+        view
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn event(id: i64, action: JobStatus, runner: &str) -> WorkflowJobEvent {
+        WorkflowJobEvent {
+            action,
+            job_id: id,
+            run_attempt: 1,
+            labels: vec!["linux".into()],
+            runner_name: runner.into(),
+            owner: "acme".into(),
+            repo: "app".into(),
+            organization: None,
+        }
+    }
+
+    fn listed(id: i64, status: JobStatus) -> WorkflowJob {
+        serde_json::from_value(serde_json::json!({"id": id, "labels": ["linux"]}))
+            .map(|mut j: WorkflowJob| {
+                j.status = status;
+                j
+            })
+            .unwrap()
+    }
+
+    fn linux(labels: &[String]) -> bool {
+        labels.iter().all(|l| l == "linux")
+    }
+
+    fn view(a: &Announced, at: Instant, listing: &[WorkflowJob]) -> GroupView {
+        a.view("g", at, listing, linux)
+    }
+
+    fn runners(pairs: &[(&str, ForgeRunnerState)]) -> BTreeMap<String, ForgeRunnerState> {
+        pairs.iter().map(|(n, s)| (n.to_string(), *s)).collect()
+    }
+
+    #[test]
+    fn queued_counts_until_a_later_listing_covers_it() {
+        let t0 = Instant::now();
+        let mut a = Announced::default();
+        a.record(&event(1, JobStatus::Queued, ""), t0 + Duration::from_millis(10));
+        assert_eq!(
+            view(&a, t0, &[]).unlisted_queued,
+            1,
+            "announced after the listing started"
+        );
+        let with_it = [listed(1, JobStatus::Queued)];
+        assert_eq!(
+            view(&a, t0, &with_it),
+            GroupView::default(),
+            "counted by the listing only"
+        );
+        let later = t0 + Duration::from_secs(1);
+        assert_eq!(
+            view(&a, later, &[]).unlisted_queued,
+            0,
+            "older than the listing: done since"
+        );
+        a.covered_by(later);
+        assert!(a.is_empty());
+        a.record(&event(2, JobStatus::Queued, ""), t0 + Duration::from_millis(500));
+        assert!(
+            a.is_empty(),
+            "a delivery older than an accounted listing is ignored"
+        );
+    }
+
+    #[test]
+    fn taken_jobs_leave_with_their_runner() {
+        let t0 = Instant::now();
+        let at = t0 + Duration::from_millis(1);
+        let mut a = Announced::default();
+        for id in 1..=4 {
+            a.record(&event(id, JobStatus::Queued, ""), at);
+        }
+        a.record(&event(1, JobStatus::InProgress, "g-abc12"), at);
+        a.record(&event(2, JobStatus::InProgress, "other-abc12"), at);
+        a.record(&event(3, JobStatus::Completed, ""), at);
+        a.record(&event(4, JobStatus::Waiting, ""), at);
+        let v = view(&a, t0, &[]);
+        // 1: ours, working; 2: another group's; 3: cancelled while queued; 4: a stale
+        // `waiting` does not undo `queued`.
+        assert_eq!(v.unlisted_queued, 1);
+        assert_eq!(v.runners, runners(&[("g-abc12", ForgeRunnerState::Busy)]));
+        a.record(&event(1, JobStatus::Completed, ""), at);
+        let v = view(&a, t0, &[]);
+        assert_eq!(
+            v.runners,
+            runners(&[("g-abc12", ForgeRunnerState::Finished)]),
+            "the runner's name is kept once learnt"
+        );
+    }
+
+    #[test]
+    fn deliveries_newer_than_the_listing_update_listed_jobs() {
+        let t0 = Instant::now();
+        let mut a = Announced::default();
+        let before = t0 - Duration::from_millis(5);
+        a.record(&event(1, JobStatus::Queued, ""), before);
+        a.record(
+            &event(1, JobStatus::InProgress, "g-abc12"),
+            t0 + Duration::from_millis(5),
+        );
+        a.record(
+            &event(2, JobStatus::Completed, "g-xyz98"),
+            t0 + Duration::from_millis(5),
+        );
+        a.record(&event(3, JobStatus::Queued, ""), t0 + Duration::from_millis(5));
+        let listing = [
+            listed(1, JobStatus::Queued),
+            listed(2, JobStatus::InProgress),
+            listed(3, JobStatus::InProgress),
+        ];
+        a.covered_by(t0);
+        let v = view(&a, t0, &listing);
+        assert_eq!(v.taken, HashSet::from([1]), "listed queued, then taken");
+        assert_eq!(
+            v.unlisted_queued, 0,
+            "a late `queued` does not undo a listed `in_progress`"
+        );
+        assert_eq!(
+            v.runners,
+            runners(&[
+                ("g-abc12", ForgeRunnerState::Busy),
+                ("g-xyz98", ForgeRunnerState::Finished)
+            ])
+        );
+    }
+
+    #[test]
+    fn out_of_order_reruns_labels_and_unknown_states() {
+        let t0 = Instant::now();
+        let at = t0 + Duration::from_millis(1);
+        let mut a = Announced::default();
+        a.record(&event(1, JobStatus::InProgress, "other-abc12"), at);
+        a.record(&event(1, JobStatus::Queued, ""), at);
+        assert_eq!(
+            view(&a, t0, &[]).unlisted_queued,
+            0,
+            "late `queued` after `in_progress`"
+        );
+        let mut rerun = event(1, JobStatus::Queued, "");
+        rerun.run_attempt = 2;
+        a.record(&rerun, at);
+        assert_eq!(view(&a, t0, &[]).unlisted_queued, 1, "a re-run is a new job");
+        a.record(&event(1, JobStatus::Completed, ""), at);
+        assert_eq!(
+            view(&a, t0, &[]).unlisted_queued,
+            1,
+            "the old attempt's late delivery"
+        );
+        let mut gpu = event(5, JobStatus::Queued, "");
+        gpu.labels = vec!["gpu".into()];
+        a.record(&gpu, at);
+        a.record(&event(6, JobStatus::Other, ""), at);
+        a.record(&event(7, JobStatus::Waiting, ""), at);
+        assert_eq!(
+            view(&a, t0, &[]).unlisted_queued,
+            1,
+            "labels must match; unknown and blocked jobs are not demand"
+        );
+    }
+
+    #[test]
+    fn memory_is_bounded() {
+        let t0 = Instant::now();
+        let mut a = Announced::default();
+        for id in 0..(MAX_ANNOUNCED as i64 + 10) {
+            a.record(
+                &event(id, JobStatus::Queued, ""),
+                t0 + Duration::from_micros(id as u64),
+            );
+        }
+        assert_eq!(a.jobs.len(), MAX_ANNOUNCED);
+        assert!(!a.jobs.contains_key(&0), "the earliest is forgotten first");
+    }
+}

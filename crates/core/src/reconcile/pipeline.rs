@@ -120,12 +120,11 @@ pub fn error_policy(group: Arc<RunnerGroup>, err: &ReconcileError, ctx: Arc<Cont
 }
 
 /// Requeue after a successful pass.
-fn success_requeue(group: &RunnerGroup) -> Action {
+/// When a healthy group is looked at again without any event.
+fn resync_after(group: &RunnerGroup) -> Duration {
     match (group.spec.forge, &group.spec.gitea) {
-        (ForgeKind::Gitea, Some(g)) => {
-            Action::requeue(Duration::from_secs(u64::from(g.poll_interval_seconds())))
-        }
-        _ => Action::requeue(GITHUB_RESYNC),
+        (ForgeKind::Gitea, Some(g)) => Duration::from_secs(u64::from(g.poll_interval_seconds())),
+        _ => GITHUB_RESYNC,
     }
 }
 
@@ -315,7 +314,14 @@ async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, Reconcil
         consecutive_failures: prev_failures,
         recently_succeeded,
     });
-    debug!(group = %key, create = the_plan.create, remove = the_plan.remove.len(), "plan");
+    debug!(
+        group = %key,
+        jobs = demand.jobs,
+        finished_uncounted = recently_succeeded,
+        create = the_plan.create,
+        remove = the_plan.remove.len(),
+        "plan"
+    );
 
     let target = Target {
         jobs: Api::namespaced(ctx.client.clone(), &key.namespace),
@@ -326,7 +332,7 @@ async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, Reconcil
         observed: &jobs,
     };
     let mut report = apply_plan(&target, &the_plan).await;
-    ctx.with_memory(&key, |m| {
+    let ledger_expiry = ctx.with_memory(&key, |m| {
         m.in_flight.created.extend(report.created.iter().cloned());
         // A runner removed before the store ever listed it must stop counting as created:
         // the store may see it come and go between two passes, and it would then stay a
@@ -343,6 +349,7 @@ async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, Reconcil
         }) {
             m.finished.record(&r.name, now);
         }
+        m.finished.next_expiry(now)
     });
 
     let forge_label = ForgeLabels {
@@ -380,7 +387,9 @@ async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, Reconcil
     write_status(ctx, group, &success_conditions(&summary), Some(&summary)).await;
     match report.first_error.take() {
         Some(e) => Err(e),
-        None => Ok(success_requeue(group)),
+        None => Ok(Action::requeue(
+            ledger_expiry.map_or(resync_after(group), |d| d.min(resync_after(group))),
+        )),
     }
 }
 

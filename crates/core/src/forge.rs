@@ -98,6 +98,10 @@ pub struct Demand {
     pub offline_runners: Vec<String>,
     /// Forge facts for the status (scale set id, server version).
     pub facts: ForgeFacts,
+    /// The forge reports which runners are busy or finished as it happens (GitHub's message
+    /// stream). Only then are surplus runners scaled down: without it, a runner that looks idle
+    /// may have just taken a job, and removing it would leave that job to a new runner.
+    pub knows_runner_activity: bool,
     /// When the forge data behind `jobs` was fetched, if it may be older than now (a shared,
     /// cached listing): runners that finished after it still count as covering a job. `None`
     /// when the forge tracks finished runners by name instead ([`ForgeRunnerState::Finished`]).

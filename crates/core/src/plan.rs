@@ -169,9 +169,10 @@ pub struct Plan {
 ///   capacity.
 /// - Pending, running and terminating runners occupy capacity: `occupied + create <= maxRunners`.
 /// - GitHub: `desired = min(minRunners + totalAssignedJobs - recentlySucceeded, maxRunners)`;
-///   surplus runners that never took a job are scaled down (pending first, then unregistered,
-///   then youngest idle). A runner whose job the forge already counts as finished is neither
-///   working nor waiting: it only occupies capacity until its pod is gone.
+///   runners beyond `min(minRunners + totalAssignedJobs, maxRunners)` that never took a job are
+///   scaled down (pending first, then unregistered, then youngest idle), but only while the
+///   forge reports runner activity. A runner whose job the forge already counts as finished is
+///   neither working nor waiting: it only occupies capacity until its pod is gone.
 /// - Gitea: `create = clamp(queued + minRunners - notYetBusy, 0, maxRunners - occupied)`.
 /// - A runner that never took a job within the idle timeout is removed; a runner that is or ever
 ///   was busy is never removed while it runs.
@@ -254,7 +255,10 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
             let desired = input.min_runners.saturating_add(jobs).min(max);
             out.counts.desired = desired;
             let kept = working + waiting_kept_count;
-            if kept > desired {
+            // The finished-runner discount may overshoot (a job can be counted done before its
+            // runner's pod exits): it only ever holds creation back, never removes a runner.
+            let keep_at_least = input.min_runners.saturating_add(input.demand.jobs).min(max);
+            if kept > keep_at_least && input.demand.knows_runner_activity {
                 // Scale down: drop runners that never registered first, then the youngest idle.
                 let mut candidates = waiting_kept.clone();
                 candidates.sort_by(|a, b| {
@@ -263,7 +267,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                         .then_with(|| a.age_seconds.cmp(&b.age_seconds))
                         .then_with(|| a.name.cmp(&b.name))
                 });
-                let excess = (kept - desired) as usize;
+                let excess = (kept - keep_at_least) as usize;
                 for r in candidates.into_iter().take(excess) {
                     out.remove.push(active_removal(&r.name, RemovalReason::ScaleDown));
                 }

@@ -112,6 +112,7 @@ fn observation() -> impl Strategy<Value = Observation> {
                     demand: Demand {
                         jobs,
                         busy_runners: busy_idx.into_iter().map(name).collect(),
+                        knows_runner_activity: forge == ForgeKind::Github,
                         ..Demand::default()
                     },
                     offline: offline_idx.into_iter().map(name).collect(),

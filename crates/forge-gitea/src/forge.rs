@@ -315,6 +315,8 @@ impl GiteaForge {
                 scale_set_id: None,
                 forge_version: Some(raw_version),
             },
+            // Runner states come from a listing, not as they happen (and Gitea never scales down).
+            knows_runner_activity: false,
             observed_at,
         })
     }

@@ -48,7 +48,10 @@ fn gh(min: u32, max: u32) -> Case {
         max,
         idle_timeout: TIMEOUT,
         runners: vec![],
-        demand: Demand::default(),
+        demand: Demand {
+            knows_runner_activity: true,
+            ..Demand::default()
+        },
         offline: vec![],
         failures: 0,
         recently_succeeded: 0,
@@ -58,6 +61,7 @@ fn gh(min: u32, max: u32) -> Case {
 fn gt(min: u32, max: u32) -> Case {
     Case {
         forge: ForgeKind::Gitea,
+        demand: Demand::default(),
         ..gh(min, max)
     }
 }
@@ -77,6 +81,10 @@ impl Case {
     }
     fn offline(mut self, names: &[&str]) -> Self {
         self.offline = names.iter().map(|n| (*n).to_owned()).collect();
+        self
+    }
+    fn without_runner_activity(mut self) -> Self {
+        self.demand.knows_runner_activity = false;
         self
     }
     fn recently_succeeded(mut self, n: u32) -> Self {
@@ -402,4 +410,34 @@ fn github_runner_finished_at_forge_is_not_deregistered() {
         .plan();
     let dereg: Vec<(&str, bool)> = p.remove.iter().map(|r| (r.name.as_str(), r.deregister)).collect();
     assert_eq!(dereg, [("seen", false), ("unseen", true)]);
+}
+
+/// The finished-runner discount holds creation back but never removes a runner: a job may be
+/// counted done before its runner's pod exits, so the discount can overshoot.
+#[test]
+fn github_finished_discount_never_scales_down() {
+    let p = gh(0, 10)
+        .jobs(3)
+        .recently_succeeded(2)
+        .runners(vec![
+            r("a", Running, Idle),
+            r("b", Running, Idle),
+            r("c", Pending, Unknown),
+        ])
+        .plan();
+    assert_eq!(p.create, 0);
+    assert!(p.remove.is_empty(), "{p:?}");
+}
+
+/// Without the message stream (a session not open yet, e.g. after a crash) nobody knows which
+/// idle-looking runner just took a job: surplus runners are left to the idle timeout.
+#[test]
+fn github_without_runner_activity_never_scales_down() {
+    let case = gh(0, 5)
+        .jobs(1)
+        .runners(vec![r("a", Running, Idle), r("b", Running, Idle)]);
+    assert_eq!(case.plan().remove.len(), 1, "with the stream the surplus goes");
+    let p = case.without_runner_activity().plan();
+    assert_eq!(p.create, 0);
+    assert!(p.remove.is_empty(), "{p:?}");
 }

@@ -60,6 +60,15 @@ impl FinishedLedger {
         });
     }
 
+    /// How long until the oldest entry expires: a pass is due then, or the demand it held
+    /// back would wait for the next resync.
+    pub fn next_expiry(&self, now: Timestamp) -> Option<Duration> {
+        self.entries
+            .values()
+            .min()
+            .map(|oldest| FINISH_GRACE.saturating_sub(now.duration_since(*oldest).unsigned_abs()))
+    }
+
     /// Jobs the demand still counts that finished runners already took: the remembered runners
     /// plus those seen succeeded in this pass whose completion the forge has not reported.
     pub fn uncounted(&self, observed: &[ObservedRunner]) -> u32 {
@@ -120,6 +129,19 @@ mod tests {
         assert!(!l.is_empty());
         l.settle(None, &BTreeMap::new(), ts(100 + grace));
         assert!(l.is_empty());
+    }
+
+    #[test]
+    fn next_expiry_is_the_oldest_entry_plus_the_grace() {
+        let mut l = FinishedLedger::default();
+        assert_eq!(l.next_expiry(ts(100)), None);
+        l.record("a", ts(100));
+        l.record("b", ts(110));
+        assert_eq!(
+            l.next_expiry(ts(105)),
+            Some(FINISH_GRACE - Duration::from_secs(5))
+        );
+        assert_eq!(l.next_expiry(ts(1000)), Some(Duration::ZERO));
     }
 
     #[test]

@@ -118,7 +118,8 @@ pub fn error_policy(group: Arc<RunnerGroup>, err: &ReconcileError, ctx: Arc<Cont
     }
 }
 
-/// Requeue after a successful pass; `sooner` when a deferred status write is due earlier.
+/// Requeue after a successful pass; `sooner` when something is due earlier (a deferred status
+/// write, a finished runner's discount running out).
 fn success_requeue(group: &RunnerGroup, sooner: Option<Duration>) -> Action {
     let regular = match (group.spec.forge, &group.spec.gitea) {
         (ForgeKind::Gitea, Some(g)) => Duration::from_secs(u64::from(g.poll_interval_seconds())),
@@ -313,7 +314,14 @@ async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, Reconcil
         consecutive_failures: prev_failures,
         recently_succeeded,
     });
-    debug!(group = %key, create = the_plan.create, remove = the_plan.remove.len(), "plan");
+    debug!(
+        group = %key,
+        jobs = demand.jobs,
+        finished_uncounted = recently_succeeded,
+        create = the_plan.create,
+        remove = the_plan.remove.len(),
+        "plan"
+    );
 
     let target = Target {
         jobs: Api::namespaced(ctx.client.clone(), &key.namespace),
@@ -324,7 +332,7 @@ async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, Reconcil
         observed: &jobs,
     };
     let mut report = apply_plan(&target, &the_plan).await;
-    ctx.with_memory(&key, |m| {
+    let ledger_expiry = ctx.with_memory(&key, |m| {
         m.in_flight.created.extend(report.created.iter().cloned());
         // A runner removed before the store ever listed it must stop counting as created:
         // the store may see it come and go between two passes, and it would then stay a
@@ -341,6 +349,7 @@ async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, Reconcil
         }) {
             m.finished.record(&r.name, now);
         }
+        m.finished.next_expiry(now)
     });
 
     let forge_label = ForgeLabels {
@@ -386,7 +395,13 @@ async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, Reconcil
     .await;
     match report.first_error.take() {
         Some(e) => Err(e),
-        None => Ok(success_requeue(group, deferred)),
+        None => {
+            let sooner = match (deferred, ledger_expiry) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            Ok(success_requeue(group, sooner))
+        }
     }
 }
 

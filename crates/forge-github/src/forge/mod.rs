@@ -92,11 +92,14 @@ impl GithubForge {
         self.ensure_listener(ctx, &mut st, &client, id);
         let state = st.listener.as_ref().map(Listener::state).unwrap_or_default();
         st.activity = state.runners.clone();
-        let stats = match state.statistics {
-            Some(s) => s,
-            None => match scale_set::get(&client, id).await? {
-                Some(set) => set.statistics.ok_or_else(not_ready)?,
-                None => {
+        // Without a session (opening, or waiting out a 409 after a crash) there are no messages
+        // naming finished runners: the statistics are then a snapshot taken now.
+        let (stats, observed_at) = match state.statistics {
+            Some(s) => (s, None),
+            None => match (jiff::Timestamp::now(), scale_set::get(&client, id).await?) {
+                // The time before the request: it may predate a completion, never postdate one.
+                (asked, Some(set)) => (set.statistics.ok_or_else(not_ready)?, Some(asked)),
+                (_, None) => {
                     // Deleted between ensure and now: recreated on the next call.
                     st.scale_set = None;
                     return Err(not_ready());
@@ -113,8 +116,9 @@ impl GithubForge {
                 scale_set_id: Some(id),
                 forge_version: None,
             },
-            // Finished runners are reported by name (`runner_state`), not by a snapshot time.
-            observed_at: None,
+            // From the listener, finished runners are reported by name (`runner_state`).
+            knows_runner_activity: observed_at.is_none(),
+            observed_at,
         })
     }
 

@@ -43,8 +43,9 @@ impl FinishedLedger {
     }
 
     /// Forgets runners the demand now accounts for: those the forge reports `Finished`, those
-    /// older than a snapshot the demand was taken from (`observed_at`), and those older than
-    /// [`FINISH_GRACE`].
+    /// older than a snapshot the demand was taken from (`observed_at`), and, when the forge
+    /// reports finished runners by name (no snapshot), those older than [`FINISH_GRACE`]. A
+    /// snapshot forge keeps them until a newer snapshot, however long its poll interval.
     pub fn settle(
         &mut self,
         observed_at: Option<Timestamp>,
@@ -55,13 +56,13 @@ impl FinishedLedger {
         self.entries.retain(|name, at| {
             let confirmed = states.get(name) == Some(&ForgeRunnerState::Finished);
             let snapshot_newer = observed_at.is_some_and(|seen| seen > *at);
-            let expired = now.duration_since(*at) >= grace;
+            let expired = observed_at.is_none() && now.duration_since(*at) >= grace;
             !(confirmed || snapshot_newer || expired)
         });
     }
 
-    /// How long until the oldest entry expires: a pass is due then, or the demand it held
-    /// back would wait for the next resync.
+    /// How long until the oldest entry expires (name-reporting forges only): a pass is due
+    /// then, or the demand it held back would wait for the next resync.
     pub fn next_expiry(&self, now: Timestamp) -> Option<Duration> {
         self.entries
             .values()
@@ -128,6 +129,16 @@ mod tests {
         l.settle(None, &BTreeMap::new(), ts(100 + grace - 1));
         assert!(!l.is_empty());
         l.settle(None, &BTreeMap::new(), ts(100 + grace));
+        assert!(l.is_empty());
+    }
+
+    #[test]
+    fn snapshot_forges_keep_entries_until_a_newer_snapshot() {
+        let mut l = FinishedLedger::default();
+        l.record("a", ts(100));
+        l.settle(Some(ts(90)), &BTreeMap::new(), ts(1000));
+        assert!(!l.is_empty(), "a slow poll's old listing still shows the job");
+        l.settle(Some(ts(101)), &BTreeMap::new(), ts(1001));
         assert!(l.is_empty());
     }
 

@@ -349,7 +349,12 @@ async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, Reconcil
         }) {
             m.finished.record(&r.name, now);
         }
-        m.finished.next_expiry(now)
+        // Only name-reporting forges let entries run out; snapshot forges wait for a listing.
+        if demand.observed_at.is_none() {
+            m.finished.next_expiry(now)
+        } else {
+            None
+        }
     });
 
     let forge_label = ForgeLabels {

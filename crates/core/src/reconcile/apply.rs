@@ -22,7 +22,16 @@ use crate::runner_job::{
 };
 
 /// Runner creations in flight at once for one group (forge calls and API writes overlap).
-const CREATE_PARALLELISM: usize = 8;
+/// Each creation is three round trips (forge credentials, Job, Secret); 8 left a burst of 1000
+/// runners waiting on latency, not on CPU.
+const CREATE_PARALLELISM: usize = 32;
+/// Runner creations in flight at once in the whole process, over all groups. Every request in
+/// flight holds an HTTP connection, and idle connections stay pooled (one pool per forge client,
+/// i.e. per group): with many groups scaling up together, a per-group limit alone opened
+/// thousands of connections and most of the operator's memory went to their buffers.
+const PROCESS_CREATE_PARALLELISM: usize = 32;
+/// Permits for [`PROCESS_CREATE_PARALLELISM`]; fair (FIFO), so groups take turns.
+static CREATE_PERMITS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(PROCESS_CREATE_PARALLELISM);
 
 /// What the apply step did.
 #[derive(Debug, Default)]
@@ -196,6 +205,8 @@ fn post_params() -> PostParams {
 
 /// Creates one runner: credentials at the forge, then the Job, then its Secret.
 async fn create_runner(t: &Target<'_>) -> Result<String, ReconcileError> {
+    // The semaphore is never closed; if it were, creating without a permit is still correct.
+    let _permit = CREATE_PERMITS.acquire().await.ok();
     let group = &t.group.group;
     let name = runner_name(&t.group.key.name);
     let creds = t.forge.runner_credentials(t.group, &name).await?;

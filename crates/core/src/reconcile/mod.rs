@@ -93,6 +93,28 @@ fn group_predicate(g: &RunnerGroup) -> Option<u64> {
     Some(h.finish())
 }
 
+/// Drops what the reconciler never reads from a runner Job before the store keeps it: the pod
+/// template (most of the object), `managedFields` and condition messages. The store holds every
+/// runner Job of every group, so this is most of the operator's memory under load; what stays is
+/// what [`observe`] and the forges read (labels, annotations, owners, timestamps, status
+/// counters and condition types).
+pub fn slim_job(job: &mut Job) {
+    job.spec = None;
+    job.metadata.managed_fields = None;
+    if let Some(status) = job.status.as_mut() {
+        for c in status.conditions.iter_mut().flatten() {
+            c.message = None;
+        }
+        status.uncounted_terminated_pods = None;
+    }
+}
+
+/// Drops `managedFields` from a `RunnerGroup` before the store keeps it: nothing reads them,
+/// and every status write by server-side apply grows them.
+pub fn slim_group(group: &mut RunnerGroup) {
+    group.metadata.managed_fields = None;
+}
+
 /// Runs the controller until `shutdown` is cancelled; sets `ready` once every store has synced.
 pub async fn run_controller(
     client: Client,
@@ -135,11 +157,13 @@ pub async fn run_controller(
         let (job_reader, job_writer) = reflector::store();
         let groups = watcher(groups_api, watcher::Config::default())
             .default_backoff()
+            .modify(slim_group)
             .reflect(group_writer)
             .applied_objects()
             .predicate_filter(group_predicate, Default::default());
         let jobs = watcher(jobs_api, watcher::Config::default().labels(MANAGED_BY_SELECTOR))
             .default_backoff()
+            .modify(slim_job)
             .reflect(job_writer)
             .touched_objects();
         let jobs_synced = Arc::new(AtomicBool::new(false));
@@ -249,5 +273,78 @@ async fn forward_triggers(
             }
             None => debug!(group = %key, "trigger for an unwatched namespace dropped"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::batch::v1::{JobCondition, JobSpec, JobStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ManagedFieldsEntry, ObjectMeta};
+
+    use super::*;
+    use crate::plan::RunnerPhase;
+
+    #[test]
+    fn slim_job_keeps_what_observation_reads() {
+        let mut job = Job {
+            metadata: ObjectMeta {
+                name: Some("g-abcde".into()),
+                namespace: Some("ci".into()),
+                labels: Some([("forgerunner.dev/group".to_owned(), "g".to_owned())].into()),
+                annotations: Some(
+                    [(crate::runner_job::BUSY_ANNOTATION.to_owned(), "true".to_owned())].into(),
+                ),
+                managed_fields: Some(vec![ManagedFieldsEntry::default()]),
+                ..ObjectMeta::default()
+            },
+            spec: Some(JobSpec::default()),
+            status: Some(JobStatus {
+                ready: Some(1),
+                conditions: Some(vec![JobCondition {
+                    type_: "Complete".into(),
+                    status: "True".into(),
+                    message: Some("long text".into()),
+                    ..JobCondition::default()
+                }]),
+                ..JobStatus::default()
+            }),
+        };
+        let before = (
+            observe::job_phase(&job),
+            observe::ever_busy(&job),
+            observe::runner_refs(&[Arc::new(job.clone())]),
+        );
+        slim_job(&mut job);
+        assert!(job.spec.is_none() && job.metadata.managed_fields.is_none());
+        let conds = job
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .expect("conditions kept");
+        assert!(conds[0].message.is_none());
+        let after = (
+            observe::job_phase(&job),
+            observe::ever_busy(&job),
+            observe::runner_refs(&[Arc::new(job.clone())]),
+        );
+        assert_eq!(before, after);
+        assert_eq!(after.0, RunnerPhase::Succeeded);
+        assert_eq!(job.metadata.labels.map(|l| l.len()), Some(1));
+    }
+
+    #[test]
+    fn slim_group_drops_managed_fields_only() {
+        let mut g: RunnerGroup = serde_json::from_value(serde_json::json!({
+            "apiVersion": "forgerunner.dev/v1alpha1", "kind": "RunnerGroup",
+            "metadata": {"name": "g", "namespace": "ci", "generation": 3,
+                "managedFields": [{"manager": "forgerunner", "operation": "Apply"}]},
+            "spec": {"forge": "gitea", "maxRunners": 1,
+                "gitea": {"url": "https://x", "scope": "global", "credentials": "c", "labels": ["l"]}}
+        }))
+        .expect("group");
+        let spec = g.spec.clone();
+        slim_group(&mut g);
+        assert!(g.metadata.managed_fields.is_none());
+        assert_eq!((g.metadata.generation, g.spec), (Some(3), spec));
     }
 }

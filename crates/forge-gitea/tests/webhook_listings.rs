@@ -6,14 +6,14 @@
 //! HTTP), so every count below is exact; the fake counts the listings.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on broken setup
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use forgerunner_core::crd::{ForgeKind, GiteaScope, GiteaSpec, RunnerGroup, RunnerGroupSpec};
-use forgerunner_core::forge::{
-    Credentials, Forge, ForgeRunnerState, GroupContext, GroupKey, ReconcileTrigger, RunnerRef, SecretValue,
-};
+use forgerunner_core::crd::{GiteaScope, GiteaSpec};
+use forgerunner_core::forge::{Forge, ForgeRunnerState, GroupContext, GroupKey, ReconcileTrigger, RunnerRef};
 use forgerunner_core::metrics::Metrics;
 use forgerunner_gitea::{ClientOptions, GiteaForge, GiteaOptions, parse_workflow_job};
 use forgerunner_testkit::gitea::{ADMIN_TOKEN, FakeConfig, FakeScope, GiteaFakeHandle, JobState};
@@ -58,36 +58,7 @@ fn ctx(name: &str, url: &str, labels: &[&str], poll_seconds: u32) -> GroupContex
         poll_interval_seconds: Some(poll_seconds),
         webhook_secret: Some("hook".into()),
     };
-    let mut group = RunnerGroup::new(
-        name,
-        RunnerGroupSpec {
-            forge: ForgeKind::Gitea,
-            github: None,
-            gitea: Some(gitea),
-            min_runners: 0,
-            max_runners: 8,
-            image: None,
-            template: None,
-            ttl_seconds_after_finished: None,
-            active_deadline_seconds: None,
-            idle_timeout_seconds: None,
-        },
-    );
-    group.metadata.namespace = Some("ns".into());
-    GroupContext {
-        key: GroupKey {
-            namespace: "ns".into(),
-            name: name.into(),
-        },
-        uid: format!("uid-{name}"),
-        group,
-        credentials: Credentials {
-            secret_name: "creds".into(),
-            data: BTreeMap::from([("token".to_string(), SecretValue::new(ADMIN_TOKEN))]),
-            version: "1".into(),
-        },
-        ca_bundle: None,
-    }
+    common::group_context(name, gitea, ADMIN_TOKEN)
 }
 
 /// Jobs listings the fake has answered.

@@ -1,14 +1,16 @@
 //! Wire tests: the Gitea client and `GiteaForge` against the testkit's fake Gitea.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on broken setup
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use forgerunner_core::crd::{ForgeKind, GiteaScope, GiteaSpec, RunnerGroup, RunnerGroupSpec};
+use forgerunner_core::crd::{GiteaScope, GiteaSpec};
 use forgerunner_core::forge::{
-    Credentials, Forge, ForgeError, ForgeRunnerState, GroupContext, GroupKey, ReconcileTrigger,
-    RemoveOutcome, RunnerRef, SecretValue,
+    Forge, ForgeError, ForgeRunnerState, GroupContext, ReconcileTrigger, RemoveOutcome, RunnerRef,
+    SecretValue,
 };
 use forgerunner_core::metrics::Metrics;
 use forgerunner_gitea::{ClientOptions, GiteaClient, GiteaError, GiteaForge, GiteaOptions, Scope};
@@ -62,36 +64,7 @@ fn ctx(
         poll_interval_seconds: Some(30),
         webhook_secret: None,
     };
-    let mut group = RunnerGroup::new(
-        name,
-        RunnerGroupSpec {
-            forge: ForgeKind::Gitea,
-            github: None,
-            gitea: Some(gitea),
-            min_runners: 0,
-            max_runners: 8,
-            image: None,
-            template: None,
-            ttl_seconds_after_finished: None,
-            active_deadline_seconds: None,
-            idle_timeout_seconds: None,
-        },
-    );
-    group.metadata.namespace = Some("ns".into());
-    GroupContext {
-        key: GroupKey {
-            namespace: "ns".into(),
-            name: name.into(),
-        },
-        uid: format!("uid-{name}"),
-        group,
-        credentials: Credentials {
-            secret_name: "creds".into(),
-            data: BTreeMap::from([("token".to_string(), SecretValue::new(token))]),
-            version: "1".into(),
-        },
-        ca_bundle: None,
-    }
+    common::group_context(name, gitea, token)
 }
 
 fn count(fake: &GiteaFakeHandle, path_part: &str) -> usize {

@@ -1,0 +1,41 @@
+//! Fixtures shared by the Gitea test suites.
+
+use std::collections::BTreeMap;
+
+use forgerunner_core::crd::{ForgeKind, GiteaSpec, RunnerGroup, RunnerGroupSpec};
+use forgerunner_core::forge::{Credentials, GroupContext, GroupKey, SecretValue};
+
+/// A Gitea group `name` in namespace `ns` (at most 8 runners) with `gitea` as its forge block,
+/// as the reconciler would hand it to the forge, its Secret holding `token`.
+pub fn group_context(name: &str, gitea: GiteaSpec, token: &str) -> GroupContext {
+    let mut group = RunnerGroup::new(
+        name,
+        RunnerGroupSpec {
+            forge: ForgeKind::Gitea,
+            github: None,
+            gitea: Some(gitea),
+            min_runners: 0,
+            max_runners: 8,
+            image: None,
+            template: None,
+            ttl_seconds_after_finished: None,
+            active_deadline_seconds: None,
+            idle_timeout_seconds: None,
+        },
+    );
+    group.metadata.namespace = Some("ns".into());
+    GroupContext {
+        key: GroupKey {
+            namespace: "ns".into(),
+            name: name.into(),
+        },
+        uid: format!("uid-{name}"),
+        group,
+        credentials: Credentials {
+            secret_name: "creds".into(),
+            data: BTreeMap::from([("token".to_string(), SecretValue::new(token))]),
+            version: "1".into(),
+        },
+        ca_bundle: None,
+    }
+}

@@ -1,5 +1,6 @@
-//! HTTP layer: one reqwest client per (config URL, credentials), the token chain, request
-//! retries, metrics and the mapping of responses onto [`ApiError`].
+//! HTTP layer: one client per (config URL, credentials) over a transport shared by every group
+//! with the same CA bundle and proxy, the token chain, request retries, metrics and the mapping
+//! of responses onto [`ApiError`].
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -55,6 +56,50 @@ impl Default for HttpOptions {
     }
 }
 
+/// Idle connections kept per host. Groups share a transport, so a few cover the steady traffic;
+/// a burst opens more and they are closed once idle.
+const IDLE_CONNECTIONS_PER_HOST: usize = 8;
+/// How long an idle connection is kept.
+const IDLE_CONNECTION_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Builds the HTTP transport: `ca_bundle` (PEM) is trusted on top of the system roots, `proxy`
+/// proxies every request. One transport serves every group with the same CA bundle and proxy,
+/// so they share one connection pool and one root store (each costs memory per group
+/// otherwise: about 16 connections and 70 KiB of roots).
+pub fn build_transport(
+    ca_bundle: Option<&str>,
+    proxy: Option<&str>,
+    opts: &HttpOptions,
+) -> Result<reqwest::Client, ApiError> {
+    let mut headers = HeaderMap::new();
+    let agent = format!(
+        r#"{{"system":"forgerunner","version":"{}","subsystem":"forgerunner-github","kind":"scaleset"}}"#,
+        env!("CARGO_PKG_VERSION")
+    );
+    if let Ok(v) = HeaderValue::from_str(&agent) {
+        headers.insert(reqwest::header::USER_AGENT, v);
+    }
+    let mut builder = reqwest::Client::builder()
+        .default_headers(headers)
+        .connect_timeout(opts.connect_timeout)
+        .pool_max_idle_per_host(IDLE_CONNECTIONS_PER_HOST)
+        .pool_idle_timeout(IDLE_CONNECTION_TIMEOUT);
+    if let Some(pem) = ca_bundle.filter(|p| !p.trim().is_empty()) {
+        let certs = reqwest::Certificate::from_pem_bundle(pem.as_bytes())
+            .map_err(|e| ApiError::Config(format!("CA bundle is not valid PEM: {e}")))?;
+        builder = builder.tls_certs_merge(certs);
+    }
+    if let Some(p) = proxy.filter(|p| !p.trim().is_empty()) {
+        // The proxy URL may carry credentials: never echo it.
+        let proxy = reqwest::Proxy::all(p.trim())
+            .map_err(|_| ApiError::Config("proxyUrl is not a valid proxy URL".into()))?;
+        builder = builder.proxy(proxy);
+    }
+    builder
+        .build()
+        .map_err(|e| ApiError::Config(format!("cannot build HTTP client: {e}")))
+}
+
 /// How a request is authorized.
 #[derive(Clone, Copy)]
 pub enum Auth<'a> {
@@ -103,49 +148,22 @@ pub struct GithubClient {
 }
 
 impl GithubClient {
-    /// Builds a client; `ca_bundle` (PEM) is trusted on top of the system roots, `proxy` proxies
-    /// every request.
+    /// A client for one config URL and credentials over `http` (from [`build_transport`]).
     pub fn new(
         metrics: Arc<Metrics>,
         config: ConfigUrl,
         auth: AuthMethod,
-        ca_bundle: Option<&str>,
-        proxy: Option<&str>,
+        http: reqwest::Client,
         opts: HttpOptions,
-    ) -> Result<GithubClient, ApiError> {
-        let mut headers = HeaderMap::new();
-        let agent = format!(
-            r#"{{"system":"forgerunner","version":"{}","subsystem":"forgerunner-github","kind":"scaleset"}}"#,
-            env!("CARGO_PKG_VERSION")
-        );
-        if let Ok(v) = HeaderValue::from_str(&agent) {
-            headers.insert(reqwest::header::USER_AGENT, v);
-        }
-        let mut builder = reqwest::Client::builder()
-            .default_headers(headers)
-            .connect_timeout(opts.connect_timeout);
-        if let Some(pem) = ca_bundle.filter(|p| !p.trim().is_empty()) {
-            let certs = reqwest::Certificate::from_pem_bundle(pem.as_bytes())
-                .map_err(|e| ApiError::Config(format!("CA bundle is not valid PEM: {e}")))?;
-            builder = builder.tls_certs_merge(certs);
-        }
-        if let Some(p) = proxy.filter(|p| !p.trim().is_empty()) {
-            // The proxy URL may carry credentials: never echo it.
-            let proxy = reqwest::Proxy::all(p.trim())
-                .map_err(|_| ApiError::Config("proxyUrl is not a valid proxy URL".into()))?;
-            builder = builder.proxy(proxy);
-        }
-        let http = builder
-            .build()
-            .map_err(|e| ApiError::Config(format!("cannot build HTTP client: {e}")))?;
-        Ok(GithubClient {
+    ) -> GithubClient {
+        GithubClient {
             http,
             metrics,
             config,
             auth,
             tokens: TokenCache::default(),
             opts,
-        })
+        }
     }
 
     /// The parsed config URL.

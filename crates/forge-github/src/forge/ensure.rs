@@ -9,7 +9,7 @@ use forgerunner_core::forge::GroupContext;
 
 use super::{GithubForge, GroupState, ScaleSetInfo};
 use crate::auth::AuthMethod;
-use crate::client::GithubClient;
+use crate::client::{GithubClient, build_transport};
 use crate::config_url::ConfigUrl;
 use crate::error::ApiError;
 use crate::listener::{Listener, ListenerConfig};
@@ -66,14 +66,32 @@ impl GithubForge {
         let spec = github_spec(&ctx.group)?;
         let config = ConfigUrl::parse(&spec.config_url).map_err(|e| ApiError::Config(e.to_string()))?;
         let auth = AuthMethod::from_credentials(&ctx.credentials)?;
-        GithubClient::new(
+        let http = self.transport(ctx.ca_bundle.as_deref(), spec.proxy_url.as_deref())?;
+        Ok(GithubClient::new(
             self.metrics.clone(),
             config,
             auth,
-            ctx.ca_bundle.as_deref(),
-            spec.proxy_url.as_deref(),
+            http,
             self.opts.http.clone(),
-        )
+        ))
+    }
+
+    /// The shared transport for this CA bundle and proxy (built on first use).
+    fn transport(&self, ca_bundle: Option<&str>, proxy: Option<&str>) -> Result<reqwest::Client, ApiError> {
+        let mut h = DefaultHasher::new();
+        ca_bundle.hash(&mut h);
+        proxy.hash(&mut h);
+        let key = h.finish();
+        let mut transports = self
+            .transports
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(http) = transports.get(&key) {
+            return Ok(http.clone());
+        }
+        let http = build_transport(ca_bundle, proxy, &self.opts.http)?;
+        transports.insert(key, http.clone());
+        Ok(http)
     }
 
     /// Makes sure the group has a current client (rebuilt when URL, credentials, CA or proxy

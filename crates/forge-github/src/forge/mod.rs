@@ -49,6 +49,8 @@ pub struct GithubForge {
     trigger: ReconcileTrigger,
     opts: GithubOptions,
     groups: Mutex<HashMap<GroupKey, Arc<tokio::sync::Mutex<GroupState>>>>,
+    /// HTTP transports by (CA bundle, proxy), shared by the groups' clients.
+    transports: Mutex<HashMap<u64, reqwest::Client>>,
 }
 
 impl std::fmt::Debug for GithubForge {
@@ -74,6 +76,7 @@ impl GithubForge {
             trigger,
             opts,
             groups: Mutex::default(),
+            transports: Mutex::default(),
         }
     }
 

@@ -122,7 +122,8 @@ per-namespace Roles. Each rule says why the operator needs it; verbs are the min
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["get", "list", "watch"]
-# Read forge credentials; create and delete the per-runner Secret (JIT config / registration token).
+# Read forge credentials (and, once after a restart, whether a pending runner has its Secret);
+# create and delete the per-runner Secret (JIT config / registration token).
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["get", "create", "delete"]

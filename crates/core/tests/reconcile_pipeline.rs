@@ -729,3 +729,60 @@ async fn runner_finishing_under_a_stale_listing_is_not_replaced() {
     );
     h.stop().await;
 }
+
+/// A process killed between a runner's Job and its Secret leaves a Job whose pod can never
+/// start. The next process gives it its Secret on its first pass, so that runner takes the job
+/// instead of a second one being made after the idle timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runner_left_without_its_secret_by_a_crash_gets_it() {
+    let h = Harness::start(true).await;
+    h.create_secret("creds").await;
+    // The leftover: labelled as the group's runner, no Secret, pod never started.
+    let leftover: Job = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "pool-crash", "namespace": NS, "labels": {
+            forgerunner_core::runner_job::MANAGED_BY_LABEL: forgerunner_core::runner_job::MANAGED_BY_VALUE,
+            GROUP_LABEL: "pool",
+        }},
+        "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [
+            {"name": "runner", "image": "fake/runner:1"}
+        ]}}},
+    }))
+    .expect("job");
+    h.jobs()
+        .create(&PostParams::default(), &leftover)
+        .await
+        .expect("create leftover job");
+    h.forge.jobs.store(1, Ordering::SeqCst);
+    h.create_group("pool", gitea_spec(0, 3, 600)).await;
+
+    let secrets: Api<Secret> = Api::namespaced(h.client.clone(), NS);
+    wait_for("the leftover's Secret", || async {
+        secrets.get_opt("pool-crash").await.ok().flatten().is_some()
+    })
+    .await;
+    let secret = secrets.get("pool-crash").await.expect("secret");
+    assert_eq!(
+        secret.data.expect("data").get("token").map(|b| b.0.as_slice()),
+        Some(SECRET_VALUE.as_bytes())
+    );
+    let owner = &secret.metadata.owner_references.expect("owner")[0];
+    assert_eq!((owner.kind.as_str(), owner.name.as_str()), ("Job", "pool-crash"));
+    wait_for("Ready=True", || async {
+        h.condition("pool", "Ready")
+            .await
+            .is_some_and(|(s, _, _)| s == "True")
+    })
+    .await;
+    let names: Vec<String> = h
+        .runner_jobs("pool")
+        .await
+        .into_iter()
+        .filter_map(|j| j.metadata.name)
+        .collect();
+    assert_eq!(
+        names,
+        ["pool-crash"],
+        "the leftover covers the job: no second runner"
+    );
+    h.stop().await;
+}

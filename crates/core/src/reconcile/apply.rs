@@ -196,7 +196,7 @@ async fn remove(t: &Target<'_>, r: &Removal, report: &mut ApplyReport) {
     }
 }
 
-fn post_params() -> PostParams {
+pub(super) fn post_params() -> PostParams {
     PostParams {
         dry_run: false,
         field_manager: Some(FIELD_MANAGER.to_owned()),

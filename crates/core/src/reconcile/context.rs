@@ -46,6 +46,8 @@ pub struct GroupMemory {
     pub written_status: Option<WrittenStatus>,
     /// When this process last wrote the status (count-only changes are rate-limited by it).
     pub last_status_write: Option<std::time::Instant>,
+    /// Pending runner Jobs have been checked for a Secret a crashed process never wrote.
+    pub secrets_checked: bool,
 }
 
 /// A status written by this process, and the `resourceVersion` of the object it was based on.

@@ -11,6 +11,7 @@ pub mod events;
 pub mod finished;
 pub mod observe;
 pub mod pipeline;
+pub mod repair;
 pub mod runner_exit;
 pub mod status;
 pub mod status_write;

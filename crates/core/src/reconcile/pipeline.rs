@@ -20,6 +20,7 @@ use super::context::{Context, GITHUB_RESYNC, MAX_CLEANUP_ATTEMPTS, USER_ACTION_R
 use super::error::ReconcileError;
 use super::events;
 use super::observe::{belongs_to, observe_runners, runner_refs};
+use super::repair::restore_missing_secrets;
 use super::status::{
     PassSummary, build_status, error_conditions, next_failure_count, outdated_persists, success_conditions,
 };
@@ -331,6 +332,13 @@ async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, Reconcil
         group: &gctx,
         observed: &jobs,
     };
+    if !ctx.with_memory(&key, |m| m.secrets_checked) {
+        // Once per process: a predecessor killed between a runner's Job and its Secret.
+        match restore_missing_secrets(&target).await {
+            Ok(_) => ctx.with_memory(&key, |m| m.secrets_checked = true),
+            Err(e) => warn!(group = %key, error = %e, "could not check runner Secrets; retrying next pass"),
+        }
+    }
     let mut report = apply_plan(&target, &the_plan).await;
     let ledger_expiry = ctx.with_memory(&key, |m| {
         m.in_flight.created.extend(report.created.iter().cloned());

@@ -3,13 +3,17 @@
 //! no runner is created twice for a job, nothing leaks and `maxRunners` holds.
 #![cfg(all(feature = "github", feature = "gitea"))]
 
+#[allow(dead_code)]
+mod common;
+
 use std::time::Duration;
 
+use common::e2e::{fail_with_output, start_world};
 use forgerunner_testkit::apiserver::{Fault as ApiFault, Verb};
 use forgerunner_testkit::gitea::Fault as GiteaFault;
 use forgerunner_testkit::github::{Endpoint, Fault as GithubFault};
 use forgerunner_testkit::world::groups::GroupSize;
-use forgerunner_testkit::world::operator::{OperatorCommand, OperatorProcess, OperatorSettings};
+use forgerunner_testkit::world::operator::OperatorProcess;
 use forgerunner_testkit::world::watch::JobWatch;
 use forgerunner_testkit::world::{World, WorldOptions, wait_until};
 
@@ -17,36 +21,29 @@ const NS: &str = "faults";
 const MAX: u32 = 5;
 const DRAIN: Duration = Duration::from_secs(180);
 
-fn operator_command() -> OperatorCommand {
-    OperatorCommand::binary(env!("CARGO_BIN_EXE_forgerunner"))
-}
-
 fn start_operator(world: &World, forge: &str) -> OperatorProcess {
-    let settings = OperatorSettings {
-        forges: vec![forge.to_owned()],
-        ..OperatorSettings::default()
-    };
-    OperatorProcess::spawn(&operator_command(), world.kubeconfig(), &settings).expect("operator starts")
+    common::e2e::start_operator(world, forge, "forgerunner-faults")
 }
 
 async fn world(github: bool) -> World {
-    let world = World::start(WorldOptions {
+    let opts = WorldOptions {
         github,
         gitea: !github,
         work_time: Duration::from_millis(300),
         ..WorldOptions::default()
-    })
-    .await
-    .expect("world starts");
-    world.create_namespace(NS).await.expect("namespace");
-    world
+    };
+    start_world(opts, NS).await
 }
 
-/// Fails with the operator's last output, so a red test explains itself.
-fn fail_with_output(op: &OperatorProcess, what: &str) -> ! {
-    let out = op.output();
-    let tail: Vec<&String> = out.iter().rev().take(30).collect();
-    panic!("{what}; last operator output (newest first):\n{tail:#?}");
+/// Every group here: up to [`MAX`] runners, and a 20 s idle timeout so a surplus runner leaves
+/// within the drain (while a killed process's session is still held at GitHub, the new one plans
+/// on snapshot statistics and never scales down).
+fn group_size() -> GroupSize {
+    GroupSize {
+        min: 0,
+        max: MAX,
+        idle_timeout_seconds: Some(20),
+    }
 }
 
 async fn wait_drained(world: &World, progress: impl Fn() -> (bool, usize), op: &OperatorProcess) {
@@ -65,14 +62,10 @@ async fn github_restart_and_faults_mid_burst_lose_nothing() {
     let world = world(true).await;
     let watch = JobWatch::start(world.client.clone(), NS);
     let mut op = start_operator(&world, "github");
-    // While the killed process's session is still held at GitHub the new one plans on snapshot
-    // statistics and never scales down; a surplus runner then leaves by the idle timeout.
-    let size = GroupSize {
-        min: 0,
-        max: MAX,
-        idle_timeout_seconds: Some(20),
-    };
-    world.add_github_group(NS, "gh", &size).await.expect("group");
+    world
+        .add_github_group(NS, "gh", &group_size())
+        .await
+        .expect("group");
     let scale_set = world
         .github_scale_set("gh", Duration::from_secs(60))
         .await
@@ -140,13 +133,8 @@ async fn gitea_restart_errors_and_cancellations_lose_nothing() {
     let world = world(false).await;
     let watch = JobWatch::start(world.client.clone(), NS);
     let mut op = start_operator(&world, "gitea");
-    let size = GroupSize {
-        min: 0,
-        max: MAX,
-        idle_timeout_seconds: Some(20),
-    };
     world
-        .add_gitea_group(NS, "gt", &["linux"], &size, 1, None)
+        .add_gitea_group(NS, "gt", &["linux"], &group_size(), 1, None)
         .await
         .expect("group");
     let fake = world.gitea.as_ref().expect("gitea fake").clone();

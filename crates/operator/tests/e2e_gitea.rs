@@ -11,11 +11,11 @@ mod common;
 use std::cell::Cell;
 use std::time::Duration;
 
-use common::e2e::{OUTPUT_LINES, start_operator, wait_nothing_left};
+use common::e2e::{OUTPUT_LINES, start_operator, start_world, wait_nothing_left};
 use forgerunner_testkit::gitea::{Conclusion, JobState};
 use forgerunner_testkit::world::groups::{GiteaGroup, GiteaRunnerScope, GroupSize};
 use forgerunner_testkit::world::watch::JobWatch;
-use forgerunner_testkit::world::{World, WorldOptions, wait_until};
+use forgerunner_testkit::world::{WorldOptions, wait_until};
 use kube::api::ListParams;
 
 const NS: &str = "e2e-gitea";
@@ -25,15 +25,13 @@ const MAX_RUNNERS: usize = 8;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifty_jobs_two_label_sets_two_groups_max_eight() {
-    let world = World::start(WorldOptions {
+    let opts = WorldOptions {
         github: false,
         gitea: true,
         work_time: Duration::from_millis(300),
         ..WorldOptions::default()
-    })
-    .await
-    .expect("world starts");
-    world.create_namespace(NS).await.expect("namespace");
+    };
+    let world = start_world(opts, NS).await;
     let gitea = world.gitea.clone().expect("gitea fake");
     let watch = JobWatch::start(world.client.clone(), NS);
     let size = GroupSize {

@@ -8,11 +8,15 @@
 //! output when the test fails.
 #![cfg(feature = "gitea")]
 
+#[allow(dead_code)]
+mod common;
+
 use std::time::{Duration, Instant};
 
+use common::e2e::{fail_with_output, start_operator_with, start_world};
 use forgerunner_testkit::gitea::GiteaFakeHandle;
 use forgerunner_testkit::world::groups::GroupSize;
-use forgerunner_testkit::world::operator::{OperatorCommand, OperatorProcess, OperatorSettings};
+use forgerunner_testkit::world::operator::{OperatorProcess, OperatorSettings};
 use forgerunner_testkit::world::watch::JobWatch;
 use forgerunner_testkit::world::{World, WorldOptions, wait_until};
 
@@ -27,16 +31,6 @@ const JOBS: usize = 5;
 const ALL_JOBS: Duration = Duration::from_secs(60);
 /// Startup: the operator's caches and the group's first poll.
 const STARTUP: Duration = Duration::from_secs(60);
-
-/// Fails with the operator's last output, so a red test explains itself.
-fn fail_with_output(op: &OperatorProcess, what: &str) -> ! {
-    let out = op.output();
-    if let Ok(path) = std::env::var("E2E_DUMP") {
-        let _ = std::fs::write(path, out.join("\n"));
-    }
-    let tail: Vec<&String> = out.iter().rev().take(40).collect();
-    panic!("{what}; last operator output (newest first):\n{tail:#?}");
-}
 
 /// Waits for `check` until `deadline`, failing with the operator's output.
 async fn wait_or_fail<F, Fut>(op: &OperatorProcess, deadline: Instant, what: &str, check: F)
@@ -79,15 +73,13 @@ fn job_listings(fake: &GiteaFakeHandle) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn webhooks_serve_jobs_long_before_the_next_poll() {
-    let world = World::start(WorldOptions {
+    let opts = WorldOptions {
         github: false,
         gitea: true,
         work_time: Duration::from_millis(300),
         ..WorldOptions::default()
-    })
-    .await
-    .expect("world starts");
-    world.create_namespace(NS).await.expect("namespace");
+    };
+    let world = start_world(opts, NS).await;
     let fake = world.gitea.clone().expect("gitea fake");
     let watch = JobWatch::start(world.client.clone(), NS);
     let settings = OperatorSettings {
@@ -95,12 +87,7 @@ async fn webhooks_serve_jobs_long_before_the_next_poll() {
         log_level: std::env::var("E2E_LOG").unwrap_or_else(|_| "info".into()),
         ..OperatorSettings::default()
     };
-    let op = OperatorProcess::spawn(
-        &OperatorCommand::binary(env!("CARGO_BIN_EXE_forgerunner")),
-        world.kubeconfig(),
-        &settings,
-    )
-    .expect("operator starts");
+    let op = start_operator_with(&world, &settings);
     let size = GroupSize {
         min: 0,
         max: 2,

@@ -9,11 +9,11 @@ mod common;
 use std::cell::Cell;
 use std::time::Duration;
 
-use common::e2e::{OUTPUT_LINES, start_operator, wait_nothing_left};
+use common::e2e::{OUTPUT_LINES, start_operator, start_world, wait_nothing_left};
 use forgerunner_testkit::github::Endpoint;
 use forgerunner_testkit::world::groups::GroupSize;
 use forgerunner_testkit::world::watch::JobWatch;
-use forgerunner_testkit::world::{GROUP_LABEL, World, WorldOptions, wait_until};
+use forgerunner_testkit::world::{GROUP_LABEL, WorldOptions, wait_until};
 use kube::api::ListParams;
 
 const NS: &str = "e2e-github";
@@ -23,16 +23,14 @@ const MAX_RUNNERS: usize = 10;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifty_jobs_with_max_ten_runners_all_complete_and_clean_up() {
-    let world = World::start(WorldOptions {
+    let opts = WorldOptions {
         github: true,
         gitea: false,
         work_time: Duration::from_millis(300),
         github_long_poll: Duration::from_secs(1),
         ..WorldOptions::default()
-    })
-    .await
-    .expect("world starts");
-    world.create_namespace(NS).await.expect("namespace");
+    };
+    let world = start_world(opts, NS).await;
     let watch = JobWatch::start(world.client.clone(), NS);
     world
         .add_github_group(NS, GROUP, &GroupSize::up_to(MAX_RUNNERS as u32))

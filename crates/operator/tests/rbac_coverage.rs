@@ -15,11 +15,12 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use common::chart;
+use common::e2e::{fail_with_output, start_operator_with};
 
 use forgerunner_core::RunnerGroup;
 use forgerunner_testkit::apiserver::{RequestRecord, Verb};
 use forgerunner_testkit::world::groups::GroupSize;
-use forgerunner_testkit::world::operator::{OperatorCommand, OperatorProcess, OperatorSettings};
+use forgerunner_testkit::world::operator::OperatorSettings;
 use forgerunner_testkit::world::{World, WorldOptions, wait_until};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, Subject};
 use kube::Api;
@@ -77,22 +78,8 @@ impl Grant {
         in_scope
             && has(groups, &record.group)
             && has(resources, &record.resource)
-            && has(&self.rule.verbs, rbac_verb(verb))
+            && has(&self.rule.verbs, verb.as_str())
             && named
-    }
-}
-
-/// The RBAC verb a request needs.
-fn rbac_verb(verb: Verb) -> &'static str {
-    match verb {
-        Verb::Get => "get",
-        Verb::List => "list",
-        Verb::Watch => "watch",
-        Verb::Create => "create",
-        Verb::Update => "update",
-        Verb::Patch => "patch",
-        Verb::Delete => "delete",
-        Verb::DeleteCollection => "deletecollection",
     }
 }
 
@@ -193,21 +180,13 @@ fn chart_grants(objects: &[serde_json::Value]) -> Vec<Grant> {
 // ---------------------------------------------------------------------------------------------
 // The operator's life cycle.
 
-/// Fails with the operator's last output, so a red test explains itself.
-fn fail_with_output(op: &OperatorProcess, what: &str) -> ! {
-    let out = op.output();
-    let tail: Vec<&String> = out.iter().rev().take(40).collect();
-    panic!("{what}; last operator output (newest first):\n{tail:#?}");
-}
-
 /// Runs groups, jobs, a webhook and group deletion, then stops the operator gracefully.
 async fn exercise_operator(world: &World) {
     let settings = OperatorSettings {
         leader_election: true,
         ..OperatorSettings::default()
     };
-    let command = OperatorCommand::binary(env!("CARGO_BIN_EXE_forgerunner"));
-    let mut op = OperatorProcess::spawn(&command, world.kubeconfig(), &settings).expect("operator starts");
+    let mut op = start_operator_with(world, &settings);
 
     let gitea = world.gitea.as_ref().expect("gitea fake").clone();
     gitea.set_webhook(
@@ -304,7 +283,7 @@ async fn chart_rbac_covers_every_call_the_operator_makes() {
     let footprint = log.rbac_footprint("forgerunner/");
     let lines: Vec<String> = footprint
         .iter()
-        .map(|(g, r, v)| format!("{} {}/{r}", rbac_verb(*v), group_name(g)))
+        .map(|(g, r, v)| format!("{} {}/{r}", v.as_str(), group_name(g)))
         .collect();
     println!(
         "operator RBAC footprint ({} triples):\n  {}",
@@ -323,7 +302,7 @@ async fn chart_rbac_covers_every_call_the_operator_makes() {
         assert!(
             footprint.contains(&(group.to_owned(), resource.to_owned(), verb)),
             "expected {} {group}/{resource} in the footprint: {lines:#?}",
-            rbac_verb(verb)
+            verb.as_str()
         );
     }
 
@@ -352,7 +331,7 @@ async fn chart_rbac_covers_every_call_the_operator_makes() {
         if !grants.iter().any(|g| g.allows(record, verb)) {
             let key = format!(
                 "{} {}/{} namespace={} name={}",
-                rbac_verb(verb),
+                verb.as_str(),
                 group_name(&record.group),
                 record.resource,
                 record.namespace.as_deref().unwrap_or("<cluster>"),

@@ -5,13 +5,26 @@
 use std::time::Duration;
 
 use forgerunner_testkit::world::operator::{OperatorCommand, OperatorProcess, OperatorSettings};
-use forgerunner_testkit::world::{World, wait_until};
+use forgerunner_testkit::world::{World, WorldOptions, wait_until};
 use k8s_openapi::api::batch::v1::Job;
 use kube::Api;
 use kube::api::ListParams;
 
 /// Lines of operator output a failure message shows.
 pub const OUTPUT_LINES: usize = 40;
+
+/// Starts a world and creates the test's own namespace in it.
+pub async fn start_world(opts: WorldOptions, namespace: &str) -> World {
+    let world = World::start(opts).await.expect("world starts");
+    world.create_namespace(namespace).await.expect("namespace");
+    world
+}
+
+/// Starts `forgerunner run` against `world` with `settings`.
+pub fn start_operator_with(world: &World, settings: &OperatorSettings) -> OperatorProcess {
+    let command = OperatorCommand::binary(env!("CARGO_BIN_EXE_forgerunner"));
+    OperatorProcess::spawn(&command, world.kubeconfig(), settings).expect("spawn forgerunner")
+}
 
 /// Starts `forgerunner run` against `world` with only `forge` enabled, reporting as `pod_name`.
 pub fn start_operator(world: &World, forge: &str, pod_name: &str) -> OperatorProcess {
@@ -20,8 +33,16 @@ pub fn start_operator(world: &World, forge: &str, pod_name: &str) -> OperatorPro
         pod_name: pod_name.to_owned(),
         ..OperatorSettings::default()
     };
-    let command = OperatorCommand::binary(env!("CARGO_BIN_EXE_forgerunner"));
-    OperatorProcess::spawn(&command, world.kubeconfig(), &settings).expect("spawn forgerunner")
+    start_operator_with(world, &settings)
+}
+
+/// Fails with `what` and the operator's last output, so a red test explains itself; with
+/// `E2E_DUMP=<file>` the whole output is saved there too.
+pub fn fail_with_output(op: &OperatorProcess, what: &str) -> ! {
+    if let Ok(path) = std::env::var("E2E_DUMP") {
+        let _ = std::fs::write(path, op.output().join("\n"));
+    }
+    panic!("{what}; operator log:\n{}", op.output_tail(OUTPUT_LINES));
 }
 
 /// Waits up to `timeout` until `registered()` (runners still registered at the forge) is 0 and

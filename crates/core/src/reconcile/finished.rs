@@ -32,6 +32,16 @@ impl FinishedLedger {
         self.entries.entry(name.to_owned()).or_insert(at);
     }
 
+    /// Remembers the runners of `observed` this pass cleaned up (`deleted`) whose completion the
+    /// forge had not reported: their Jobs are gone from the next passes' view.
+    pub fn record_cleaned_up(&mut self, observed: &[ObservedRunner], deleted: &[String], now: Timestamp) {
+        for r in observed.iter().filter(|r| done_but_unreported(r)) {
+            if deleted.contains(&r.name) {
+                self.record(&r.name, now);
+            }
+        }
+    }
+
     /// Names remembered, so the forge can be asked whether it has seen them finish.
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.entries.keys().map(String::as_str)
@@ -61,9 +71,13 @@ impl FinishedLedger {
         });
     }
 
-    /// How long until the oldest entry expires (name-reporting forges only): a pass is due
-    /// then, or the demand it held back would wait for the next resync.
-    pub fn next_expiry(&self, now: Timestamp) -> Option<Duration> {
+    /// How long until the oldest entry expires: a pass is due then, or the demand it held back
+    /// would wait for the next resync. `None` for a snapshot forge (`observed_at` set), whose
+    /// entries wait for a newer listing instead ([`FinishedLedger::settle`]).
+    pub fn next_expiry(&self, observed_at: Option<Timestamp>, now: Timestamp) -> Option<Duration> {
+        if observed_at.is_some() {
+            return None;
+        }
         self.entries
             .values()
             .min()
@@ -75,12 +89,17 @@ impl FinishedLedger {
     pub fn uncounted(&self, observed: &[ObservedRunner]) -> u32 {
         let now_done: BTreeSet<&str> = observed
             .iter()
-            .filter(|r| r.phase == RunnerPhase::Succeeded && r.forge_state != ForgeRunnerState::Finished)
+            .filter(|r| done_but_unreported(r))
             .map(|r| r.name.as_str())
             .filter(|n| !self.entries.contains_key(*n))
             .collect();
         u32::try_from(self.entries.len().saturating_add(now_done.len())).unwrap_or(u32::MAX)
     }
+}
+
+/// A runner whose Job succeeded while the forge has not reported its job finished.
+fn done_but_unreported(r: &ObservedRunner) -> bool {
+    r.phase == RunnerPhase::Succeeded && r.forge_state != ForgeRunnerState::Finished
 }
 
 #[cfg(test)]
@@ -145,14 +164,14 @@ mod tests {
     #[test]
     fn next_expiry_is_the_oldest_entry_plus_the_grace() {
         let mut l = FinishedLedger::default();
-        assert_eq!(l.next_expiry(ts(100)), None);
+        assert_eq!(l.next_expiry(None, ts(100)), None);
         l.record("a", ts(100));
         l.record("b", ts(110));
         assert_eq!(
-            l.next_expiry(ts(105)),
+            l.next_expiry(None, ts(105)),
             Some(FINISH_GRACE - Duration::from_secs(5))
         );
-        assert_eq!(l.next_expiry(ts(1000)), Some(Duration::ZERO));
+        assert_eq!(l.next_expiry(None, ts(1000)), Some(Duration::ZERO));
     }
 
     #[test]

@@ -296,13 +296,13 @@ async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, Reconcil
         forge.runner_state(&gctx, &refs).await?
     };
     let now = Timestamp::now();
-    let (in_flight, finished) = ctx.with_memory(&key, |m| {
+    let in_flight = ctx.with_memory(&key, |m| {
         m.in_flight.settle(&jobs);
         m.finished.settle(demand.observed_at, &states, now);
-        (m.in_flight.clone(), m.finished.clone())
+        m.in_flight.clone()
     });
     let observed = observe_runners(&jobs, &in_flight, &states, now);
-    let recently_succeeded = finished.uncounted(&observed);
+    let recently_succeeded = ctx.with_memory(&key, |m| m.finished.uncounted(&observed));
     let prev_failures = group.status.as_ref().map_or(0, |s| s.failed_runners);
     let the_plan = plan(&PlanInput {
         forge: group.spec.forge,
@@ -349,20 +349,8 @@ async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, Reconcil
             m.in_flight.created.remove(name);
         }
         m.in_flight.deleted.extend(report.deleted.iter().cloned());
-        // Their Jobs are gone from the next passes' view; the ledger keeps covering their jobs.
-        for r in observed.iter().filter(|r| {
-            r.phase == RunnerPhase::Succeeded
-                && r.forge_state != ForgeRunnerState::Finished
-                && report.deleted.contains(&r.name)
-        }) {
-            m.finished.record(&r.name, now);
-        }
-        // Only name-reporting forges let entries run out; snapshot forges wait for a listing.
-        if demand.observed_at.is_none() {
-            m.finished.next_expiry(now)
-        } else {
-            None
-        }
+        m.finished.record_cleaned_up(&observed, &report.deleted, now);
+        m.finished.next_expiry(demand.observed_at, now)
     });
 
     let forge_label = ForgeLabels {
@@ -408,13 +396,10 @@ async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, Reconcil
     .await;
     match report.first_error.take() {
         Some(e) => Err(e),
-        None => {
-            let sooner = match (deferred, ledger_expiry) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
-            Ok(success_requeue(group, sooner))
-        }
+        None => Ok(success_requeue(
+            group,
+            deferred.into_iter().chain(ledger_expiry).min(),
+        )),
     }
 }
 

@@ -9,13 +9,13 @@ mod common;
 use std::time::Duration;
 
 use common::e2e::{fail_with_output, start_world};
+use forgerunner_sandbox::world::groups::GroupSize;
+use forgerunner_sandbox::world::operator::OperatorProcess;
+use forgerunner_sandbox::world::watch::JobWatch;
+use forgerunner_sandbox::world::{World, WorldOptions, wait_until};
 use forgerunner_testkit::apiserver::{Fault as ApiFault, Verb};
 use forgerunner_testkit::gitea::Fault as GiteaFault;
 use forgerunner_testkit::github::{Endpoint, Fault as GithubFault};
-use forgerunner_testkit::world::groups::GroupSize;
-use forgerunner_testkit::world::operator::OperatorProcess;
-use forgerunner_testkit::world::watch::JobWatch;
-use forgerunner_testkit::world::{World, WorldOptions, wait_until};
 
 const NS: &str = "faults";
 const MAX: u32 = 5;

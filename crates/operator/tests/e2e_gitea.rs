@@ -12,10 +12,10 @@ use std::cell::Cell;
 use std::time::Duration;
 
 use common::e2e::{OUTPUT_LINES, start_operator, start_world, wait_nothing_left};
+use forgerunner_sandbox::world::groups::{GiteaGroup, GiteaRunnerScope, GroupSize};
+use forgerunner_sandbox::world::watch::JobWatch;
+use forgerunner_sandbox::world::{WorldOptions, wait_until};
 use forgerunner_testkit::gitea::{Conclusion, JobState};
-use forgerunner_testkit::world::groups::{GiteaGroup, GiteaRunnerScope, GroupSize};
-use forgerunner_testkit::world::watch::JobWatch;
-use forgerunner_testkit::world::{WorldOptions, wait_until};
 use kube::api::ListParams;
 
 const NS: &str = "e2e-gitea";

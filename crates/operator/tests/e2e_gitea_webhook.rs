@@ -14,11 +14,11 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::e2e::{fail_with_output, start_operator_with, start_world};
+use forgerunner_sandbox::world::groups::GroupSize;
+use forgerunner_sandbox::world::operator::{OperatorProcess, OperatorSettings};
+use forgerunner_sandbox::world::watch::JobWatch;
+use forgerunner_sandbox::world::{World, WorldOptions, wait_until};
 use forgerunner_testkit::gitea::GiteaFakeHandle;
-use forgerunner_testkit::world::groups::GroupSize;
-use forgerunner_testkit::world::operator::{OperatorProcess, OperatorSettings};
-use forgerunner_testkit::world::watch::JobWatch;
-use forgerunner_testkit::world::{World, WorldOptions, wait_until};
 
 const NS: &str = "e2e-webhook";
 const GROUP: &str = "hooked";

@@ -10,10 +10,10 @@ use std::cell::Cell;
 use std::time::Duration;
 
 use common::e2e::{OUTPUT_LINES, start_operator, start_world, wait_nothing_left};
+use forgerunner_sandbox::world::groups::GroupSize;
+use forgerunner_sandbox::world::watch::JobWatch;
+use forgerunner_sandbox::world::{GROUP_LABEL, WorldOptions, wait_until};
 use forgerunner_testkit::github::Endpoint;
-use forgerunner_testkit::world::groups::GroupSize;
-use forgerunner_testkit::world::watch::JobWatch;
-use forgerunner_testkit::world::{GROUP_LABEL, WorldOptions, wait_until};
 use kube::api::ListParams;
 
 const NS: &str = "e2e-github";

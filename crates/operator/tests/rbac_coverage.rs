@@ -18,10 +18,10 @@ use common::chart;
 use common::e2e::{fail_with_output, start_operator_with};
 
 use forgerunner_core::RunnerGroup;
+use forgerunner_sandbox::world::groups::GroupSize;
+use forgerunner_sandbox::world::operator::OperatorSettings;
+use forgerunner_sandbox::world::{World, WorldOptions, wait_until};
 use forgerunner_testkit::apiserver::{RequestRecord, Verb};
-use forgerunner_testkit::world::groups::GroupSize;
-use forgerunner_testkit::world::operator::OperatorSettings;
-use forgerunner_testkit::world::{World, WorldOptions, wait_until};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, Subject};
 use kube::Api;
 use kube::api::DeleteParams;

@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use forgerunner_testkit::world::operator::{OperatorCommand, OperatorProcess, OperatorSettings};
-use forgerunner_testkit::world::{World, WorldOptions, wait_until};
+use forgerunner_sandbox::world::operator::{OperatorCommand, OperatorProcess, OperatorSettings};
+use forgerunner_sandbox::world::{World, WorldOptions, wait_until};
 use k8s_openapi::api::batch::v1::Job;
 use kube::Api;
 use kube::api::ListParams;

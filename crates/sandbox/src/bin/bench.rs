@@ -7,11 +7,11 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
-use forgerunner_testkit::bench::harness::BenchForge;
-use forgerunner_testkit::bench::report::Report;
-use forgerunner_testkit::bench::scenarios::{self, ScenarioOptions};
-use forgerunner_testkit::world::block_on_main;
-use forgerunner_testkit::world::operator::{OperatorCommand, run_embedded_operator_if_asked};
+use forgerunner_sandbox::bench::harness::BenchForge;
+use forgerunner_sandbox::bench::report::Report;
+use forgerunner_sandbox::bench::scenarios::{self, ScenarioOptions};
+use forgerunner_sandbox::world::block_on_main;
+use forgerunner_sandbox::world::operator::{OperatorCommand, run_embedded_operator_if_asked};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum Scenario {

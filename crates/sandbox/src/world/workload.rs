@@ -87,7 +87,7 @@ impl World {
 
     /// Progress of the Gitea jobs whose `runs-on` is exactly `labels` (order ignored).
     pub fn gitea_progress(&self, labels: &[&str]) -> Progress {
-        use crate::gitea::JobState;
+        use forgerunner_testkit::gitea::JobState;
         let Some(fake) = &self.gitea else {
             return Progress::default();
         };

@@ -10,7 +10,7 @@ use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
 
 use super::{GITEA_REPO, World, WorldError, wait_until};
-use crate::gitea::ADMIN_TOKEN;
+use forgerunner_testkit::gitea::ADMIN_TOKEN;
 
 /// Image prefix of the default GitHub runner image; the simulated runner plays it.
 pub const GITHUB_RUNNER_IMAGE: &str = "ghcr.io/actions/";

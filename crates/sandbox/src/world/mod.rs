@@ -20,10 +20,10 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{ListParams, PostParams};
 use kube::{Api, CustomResourceExt};
 
-use crate::apiserver::{FakeApiServer, ServerConfig, install_crypto_provider};
-use crate::gitea::{FakeConfig, GiteaFakeHandle};
-use crate::github::{E2eEmulator, EmulatorOptions, start_emulator};
-use crate::sim::{SimConfig, SimHandle, Simulator};
+use forgerunner_testkit::apiserver::{FakeApiServer, ServerConfig, install_crypto_provider};
+use forgerunner_testkit::gitea::{FakeConfig, GiteaFakeHandle};
+use forgerunner_testkit::github::{E2eEmulator, EmulatorOptions, start_emulator};
+use forgerunner_testkit::sim::{SimConfig, SimHandle, Simulator};
 
 /// Label every runner Job of forgerunner carries.
 pub const MANAGED_BY_SELECTOR: &str = "app.kubernetes.io/managed-by=forgerunner";
@@ -64,7 +64,7 @@ impl Default for WorldOptions {
 pub enum WorldError {
     /// The fake API server failed.
     #[error("fake API server: {0}")]
-    Api(#[from] crate::apiserver::FakeApiError),
+    Api(#[from] forgerunner_testkit::apiserver::FakeApiError),
     /// A Kubernetes call failed.
     #[error("kubernetes call: {0}")]
     Kube(#[from] kube::Error),
@@ -115,13 +115,13 @@ impl World {
                 ..EmulatorOptions::default()
             })
             .await;
-            let runner_opts = crate::github::RunnerOptions {
+            let runner_opts = forgerunner_testkit::github::RunnerOptions {
                 work_time: opts.work_time,
                 ..Default::default()
             };
             sim.register_behaviour(
                 groups::GITHUB_RUNNER_IMAGE,
-                crate::github::runner_behaviour(emu.emu.clone(), runner_opts),
+                forgerunner_testkit::github::runner_behaviour(emu.emu.clone(), runner_opts),
             );
             Some(emu)
         } else {
@@ -131,13 +131,13 @@ impl World {
             let fake = GiteaFakeHandle::start(FakeConfig::default()).await?;
             fake.add_org("acme", &["gitea_admin"]);
             fake.add_repo(GITEA_REPO);
-            let runner_opts = crate::gitea::RunnerOptions {
+            let runner_opts = forgerunner_testkit::gitea::RunnerOptions {
                 work: opts.work_time,
                 ..Default::default()
             };
             sim.register_behaviour(
                 groups::GITEA_RUNNER_IMAGE,
-                crate::gitea::runner_behaviour(fake.clone(), runner_opts),
+                forgerunner_testkit::gitea::runner_behaviour(fake.clone(), runner_opts),
             );
             Some(fake)
         } else {

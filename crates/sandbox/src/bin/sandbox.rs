@@ -10,13 +10,13 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use forgerunner_testkit::world::groups::GroupSize;
-use forgerunner_testkit::world::operator::{
+use forgerunner_sandbox::world::groups::GroupSize;
+use forgerunner_sandbox::world::operator::{
     OperatorCommand, OperatorProcess, OperatorSettings, run_embedded_operator_if_asked,
 };
-use forgerunner_testkit::world::watch::JobWatch;
-use forgerunner_testkit::world::workload::{Progress, Queued, percentile_ms, queue_to_runner_latencies};
-use forgerunner_testkit::world::{World, WorldOptions, block_on_main};
+use forgerunner_sandbox::world::watch::JobWatch;
+use forgerunner_sandbox::world::workload::{Progress, Queued, percentile_ms, queue_to_runner_latencies};
+use forgerunner_sandbox::world::{World, WorldOptions, block_on_main};
 
 const NAMESPACE: &str = "sandbox";
 const GITHUB_GROUP: &str = "gh-linux";

@@ -6,12 +6,12 @@ use std::time::{Duration, Instant};
 use scaleset::ScaleSetId;
 
 use super::report::Report;
-use crate::apiserver::Verb;
 use crate::world::groups::GroupSize;
 use crate::world::operator::{OperatorCommand, OperatorProcess, OperatorSettings};
 use crate::world::watch::JobWatch;
 use crate::world::workload::{Progress, Queued};
 use crate::world::{World, WorldError, WorldOptions, wait_until};
+use forgerunner_testkit::apiserver::Verb;
 
 /// Namespace of every benchmark run.
 pub const NAMESPACE: &str = "bench";

@@ -40,6 +40,14 @@ impl ForgeKind {
     pub fn parse(name: &str) -> Option<ForgeKind> {
         ForgeKind::ALL.into_iter().find(|k| k.as_str() == name)
     }
+
+    /// The JSON path of this forge's block in a spec, e.g. `spec.gitea`.
+    pub fn block_field(self) -> &'static str {
+        match self {
+            ForgeKind::Github => "spec.github",
+            ForgeKind::Gitea => "spec.gitea",
+        }
+    }
 }
 
 impl fmt::Display for ForgeKind {
@@ -132,6 +140,15 @@ pub struct RunnerGroupSpec {
 pub const DEFAULT_IDLE_TIMEOUT_SECONDS: u32 = 600;
 
 impl RunnerGroupSpec {
+    /// The forges whose block is set in this spec (exactly `forge`'s in a valid spec).
+    pub fn forge_blocks_set(&self) -> Vec<ForgeKind> {
+        let set = [
+            (ForgeKind::Github, self.github.is_some()),
+            (ForgeKind::Gitea, self.gitea.is_some()),
+        ];
+        set.into_iter().filter(|(_, s)| *s).map(|(k, _)| k).collect()
+    }
+
     /// The idle timeout with its default applied.
     pub fn idle_timeout_seconds(&self) -> u32 {
         self.idle_timeout_seconds.unwrap_or(DEFAULT_IDLE_TIMEOUT_SECONDS)

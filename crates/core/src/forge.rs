@@ -5,13 +5,16 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::PodSpec;
 use tokio::sync::mpsc;
 
-use crate::crd::{ForgeKind, RunnerGroup};
+use crate::crd::{ForgeKind, RunnerGroup, RunnerGroupSpec};
 use crate::error::ErrorCategory;
+use crate::plan::RunnerPhase;
+use crate::validate::SpecViolation;
 
 /// Identity of one `RunnerGroup` (namespace and name); used to wake its reconcile.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -81,32 +84,53 @@ pub struct GroupContext {
     pub credentials: Credentials,
     /// Optional extra data (e.g. a CA bundle) read from ConfigMaps the spec names.
     pub ca_bundle: Option<String>,
+    /// The webhook secret ([`ClusterRefs::webhook_secret`]), when named and readable.
+    pub webhook_secret: Option<SecretValue>,
 }
 
-/// What the forge wants right now for one group.
+/// How the forge sees one group and our runners of it, taken from one consistent snapshot of
+/// the forge's data ([`Forge::observe`]).
+///
+/// The numbers already account for the moments when the forge's data and the cluster disagree
+/// (a runner that finished its job before the forge said so, a listing older than a runner's
+/// end): each forge keeps its own bookkeeping for that, so the planner can trust the view.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Demand {
-    /// Jobs that need a runner of this group. GitHub: `totalAssignedJobs` of the scale set
-    /// (assigned and running); Gitea: queued jobs whose labels this group matches.
-    pub jobs: u32,
-    /// Jobs the forge reports as running on our runners (for status only).
-    pub running_jobs: u32,
-    /// Names of our runners the forge knows to be busy (GitHub `JobStarted`).
-    pub busy_runners: Vec<String>,
-    /// Names of runners of this group the forge lists as offline (ghosts whose pod may be
-    /// gone); the planner deregisters those without a Job (`PlanInput::offline_forge_runners`).
-    pub offline_runners: Vec<String>,
+pub struct ForgeView {
+    /// Jobs that wait for a runner of this group and that none of our runners has taken yet.
+    pub waiting_jobs: u32,
+    /// How the forge sees each of our runners, by name (missing names are `Unknown`).
+    pub runners: BTreeMap<String, ForgeRunnerState>,
+    /// Runners registered at the forge for this group and not connected. Those without a Job in
+    /// the cluster are ghosts: the planner deregisters them.
+    pub ghosts: Vec<String>,
+    /// The view tells as it happens which runners took a job, so surplus runners that look idle
+    /// may be scaled down. Without it an idle-looking runner may have just taken a job, and
+    /// only the idle timeout removes runners.
+    pub complete: bool,
     /// Forge facts for the status (scale set id, server version).
     pub facts: ForgeFacts,
-    /// The forge reports which runners are busy or finished as it happens (GitHub's message
-    /// stream). Only then are surplus runners scaled down: without it, a runner that looks idle
-    /// may have just taken a job, and removing it would leave that job to a new runner.
-    pub knows_runner_activity: bool,
-    /// When the forge data behind `jobs` was fetched, if it may be older than now (a shared,
-    /// cached listing): runners that finished after it still count as covering a job. `None`
-    /// when the forge tracks finished runners by name instead ([`ForgeRunnerState::Finished`]).
-    pub observed_at: Option<jiff::Timestamp>,
 }
+
+/// What a group's forge block names in the cluster; the reconciler reads these for the forge
+/// ([`GroupContext::credentials`], [`GroupContext::ca_bundle`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClusterRefs {
+    /// Name of the credentials Secret in the group's namespace.
+    pub credentials_secret: String,
+    /// Name of a ConfigMap in the group's namespace whose key [`CA_BUNDLE_KEY`] holds PEM
+    /// certificates to trust, if the spec names one.
+    pub ca_bundle_config_map: Option<String>,
+    /// Name of a Secret in the group's namespace whose key [`WEBHOOK_SECRET_KEY`] verifies the
+    /// forge's webhook deliveries, if the spec names one. A missing Secret is not an error: the
+    /// group then works by polling alone.
+    pub webhook_secret: Option<String>,
+}
+
+/// Key of the webhook Secret that holds the shared HMAC secret.
+pub const WEBHOOK_SECRET_KEY: &str = "secret";
+
+/// Key of the CA bundle ConfigMap that holds the PEM certificates.
+pub const CA_BUNDLE_KEY: &str = "ca.crt";
 
 /// Facts about the forge-side objects a group uses, shown in its status.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -135,6 +159,9 @@ pub struct RunnerRef {
     pub name: String,
     /// Annotations of the runner Job (forge ids recorded at creation).
     pub annotations: BTreeMap<String, String>,
+    /// Where the runner's Job is in its life; a forge uses it to account for runners that
+    /// finished before its own data shows it.
+    pub phase: RunnerPhase,
 }
 
 /// How the forge sees one of our runners.
@@ -149,8 +176,8 @@ pub enum ForgeRunnerState {
     Busy,
     /// Registered but not connected.
     Offline,
-    /// The forge has seen the runner finish its job, so its demand no longer counts that job;
-    /// the runner's pod may still be on its way out.
+    /// The runner's job is done as far as the view is concerned ([`ForgeView::waiting_jobs`]
+    /// no longer counts it); the runner's pod may still be on its way out.
     Finished,
 }
 
@@ -233,20 +260,41 @@ impl ReconcileTrigger {
 }
 
 /// The contract between the generic reconciler and a forge backend.
+///
+/// The reconciler knows no forge by name: everything that differs per forge is a method here
+/// or data a method returns. One pass calls [`Forge::observe`] once, plans, then acts through
+/// [`Forge::runner_credentials`] and [`Forge::remove_runner`].
 #[async_trait]
 pub trait Forge: Send + Sync {
     /// Which forge this backend serves.
     fn kind(&self) -> ForgeKind;
 
-    /// The forge's default pod for one runner: image, command and env. Secret material must be
-    /// referenced from the Secret named `secret_name` (keys of [`RunnerCredentials::secret_data`]),
-    /// never inlined. The reconciler merges the user's template onto it and sets the reserved
-    /// fields (restart policy, labels, owner).
-    fn default_runner_pod(&self, group: &RunnerGroup, runner_name: &str, secret_name: &str) -> PodSpec;
+    /// Checks the forge's block of `spec`. The reconciler has already checked the common fields
+    /// and that exactly this forge's block is set; each violation names the field to fix.
+    fn validate(&self, spec: &RunnerGroupSpec) -> Vec<SpecViolation>;
 
-    /// What the forge wants now. GitHub starts (or keeps) the group's listener and returns the
-    /// latest statistics; Gitea returns the matching queued jobs.
-    async fn demand(&self, group: &GroupContext) -> Result<Demand, ForgeError>;
+    /// What the forge's block of a valid `spec` names in the cluster, for the reconciler to read.
+    fn cluster_refs(&self, spec: &RunnerGroupSpec) -> ClusterRefs;
+
+    /// How long a group may go without a pass when nothing wakes it (a push-style forge wakes
+    /// the reconciler itself and only needs a safety resync; a poll-style one sets its poll).
+    fn resync_interval(&self, spec: &RunnerGroupSpec) -> Duration;
+
+    /// The forge's default pod for one new runner: image, command and env. Secret material must
+    /// be referenced from the Secret named `secret_name` (keys of
+    /// [`RunnerCredentials::secret_data`]), never inlined. The reconciler merges the user's
+    /// template onto it and sets the reserved fields (restart policy, labels, owner).
+    fn default_runner_pod(
+        &self,
+        group: &RunnerGroup,
+        runner_name: &str,
+        secret_name: &str,
+        credentials: &RunnerCredentials,
+    ) -> PodSpec;
+
+    /// What the forge wants now and how it sees each of `runners`, from one consistent
+    /// snapshot of its data. `runners` are all of the group's runners in the cluster.
+    async fn observe(&self, group: &GroupContext, runners: &[RunnerRef]) -> Result<ForgeView, ForgeError>;
 
     /// What a new runner named `runner_name` needs to join the forge.
     async fn runner_credentials(
@@ -254,13 +302,6 @@ pub trait Forge: Send + Sync {
         group: &GroupContext,
         runner_name: &str,
     ) -> Result<RunnerCredentials, ForgeError>;
-
-    /// How the forge sees each of `runners` (missing entries mean `Unknown`).
-    async fn runner_state(
-        &self,
-        group: &GroupContext,
-        runners: &[RunnerRef],
-    ) -> Result<BTreeMap<String, ForgeRunnerState>, ForgeError>;
 
     /// Deregisters a runner that will never run a job.
     async fn remove_runner(
@@ -278,6 +319,25 @@ pub trait Forge: Send + Sync {
         None
     }
 
+    /// Answers one delivery to `POST /webhooks/<forge>`; `None` when the forge takes no
+    /// webhooks (the route then answers 404). Verification is the forge's: it must answer 401
+    /// to anything it cannot verify and never log bodies or secrets.
+    fn receive_webhook(&self, _headers: &http::HeaderMap, _body: &[u8]) -> Option<WebhookReply> {
+        None
+    }
+
     /// Stops background work of every group (leadership lost or process exit).
     async fn shutdown_all(&self) {}
 }
+
+/// A forge's answer to a webhook delivery.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WebhookReply {
+    /// HTTP status code.
+    pub status: http::StatusCode,
+    /// Response body (plain text or JSON, never secret material).
+    pub body: String,
+}
+
+/// Largest webhook delivery body the HTTP server accepts; forge payloads are a few KiB.
+pub const MAX_WEBHOOK_BODY_BYTES: usize = 1024 * 1024;

@@ -1,12 +1,11 @@
-//! The pure scaling planner: (spec, observed runners, forge demand) → plan.
+//! The pure scaling planner: (spec, observed runners, the forge's view) → plan.
 //!
 //! Every scaling rule lives here, free of I/O, so it is tested exhaustively without a server.
 //! The reconciler observes, calls [`plan`], applies the result and writes the status.
 
 use std::collections::BTreeSet;
 
-use crate::crd::ForgeKind;
-use crate::forge::{Demand, ForgeRunnerState};
+use crate::forge::{ForgeRunnerState, ForgeView};
 
 /// After this many consecutive runner failures, the group stops bursting: it creates at most
 /// one runner at a time, and only when none is active, until a runner succeeds.
@@ -65,27 +64,18 @@ pub struct ObservedRunner {
 /// Everything the planner decides from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PlanInput<'a> {
-    /// The group's forge; picks the scaling rule.
-    pub forge: ForgeKind,
     /// `spec.minRunners`.
     pub min_runners: u32,
     /// `spec.maxRunners`.
     pub max_runners: u32,
     /// Idle timeout in seconds for runners that never take a job.
     pub idle_timeout_seconds: u32,
-    /// Runners of the group in the cluster.
+    /// Runners of the group in the cluster, with the forge's state of each.
     pub runners: &'a [ObservedRunner],
-    /// The forge's demand.
-    pub demand: &'a Demand,
-    /// Runners registered at the forge for this group and not connected; those without a Job
-    /// in the cluster are ghosts to deregister.
-    pub offline_forge_runners: &'a [String],
+    /// The forge's view: waiting jobs, ghosts, whether it is complete enough to scale down on.
+    pub view: &'a ForgeView,
     /// Consecutive runner failures so far (from the status).
     pub consecutive_failures: u32,
-    /// Runners that succeeded while the forge's demand may still count their job (GitHub: no
-    /// `JobCompleted` seen for them yet; Gitea: finished after the cached listing): each
-    /// covers one job of `demand.jobs` that needs no new runner.
-    pub recently_succeeded: u32,
 }
 
 /// Why the plan removes a runner.
@@ -97,7 +87,7 @@ pub enum RemovalReason {
     Failed,
     /// The runner never took a job within the idle timeout.
     IdleTimeout,
-    /// Demand fell below the runners we have (GitHub).
+    /// Fewer jobs wait than idle runners do, on a view the forge calls complete.
     ScaleDown,
     /// Registered at the forge, offline, and no Job exists for it.
     Orphaned,
@@ -168,20 +158,19 @@ pub struct Plan {
 /// - Finished Jobs (succeeded or failed) are always cleaned up; failed ones never count toward
 ///   capacity.
 /// - Pending, running and terminating runners occupy capacity: `occupied + create <= maxRunners`.
-/// - GitHub: `desired = min(minRunners + totalAssignedJobs - recentlySucceeded, maxRunners)`;
-///   runners beyond `min(minRunners + totalAssignedJobs, maxRunners)` that never took a job are
-///   scaled down (pending first, then unregistered, then youngest idle), but only while the
-///   forge reports runner activity. A runner whose job the forge already counts as finished is
-///   neither working nor waiting: it only occupies capacity until its pod is gone.
-/// - Gitea: `create = clamp(queued + minRunners - notYetBusy, 0, maxRunners - occupied)`.
+/// - Runners are *working* (busy now or ever), *waiting* (never took a job) or done at the forge
+///   (`Finished`: neither; they only occupy capacity until their pod is gone).
+/// - Creation, for every forge: `create = clamp(waitingJobs + minRunners - waiting, 0,
+///   maxRunners - occupied)` (ARC's meaning of `minRunners`: idle runners on top of demand).
+/// - Scale-down, only on a view the forge calls complete: waiting runners beyond
+///   `min(waitingJobs + minRunners, maxRunners - working)` are removed, pending first, then those
+///   the forge does not know or sees offline, then the youngest idle ones.
 /// - A runner that never took a job within the idle timeout is removed; a runner that is or ever
 ///   was busy is never removed while it runs.
 /// - After [`FAILURE_THROTTLE_THRESHOLD`] consecutive failures, at most one runner is created
 ///   at a time, and only when none is active.
 pub fn plan(input: &PlanInput<'_>) -> Plan {
-    let busy_names: BTreeSet<&str> = input.demand.busy_runners.iter().map(String::as_str).collect();
-    let is_busy_now =
-        |r: &ObservedRunner| r.forge_state == ForgeRunnerState::Busy || busy_names.contains(r.name.as_str());
+    let is_busy_now = |r: &ObservedRunner| r.forge_state == ForgeRunnerState::Busy;
     let done_at_forge = |r: &ObservedRunner| r.forge_state == ForgeRunnerState::Finished;
     let has_worked = |r: &ObservedRunner| r.ever_busy || is_busy_now(r);
 
@@ -215,12 +204,11 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
 
     out.mark_busy = active
         .iter()
-        .filter(|r| is_busy_now(r) && !r.ever_busy && !done_at_forge(r))
+        .filter(|r| is_busy_now(r) && !r.ever_busy)
         .map(|r| r.name.clone())
         .collect();
 
-    // Runners still in the forge's count: the demand no longer includes the job of a runner
-    // it saw finish, so such a runner neither covers a job nor may be removed.
+    // A runner whose job the view no longer counts neither covers a job nor may be removed.
     let counted: Vec<&ObservedRunner> = active.iter().copied().filter(|r| !done_at_forge(r)).collect();
     // Runners that never took a job, oldest first; only these may be removed.
     let mut waiting: Vec<&ObservedRunner> = counted.iter().copied().filter(|r| !has_worked(r)).collect();
@@ -247,49 +235,26 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     let waiting_kept_count = waiting_kept.len() as u32;
 
     let max = input.max_runners;
-    let headroom = max.saturating_sub(occupied);
-    let wanted = match input.forge {
-        ForgeKind::Github => {
-            // ARC semantics: totalAssignedJobs counts assigned and running jobs.
-            let jobs = input.demand.jobs.saturating_sub(input.recently_succeeded);
-            let desired = input.min_runners.saturating_add(jobs).min(max);
-            out.counts.desired = desired;
-            let kept = working + waiting_kept_count;
-            // The finished-runner discount may overshoot (a job can be counted done before its
-            // runner's pod exits): it only ever holds creation back, never removes a runner.
-            let keep_at_least = input.min_runners.saturating_add(input.demand.jobs).min(max);
-            if kept > keep_at_least && input.demand.knows_runner_activity {
-                // Scale down: drop runners that never registered first, then the youngest idle.
-                let mut candidates = waiting_kept.clone();
-                candidates.sort_by(|a, b| {
-                    scale_down_rank(a)
-                        .cmp(&scale_down_rank(b))
-                        .then_with(|| a.age_seconds.cmp(&b.age_seconds))
-                        .then_with(|| a.name.cmp(&b.name))
-                });
-                let excess = (kept - keep_at_least) as usize;
-                for r in candidates.into_iter().take(excess) {
-                    out.remove.push(active_removal(&r.name, RemovalReason::ScaleDown));
-                }
+    // Saturating throughout: `waiting_jobs` comes from the forge and may be huge.
+    let wanted_waiting = input.view.waiting_jobs.saturating_add(input.min_runners);
+    if input.view.complete {
+        let keep = wanted_waiting.min(max.saturating_sub(working));
+        if waiting_kept_count > keep {
+            let mut candidates = waiting_kept.clone();
+            candidates.sort_by(|a, b| {
+                scale_down_rank(a)
+                    .cmp(&scale_down_rank(b))
+                    .then_with(|| a.age_seconds.cmp(&b.age_seconds))
+                    .then_with(|| a.name.cmp(&b.name))
+            });
+            let excess = (waiting_kept_count - keep) as usize;
+            for r in candidates.into_iter().take(excess) {
+                out.remove.push(active_removal(&r.name, RemovalReason::ScaleDown));
             }
-            desired.saturating_sub(kept)
         }
-        ForgeKind::Gitea => {
-            let need = input
-                .demand
-                .jobs
-                .saturating_add(input.min_runners)
-                .saturating_sub(waiting_kept_count)
-                .saturating_sub(input.recently_succeeded);
-            // Saturating: `jobs` comes from the forge and may be huge; bad input never panics.
-            out.counts.desired = working
-                .saturating_add(waiting_kept_count)
-                .saturating_add(need)
-                .min(max);
-            need
-        }
-    };
-    out.create = wanted.min(headroom);
+    }
+    let headroom = max.saturating_sub(occupied);
+    out.create = wanted_waiting.saturating_sub(waiting_kept_count).min(headroom);
 
     if input.consecutive_failures >= FAILURE_THROTTLE_THRESHOLD && out.create > 0 {
         out.throttled = true;
@@ -300,7 +265,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     // forge lists a name twice.
     let known: BTreeSet<&str> = input.runners.iter().map(|r| r.name.as_str()).collect();
     let mut ghosts_seen: BTreeSet<&str> = BTreeSet::new();
-    for name in input.offline_forge_runners {
+    for name in &input.view.ghosts {
         if !known.contains(name.as_str()) && ghosts_seen.insert(name.as_str()) {
             out.remove.push(Removal {
                 name: name.clone(),
@@ -311,19 +276,12 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
         }
     }
 
+    out.counts.desired = working.saturating_add(wanted_waiting).min(max);
     // Terminating pods still run and count against `maxRunners`, so they are shown as current.
     out.counts.current = occupied;
     out.counts.running_jobs = working;
     out.counts.idle = waiting.len() as u32;
-    out.counts.pending_jobs = match input.forge {
-        // totalAssignedJobs includes the jobs already running on our runners.
-        ForgeKind::Github => input
-            .demand
-            .jobs
-            .saturating_sub(input.recently_succeeded)
-            .saturating_sub(working),
-        ForgeKind::Gitea => input.demand.jobs,
-    };
+    out.counts.pending_jobs = input.view.waiting_jobs;
     out
 }
 

@@ -1,9 +1,11 @@
 //! Spec validation the reconciler runs again (a cluster may skip the CRD's CEL rules, and an object
 //! stored before a rule existed is never re-checked by the API server).
 //!
-//! Every rule of the CRD schema has a twin here; each violation names the JSON path to fix.
+//! Every rule of the CRD schema has a twin: the common fields and the choice of forge block here,
+//! the rules of each forge's block in its backend (`Forge::validate`), which builds on the
+//! helpers below. Each violation names the JSON path to fix.
 
-use crate::crd::{ForgeKind, GiteaScope, GiteaSpec, GithubSpec, RunnerGroupSpec};
+use crate::crd::RunnerGroupSpec;
 
 /// A spec rule that does not hold; `field` is the JSON path a user must fix.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -20,11 +22,12 @@ const MAX_URL_LEN: usize = 2048;
 /// Longest Kubernetes object name (DNS-1123 subdomain).
 const MAX_OBJECT_NAME_LEN: usize = 253;
 /// Most labels the schema accepts on one group.
-const MAX_LABELS: usize = 64;
+pub const MAX_LABELS: usize = 64;
 /// Longest single label the schema accepts.
-const MAX_LABEL_LEN: usize = 256;
+pub const MAX_LABEL_LEN: usize = 256;
 
-fn violation(field: &'static str, message: impl Into<String>) -> SpecViolation {
+/// A violation of the rule at `field`.
+pub fn violation(field: &'static str, message: impl Into<String>) -> SpecViolation {
     SpecViolation {
         field,
         message: message.into(),
@@ -32,7 +35,7 @@ fn violation(field: &'static str, message: impl Into<String>) -> SpecViolation {
 }
 
 /// `http://` or `https://` followed by a non-empty host, like the CEL rule `^https?://[^/]+`.
-fn is_http_url(url: &str) -> bool {
+pub fn is_http_url(url: &str) -> bool {
     let rest = url
         .strip_prefix("https://")
         .or_else(|| url.strip_prefix("http://"));
@@ -40,7 +43,7 @@ fn is_http_url(url: &str) -> bool {
 }
 
 /// A DNS-1123 subdomain: what Kubernetes accepts as a Secret or ConfigMap name.
-fn is_object_name(name: &str) -> bool {
+pub fn is_object_name(name: &str) -> bool {
     let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
     !name.is_empty()
         && name.len() <= MAX_OBJECT_NAME_LEN
@@ -50,8 +53,8 @@ fn is_object_name(name: &str) -> bool {
 }
 
 /// act_runner label form `name`, `name:host` or `name:docker://image` (no commas or spaces, since
-/// the runner receives the list comma-separated).
-fn is_runner_label(label: &str) -> bool {
+/// the runner receives the list comma-separated). Gitea's and Forgejo's runners both accept it.
+pub fn is_runner_label(label: &str) -> bool {
     let plain = |s: &str| !s.is_empty() && !s.contains([',', ' '] as [char; 2]);
     if label.len() > MAX_LABEL_LEN {
         return false;
@@ -66,35 +69,24 @@ fn is_runner_label(label: &str) -> bool {
     }
 }
 
-/// Checks every rule of the CRD schema (and CEL rules) on a spec; empty when valid.
+/// Checks the common fields and that exactly the block of `spec.forge` is set; empty when valid.
+/// The block's own rules are its forge's ([`crate::forge::Forge::validate`]).
 pub fn validate_spec(spec: &RunnerGroupSpec) -> Vec<SpecViolation> {
     let mut out = Vec::new();
     check_common(spec, &mut out);
-    match spec.forge {
-        ForgeKind::Github => {
-            if spec.gitea.is_some() {
-                out.push(violation(
-                    "spec.gitea",
-                    "must not be set when spec.forge is github",
-                ));
-            }
-            match &spec.github {
-                None => out.push(violation("spec.github", "is required when spec.forge is github")),
-                Some(gh) => check_github(gh, &mut out),
-            }
-        }
-        ForgeKind::Gitea => {
-            if spec.github.is_some() {
-                out.push(violation(
-                    "spec.github",
-                    "must not be set when spec.forge is gitea",
-                ));
-            }
-            match &spec.gitea {
-                None => out.push(violation("spec.gitea", "is required when spec.forge is gitea")),
-                Some(gt) => check_gitea(gt, &mut out),
-            }
-        }
+    let selected = spec.forge.block_field();
+    let set = spec.forge_blocks_set();
+    if !set.contains(&spec.forge) {
+        out.push(violation(
+            selected,
+            format!("is required when spec.forge is {}", spec.forge),
+        ));
+    }
+    for other in set.into_iter().filter(|k| *k != spec.forge) {
+        out.push(violation(
+            other.block_field(),
+            format!("must not be set when spec.forge is {}", spec.forge),
+        ));
     }
     out
 }
@@ -132,113 +124,6 @@ fn check_common(spec: &RunnerGroupSpec, out: &mut Vec<SpecViolation>) {
             "spec.image",
             "must not be empty (leave it unset for the forge's default)",
         ));
-    }
-}
-
-fn check_github(gh: &GithubSpec, out: &mut Vec<SpecViolation>) {
-    if !is_http_url(&gh.config_url) {
-        out.push(violation(
-            "spec.github.configUrl",
-            "must be an http:// or https:// URL with a host, e.g. https://github.com/my-org",
-        ));
-    }
-    if !is_object_name(&gh.credentials) {
-        out.push(violation(
-            "spec.github.credentials",
-            "must name a Secret in the group's namespace",
-        ));
-    }
-    if gh.proxy_url.as_deref().is_some_and(|u| !is_http_url(u)) {
-        out.push(violation(
-            "spec.github.proxyUrl",
-            "must be an http:// or https:// URL with a host",
-        ));
-    }
-    if gh
-        .ca_bundle_config_map
-        .as_deref()
-        .is_some_and(|n| !is_object_name(n))
-    {
-        out.push(violation(
-            "spec.github.caBundleConfigMap",
-            "must name a ConfigMap in the group's namespace",
-        ));
-    }
-    if gh.labels.len() > MAX_LABELS {
-        out.push(violation(
-            "spec.github.labels",
-            format!("must list at most {MAX_LABELS} labels"),
-        ));
-    }
-    if let Some(bad) = gh.labels.iter().find(|l| l.is_empty() || l.len() > MAX_LABEL_LEN) {
-        out.push(violation(
-            "spec.github.labels",
-            format!("label {bad:?} must be 1 to {MAX_LABEL_LEN} characters"),
-        ));
-    }
-}
-
-fn check_gitea(gt: &GiteaSpec, out: &mut Vec<SpecViolation>) {
-    if !is_http_url(&gt.url) {
-        out.push(violation(
-            "spec.gitea.url",
-            "must be an http:// or https:// URL with a host, e.g. https://gitea.example.com",
-        ));
-    }
-    if !is_object_name(&gt.credentials) {
-        out.push(violation(
-            "spec.gitea.credentials",
-            "must name a Secret in the group's namespace",
-        ));
-    }
-    if gt.webhook_secret.as_deref().is_some_and(|n| !is_object_name(n)) {
-        out.push(violation(
-            "spec.gitea.webhookSecret",
-            "must name a Secret in the group's namespace",
-        ));
-    }
-    if gt.poll_interval_seconds == Some(0) {
-        out.push(violation(
-            "spec.gitea.pollIntervalSeconds",
-            "must be at least 1 (or unset for the default 5)",
-        ));
-    }
-    if gt.labels.is_empty() {
-        out.push(violation("spec.gitea.labels", "must list at least one label"));
-    } else if gt.labels.len() > MAX_LABELS {
-        out.push(violation(
-            "spec.gitea.labels",
-            format!("must list at most {MAX_LABELS} labels"),
-        ));
-    }
-    if let Some(bad) = gt.labels.iter().find(|l| !is_runner_label(l)) {
-        out.push(violation(
-            "spec.gitea.labels",
-            format!("label {bad:?} must be name, name:host or name:docker://image"),
-        ));
-    }
-    let empty = |v: &Option<String>| v.as_deref().is_none_or(str::is_empty);
-    match gt.scope {
-        GiteaScope::Org if empty(&gt.org) => {
-            out.push(violation("spec.gitea.org", "is required when scope is org"));
-        }
-        GiteaScope::User if empty(&gt.user) => {
-            out.push(violation("spec.gitea.user", "is required when scope is user"));
-        }
-        GiteaScope::Repo if gt.repo.is_none() => {
-            out.push(violation(
-                "spec.gitea.repo",
-                "is required as owner/name when scope is repo",
-            ));
-        }
-        _ => {}
-    }
-    let owner_name = |r: &str| {
-        r.split_once('/')
-            .is_some_and(|(o, n)| !o.is_empty() && !n.is_empty() && !n.contains('/'))
-    };
-    if gt.repo.as_deref().is_some_and(|r| !owner_name(r)) {
-        out.push(violation("spec.gitea.repo", "must be owner/name"));
     }
 }
 

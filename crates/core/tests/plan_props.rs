@@ -3,8 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use forgerunner_core::crd::ForgeKind;
-use forgerunner_core::forge::{Demand, ForgeRunnerState};
+use forgerunner_core::forge::{ForgeRunnerState, ForgeView};
 use forgerunner_core::plan::{
     FAILURE_THROTTLE_THRESHOLD, ObservedRunner, Plan, PlanInput, RunnerPhase, plan,
 };
@@ -13,27 +12,22 @@ use proptest::prelude::*;
 /// An owned observation, so proptest can generate and shrink it.
 #[derive(Clone, Debug)]
 struct Observation {
-    forge: ForgeKind,
     min: u32,
     max: u32,
     idle_timeout: u32,
     runners: Vec<ObservedRunner>,
-    demand: Demand,
-    offline: Vec<String>,
+    view: ForgeView,
     failures: u32,
 }
 
 impl Observation {
     fn input(&self) -> PlanInput<'_> {
         PlanInput {
-            recently_succeeded: 0,
-            forge: self.forge,
             min_runners: self.min,
             max_runners: self.max,
             idle_timeout_seconds: self.idle_timeout,
             runners: &self.runners,
-            demand: &self.demand,
-            offline_forge_runners: &self.offline,
+            view: &self.view,
             consecutive_failures: self.failures,
         }
     }
@@ -50,7 +44,7 @@ impl Observation {
     }
 
     fn busy_or_ever_busy(&self, r: &ObservedRunner) -> bool {
-        r.ever_busy || r.forge_state == ForgeRunnerState::Busy || self.demand.busy_runners.contains(&r.name)
+        r.ever_busy || r.forge_state == ForgeRunnerState::Busy
     }
 }
 
@@ -70,24 +64,24 @@ fn forge_state() -> impl Strategy<Value = ForgeRunnerState> {
         Just(ForgeRunnerState::Idle),
         Just(ForgeRunnerState::Busy),
         Just(ForgeRunnerState::Offline),
+        Just(ForgeRunnerState::Finished),
     ]
 }
 
 fn observation() -> impl Strategy<Value = Observation> {
     let runner = (phase(), forge_state(), 0u64..2_000, any::<bool>());
     (
-        prop_oneof![Just(ForgeKind::Github), Just(ForgeKind::Gitea)],
+        any::<bool>(),
         0u32..8,
         0u32..10,
         1u32..1_200,
         prop::collection::vec(runner, 0..14),
         prop_oneof![4 => 0u32..25, 1 => Just(u32::MAX)],
         prop::collection::vec(0usize..20, 0..6),
-        prop::collection::vec(0usize..20, 0..6),
         0u32..(FAILURE_THROTTLE_THRESHOLD * 2),
     )
         .prop_map(
-            |(forge, min, max, idle_timeout, runners, jobs, busy_idx, offline_idx, failures)| {
+            |(complete, min, max, idle_timeout, runners, jobs, offline_idx, failures)| {
                 let runners: Vec<ObservedRunner> = runners
                     .into_iter()
                     .enumerate()
@@ -104,18 +98,16 @@ fn observation() -> impl Strategy<Value = Observation> {
                 // Indices past the runner list name runners the cluster does not have (ghosts).
                 let name = |i: usize| format!("rg-{i:02}");
                 Observation {
-                    forge,
                     min,
                     max,
                     idle_timeout,
                     runners,
-                    demand: Demand {
-                        jobs,
-                        busy_runners: busy_idx.into_iter().map(name).collect(),
-                        knows_runner_activity: forge == ForgeKind::Github,
-                        ..Demand::default()
+                    view: ForgeView {
+                        waiting_jobs: jobs,
+                        ghosts: offline_idx.into_iter().map(name).collect(),
+                        complete,
+                        ..ForgeView::default()
                     },
-                    offline: offline_idx.into_iter().map(name).collect(),
                     failures,
                 }
             },
@@ -168,7 +160,11 @@ proptest! {
     #[test]
     fn idle_past_timeout_is_removed(obs in observation()) {
         let p = obs.plan();
-        for r in obs.runners.iter().filter(|r| r.phase.is_active() && !obs.busy_or_ever_busy(r)) {
+        // A runner whose job is done at the forge is on its way out, not idle.
+        let waiting = |r: &&ObservedRunner| {
+            r.phase.is_active() && !obs.busy_or_ever_busy(r) && r.forge_state != ForgeRunnerState::Finished
+        };
+        for r in obs.runners.iter().filter(waiting) {
             if r.age_seconds >= u64::from(obs.idle_timeout) {
                 prop_assert!(p.remove.iter().any(|x| x.name == r.name), "stale {:?} kept", r);
             }
@@ -180,7 +176,7 @@ proptest! {
         let p = obs.plan();
         let known: BTreeSet<&str> = obs.runners.iter().map(|r| r.name.as_str()).collect();
         for removal in p.remove.iter().filter(|x| !known.contains(x.name.as_str())) {
-            prop_assert!(obs.offline.contains(&removal.name), "{:?} is neither a runner nor a ghost", removal);
+            prop_assert!(obs.view.ghosts.contains(&removal.name), "{:?} is neither a runner nor a ghost", removal);
             prop_assert!(removal.deregister && !removal.delete_job);
         }
     }
@@ -217,20 +213,21 @@ proptest! {
         prop_assume!(!p.throttled);
         let headroom = obs.max.saturating_sub(obs.occupied());
         let stale = |r: &ObservedRunner| r.age_seconds >= u64::from(obs.idle_timeout);
-        let active: Vec<&ObservedRunner> = obs.runners.iter().filter(|r| r.phase.is_active()).collect();
-        let working = active.iter().filter(|r| obs.busy_or_ever_busy(r)).count() as u32;
-        let not_yet_busy = active.iter().filter(|r| !obs.busy_or_ever_busy(r) && !stale(r)).count() as u32;
-        match obs.forge {
-            ForgeKind::Github => {
-                let desired = obs.min.saturating_add(obs.demand.jobs).min(obs.max);
-                prop_assert_eq!(p.counts.desired, desired);
-                let want = desired.saturating_sub(working + not_yet_busy).min(headroom);
-                prop_assert_eq!(p.create, want);
-            }
-            ForgeKind::Gitea => {
-                let want = obs.demand.jobs.saturating_add(obs.min).saturating_sub(not_yet_busy).min(headroom);
-                prop_assert_eq!(p.create, want);
-            }
+        let done = |r: &ObservedRunner| r.forge_state == ForgeRunnerState::Finished;
+        let counted: Vec<&ObservedRunner> =
+            obs.runners.iter().filter(|r| r.phase.is_active() && !done(r)).collect();
+        let working = counted.iter().filter(|r| obs.busy_or_ever_busy(r)).count() as u32;
+        let not_yet_busy = counted.iter().filter(|r| !obs.busy_or_ever_busy(r) && !stale(r)).count() as u32;
+        // One rule for every forge.
+        let wanted = obs.view.waiting_jobs.saturating_add(obs.min);
+        prop_assert_eq!(p.create, wanted.saturating_sub(not_yet_busy).min(headroom));
+        prop_assert_eq!(p.counts.desired, working.saturating_add(wanted).min(obs.max));
+        // Scale-down only on a complete view, and never below what the jobs and min ask for.
+        let scaled = p.remove.iter().filter(|r| r.reason == forgerunner_core::plan::RemovalReason::ScaleDown).count() as u32;
+        if obs.view.complete {
+            prop_assert_eq!(scaled, not_yet_busy.saturating_sub(wanted.min(obs.max.saturating_sub(working))));
+        } else {
+            prop_assert_eq!(scaled, 0);
         }
     }
 

@@ -9,14 +9,15 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use forgerunner_core::crd::{ForgeKind, RunnerGroup};
+use forgerunner_core::crd::{ForgeKind, RunnerGroup, RunnerGroupSpec};
 use forgerunner_core::forge::{
-    Demand, Forge, ForgeError, ForgeRunnerState, GroupContext, GroupKey, ReconcileTrigger, RemoveOutcome,
-    RunnerCredentials, RunnerExit, RunnerRef, SecretValue,
+    ClusterRefs, Forge, ForgeError, ForgeRunnerState, ForgeView, GroupContext, GroupKey, ReconcileTrigger,
+    RemoveOutcome, RunnerCredentials, RunnerExit, RunnerRef, SecretValue,
 };
 use forgerunner_core::metrics::Metrics;
 use forgerunner_core::reconcile::{ControllerOptions, FINALIZER, ForgeSet, run_controller};
 use forgerunner_core::runner_job::{FORGE_LABEL, GROUP_LABEL, MANAGED_BY_SELECTOR};
+use forgerunner_core::validate::{SpecViolation, violation};
 use forgerunner_testkit::apiserver::FakeApiServer;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::batch::v1::Job;
@@ -34,12 +35,10 @@ const DEADLINE: Duration = Duration::from_secs(30);
 /// The exit code the fake forge calls "outdated runner" (as GitHub's runner does).
 const OUTDATED_EXIT: i32 = 7;
 
-/// A forge whose demand tests set directly.
+/// A forge whose waiting jobs tests set directly.
 struct FakeForge {
     kind: ForgeKind,
     jobs: AtomicU32,
-    /// When the demand was "fetched" (a cached listing), if set.
-    observed_at: Mutex<Option<jiff::Timestamp>>,
     fail_demand: AtomicBool,
     issued: Mutex<Vec<String>>,
     removed: Mutex<Vec<String>>,
@@ -51,7 +50,6 @@ impl FakeForge {
         Arc::new(FakeForge {
             kind,
             jobs: AtomicU32::new(0),
-            observed_at: Mutex::new(None),
             fail_demand: AtomicBool::new(false),
             issued: Mutex::new(Vec::new()),
             removed: Mutex::new(Vec::new()),
@@ -70,7 +68,41 @@ impl Forge for FakeForge {
         self.kind
     }
 
-    fn default_runner_pod(&self, _group: &RunnerGroup, _runner_name: &str, secret_name: &str) -> PodSpec {
+    fn validate(&self, spec: &RunnerGroupSpec) -> Vec<SpecViolation> {
+        // One rule of the forge's own, to show its violations reach the condition.
+        match &spec.gitea {
+            Some(g) if g.labels.iter().any(|l| l == "reserved") => {
+                vec![violation("spec.gitea.labels", "must not use reserved")]
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    fn cluster_refs(&self, spec: &RunnerGroupSpec) -> ClusterRefs {
+        let credentials = spec
+            .gitea
+            .as_ref()
+            .map(|g| g.credentials.clone())
+            .or_else(|| spec.github.as_ref().map(|g| g.credentials.clone()))
+            .unwrap_or_default();
+        ClusterRefs {
+            credentials_secret: credentials,
+            ..ClusterRefs::default()
+        }
+    }
+
+    fn resync_interval(&self, spec: &RunnerGroupSpec) -> Duration {
+        let seconds = spec.gitea.as_ref().map_or(60, |g| g.poll_interval_seconds());
+        Duration::from_secs(u64::from(seconds))
+    }
+
+    fn default_runner_pod(
+        &self,
+        _group: &RunnerGroup,
+        _runner_name: &str,
+        secret_name: &str,
+        _credentials: &RunnerCredentials,
+    ) -> PodSpec {
         PodSpec {
             containers: vec![Container {
                 name: "runner".into(),
@@ -93,14 +125,17 @@ impl Forge for FakeForge {
         }
     }
 
-    async fn demand(&self, _group: &GroupContext) -> Result<Demand, ForgeError> {
+    async fn observe(&self, _group: &GroupContext, runners: &[RunnerRef]) -> Result<ForgeView, ForgeError> {
         if self.fail_demand.load(Ordering::SeqCst) {
             return Err(ForgeError::Unavailable("fake outage".into()));
         }
-        Ok(Demand {
-            jobs: self.jobs.load(Ordering::SeqCst),
-            observed_at: *self.observed_at.lock().expect("lock"),
-            ..Demand::default()
+        Ok(ForgeView {
+            waiting_jobs: self.jobs.load(Ordering::SeqCst),
+            runners: runners
+                .iter()
+                .map(|r| (r.name.clone(), ForgeRunnerState::Idle))
+                .collect(),
+            ..ForgeView::default()
         })
     }
 
@@ -115,17 +150,6 @@ impl Forge for FakeForge {
             env: BTreeMap::from([("RUNNER_NAME".to_owned(), name.to_owned())]),
             annotations: BTreeMap::new(),
         })
-    }
-
-    async fn runner_state(
-        &self,
-        _group: &GroupContext,
-        runners: &[RunnerRef],
-    ) -> Result<BTreeMap<String, ForgeRunnerState>, ForgeError> {
-        Ok(runners
-            .iter()
-            .map(|r| (r.name.clone(), ForgeRunnerState::Idle))
-            .collect())
     }
 
     fn runner_exit_meaning(&self, exit_code: i32) -> Option<RunnerExit> {
@@ -153,11 +177,12 @@ struct Forges {
 }
 
 impl ForgeSet for Forges {
-    fn get(&self, kind: ForgeKind) -> Option<&dyn Forge> {
+    fn enabled(&self) -> Vec<&dyn Forge> {
         self.enabled
             .as_deref()
-            .filter(|f| f.kind == kind)
             .map(|f| f as &dyn Forge)
+            .into_iter()
+            .collect()
     }
 }
 
@@ -513,6 +538,16 @@ async fn user_errors_become_conditions() {
             .is_some_and(|(s, r, m)| s == "False" && r == "InvalidSpec" && m.contains("spec.gitea"))
     })
     .await;
+    // A rule of the forge's own block is reported the same way.
+    let mut unlabelled = gitea_spec(0, 2, 600);
+    unlabelled["gitea"]["labels"] = serde_json::json!(["reserved"]);
+    h.create_group("unlabelled", unlabelled).await;
+    wait_for("InvalidSpec from the forge's rules", || async {
+        h.condition("unlabelled", "Ready").await.is_some_and(|(s, r, m)| {
+            s == "False" && r == "InvalidSpec" && m.contains("spec.gitea.labels: must not use reserved")
+        })
+    })
+    .await;
     h.create_secret("creds").await;
     h.forge.fail_demand.store(true, Ordering::SeqCst);
     h.create_group("down", gitea_spec(0, 2, 600)).await;
@@ -675,58 +710,6 @@ async fn other_runner_exit_codes_are_plain_failures() {
     .await;
     let (status, reason, _) = h.condition("crash", "Degraded").await.expect("degraded");
     assert_eq!((status.as_str(), reason.as_str()), ("False", "Healthy"));
-    h.stop().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn runner_finishing_under_a_stale_listing_is_not_replaced() {
-    let h = Harness::start(true).await;
-    h.create_secret("creds").await;
-    h.forge.jobs.store(1, Ordering::SeqCst);
-    h.create_group("stale", gitea_spec(0, 2, 600)).await;
-    wait_for("1 runner job", || async {
-        h.runner_jobs("stale").await.len() == 1
-    })
-    .await;
-    let runner = h.runner_jobs("stale").await[0]
-        .metadata
-        .name
-        .clone()
-        .expect("name");
-
-    // From now on the forge answers from a listing fetched before the runner took the job,
-    // which still shows that job as queued; then the runner finishes it.
-    *h.forge.observed_at.lock().expect("lock") = Some(jiff::Timestamp::now());
-    let done = serde_json::json!({"status": {"succeeded": 1, "conditions": [
-        {"type": "Complete", "status": "True", "reason": "Completed", "message": "x"}
-    ]}});
-    h.jobs()
-        .patch_status(&runner, &PatchParams::default(), &Patch::Merge(&done))
-        .await
-        .expect("complete job");
-    wait_for(
-        "finished runner cleaned up and counted by a later pass",
-        || async {
-            let gone = h
-                .runner_jobs("stale")
-                .await
-                .iter()
-                .all(|j| j.metadata.name.as_deref() != Some(runner.as_str()));
-            let counted = h
-                .groups()
-                .get("stale")
-                .await
-                .ok()
-                .and_then(|g| g.status)
-                .is_some_and(|s| s.current_runners == 0);
-            gone && counted
-        },
-    )
-    .await;
-    assert!(
-        h.runner_jobs("stale").await.is_empty(),
-        "the job the stale listing shows was served; no second runner for it"
-    );
     h.stop().await;
 }
 

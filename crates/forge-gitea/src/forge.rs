@@ -10,18 +10,20 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use forgerunner_core::crd::{ForgeKind, GiteaSpec, RunnerGroup};
+use forgerunner_core::crd::{ForgeKind, GiteaSpec, RunnerGroup, RunnerGroupSpec};
 use forgerunner_core::forge::{
-    Demand, Forge, ForgeError, ForgeFacts, ForgeRunnerState, GroupContext, GroupKey, ReconcileTrigger,
-    RemoveOutcome, RunnerCredentials, RunnerRef, SecretValue,
+    ClusterRefs, Forge, ForgeError, ForgeFacts, ForgeRunnerState, ForgeView, GroupContext, GroupKey,
+    ReconcileTrigger, RemoveOutcome, RunnerCredentials, RunnerRef, SecretValue,
 };
 use forgerunner_core::metrics::Metrics;
+use forgerunner_core::validate::SpecViolation;
 use k8s_openapi::api::core::v1::PodSpec;
 use sha2::{Digest, Sha256};
 
 use crate::cache::Cell;
 use crate::client::{ClientOptions, GiteaClient};
 use crate::error::GiteaError;
+use crate::finished::FinishedSinceListing;
 use crate::forge_webhook::AnnouncedState;
 use crate::labels::LabelSet;
 use crate::pod::{self, REGISTRATION_TOKEN_KEY};
@@ -72,22 +74,14 @@ pub(crate) struct ListingKey {
     scope: Scope,
 }
 
-/// What the webhook path needs to know about a group seen by `demand`.
+/// What the webhook path needs to know about a group seen by `observe`.
 #[derive(Clone)]
 pub(crate) struct GroupInfo {
     pub(crate) scope: Scope,
     pub(crate) labels: LabelSet,
-    pub(crate) webhook_secret: Option<String>,
+    /// The secret that verifies deliveries for this group, if the spec names a readable one.
+    pub(crate) webhook_secret: Option<SecretValue>,
     pub(crate) listing: ListingKey,
-}
-
-/// A group on which the webhook path may act (see `GiteaForge::webhook_targets`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct WebhookTarget {
-    /// The group.
-    pub key: GroupKey,
-    /// Name of the Secret (key `secret`) that verifies its deliveries, if configured.
-    pub webhook_secret: Option<String>,
 }
 
 /// A group's settings, checked and tied to its instance.
@@ -112,6 +106,8 @@ pub struct GiteaForge {
     pub(crate) groups: Mutex<HashMap<GroupKey, GroupInfo>>,
     /// What webhook deliveries told since each scope's cached jobs listing.
     pub(crate) announced: Mutex<AnnouncedState>,
+    /// Per group, runners that finished after the cached listing was fetched.
+    pub(crate) finished: Mutex<HashMap<GroupKey, FinishedSinceListing>>,
 }
 
 pub(crate) fn cell_for<K: Clone + Eq + Hash, T>(
@@ -143,6 +139,7 @@ impl GiteaForge {
             tokens: Mutex::default(),
             groups: Mutex::default(),
             announced: Mutex::default(),
+            finished: Mutex::default(),
         }
     }
 
@@ -154,7 +151,7 @@ impl GiteaForge {
             .as_ref()
             .ok_or_else(|| GiteaError::Spec("spec.gitea is required when forge is gitea".into()))?;
         let scope = Scope::from_spec(spec)?;
-        let labels = LabelSet::parse(&spec.labels)?;
+        let labels = crate::labels::parse_labels(&spec.labels)?;
         let token = ctx
             .credentials
             .get("token")
@@ -265,59 +262,91 @@ impl GiteaForge {
                 GroupInfo {
                     scope: r.scope.clone(),
                     labels: r.labels.clone(),
-                    webhook_secret: r.spec.webhook_secret.clone(),
+                    webhook_secret: ctx.webhook_secret.clone(),
                     listing: r.listing.clone(),
                 },
             );
         }
     }
 
-    async fn demand_inner(&self, ctx: &GroupContext) -> Result<Demand, GiteaError> {
+    async fn observe_inner(&self, ctx: &GroupContext, refs: &[RunnerRef]) -> Result<ForgeView, GiteaError> {
         let r = self.resolve(ctx)?;
-        let (version, raw_version) = self.ensure_ready(&r).await?;
+        // Before any request: deliveries for the group verify even while the forge is down.
         self.remember(ctx, &r);
+        let (version, raw_version) = self.ensure_ready(&r).await?;
         let (jobs, fetched_at) = self.jobs(&r).await?;
-        let age = fetched_at.elapsed();
-        let observed_at = jiff::SignedDuration::try_from(age)
-            .ok()
-            .and_then(|age| jiff::Timestamp::now().checked_sub(age).ok());
         let group = &ctx.key.name;
         let serves = |labels: &[String]| {
             r.labels.matches(labels) && (!labels.is_empty() || version.empty_runs_on_is_demand())
         };
         // What webhooks told since the listing was fetched (nothing without webhooks).
-        let announced = self.announced_view(&ctx.key, &r.listing, fetched_at, &jobs, serves);
+        let announced = self.announced_view(&r.listing, &ctx.key.name, fetched_at, &jobs, serves);
         let mut queued = announced.unlisted_queued;
-        let mut busy = BTreeSet::new();
+        // Runners the listing shows working: their jobs are not counted as queued.
+        let mut working: BTreeSet<&str> = BTreeSet::new();
         for job in jobs.iter() {
             match job.status {
                 JobStatus::Queued if serves(&job.labels) && !announced.taken.contains(&job.id) => {
                     queued = queued.saturating_add(1)
                 }
-                JobStatus::InProgress if is_group_runner_name(group, &job.runner_name) => {
-                    busy.insert(job.runner_name.clone());
+                JobStatus::InProgress => {
+                    working.insert(job.runner_name.as_str());
                 }
                 _ => {}
             }
         }
         let runners = self.runners(&r, r.interval).await?;
-        let offline: BTreeSet<String> = runners
+        let mut states = BTreeMap::new();
+        for rr in refs {
+            let mut state = ForgeRunnerState::Unknown;
+            for x in runners.iter().filter(|x| x.name == rr.name) {
+                let s = if x.busy {
+                    ForgeRunnerState::Busy
+                } else if x.is_online() {
+                    ForgeRunnerState::Idle
+                } else {
+                    ForgeRunnerState::Offline
+                };
+                state = strongest(state, s);
+            }
+            if working.contains(rr.name.as_str()) {
+                state = ForgeRunnerState::Busy;
+            }
+            if let Some(s) = announced.runners.get(&rr.name) {
+                state = strongest(state, *s);
+            }
+            if state != ForgeRunnerState::Unknown {
+                states.insert(rr.name.clone(), state);
+            }
+        }
+        // A listing older than a runner's end may still show that runner's job queued: such a
+        // runner covers one queued job until a newer listing, unless the listing or a delivery
+        // already accounts for its job.
+        let covered = match self.finished.lock() {
+            Ok(mut f) => f
+                .entry(ctx.key.clone())
+                .or_default()
+                .covered(refs, fetched_at, |name| {
+                    working.contains(name) || announced.runners.contains_key(name)
+                }),
+            Err(_) => 0,
+        };
+        let ghosts: BTreeSet<String> = runners
             .iter()
             .filter(|x| !x.is_online() && !x.busy && is_group_runner_name(group, &x.name))
             .map(|x| x.name.clone())
             .collect();
-        Ok(Demand {
-            jobs: queued,
-            running_jobs: u32::try_from(busy.len()).unwrap_or(u32::MAX),
-            busy_runners: busy.into_iter().collect(),
-            offline_runners: offline.into_iter().collect(),
+        Ok(ForgeView {
+            waiting_jobs: queued.saturating_sub(covered),
+            runners: states,
+            ghosts: ghosts.into_iter().collect(),
+            // Runner states come from a listing, not as they happen: an idle-looking runner may
+            // have just taken a job, so surplus runners leave through the idle timeout.
+            complete: false,
             facts: ForgeFacts {
                 scale_set_id: None,
                 forge_version: Some(raw_version),
             },
-            // Runner states come from a listing, not as they happen (and Gitea never scales down).
-            knows_runner_activity: false,
-            observed_at,
         })
     }
 
@@ -346,48 +375,6 @@ impl GiteaForge {
             env: pod::runner_env(r.spec, runner_name),
             annotations: BTreeMap::new(),
         })
-    }
-
-    async fn state_inner(
-        &self,
-        ctx: &GroupContext,
-        refs: &[RunnerRef],
-    ) -> Result<BTreeMap<String, ForgeRunnerState>, GiteaError> {
-        let r = self.resolve(ctx)?;
-        self.ensure_ready(&r).await?;
-        let runners = self.runners(&r, r.interval).await?;
-        let (jobs, _) = self.jobs(&r).await?;
-        let working: BTreeSet<&str> = jobs
-            .iter()
-            .filter(|j| j.status == JobStatus::InProgress)
-            .map(|j| j.runner_name.as_str())
-            .collect();
-        // As the deliveries told this reconcile's `demand` (taken jobs left with their runner).
-        let announced = self.announced_runners(&ctx.key);
-        let mut out = BTreeMap::new();
-        for rr in refs {
-            let mut state = ForgeRunnerState::Unknown;
-            for x in runners.iter().filter(|x| x.name == rr.name) {
-                let s = if x.busy {
-                    ForgeRunnerState::Busy
-                } else if x.is_online() {
-                    ForgeRunnerState::Idle
-                } else {
-                    ForgeRunnerState::Offline
-                };
-                state = strongest(state, s);
-            }
-            if working.contains(rr.name.as_str()) {
-                state = ForgeRunnerState::Busy;
-            }
-            if let Some(s) = announced.get(&rr.name) {
-                state = strongest(state, *s);
-            }
-            if state != ForgeRunnerState::Unknown {
-                out.insert(rr.name.clone(), state);
-            }
-        }
-        Ok(out)
     }
 
     async fn remove_inner(
@@ -419,7 +406,36 @@ impl Forge for GiteaForge {
         ForgeKind::Gitea
     }
 
-    fn default_runner_pod(&self, group: &RunnerGroup, runner_name: &str, secret_name: &str) -> PodSpec {
+    fn validate(&self, spec: &RunnerGroupSpec) -> Vec<SpecViolation> {
+        spec.gitea
+            .as_ref()
+            .map(crate::validate::validate_gitea)
+            .unwrap_or_default()
+    }
+
+    fn cluster_refs(&self, spec: &RunnerGroupSpec) -> ClusterRefs {
+        let gitea = spec.gitea.as_ref();
+        ClusterRefs {
+            credentials_secret: gitea.map(|g| g.credentials.clone()).unwrap_or_default(),
+            ca_bundle_config_map: None,
+            webhook_secret: gitea
+                .and_then(|g| g.webhook_secret.clone())
+                .filter(|n| !n.is_empty()),
+        }
+    }
+
+    fn resync_interval(&self, spec: &RunnerGroupSpec) -> Duration {
+        let seconds = spec.gitea.as_ref().map_or(5, GiteaSpec::poll_interval_seconds);
+        Duration::from_secs(u64::from(seconds))
+    }
+
+    fn default_runner_pod(
+        &self,
+        group: &RunnerGroup,
+        runner_name: &str,
+        secret_name: &str,
+        _credentials: &RunnerCredentials,
+    ) -> PodSpec {
         let image = group.spec.image.as_deref();
         match &group.spec.gitea {
             Some(spec) => pod::default_runner_pod(spec, image, runner_name, secret_name),
@@ -441,8 +457,8 @@ impl Forge for GiteaForge {
         }
     }
 
-    async fn demand(&self, group: &GroupContext) -> Result<Demand, ForgeError> {
-        Ok(self.demand_inner(group).await?)
+    async fn observe(&self, group: &GroupContext, runners: &[RunnerRef]) -> Result<ForgeView, ForgeError> {
+        Ok(self.observe_inner(group, runners).await?)
     }
 
     async fn runner_credentials(
@@ -451,14 +467,6 @@ impl Forge for GiteaForge {
         runner_name: &str,
     ) -> Result<RunnerCredentials, ForgeError> {
         Ok(self.credentials_inner(group, runner_name).await?)
-    }
-
-    async fn runner_state(
-        &self,
-        group: &GroupContext,
-        runners: &[RunnerRef],
-    ) -> Result<BTreeMap<String, ForgeRunnerState>, ForgeError> {
-        Ok(self.state_inner(group, runners).await?)
     }
 
     async fn remove_runner(
@@ -473,7 +481,18 @@ impl Forge for GiteaForge {
         if let Ok(mut g) = self.groups.lock() {
             g.remove(&group.key);
         }
+        if let Ok(mut f) = self.finished.lock() {
+            f.remove(&group.key);
+        }
         Ok(())
+    }
+
+    fn receive_webhook(
+        &self,
+        headers: &http::HeaderMap,
+        body: &[u8],
+    ) -> Option<forgerunner_core::forge::WebhookReply> {
+        Some(GiteaForge::receive_webhook(self, headers, body))
     }
 
     async fn shutdown_all(&self) {
@@ -490,6 +509,9 @@ impl Forge for GiteaForge {
             m.clear();
         }
         if let Ok(mut m) = self.tokens.lock() {
+            m.clear();
+        }
+        if let Ok(mut m) = self.finished.lock() {
             m.clear();
         }
         self.forget_announced();

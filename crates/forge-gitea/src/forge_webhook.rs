@@ -1,5 +1,6 @@
-//! The webhook fast path of `GiteaForge`: which groups an event concerns, accounting the event
-//! until the next listing, and waking the groups.
+//! The webhook fast path of `GiteaForge`: verifying a delivery, which groups an event concerns,
+//! accounting the event until the next listing, and waking the groups. The operator only
+//! routes HTTP here ([`GiteaForge::receive_webhook`]).
 //!
 //! A delivery never causes a listing. It is recorded against the cached listing of each
 //! concerned scope ([`announced::Announced`]) and the groups reconcile at once on that listing
@@ -8,50 +9,115 @@
 
 mod announced;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
-use forgerunner_core::forge::{ForgeRunnerState, GroupKey};
+use forgerunner_core::forge::{GroupKey, WebhookReply};
+use http::{HeaderMap, StatusCode};
 
 use self::announced::{Announced, GroupView};
-use crate::forge::{GiteaForge, ListingKey, WebhookTarget};
+use crate::forge::{GiteaForge, ListingKey};
 use crate::types::{JobStatus, WorkflowJob};
-use crate::webhook::WorkflowJobEvent;
+use crate::webhook::{WORKFLOW_JOB_EVENT, WorkflowJobEvent, parse_workflow_job, verify_signature};
 
-/// What the deliveries told, for the backend's `demand` and `runner_state`.
-#[derive(Default)]
-pub(crate) struct AnnouncedState {
-    /// Per listing scope, the jobs announced since its cached listing.
-    listings: HashMap<ListingKey, Announced>,
-    /// Per group, the runner states of the view its last `demand` used, so that the
-    /// `runner_state` of the same reconcile agrees with that demand even if a delivery arrives
-    /// in between (a runner reported busy for a job still counted queued would be a duplicate).
-    runners: HashMap<GroupKey, BTreeMap<String, ForgeRunnerState>>,
+/// What the deliveries told, per listing scope: the jobs announced since its cached listing.
+pub(crate) type AnnouncedState = HashMap<ListingKey, Announced>;
+
+/// The signature header value: `X-Gitea-Signature`, else `X-Hub-Signature-256`.
+fn signature(headers: &HeaderMap) -> Option<&str> {
+    ["x-gitea-signature", "x-hub-signature-256"].iter().find_map(|h| {
+        headers
+            .get(*h)
+            .and_then(|v| v.to_str().ok())
+            .filter(|v| !v.trim().is_empty())
+    })
+}
+
+/// The event name: `X-Gitea-Event`, else `X-GitHub-Event`.
+fn event_name(headers: &HeaderMap) -> Option<&str> {
+    ["x-gitea-event", "x-github-event"]
+        .iter()
+        .find_map(|h| headers.get(*h).and_then(|v| v.to_str().ok()))
 }
 
 impl GiteaForge {
-    /// Groups (seen by `demand`) that a `workflow_job` event concerns: in scope and, for a
-    /// queued job, able to serve its labels. Verify the delivery with one of their
-    /// `webhook_secret`s, then call [`GiteaForge::wake`].
-    pub fn webhook_targets(&self, event: &WorkflowJobEvent) -> Vec<WebhookTarget> {
+    /// Handles one delivery to the webhook route: the HTTP status and body to answer.
+    ///
+    /// A delivery is trusted only if its signature verifies with the webhook secret of a group
+    /// this backend serves; verification comes first, so unauthenticated callers learn nothing
+    /// (401 for every unverified request). The groups the job concerns (scope and labels) among
+    /// those whose own secret verified it get the event, accounted on top of their cached
+    /// listing, and a queued job wakes them. Bodies and secrets are never logged.
+    pub fn receive_webhook(&self, headers: &HeaderMap, body: &[u8]) -> WebhookReply {
+        let reply = |status, body: String| WebhookReply { status, body };
+        let unauthorized = || {
+            reply(
+                StatusCode::UNAUTHORIZED,
+                "signature missing or not valid\n".to_owned(),
+            )
+        };
+        let Some(sig) = signature(headers) else {
+            return unauthorized();
+        };
+        let verified: Vec<GroupKey> = match self.groups.lock() {
+            Ok(groups) => groups
+                .iter()
+                .filter(|(_, g)| {
+                    g.webhook_secret
+                        .as_ref()
+                        .is_some_and(|s| verify_signature(s.expose().as_bytes(), body, sig))
+                })
+                .map(|(k, _)| k.clone())
+                .collect(),
+            Err(_) => Vec::new(),
+        };
+        if verified.is_empty() {
+            tracing::debug!("webhook delivery did not verify with any group's secret");
+            return unauthorized();
+        }
+        if event_name(headers) != Some(WORKFLOW_JOB_EVENT) {
+            // Verified but not for us (e.g. a test delivery): accept and ignore.
+            return reply(StatusCode::NO_CONTENT, String::new());
+        }
+        let event = match parse_workflow_job(body) {
+            Ok(event) => event,
+            Err(e) => return reply(StatusCode::BAD_REQUEST, format!("{e}\n")),
+        };
+        let keys: Vec<GroupKey> = self
+            .concerned_groups(&event)
+            .into_iter()
+            .filter(|k| verified.contains(k))
+            .collect();
+        tracing::debug!(
+            job_id = event.job_id,
+            groups = keys.len(),
+            "workflow_job webhook accepted"
+        );
+        self.wake(&event, &keys);
+        reply(
+            StatusCode::ACCEPTED,
+            format!("{{\"triggered\":{}}}\n", keys.len()),
+        )
+    }
+
+    /// Groups (seen by `observe`) that a `workflow_job` event concerns: in scope and, for a
+    /// queued job, able to serve its labels.
+    fn concerned_groups(&self, event: &WorkflowJobEvent) -> Vec<GroupKey> {
         let Ok(groups) = self.groups.lock() else {
             return Vec::new();
         };
-        let mut out: Vec<WebhookTarget> = groups
+        let mut out: Vec<GroupKey> = groups
             .iter()
             .filter(|(_, g)| event.in_scope(&g.scope))
             .filter(|(_, g)| event.action != JobStatus::Queued || g.labels.matches(&event.labels))
-            .map(|(k, g)| WebhookTarget {
-                key: k.clone(),
-                webhook_secret: g.webhook_secret.clone(),
-            })
+            .map(|(k, _)| k.clone())
             .collect();
-        out.sort_by(|a, b| a.key.cmp(&b.key));
+        out.sort();
         out
     }
 
-    /// Accounts a verified `event` for the listings of `keys` (the targets whose secret
-    /// verified it) and, for a queued job, reconciles those groups at once.
+    /// Accounts a verified `event` for the listings of `keys` and, for a queued job, reconciles
+    /// those groups at once.
     ///
     /// No listing is expired or fetched: the groups plan on the cached listing plus the jobs
     /// announced since it was fetched (see [`announced`] for the counting rules). Other
@@ -67,7 +133,7 @@ impl GiteaForge {
         };
         if let Ok(mut state) = self.announced.lock() {
             for l in listings {
-                state.listings.entry(l).or_default().record(event, received);
+                state.entry(l).or_default().record(event, received);
             }
         }
         if event.action == JobStatus::Queued {
@@ -104,13 +170,13 @@ impl GiteaForge {
         });
     }
 
-    /// The deliveries' view for group `key` (named `group`, serving jobs when `serves` says
-    /// so) on `jobs`, the listing of `listing` fetched at `fetched_at`; also forgets what that
-    /// listing covers and keeps the view's runner states for [`GiteaForge::announced_runners`].
+    /// The deliveries' view for the group named `group` (serving jobs when `serves` says so)
+    /// on `jobs`, the listing of `listing` fetched at `fetched_at`; also forgets what that
+    /// listing covers.
     pub(crate) fn announced_view(
         &self,
-        key: &GroupKey,
         listing: &ListingKey,
+        group: &str,
         fetched_at: Instant,
         jobs: &[WorkflowJob],
         serves: impl Fn(&[String]) -> bool,
@@ -118,38 +184,42 @@ impl GiteaForge {
         let Ok(mut state) = self.announced.lock() else {
             return GroupView::default();
         };
-        let view = match state.listings.get_mut(listing) {
+        match state.get_mut(listing) {
             Some(a) => {
                 a.covered_by(fetched_at);
                 if a.is_empty() {
                     GroupView::default()
                 } else {
-                    a.view(&key.name, fetched_at, jobs, serves)
+                    a.view(group, fetched_at, jobs, serves)
                 }
             }
             None => GroupView::default(),
-        };
-        if view.runners.is_empty() {
-            state.runners.remove(key);
-        } else {
-            state.runners.insert(key.clone(), view.runners.clone());
         }
-        view
-    }
-
-    /// Runner states of group `key` from the view its last `demand` used.
-    pub(crate) fn announced_runners(&self, key: &GroupKey) -> BTreeMap<String, ForgeRunnerState> {
-        self.announced
-            .lock()
-            .ok()
-            .and_then(|s| s.runners.get(key).cloned())
-            .unwrap_or_default()
     }
 
     /// Forgets every delivery (a new leader starts from nothing).
     pub(crate) fn forget_announced(&self) {
         if let Ok(mut s) = self.announced.lock() {
-            *s = AnnouncedState::default();
+            s.clear();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use http::HeaderValue;
+
+    use super::*;
+
+    #[test]
+    fn signature_header_falls_back_to_hub_form() {
+        let mut h = HeaderMap::new();
+        assert_eq!(signature(&h), None);
+        h.insert("x-hub-signature-256", HeaderValue::from_static("sha256=ab"));
+        assert_eq!(signature(&h), Some("sha256=ab"));
+        h.insert("x-gitea-signature", HeaderValue::from_static("cd"));
+        assert_eq!(signature(&h), Some("cd"));
+        h.insert("x-gitea-signature", HeaderValue::from_static("  "));
+        assert_eq!(signature(&h), Some("sha256=ab"), "a blank header does not count");
     }
 }

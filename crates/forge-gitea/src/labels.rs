@@ -1,12 +1,12 @@
-//! act_runner labels (`name[:docker://image|:host]`) and Gitea's job/runner matching rule.
-//!
-//! Gitea stores only label *names* for a runner (act_runner strips the `:schema…` part before
-//! registering) and hands a job to a runner when every `runs-on` label of the job is among those
-//! names, compared exactly and case-sensitively. No default labels are ever added here: a group
-//! claims only the jobs its own labels name.
+//! act_runner labels (`name[:docker://image|:host]`): Gitea's reading of the scheme part. The
+//! label form and the job/runner matching rule are shared with Forgejo
+//! ([`forgerunner_core::labels`]); no default labels are ever added here: a group claims only
+//! the jobs its own labels name.
 
-use std::collections::BTreeSet;
 use std::fmt;
+
+pub use forgerunner_core::labels::LabelError;
+use forgerunner_core::labels::{LabelParts, split_label};
 
 /// How a runner executes a job for a label.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -30,25 +30,8 @@ pub struct RunnerLabel {
     pub schema: LabelSchema,
 }
 
-/// Why a label string is not a valid act_runner label.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum LabelError {
-    /// The name part is empty (`""`, `":host"`).
-    #[error("label {0:?} has an empty name")]
-    EmptyName(String),
-    /// The name has leading/trailing whitespace or contains a comma (the env list separator).
-    #[error("label {0:?} has whitespace around its name or contains a comma")]
-    BadName(String),
-    /// The schema is neither `docker` nor `host`.
-    #[error("label {0:?} has an unknown schema (expected docker://image or host)")]
-    UnknownSchema(String),
-    /// `docker` without `//image`, or `host` with an argument.
-    #[error("label {0:?} has a malformed schema argument (expected name:docker://image or name:host)")]
-    BadArgument(String),
-    /// The same name appears twice in one group.
-    #[error("label name {0:?} appears more than once")]
-    Duplicate(String),
-}
+/// A Gitea group's labels.
+pub type LabelSet = forgerunner_core::labels::LabelSet<LabelSchema>;
 
 impl fmt::Display for RunnerLabel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -59,82 +42,34 @@ impl fmt::Display for RunnerLabel {
     }
 }
 
-/// Parses one act_runner label: split on the first two `:`; schema `docker` needs `//image`,
-/// `host` takes no argument, no schema means host.
-pub fn parse_label(raw: &str) -> Result<RunnerLabel, LabelError> {
-    let mut parts = raw.splitn(3, ':');
-    let name = parts.next().unwrap_or_default();
-    let schema = parts.next();
-    let arg = parts.next();
-    if name.is_empty() {
-        return Err(LabelError::EmptyName(raw.to_string()));
-    }
-    if name.trim() != name || name.contains(',') || name.chars().any(char::is_whitespace) {
-        return Err(LabelError::BadName(raw.to_string()));
-    }
-    let schema = match (schema, arg) {
-        (None, _) => LabelSchema::Host,
-        (Some("host"), None) => LabelSchema::Host,
-        (Some("host"), Some(_)) => return Err(LabelError::BadArgument(raw.to_string())),
+/// act_runner's reading of a label's scheme: `docker` needs `//image`, `host` takes no
+/// argument, no scheme means host.
+pub fn schema(parts: &LabelParts<'_>, raw: &str) -> Result<LabelSchema, LabelError> {
+    match (parts.scheme, parts.argument) {
+        (None, _) | (Some("host"), None) => Ok(LabelSchema::Host),
+        (Some("host"), Some(_)) | (Some("docker"), None) => Err(LabelError::BadArgument(raw.to_string())),
         (Some("docker"), Some(arg)) => match arg.strip_prefix("//") {
-            Some(image) if !image.is_empty() && !image.contains(',') => LabelSchema::Docker {
+            Some(image) if !image.is_empty() && !image.contains(',') => Ok(LabelSchema::Docker {
                 image: image.to_string(),
-            },
-            _ => return Err(LabelError::BadArgument(raw.to_string())),
+            }),
+            _ => Err(LabelError::BadArgument(raw.to_string())),
         },
-        (Some("docker"), None) => return Err(LabelError::BadArgument(raw.to_string())),
-        (Some(_), _) => return Err(LabelError::UnknownSchema(raw.to_string())),
-    };
+        (Some(_), _) => Err(LabelError::UnknownSchema(raw.to_string())),
+    }
+}
+
+/// Parses one act_runner label.
+pub fn parse_label(raw: &str) -> Result<RunnerLabel, LabelError> {
+    let parts = split_label(raw)?;
     Ok(RunnerLabel {
-        name: name.to_string(),
-        schema,
+        name: parts.name.to_string(),
+        schema: schema(&parts, raw)?,
     })
 }
 
-/// The label names of a group, parsed and checked once; used to match jobs.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LabelSet {
-    labels: Vec<RunnerLabel>,
-    names: BTreeSet<String>,
-}
-
-impl LabelSet {
-    /// Parses every label of a group; a malformed label or a repeated name is an error.
-    pub fn parse<S: AsRef<str>>(raw: &[S]) -> Result<LabelSet, LabelError> {
-        let mut labels = Vec::with_capacity(raw.len());
-        let mut names = BTreeSet::new();
-        for r in raw {
-            let label = parse_label(r.as_ref())?;
-            if !names.insert(label.name.clone()) {
-                return Err(LabelError::Duplicate(label.name));
-            }
-            labels.push(label);
-        }
-        Ok(LabelSet { labels, names })
-    }
-
-    /// The parsed labels, in spec order.
-    pub fn labels(&self) -> &[RunnerLabel] {
-        &self.labels
-    }
-
-    /// The label names a runner of this group registers with.
-    pub fn names(&self) -> impl Iterator<Item = &str> {
-        self.names.iter().map(String::as_str)
-    }
-
-    /// Gitea's rule: a runner with these labels can take a job when every `runs-on` label of
-    /// the job is one of its names (exact, case-sensitive). An empty `runs-on` matches.
-    pub fn matches<S: AsRef<str>>(&self, runs_on: &[S]) -> bool {
-        runs_on.iter().all(|l| self.names.contains(l.as_ref()))
-    }
-}
-
-/// Whether a runner whose label *names* are `runner_names` can take a job with `runs_on`.
-pub fn runner_can_take<S: AsRef<str>, T: AsRef<str>>(runner_names: &[S], runs_on: &[T]) -> bool {
-    runs_on
-        .iter()
-        .all(|l| runner_names.iter().any(|n| n.as_ref() == l.as_ref()))
+/// Parses a Gitea group's labels.
+pub fn parse_labels<S: AsRef<str>>(raw: &[S]) -> Result<LabelSet, LabelError> {
+    LabelSet::parse(raw, schema)
 }
 
 #[cfg(test)]
@@ -180,9 +115,6 @@ mod tests {
             ("", LabelError::EmptyName),
             (":host", LabelError::EmptyName),
             (" linux", LabelError::BadName),
-            ("linux ", LabelError::BadName),
-            ("a,b", LabelError::BadName),
-            ("my label", LabelError::BadName),
             ("linux:lxc://debian", LabelError::UnknownSchema),
             ("linux:Docker://x", LabelError::UnknownSchema),
             ("linux:", LabelError::UnknownSchema),
@@ -199,47 +131,17 @@ mod tests {
     #[test]
     fn display_round_trips() {
         for raw in ["x:host", "ubuntu:docker://node:20"] {
-            let l = parse_label(raw).unwrap();
+            let l = parse_label(raw).expect("valid");
             assert_eq!(l.to_string(), raw);
-            assert_eq!(parse_label(&l.to_string()).unwrap(), l);
+            assert_eq!(parse_label(&l.to_string()).expect("valid"), l);
         }
     }
 
     #[test]
-    fn set_rejects_duplicate_names_even_with_different_schemas() {
-        let err = LabelSet::parse(&["linux:host", "linux:docker://alpine"]).unwrap_err();
-        assert_eq!(err, LabelError::Duplicate("linux".into()));
-        assert!(LabelSet::parse(&["a", "bad label"]).is_err());
-    }
-
-    #[test]
-    fn matching_table() {
-        let set = LabelSet::parse(&["ubuntu-latest:docker://node:20", "linux:host", "gpü"]).unwrap();
-        let cases: &[(&[&str], bool)] = &[
-            (&[], true),
-            (&["ubuntu-latest"], true),
-            (&["ubuntu-latest", "linux"], true),
-            (&["ubuntu-latest", "ubuntu-latest"], true),
-            (&["gpü"], true),
-            (&["Ubuntu-latest"], false),
-            (&["ubuntu-latest:docker://node:20"], false),
-            (&["ubuntu"], false),
-            (&["ubuntu-latest", "windows"], false),
-            (&["gpu"], false),
-            (&[""], false),
-            (&[" linux"], false),
-        ];
-        for (runs_on, want) in cases {
-            assert_eq!(set.matches(runs_on), *want, "{runs_on:?}");
-            let names: Vec<&str> = set.names().collect();
-            assert_eq!(runner_can_take(&names, runs_on), *want, "{runs_on:?}");
-        }
-    }
-
-    #[test]
-    fn no_default_labels_are_added() {
-        let set = LabelSet::parse(&["self-hosted"]).unwrap();
-        assert_eq!(set.names().collect::<Vec<_>>(), vec!["self-hosted"]);
-        assert!(!set.matches(&["ubuntu-latest"]));
+    fn a_group_set_reads_schemes_and_matches_names() {
+        let set = parse_labels(&["ubuntu:docker://node:20", "linux"]).expect("valid");
+        assert_eq!(set.labels()[1], ("linux".to_owned(), LabelSchema::Host));
+        assert!(set.matches(&["ubuntu", "linux"]));
+        assert!(parse_labels(&["a:lxc://x"]).is_err());
     }
 }

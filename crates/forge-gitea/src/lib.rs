@@ -9,6 +9,7 @@
 pub mod cache;
 pub mod client;
 pub mod error;
+mod finished;
 pub mod forge;
 mod forge_webhook;
 pub mod labels;
@@ -16,13 +17,14 @@ pub mod pod;
 mod runner_names;
 pub mod scope;
 pub mod types;
+pub mod validate;
 pub mod version;
 pub mod webhook;
 
 pub use client::{ClientOptions, DeleteOutcome, GiteaClient};
 pub use error::GiteaError;
-pub use forge::{GiteaForge, GiteaOptions, WebhookTarget};
-pub use labels::{LabelError, LabelSet, RunnerLabel, parse_label};
+pub use forge::{GiteaForge, GiteaOptions};
+pub use labels::{LabelError, LabelSet, RunnerLabel, parse_label, parse_labels};
 pub use runner_names::is_group_runner_name;
 pub use scope::Scope;
 pub use version::GiteaVersion;

@@ -8,14 +8,15 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use forgerunner_core::crd::{GiteaScope, GiteaSpec};
-use forgerunner_core::forge::{Forge, ForgeRunnerState, GroupContext, GroupKey, ReconcileTrigger, RunnerRef};
+use forgerunner_core::forge::{
+    Forge, ForgeRunnerState, GroupContext, GroupKey, ReconcileTrigger, SecretValue,
+};
 use forgerunner_core::metrics::Metrics;
-use forgerunner_gitea::{ClientOptions, GiteaForge, GiteaOptions, parse_workflow_job};
+use forgerunner_gitea::{ClientOptions, GiteaForge, GiteaOptions, parse_workflow_job, sign};
 use forgerunner_testkit::gitea::{ADMIN_TOKEN, FakeConfig, FakeScope, GiteaFakeHandle, JobState};
 use tokio::sync::mpsc::UnboundedReceiver;
 
@@ -58,8 +59,13 @@ fn ctx(name: &str, url: &str, labels: &[&str], poll_seconds: u32) -> GroupContex
         poll_interval_seconds: Some(poll_seconds),
         webhook_secret: Some("hook".into()),
     };
-    common::group_context(name, gitea, ADMIN_TOKEN)
+    let mut c = common::group_context(name, gitea, ADMIN_TOKEN);
+    c.webhook_secret = Some(SecretValue::new(HOOK_SECRET));
+    c
 }
+
+/// The webhook secret every group here is configured with.
+const HOOK_SECRET: &str = "hook-secret";
 
 /// Jobs listings the fake has answered.
 fn listings(fake: &GiteaFakeHandle) -> usize {
@@ -69,8 +75,8 @@ fn listings(fake: &GiteaFakeHandle) -> usize {
         .count()
 }
 
-/// Hands the fake's current delivery for job `id` to the forge, as the operator's route does
-/// after verifying it; returns the groups it woke.
+/// Hands the fake's current delivery for job `id`, signed with the groups' secret, to the forge's
+/// webhook entry point (as the operator's route does); returns the groups it woke.
 fn deliver(
     f: &GiteaForge,
     fake: &GiteaFakeHandle,
@@ -78,9 +84,13 @@ fn deliver(
     rx: &mut UnboundedReceiver<GroupKey>,
 ) -> Vec<String> {
     let job = fake.job(id).expect("job exists");
-    let event = parse_workflow_job(&fake.workflow_job_payload(&job)).expect("fake payload parses");
-    let keys: Vec<GroupKey> = f.webhook_targets(&event).into_iter().map(|t| t.key).collect();
-    f.wake(&event, &keys);
+    let body = fake.workflow_job_payload(&job);
+    let mut headers = http::HeaderMap::new();
+    headers.insert("x-gitea-event", http::HeaderValue::from_static("workflow_job"));
+    let sig = sign(HOOK_SECRET.as_bytes(), &body);
+    headers.insert("x-gitea-signature", sig.parse().expect("hex header"));
+    let reply = f.receive_webhook(&headers, &body);
+    assert_eq!(reply.status, http::StatusCode::ACCEPTED, "{}", reply.body);
     let mut woken = Vec::new();
     while let Ok(k) = rx.try_recv() {
         woken.push(k.name);
@@ -90,15 +100,12 @@ fn deliver(
 
 /// How the forge reports one runner of `c`.
 async fn state(f: &GiteaForge, c: &GroupContext, name: &str) -> Option<ForgeRunnerState> {
-    let refs = [RunnerRef {
-        name: name.to_string(),
-        annotations: BTreeMap::new(),
-    }];
-    f.runner_state(c, &refs).await.unwrap().get(name).copied()
+    let view = f.observe(c, &[common::running(name)]).await.unwrap();
+    view.runners.get(name).copied()
 }
 
 async fn jobs(f: &GiteaForge, c: &GroupContext) -> u32 {
-    f.demand(c).await.expect("demand").jobs
+    common::view(f, c).await.expect("observe").waiting_jobs
 }
 
 #[tokio::test]

@@ -3,7 +3,6 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -79,14 +78,10 @@ async fn version_gate() {
     let old = fake("1.24.3").await;
     let (f, _) = forge();
     let err = f
-        .demand(&ctx(
-            "g",
-            &old.url(),
-            GiteaScope::Global,
-            None,
-            &["linux"],
-            ADMIN_TOKEN,
-        ))
+        .observe(
+            &ctx("g", &old.url(), GiteaScope::Global, None, &["linux"], ADMIN_TOKEN),
+            &[],
+        )
         .await
         .unwrap_err();
     assert!(
@@ -96,14 +91,10 @@ async fn version_gate() {
 
     let new = fake("1.25.1").await;
     let d = f
-        .demand(&ctx(
-            "g",
-            &new.url(),
-            GiteaScope::Global,
-            None,
-            &["linux"],
-            ADMIN_TOKEN,
-        ))
+        .observe(
+            &ctx("g", &new.url(), GiteaScope::Global, None, &["linux"], ADMIN_TOKEN),
+            &[],
+        )
         .await
         .unwrap();
     assert_eq!(d.facts.forge_version.as_deref(), Some("1.25.1"));
@@ -146,7 +137,7 @@ async fn paging_collects_every_queued_job_and_counts_only_matching_ones() {
         ADMIN_TOKEN,
     );
     assert_eq!(
-        f.demand(&c).await.unwrap().jobs,
+        common::view(&f, &c).await.unwrap().waiting_jobs,
         120,
         "blocked and gpu jobs are not demand"
     );
@@ -158,7 +149,7 @@ async fn paging_collects_every_queued_job_and_counts_only_matching_ones() {
         &["linux"],
         ADMIN_TOKEN,
     );
-    assert_eq!(f.demand(&only_linux).await.unwrap().jobs, 60);
+    assert_eq!(common::view(&f, &only_linux).await.unwrap().waiting_jobs, 60);
     let success = metrics
         .forge_requests
         .get_or_create(&forgerunner_core::metrics::ForgeRequestLabels {
@@ -184,27 +175,27 @@ async fn scopes_and_permissions() {
     let url = fake.url();
     let demand = |c: GroupContext| {
         let f = &f;
-        async move { f.demand(&c).await }
+        async move { common::view(f, &c).await }
     };
     assert_eq!(
         demand(ctx("a", &url, GiteaScope::Global, None, &["linux"], ADMIN_TOKEN))
             .await
             .unwrap()
-            .jobs,
+            .waiting_jobs,
         4
     );
     assert_eq!(
         demand(ctx("b", &url, GiteaScope::Org, Some("acme"), &["linux"], &alice))
             .await
             .unwrap()
-            .jobs,
+            .waiting_jobs,
         2
     );
     assert_eq!(
         demand(ctx("c", &url, GiteaScope::User, Some("bob"), &["linux"], &bob))
             .await
             .unwrap()
-            .jobs,
+            .waiting_jobs,
         1
     );
     assert_eq!(
@@ -218,7 +209,7 @@ async fn scopes_and_permissions() {
         ))
         .await
         .unwrap()
-        .jobs,
+        .waiting_jobs,
         1
     );
 
@@ -277,7 +268,7 @@ async fn rate_limit_is_honoured() {
         ADMIN_TOKEN,
     );
     fake.inject_fault(Fault::status("/actions/jobs", 429).retry_after("30").times(1));
-    let err = f.demand(&c).await.unwrap_err();
+    let err = common::view(&f, &c).await.unwrap_err();
     assert!(
         matches!(
             err,
@@ -288,7 +279,7 @@ async fn rate_limit_is_honoured() {
         "{err}"
     );
     let before = fake.requests().len();
-    let err = f.demand(&c).await.unwrap_err();
+    let err = common::view(&f, &c).await.unwrap_err();
     assert!(matches!(err, ForgeError::RateLimited { .. }), "{err}");
     assert_eq!(
         fake.requests().len(),
@@ -307,7 +298,7 @@ async fn rate_limit_is_honoured() {
         &["linux"],
         ADMIN_TOKEN,
     );
-    assert!(f.demand(&c2).await.is_ok());
+    assert!(common::view(&f, &c2).await.is_ok());
     assert_eq!(count(&fake2, "/actions/jobs"), 2);
 }
 
@@ -325,7 +316,11 @@ async fn server_errors_and_timeouts() {
         ADMIN_TOKEN,
     );
     fake.inject_fault(Fault::status("/actions/jobs", 502).times(1));
-    assert_eq!(f.demand(&c).await.unwrap().jobs, 1, "one 5xx is retried");
+    assert_eq!(
+        common::view(&f, &c).await.unwrap().waiting_jobs,
+        1,
+        "one 5xx is retried"
+    );
 
     let fake = self::fake("1.26.0").await;
     fake.inject_fault(Fault::status("/actions/jobs", 503));
@@ -337,7 +332,7 @@ async fn server_errors_and_timeouts() {
         &["linux"],
         ADMIN_TOKEN,
     );
-    let err = f.demand(&c).await.unwrap_err();
+    let err = common::view(&f, &c).await.unwrap_err();
     assert!(matches!(err, ForgeError::Unavailable(_)), "{err}");
     assert_eq!(count(&fake, "/actions/jobs"), 3, "bounded attempts");
 
@@ -351,7 +346,7 @@ async fn server_errors_and_timeouts() {
         &["linux"],
         ADMIN_TOKEN,
     );
-    let err = f.demand(&c).await.unwrap_err();
+    let err = common::view(&f, &c).await.unwrap_err();
     assert!(
         matches!(&err, ForgeError::Unavailable(m) if m.contains("timed out")),
         "{err}"
@@ -367,7 +362,7 @@ async fn server_errors_and_timeouts() {
         ADMIN_TOKEN,
     );
     assert!(matches!(
-        f2.demand(&c).await.unwrap_err(),
+        common::view(&f2, &c).await.unwrap_err(),
         ForgeError::Unavailable(_)
     ));
 }
@@ -407,17 +402,14 @@ async fn credentials_state_removal_and_ghosts() {
     let ghost = fake.add_runner(scope.clone(), "grp-zz9zz", &["linux"], false);
     fake.add_runner(scope.clone(), "grp-idle1", &["linux"], true);
     fake.add_runner(scope.clone(), "other-abcde", &["linux"], false);
-    let d = f.demand(&c).await.unwrap();
-    assert_eq!(d.offline_runners, ["grp-zz9zz"]);
+    let d = common::view(&f, &c).await.unwrap();
+    assert_eq!(d.ghosts, ["grp-zz9zz"]);
 
     let refs: Vec<RunnerRef> = ["grp-zz9zz", "grp-idle1", "grp-nope0"]
         .iter()
-        .map(|n| RunnerRef {
-            name: n.to_string(),
-            annotations: BTreeMap::new(),
-        })
+        .map(|n| common::running(n))
         .collect();
-    let states = f.runner_state(&c, &refs).await.unwrap();
+    let states = f.observe(&c, &refs).await.unwrap().runners;
     assert_eq!(states.get("grp-zz9zz"), Some(&ForgeRunnerState::Offline));
     assert_eq!(states.get("grp-idle1"), Some(&ForgeRunnerState::Idle));
     assert_eq!(states.get("grp-nope0"), None);
@@ -473,7 +465,7 @@ async fn missing_token_is_invalid_credentials() {
     );
     c.credentials.data.clear();
     assert!(matches!(
-        f.demand(&c).await.unwrap_err(),
+        common::view(&f, &c).await.unwrap_err(),
         ForgeError::InvalidCredentials(_)
     ));
     assert!(fake.requests().is_empty());

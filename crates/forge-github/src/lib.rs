@@ -14,6 +14,7 @@ pub mod pod;
 pub mod runners;
 pub mod scale_set;
 pub mod types;
+pub mod validate;
 
 pub use forge::{GithubForge, GithubOptions};
 pub use pod::{DEFAULT_RUNNER_IMAGE, JIT_CONFIG_KEY, RUNNER_EXIT_OUTDATED};

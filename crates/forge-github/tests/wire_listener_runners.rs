@@ -9,6 +9,7 @@ use base64::Engine;
 use common::*;
 use forgerunner_core::Forge;
 use forgerunner_core::forge::{ForgeRunnerState, RemoveOutcome, RunnerRef};
+use forgerunner_core::plan::RunnerPhase;
 use forgerunner_github::{JIT_CONFIG_KEY, RUNNER_ID_ANNOTATION};
 use scaleset::testing::{Emulator, Endpoint, Fault, JobState};
 use scaleset::{RunnerScaleSetSpec, ScaleSetId};
@@ -17,6 +18,7 @@ fn runner_ref(name: &str) -> RunnerRef {
     RunnerRef {
         name: name.into(),
         annotations: Default::default(),
+        phase: RunnerPhase::Running,
     }
 }
 
@@ -34,12 +36,12 @@ async fn long_poll_acks_acquires_and_wakes_the_reconciler() {
     // Acquired means assigned in the emulator.
     emu.wait_until(WAIT, |s| s.jobs_in(id, JobState::Assigned).count() == 3)
         .await;
-    let d = eventually(WAIT, "demand of 3", || async {
-        let d = h.forge.demand(&ctx).await.ok()?;
-        (d.jobs == 3).then_some(d)
+    let d = eventually(WAIT, "3 waiting jobs", || async {
+        let d = h.forge.observe(&ctx, &[]).await.ok()?;
+        (d.waiting_jobs == 3).then_some(d)
     })
     .await;
-    assert_eq!(d.running_jobs, 0);
+    assert!(d.complete, "the message session reports runner activity");
     emu.wait_until(WAIT, |s| s.queues_drained()).await;
     // Woken through the trigger with our key.
     let woken = tokio::time::timeout(WAIT, h.wakes.recv()).await.unwrap().unwrap();
@@ -214,12 +216,14 @@ async fn jit_config_busy_refusal_and_removal() {
     let registered = RunnerRef {
         name: "runners-abcde".into(),
         annotations: again.annotations.clone(),
+        phase: RunnerPhase::Running,
     };
     let states = h
         .forge
-        .runner_state(&ctx, &[registered.clone(), runner_ref("ghost")])
+        .observe(&ctx, &[registered.clone(), runner_ref("ghost")])
         .await
-        .unwrap();
+        .unwrap()
+        .runners;
     assert_eq!(states.get("runners-abcde"), Some(&ForgeRunnerState::Idle));
     assert_eq!(states.get("ghost"), None);
 
@@ -228,18 +232,18 @@ async fn jit_config_busy_refusal_and_removal() {
     emu.wait_until(WAIT, |s| s.jobs_in(id, JobState::Assigned).count() == 1)
         .await;
     emu.start_job(job, Some("runners-abcde"));
-    eventually(WAIT, "busy runner in demand", || async {
-        let d = h.forge.demand(&ctx).await.ok()?;
-        d.busy_runners
-            .contains(&"runners-abcde".to_string())
-            .then_some(())
+    eventually(WAIT, "busy runner in the view", || async {
+        let d = h.forge.observe(&ctx, &[runner_ref("runners-abcde")]).await.ok()?;
+        // A running job is no longer waiting: its runner covers it.
+        (d.runners.get("runners-abcde") == Some(&ForgeRunnerState::Busy) && d.waiting_jobs == 0).then_some(())
     })
     .await;
     let states = h
         .forge
-        .runner_state(&ctx, &[runner_ref("runners-abcde")])
+        .observe(&ctx, &[runner_ref("runners-abcde")])
         .await
-        .unwrap();
+        .unwrap()
+        .runners;
     assert_eq!(states.get("runners-abcde"), Some(&ForgeRunnerState::Busy));
     let r = registered;
     assert_eq!(
@@ -251,15 +255,16 @@ async fn jit_config_busy_refusal_and_removal() {
     // Done: the ephemeral runner is gone; removal is a no-op success.
     emu.complete_job(job, None);
     eventually(WAIT, "busy cleared", || async {
-        let d = h.forge.demand(&ctx).await.ok()?;
-        (d.busy_runners.is_empty() && d.jobs == 0).then_some(())
+        let d = h.forge.observe(&ctx, &[runner_ref("runners-abcde")]).await.ok()?;
+        (d.runners.get("runners-abcde") != Some(&ForgeRunnerState::Busy) && d.waiting_jobs == 0).then_some(())
     })
     .await;
     let states = h
         .forge
-        .runner_state(&ctx, std::slice::from_ref(&r))
+        .observe(&ctx, std::slice::from_ref(&r))
         .await
-        .unwrap();
+        .unwrap()
+        .runners;
     assert_eq!(
         states.get("runners-abcde"),
         Some(&ForgeRunnerState::Finished),
@@ -288,7 +293,14 @@ async fn default_pod_references_the_secret() {
     let emu = emulator().await;
     let h = harness();
     let ctx = pat_context(&emu, "pod");
-    let spec = h.forge.default_runner_pod(&ctx.group, "pod-abcde", "pod-abcde");
+    let creds = forgerunner_core::forge::RunnerCredentials {
+        secret_data: Default::default(),
+        env: Default::default(),
+        annotations: Default::default(),
+    };
+    let spec = h
+        .forge
+        .default_runner_pod(&ctx.group, "pod-abcde", "pod-abcde", &creds);
     let c = &spec.containers[0];
     assert_eq!(c.name, "runner");
     assert_eq!(c.image.as_deref(), Some(forgerunner_github::DEFAULT_RUNNER_IMAGE));

@@ -52,12 +52,6 @@ impl EnabledForges {
         set
     }
 
-    /// The Gitea backend, for the webhook route.
-    #[cfg(feature = "gitea")]
-    pub fn gitea(&self) -> Option<&forgerunner_gitea::GiteaForge> {
-        self.gitea.as_ref()
-    }
-
     /// Kinds that have a backend in this set.
     pub fn kinds(&self) -> Vec<ForgeKind> {
         ForgeKind::ALL
@@ -68,7 +62,14 @@ impl EnabledForges {
 }
 
 impl ForgeSet for EnabledForges {
-    fn get(&self, kind: ForgeKind) -> Option<&dyn Forge> {
+    fn enabled(&self) -> Vec<&dyn Forge> {
+        ForgeKind::ALL.into_iter().filter_map(|k| self.get(k)).collect()
+    }
+}
+
+impl EnabledForges {
+    /// The backend of `kind`, if enabled.
+    pub fn get(&self, kind: ForgeKind) -> Option<&dyn Forge> {
         match kind {
             #[cfg(feature = "github")]
             ForgeKind::Github => self.github.as_ref().map(|f| f as &dyn Forge),
@@ -82,10 +83,7 @@ impl ForgeSet for EnabledForges {
 
 /// Stops the background work of every forge in `set` (leadership lost, or process exit).
 pub async fn shutdown_all(set: &dyn ForgeSet) {
-    let stops = ForgeKind::ALL
-        .into_iter()
-        .filter_map(|k| set.get(k))
-        .map(|f| f.shutdown_all());
+    let stops = set.enabled().into_iter().map(|f| f.shutdown_all());
     futures::future::join_all(stops).await;
 }
 

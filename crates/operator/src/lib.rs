@@ -16,8 +16,6 @@ mod lease;
 mod run;
 mod signals;
 mod telemetry;
-#[cfg(feature = "gitea")]
-mod webhook;
 
 use std::process::ExitCode;
 

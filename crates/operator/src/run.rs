@@ -78,7 +78,7 @@ pub async fn run_until(config: Config, shutdown: CancellationToken) -> Result<()
         readiness: readiness.clone(),
         registry: Arc::new(registry),
     };
-    let router = with_webhooks(http::router(state), &cluster, &config, &forges, &shutdown);
+    let router = with_webhooks(http::router(state), &forges);
     let http_stop = CancellationToken::new();
     let mut server = tokio::spawn(http::serve(listener, router, http_stop.clone()));
     tracing::info!(addr = %http_addr, "serving /healthz, /readyz, /metrics");
@@ -117,33 +117,7 @@ pub async fn run_until(config: Config, shutdown: CancellationToken) -> Result<()
     result.map_err(RunError::from)
 }
 
-#[cfg(feature = "gitea")]
-fn with_webhooks(
-    router: axum::Router,
-    cluster: &cluster::Cluster,
-    config: &Config,
-    forges: &Arc<EnabledForges>,
-    shutdown: &CancellationToken,
-) -> axum::Router {
-    if forges.gitea().is_none() {
-        return router;
-    }
-    let hooks = crate::webhook::GiteaWebhooks::start(
-        cluster.client.clone(),
-        &config.watch_namespaces,
-        forges.clone(),
-        shutdown.clone(),
-    );
-    router.merge(crate::webhook::router(hooks))
-}
-
-#[cfg(not(feature = "gitea"))]
-fn with_webhooks(
-    router: axum::Router,
-    _cluster: &cluster::Cluster,
-    _config: &Config,
-    _forges: &Arc<EnabledForges>,
-    _shutdown: &CancellationToken,
-) -> axum::Router {
-    router
+/// Routes `POST /webhooks/<forge>` to the enabled forges; each answers its own deliveries.
+fn with_webhooks(router: axum::Router, forges: &Arc<EnabledForges>) -> axum::Router {
+    router.merge(http::webhook_router(forges.clone() as Arc<dyn ForgeSet>))
 }

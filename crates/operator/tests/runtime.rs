@@ -353,6 +353,20 @@ async fn webhook_auth(cluster: &Cluster, addr: &str) {
         .create(&PostParams::default(), &secret)
         .await
         .expect("create secret");
+    // The group's credentials: the forge learns a group, and its webhook secret, from a pass
+    // that got as far as the forge (here the forge itself is unreachable).
+    let creds = Secret {
+        metadata: ObjectMeta {
+            name: Some("creds".into()),
+            ..ObjectMeta::default()
+        },
+        data: Some([("token".to_owned(), ByteString(b"t0ken".to_vec()))].into()),
+        ..Secret::default()
+    };
+    secrets
+        .create(&PostParams::default(), &creds)
+        .await
+        .expect("create credentials secret");
     let group: RunnerGroup = serde_json::from_value(serde_json::json!({
         "apiVersion": "forgerunner.dev/v1alpha1",
         "kind": "RunnerGroup",
@@ -380,7 +394,7 @@ async fn webhook_auth(cluster: &Cluster, addr: &str) {
     };
     assert_eq!(post(None, body.clone()).await, 401);
     assert_eq!(post(Some("00".repeat(32)), body.clone()).await, 401);
-    // The reflector may not have seen the group yet: wait until a good signature verifies.
+    // The first pass may not have run yet: wait until a good signature verifies.
     let good = forgerunner_gitea::sign(b"s3cret", &body);
     wait_for(Duration::from_secs(20), "signed delivery accepted", || {
         let f = post(Some(good.clone()), body.clone());

@@ -30,39 +30,34 @@ fn was_busy(mut runner: ObservedRunner) -> ObservedRunner {
 
 /// One observation.
 struct Case {
-    forge: ForgeKind,
     min: u32,
     max: u32,
     idle_timeout: u32,
     runners: Vec<ObservedRunner>,
-    demand: Demand,
-    offline: Vec<String>,
+    view: ForgeView,
     failures: u32,
-    recently_succeeded: u32,
 }
 
-fn gh(min: u32, max: u32) -> Case {
+/// A view the forge calls complete (runner activity reported as it happens): scale-down allowed.
+fn complete(min: u32, max: u32) -> Case {
     Case {
-        forge: ForgeKind::Github,
         min,
         max,
         idle_timeout: TIMEOUT,
         runners: vec![],
-        demand: Demand {
-            knows_runner_activity: true,
-            ..Demand::default()
+        view: ForgeView {
+            complete: true,
+            ..ForgeView::default()
         },
-        offline: vec![],
         failures: 0,
-        recently_succeeded: 0,
     }
 }
 
-fn gt(min: u32, max: u32) -> Case {
+/// A view from a listing (not complete): surplus runners only leave through the idle timeout.
+fn partial(min: u32, max: u32) -> Case {
     Case {
-        forge: ForgeKind::Gitea,
-        demand: Demand::default(),
-        ..gh(min, max)
+        view: ForgeView::default(),
+        ..complete(min, max)
     }
 }
 
@@ -72,23 +67,15 @@ impl Case {
         self
     }
     fn jobs(mut self, jobs: u32) -> Self {
-        self.demand.jobs = jobs;
-        self
-    }
-    fn busy(mut self, names: &[&str]) -> Self {
-        self.demand.busy_runners = names.iter().map(|n| (*n).to_owned()).collect();
+        self.view.waiting_jobs = jobs;
         self
     }
     fn offline(mut self, names: &[&str]) -> Self {
-        self.offline = names.iter().map(|n| (*n).to_owned()).collect();
+        self.view.ghosts = names.iter().map(|n| (*n).to_owned()).collect();
         self
     }
-    fn without_runner_activity(mut self) -> Self {
-        self.demand.knows_runner_activity = false;
-        self
-    }
-    fn recently_succeeded(mut self, n: u32) -> Self {
-        self.recently_succeeded = n;
+    fn incomplete(mut self) -> Self {
+        self.view.complete = false;
         self
     }
     fn failures(mut self, failures: u32) -> Self {
@@ -97,14 +84,11 @@ impl Case {
     }
     fn plan(&self) -> Plan {
         plan(&PlanInput {
-            recently_succeeded: self.recently_succeeded,
-            forge: self.forge,
             min_runners: self.min,
             max_runners: self.max,
             idle_timeout_seconds: self.idle_timeout,
             runners: &self.runners,
-            demand: &self.demand,
-            offline_forge_runners: &self.offline,
+            view: &self.view,
             consecutive_failures: self.failures,
         })
     }
@@ -172,9 +156,7 @@ fn check(case: Case, want: Want) {
     );
     for removal in &got.remove {
         if let Some(runner) = case.runners.iter().find(|r| r.name == removal.name) {
-            let busy = runner.ever_busy
-                || runner.forge_state == Busy
-                || case.demand.busy_runners.contains(&runner.name);
+            let busy = runner.ever_busy || runner.forge_state == Busy;
             assert!(
                 !(busy && runner.phase.is_active()),
                 "removed an active busy runner: {removal:?}"
@@ -190,92 +172,90 @@ macro_rules! cases {
 }
 
 cases! {
-    // GitHub: desired = min(minRunners + totalAssignedJobs, maxRunners).
-    gh_nothing_to_do: gh(0, 5) => create(0).desired(0);
-    gh_min_runners_only: gh(2, 5) => create(2).desired(2);
-    gh_jobs_on_top_of_min: gh(1, 10).jobs(3) => create(4).desired(4);
-    gh_desired_capped_by_max: gh(2, 5).jobs(10) => create(5).desired(5);
-    gh_min_above_max_still_capped: gh(5, 3) => create(3).desired(3);
-    gh_idle_runners_cover_demand: gh(0, 5).jobs(2).runners(vec![r("a", Running, Idle), r("b", Running, Idle)])
+    // One creation rule: create = clamp(waitingJobs + minRunners - waiting, 0, max - occupied).
+    nothing_to_do: complete(0, 5) => create(0).desired(0);
+    min_runners_only: complete(2, 5) => create(2).desired(2);
+    jobs_on_top_of_min: complete(1, 10).jobs(3) => create(4).desired(4);
+    desired_capped_by_max: complete(2, 5).jobs(10) => create(5).desired(5);
+    min_above_max_still_capped: complete(5, 3) => create(3).desired(3);
+    idle_runners_cover_jobs: complete(0, 5).jobs(2).runners(vec![r("a", Running, Idle), r("b", Running, Idle)])
         => create(0).desired(2);
-    gh_pending_runners_cover_demand: gh(0, 5).jobs(2).runners(vec![r("a", Pending, Unknown), r("b", Pending, Unknown)])
+    pending_runners_cover_jobs: complete(0, 5).jobs(2).runners(vec![r("a", Pending, Unknown), r("b", Pending, Unknown)])
         => create(0);
-    gh_busy_runners_count_as_working: gh(0, 5).jobs(2).runners(vec![r("a", Running, Busy), r("b", Running, Busy)])
-        => create(0).mark_busy(&["a", "b"]);
-    gh_busy_from_job_started_list: gh(0, 5).jobs(1).busy(&["a"]).runners(vec![r("a", Running, Idle)])
-        => create(0).mark_busy(&["a"]);
-    gh_already_marked_not_marked_again: gh(0, 5).jobs(1).runners(vec![was_busy(r("a", Running, Busy))])
-        => create(0);
-    gh_scale_down_idle_surplus: gh(0, 5).runners(vec![r("a", Running, Idle), r("b", Running, Idle)])
-        => create(0).remove(&[("a", ScaleDown), ("b", ScaleDown)]);
-    gh_scale_down_prefers_pending: gh(1, 5).runners(vec![aged(r("old", Running, Idle), 300), r("new", Pending, Unknown)])
-        => create(0).remove(&[("new", ScaleDown)]);
-    gh_scale_down_prefers_unregistered: gh(1, 5).runners(vec![r("reg", Running, Idle), r("unreg", Running, Unknown)])
-        => create(0).remove(&[("unreg", ScaleDown)]);
-    gh_scale_down_youngest_idle_first: gh(1, 5).runners(vec![aged(r("old", Running, Idle), 100), aged(r("young", Running, Idle), 50)])
-        => create(0).remove(&[("young", ScaleDown)]);
-    gh_never_scales_down_busy: gh(0, 5).runners(vec![r("a", Running, Busy), r("b", Running, Busy)])
-        => create(0).mark_busy(&["a", "b"]);
-    gh_never_scales_down_ever_busy: gh(0, 5).runners(vec![was_busy(r("a", Running, Idle))]) => create(0);
-    gh_scale_down_only_the_excess: gh(0, 5).jobs(1).runners(vec![r("busy", Running, Busy), r("idle", Running, Idle)])
-        => create(0).remove(&[("idle", ScaleDown)]).mark_busy(&["busy"]);
-    gh_terminating_occupies_capacity: gh(0, 3).jobs(3).runners(vec![r("t1", Terminating, Unknown), r("t2", Terminating, Unknown)])
+    busy_runners_are_working_not_waiting: complete(0, 5).jobs(2).runners(vec![r("a", Running, Busy), r("b", Running, Busy)])
+        => create(2).mark_busy(&["a", "b"]).desired(4);
+    already_marked_not_marked_again: complete(0, 5).runners(vec![was_busy(r("a", Running, Busy))])
+        => create(0).desired(1);
+    queued_jobs_create_runners: partial(0, 10).jobs(3) => create(3);
+    min_on_top_of_queue: partial(1, 10).jobs(2) => create(3);
+    not_yet_busy_subtracted: partial(0, 10).jobs(3).runners(vec![r("p1", Pending, Unknown), r("p2", Running, Idle)])
         => create(1);
-    gh_failed_frees_capacity: gh(0, 2).jobs(2).runners(vec![r("f1", Failed, Unknown), r("f2", Failed, Unknown)])
+    clamped_to_headroom: partial(0, 4).jobs(10).runners(vec![r("b", Running, Busy), r("t", Terminating, Unknown)])
+        => create(2).mark_busy(&["b"]);
+    enough_waiting_creates_nothing: partial(0, 10).jobs(1).runners(vec![r("a", Running, Idle), r("b", Running, Idle)])
+        => create(0);
+    max_zero_creates_nothing: partial(0, 0).jobs(5) => create(0);
+    huge_queue_does_not_overflow: partial(3, 4).jobs(u32::MAX).runners(vec![r("b", Running, Busy)])
+        => create(3).mark_busy(&["b"]).desired(4);
+    terminating_occupies_capacity: complete(0, 3).jobs(3).runners(vec![r("t1", Terminating, Unknown), r("t2", Terminating, Unknown)])
+        => create(1);
+    terminating_blocks_creation: partial(0, 2).jobs(1).runners(vec![r("t1", Terminating, Unknown), r("t2", Terminating, Unknown)])
+        => create(0);
+    failed_frees_capacity: complete(0, 2).jobs(2).runners(vec![r("f1", Failed, Unknown), r("f2", Failed, Offline)])
         => create(2).remove(&[("f1", RFailed), ("f2", RFailed)]);
-    gh_succeeded_cleaned_up: gh(0, 2).runners(vec![was_busy(r("done", Succeeded, Unknown))])
+    succeeded_cleaned_up: complete(0, 2).runners(vec![was_busy(r("done", Succeeded, Unknown))])
         => create(0).remove(&[("done", RSucceeded)]);
-    gh_idle_timeout_without_headroom: gh(1, 1).runners(vec![aged(r("stale", Running, Idle), 600)])
-        => create(0).remove(&[("stale", IdleTimeout)]);
-    gh_idle_timeout_replaced_with_headroom: gh(1, 2).runners(vec![aged(r("stale", Running, Idle), 601)])
-        => create(1).remove(&[("stale", IdleTimeout)]);
-    gh_idle_timeout_spares_busy: gh(0, 2).jobs(1).runners(vec![aged(r("long", Running, Busy), 100_000)])
-        => create(0).mark_busy(&["long"]);
-    gh_over_max_already_creates_nothing: gh(0, 2).jobs(3).runners(vec![r("a", Running, Busy), r("b", Running, Busy), r("c", Running, Busy)])
+    over_max_already_creates_nothing: complete(0, 2).jobs(3).runners(vec![r("a", Running, Busy), r("b", Running, Busy), r("c", Running, Busy)])
         => create(0).mark_busy(&["a", "b", "c"]);
 
-    // Gitea: create = clamp(queued + minRunners - notYetBusy, 0, maxRunners - occupied).
-    gt_queued_jobs_create_runners: gt(0, 10).jobs(3) => create(3);
-    gt_min_on_top_of_queue: gt(1, 10).jobs(2) => create(3);
-    gt_not_yet_busy_subtracted: gt(0, 10).jobs(3).runners(vec![r("p1", Pending, Unknown), r("p2", Running, Idle)])
-        => create(1);
-    gt_busy_runners_not_subtracted: gt(0, 10).jobs(2).runners(vec![r("b1", Running, Busy), r("b2", Running, Busy)])
-        => create(2).mark_busy(&["b1", "b2"]);
-    gt_clamped_to_headroom: gt(0, 4).jobs(10).runners(vec![r("b", Running, Busy), r("t", Terminating, Unknown)])
-        => create(2).mark_busy(&["b"]);
-    gt_enough_waiting_creates_nothing: gt(0, 10).jobs(1).runners(vec![r("a", Running, Idle), r("b", Running, Idle)])
+    // Scale-down, only on a complete view.
+    scale_down_idle_surplus: complete(0, 5).runners(vec![r("a", Running, Idle), r("b", Running, Idle)])
+        => create(0).remove(&[("a", ScaleDown), ("b", ScaleDown)]);
+    scale_down_prefers_pending: complete(1, 5).runners(vec![aged(r("old", Running, Idle), 300), r("new", Pending, Unknown)])
+        => create(0).remove(&[("new", ScaleDown)]);
+    scale_down_prefers_unregistered: complete(1, 5).runners(vec![r("reg", Running, Idle), r("unreg", Running, Unknown)])
+        => create(0).remove(&[("unreg", ScaleDown)]);
+    scale_down_youngest_idle_first: complete(1, 5).runners(vec![aged(r("old", Running, Idle), 100), aged(r("young", Running, Idle), 50)])
+        => create(0).remove(&[("young", ScaleDown)]);
+    never_scales_down_busy: complete(0, 5).runners(vec![r("a", Running, Busy), r("b", Running, Busy)])
+        => create(0).mark_busy(&["a", "b"]);
+    never_scales_down_ever_busy: complete(0, 5).runners(vec![was_busy(r("a", Running, Idle))]) => create(0);
+    scale_down_only_the_excess: complete(0, 5).runners(vec![r("busy", Running, Busy), r("idle", Running, Idle)])
+        => create(0).remove(&[("idle", ScaleDown)]).mark_busy(&["busy"]);
+    scale_down_keeps_what_max_allows: complete(0, 2).jobs(5).runners(vec![r("busy", Running, Busy), r("a", Running, Idle), r("b", Running, Idle)])
+        => create(0).remove(&[("a", ScaleDown)]).mark_busy(&["busy"]);
+    partial_view_never_scales_down: partial(0, 10).runners(vec![r("a", Running, Idle), r("b", Pending, Unknown)])
         => create(0);
-    gt_idle_runners_wait_for_timeout: gt(0, 10).runners(vec![r("a", Running, Idle), r("b", Pending, Unknown)])
-        => create(0);
-    gt_idle_timeout_removes: gt(0, 10).runners(vec![aged(r("stale", Running, Idle), 700)])
+
+    // Idle timeout.
+    idle_timeout_without_headroom: complete(1, 1).runners(vec![aged(r("stale", Running, Idle), 600)])
         => create(0).remove(&[("stale", IdleTimeout)]);
-    gt_idle_timeout_replaced_when_queued: gt(0, 5).jobs(1).runners(vec![aged(r("stale", Running, Unknown), 700)])
+    idle_timeout_replaced_with_headroom: complete(1, 2).runners(vec![aged(r("stale", Running, Idle), 601)])
         => create(1).remove(&[("stale", IdleTimeout)]);
-    gt_failed_frees_capacity: gt(0, 2).jobs(2).runners(vec![r("f1", Failed, Unknown), r("f2", Failed, Offline)])
-        => create(2).remove(&[("f1", RFailed), ("f2", RFailed)]);
-    gt_terminating_blocks_creation: gt(0, 2).jobs(1).runners(vec![r("t1", Terminating, Unknown), r("t2", Terminating, Unknown)])
-        => create(0);
-    gt_max_zero_creates_nothing: gt(0, 0).jobs(5) => create(0);
-    gt_huge_queue_does_not_overflow: gt(3, 4).jobs(u32::MAX).runners(vec![r("b", Running, Busy)])
-        => create(3).mark_busy(&["b"]).desired(4);
+    idle_timeout_spares_busy: complete(0, 2).runners(vec![aged(r("long", Running, Busy), 100_000)])
+        => create(0).mark_busy(&["long"]);
+    idle_timeout_removes: partial(0, 10).runners(vec![aged(r("stale", Running, Idle), 700)])
+        => create(0).remove(&[("stale", IdleTimeout)]);
+    idle_timeout_replaced_when_queued: partial(0, 5).jobs(1).runners(vec![aged(r("stale", Running, Unknown), 700)])
+        => create(1).remove(&[("stale", IdleTimeout)]);
 
     // Failure throttle.
-    throttle_waits_while_a_runner_is_active: gt(0, 10).jobs(3).failures(FAILURE_THROTTLE_THRESHOLD)
+    throttle_waits_while_a_runner_is_active: partial(0, 10).jobs(3).failures(FAILURE_THROTTLE_THRESHOLD)
         .runners(vec![r("p", Pending, Unknown)]) => create(0).throttled();
-    throttle_allows_one_when_none_active: gt(0, 10).jobs(3).failures(FAILURE_THROTTLE_THRESHOLD) => create(1).throttled();
-    no_throttle_below_threshold: gt(0, 10).jobs(3).failures(FAILURE_THROTTLE_THRESHOLD - 1) => create(3);
-    throttle_not_flagged_without_demand: gh(0, 10).failures(50) => create(0);
+    throttle_allows_one_when_none_active: partial(0, 10).jobs(3).failures(FAILURE_THROTTLE_THRESHOLD) => create(1).throttled();
+    no_throttle_below_threshold: partial(0, 10).jobs(3).failures(FAILURE_THROTTLE_THRESHOLD - 1) => create(3);
+    throttle_not_flagged_without_demand: complete(0, 10).failures(50) => create(0);
 
     // Ghost runners registered at the forge without a Job.
-    ghost_is_deregistered: gt(0, 5).offline(&["ghost"]) => create(0).remove(&[("ghost", Orphaned)]);
-    ghost_with_a_job_is_not_orphaned: gt(0, 5).offline(&["mine", "gone"]).runners(vec![r("mine", Terminating, Offline)])
+    ghost_is_deregistered: partial(0, 5).offline(&["ghost"]) => create(0).remove(&[("ghost", Orphaned)]);
+    ghost_with_a_job_is_not_orphaned: partial(0, 5).offline(&["mine", "gone"]).runners(vec![r("mine", Terminating, Offline)])
         => create(0).remove(&[("gone", Orphaned)]);
-    ghost_listed_twice_removed_once: gt(0, 5).offline(&["ghost", "ghost"]) => create(0).remove(&[("ghost", Orphaned)]);
+    ghost_listed_twice_removed_once: partial(0, 5).offline(&["ghost", "ghost"]) => create(0).remove(&[("ghost", Orphaned)]);
 }
 
 #[test]
 fn removal_flags_follow_the_reason() {
-    let case = gh(0, 5)
+    let case = complete(0, 5)
         .runners(vec![
             r("done-unknown", Succeeded, Unknown),
             r("done-known", Failed, Offline),
@@ -305,10 +285,10 @@ fn removal_flags_follow_the_reason() {
 
 #[test]
 fn counts_with_runners_in_every_state() {
-    let case = gh(0, 10).jobs(3).busy(&["working"]).runners(vec![
+    let case = complete(0, 10).jobs(1).runners(vec![
         r("pending", Pending, Unknown),
         r("idle", Running, Idle),
-        r("working", Running, Idle),
+        r("working", Running, Busy),
         was_busy(r("was-busy", Running, Busy)),
         r("leaving", Terminating, Unknown),
         r("ok", Succeeded, Unknown),
@@ -320,15 +300,8 @@ fn counts_with_runners_in_every_state() {
     assert_eq!(counts.running_jobs, 2, "{counts:?}");
     assert_eq!(counts.idle, 2, "{counts:?}");
     assert_eq!(counts.failed, 1, "{counts:?}");
-    assert_eq!(counts.pending_jobs, 1, "assigned minus running: {counts:?}");
-    assert_eq!(counts.desired, 3, "{counts:?}");
-}
-
-#[test]
-fn gitea_pending_jobs_are_the_queue() {
-    let got = gt(0, 10).jobs(4).runners(vec![r("b", Running, Busy)]).plan();
-    assert_eq!(got.counts.pending_jobs, 4);
-    assert_eq!(got.counts.desired, 5);
+    assert_eq!(counts.pending_jobs, 1, "the waiting jobs: {counts:?}");
+    assert_eq!(counts.desired, 3, "working plus waiting jobs: {counts:?}");
 }
 
 #[test]
@@ -354,36 +327,12 @@ fn phase_predicates() {
     assert_eq!(finished, [Succeeded, Failed]);
 }
 
-/// A cached Gitea listing still shows the jobs of runners that finished since it was fetched:
-/// those runners cover their jobs, so no duplicate is created for them.
+/// A runner whose job the view no longer counts keeps its pod for a moment; it must not make
+/// the runner that waits for the next job look surplus (that runner would be scaled down, then
+/// made again).
 #[test]
-fn gitea_runners_finished_since_the_listing_cover_their_jobs() {
-    let p = gt(0, 10).jobs(3).recently_succeeded(2).plan();
-    assert_eq!(p.create, 1);
-    let p = gt(0, 10).jobs(1).recently_succeeded(3).plan();
-    assert_eq!(p.create, 0, "coverage never goes negative");
-}
-
-/// GitHub statistics lag the cluster: a runner whose Job succeeded before its `JobCompleted`
-/// message arrived still counts in `totalAssignedJobs`, so it covers one of them.
-#[test]
-fn github_runners_succeeded_before_job_completed_cover_their_jobs() {
-    let p = gh(0, 10).jobs(3).recently_succeeded(2).plan();
-    assert_eq!(p.create, 1);
-    assert_eq!(p.counts.desired, 1);
-    assert_eq!(p.counts.pending_jobs, 1);
-    let p = gh(1, 10).jobs(1).recently_succeeded(3).plan();
-    assert_eq!(
-        p.create, 1,
-        "minRunners still holds, coverage never goes negative"
-    );
-}
-
-/// A runner the forge saw finish keeps its pod for a moment; it must not make the runner
-/// that waits for the next job look surplus (that runner would be scaled down, then made again).
-#[test]
-fn github_runner_finished_at_forge_neither_works_nor_waits() {
-    let case = gh(0, 5).jobs(1).runners(vec![
+fn runner_finished_at_forge_neither_works_nor_waits() {
+    let case = complete(0, 5).jobs(1).runners(vec![
         was_busy(r("done", Running, Finished)),
         r("next", Pending, Unknown),
     ]);
@@ -393,16 +342,16 @@ fn github_runner_finished_at_forge_neither_works_nor_waits() {
     assert_eq!(p.counts.running_jobs, 0);
     assert_eq!(p.counts.idle, 1);
     assert_eq!(p.counts.current, 2, "the finishing pod still occupies capacity");
-    let full = gh(0, 2)
-        .jobs(2)
+    let full = complete(0, 2)
+        .jobs(1)
         .runners(vec![r("done", Running, Finished), r("a", Running, Busy)]);
     assert_eq!(full.plan().create, 0, "no headroom while the finished pod runs");
 }
 
 /// A runner the forge saw finish was ephemeral and is gone there: no deregistration call.
 #[test]
-fn github_runner_finished_at_forge_is_not_deregistered() {
-    let p = gh(0, 2)
+fn runner_finished_at_forge_is_not_deregistered() {
+    let p = complete(0, 2)
         .runners(vec![
             was_busy(r("seen", Succeeded, Finished)),
             was_busy(r("unseen", Succeeded, Idle)),
@@ -412,32 +361,19 @@ fn github_runner_finished_at_forge_is_not_deregistered() {
     assert_eq!(dereg, [("seen", false), ("unseen", true)]);
 }
 
-/// The finished-runner discount holds creation back but never removes a runner: a job may be
-/// counted done before its runner's pod exits, so the discount can overshoot.
+/// Without a complete view nobody knows which idle-looking runner just took a job: surplus
+/// runners are left to the idle timeout.
 #[test]
-fn github_finished_discount_never_scales_down() {
-    let p = gh(0, 10)
-        .jobs(3)
-        .recently_succeeded(2)
-        .runners(vec![
-            r("a", Running, Idle),
-            r("b", Running, Idle),
-            r("c", Pending, Unknown),
-        ])
-        .plan();
-    assert_eq!(p.create, 0);
-    assert!(p.remove.is_empty(), "{p:?}");
-}
-
-/// Without the message stream (a session not open yet, e.g. after a crash) nobody knows which
-/// idle-looking runner just took a job: surplus runners are left to the idle timeout.
-#[test]
-fn github_without_runner_activity_never_scales_down() {
-    let case = gh(0, 5)
-        .jobs(1)
+fn incomplete_view_never_scales_down() {
+    let case = complete(0, 5)
+        .jobs(0)
         .runners(vec![r("a", Running, Idle), r("b", Running, Idle)]);
-    assert_eq!(case.plan().remove.len(), 1, "with the stream the surplus goes");
-    let p = case.without_runner_activity().plan();
+    assert_eq!(
+        case.plan().remove.len(),
+        2,
+        "with a complete view the surplus goes"
+    );
+    let p = case.incomplete().plan();
     assert_eq!(p.create, 0);
     assert!(p.remove.is_empty(), "{p:?}");
 }

@@ -16,7 +16,7 @@ use super::FIELD_MANAGER;
 use super::error::ReconcileError;
 use super::runner_exit::failed_runner_outdated;
 use crate::forge::{Forge, GroupContext, RemoveOutcome, RunnerRef};
-use crate::plan::{Plan, Removal, RemovalReason};
+use crate::plan::{Plan, Removal, RemovalReason, RunnerPhase};
 use crate::runner_job::{
     BUSY_ANNOTATION, RunnerJobInput, build_runner_job, build_runner_secret, runner_name,
 };
@@ -124,14 +124,11 @@ async fn mark_busy(t: &Target<'_>, name: &str, report: &mut ApplyReport) {
 }
 
 fn runner_ref(observed: &[Arc<Job>], name: &str) -> RunnerRef {
-    let annotations = observed
-        .iter()
-        .find(|j| j.metadata.name.as_deref() == Some(name))
-        .and_then(|j| j.metadata.annotations.clone())
-        .unwrap_or_default();
+    let job = observed.iter().find(|j| j.metadata.name.as_deref() == Some(name));
     RunnerRef {
         name: name.to_owned(),
-        annotations,
+        annotations: super::observe::job_annotations(observed, name),
+        phase: job.map_or(RunnerPhase::Pending, |j| super::observe::job_phase(j)),
     }
 }
 
@@ -213,7 +210,7 @@ async fn create_runner(t: &Target<'_>) -> Result<String, ReconcileError> {
     let job = build_runner_job(RunnerJobInput {
         group,
         runner_name: &name,
-        default_pod: t.forge.default_runner_pod(group, &name, &name),
+        default_pod: t.forge.default_runner_pod(group, &name, &name, &creds),
         credentials: &creds,
     })?;
     let created = match t.jobs.create(&post_params(), &job).await {
@@ -223,6 +220,7 @@ async fn create_runner(t: &Target<'_>) -> Result<String, ReconcileError> {
             let rr = RunnerRef {
                 name: name.clone(),
                 annotations: creds.annotations.clone(),
+                phase: RunnerPhase::Pending,
             };
             if let Err(fe) = t.forge.remove_runner(t.group, &rr).await {
                 debug!(runner = %name, error = %fe, "could not deregister runner whose Job failed");
@@ -249,9 +247,11 @@ async fn create_runner(t: &Target<'_>) -> Result<String, ReconcileError> {
 pub async fn remove_all(t: &Target<'_>) -> Result<u32, ReconcileError> {
     let mut first: Option<ReconcileError> = None;
     let mut removed = 0;
-    let refs: BTreeMap<String, RunnerRef> = super::observe::runner_refs(t.observed)
-        .into_iter()
-        .map(|r| (r.name.clone(), r))
+    let refs: BTreeMap<String, RunnerRef> = t
+        .observed
+        .iter()
+        .filter_map(|j| j.metadata.name.as_deref())
+        .map(|name| (name.to_owned(), runner_ref(t.observed, name)))
         .collect();
     for (name, rr) in &refs {
         if let Err(e) = t.forge.remove_runner(t.group, rr).await {

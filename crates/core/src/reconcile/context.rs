@@ -20,8 +20,6 @@ pub const BACKOFF_BASE: Duration = Duration::from_secs(1);
 pub const BACKOFF_MAX: Duration = Duration::from_secs(300);
 /// Retry delay for errors only a person can fix (Secrets are not watched, so we poll).
 pub const USER_ACTION_RETRY: Duration = Duration::from_secs(60);
-/// Safety requeue of GitHub groups (the listener wakes us through triggers).
-pub const GITHUB_RESYNC: Duration = Duration::from_secs(60);
 /// Cleanup attempts before the finalizer is released despite forge errors.
 pub const MAX_CLEANUP_ATTEMPTS: u32 = 5;
 
@@ -40,8 +38,6 @@ pub struct GroupMemory {
     pub cleanup_attempts: u32,
     /// Writes the store may not show yet.
     pub in_flight: InFlight,
-    /// Succeeded runners whose job the forge's demand may still count.
-    pub finished: super::finished::FinishedLedger,
     /// The status this process wrote last, until the store shows a newer object.
     pub written_status: Option<WrittenStatus>,
     /// When this process last wrote the status (count-only changes are rate-limited by it).

@@ -4,7 +4,6 @@ use std::time::Duration;
 
 use kube::runtime::finalizer;
 
-use crate::crd::ForgeKind;
 use crate::error::ErrorCategory;
 use crate::forge::ForgeError;
 use crate::runner_job::RunnerJobError;
@@ -17,7 +16,7 @@ pub enum ReconcileError {
     InvalidSpec(String),
     /// The group's forge is not enabled in this operator.
     #[error("forge {0} is not enabled in this operator (config key forges)")]
-    ForgeDisabled(ForgeKind),
+    ForgeDisabled(&'static str),
     /// The credentials Secret the spec names does not exist.
     #[error("Secret {namespace}/{name} named by the spec's credentials does not exist")]
     SecretNotFound {

@@ -8,7 +8,6 @@ pub mod apply;
 pub mod context;
 pub mod error;
 pub mod events;
-pub mod finished;
 pub mod observe;
 pub mod pipeline;
 pub mod repair;
@@ -33,7 +32,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use crate::crd::{ForgeKind, RunnerGroup};
+use crate::crd::{RunnerGroup, RunnerGroupSpec};
 use crate::forge::{Forge, GroupKey};
 use crate::metrics::Metrics;
 use crate::runner_job::MANAGED_BY_SELECTOR;
@@ -50,8 +49,19 @@ pub const CONTROLLER_NAME: &str = "forgerunner";
 
 /// The enabled forge backends.
 pub trait ForgeSet: Send + Sync + 'static {
-    /// The backend for `kind`, or `None` when that forge is disabled (→ `Ready=False ForgeDisabled`).
-    fn get(&self, kind: ForgeKind) -> Option<&dyn Forge>;
+    /// The enabled backends, one per forge.
+    fn enabled(&self) -> Vec<&dyn Forge>;
+
+    /// The backend `spec.forge` names, or `None` when that forge is disabled (→ `Ready=False
+    /// ForgeDisabled`).
+    fn for_spec(&self, spec: &RunnerGroupSpec) -> Option<&dyn Forge> {
+        self.enabled().into_iter().find(|f| f.kind() == spec.forge)
+    }
+
+    /// The backend whose forge is named `name` (`github`, `gitea`, …), if enabled.
+    fn by_name(&self, name: &str) -> Option<&dyn Forge> {
+        self.enabled().into_iter().find(|f| f.kind().as_str() == name)
+    }
 }
 
 /// How the controller runs.
@@ -313,7 +323,7 @@ mod tests {
         let before = (
             observe::job_phase(&job),
             observe::ever_busy(&job),
-            observe::runner_refs(&[Arc::new(job.clone())]),
+            observe::job_annotations(&[Arc::new(job.clone())], "g-abcde"),
         );
         slim_job(&mut job);
         assert!(job.spec.is_none() && job.metadata.managed_fields.is_none());
@@ -326,7 +336,7 @@ mod tests {
         let after = (
             observe::job_phase(&job),
             observe::ever_busy(&job),
-            observe::runner_refs(&[Arc::new(job.clone())]),
+            observe::job_annotations(&[Arc::new(job.clone())], "g-abcde"),
         );
         assert_eq!(before, after);
         assert_eq!(after.0, RunnerPhase::Succeeded);

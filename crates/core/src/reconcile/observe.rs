@@ -1,5 +1,6 @@
 //! Observation: the group's runner Jobs (from the reflector store) mapped to the planner's
-//! [`ObservedRunner`]s. Pure: the store snapshot, the forge's view and the clock come in.
+//! [`ObservedRunner`]s, then joined with the forge's view. Pure: the store snapshot, the forge's
+//! view and the clock come in.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -8,7 +9,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::Job;
 
 use crate::crd::RunnerGroup;
-use crate::forge::{ForgeRunnerState, RunnerRef};
+use crate::forge::{ForgeRunnerState, ForgeView, RunnerRef};
 use crate::plan::{ObservedRunner, RunnerPhase};
 use crate::runner_job::{BUSY_ANNOTATION, GROUP_LABEL};
 
@@ -72,16 +73,33 @@ pub fn age_seconds(job: &Job, now: Timestamp) -> u64 {
         .map_or(0, |s| u64::try_from(s).unwrap_or(0))
 }
 
-/// Runner references (name and annotations) for the forge calls.
-pub fn runner_refs(jobs: &[Arc<Job>]) -> Vec<RunnerRef> {
-    jobs.iter()
-        .filter_map(|j| {
-            Some(RunnerRef {
-                name: j.metadata.name.clone()?,
-                annotations: j.metadata.annotations.clone().unwrap_or_default(),
-            })
+/// Runner references for the forge: every runner of `observed` (Jobs and creations the store
+/// does not show yet), with its phase and its Job's annotations.
+pub fn runner_refs(jobs: &[Arc<Job>], observed: &[ObservedRunner]) -> Vec<RunnerRef> {
+    observed
+        .iter()
+        .map(|r| RunnerRef {
+            name: r.name.clone(),
+            annotations: job_annotations(jobs, &r.name),
+            phase: r.phase,
         })
         .collect()
+}
+
+/// The annotations of the Job named `name` (empty when the store does not have it).
+pub fn job_annotations(jobs: &[Arc<Job>], name: &str) -> BTreeMap<String, String> {
+    jobs.iter()
+        .find(|j| j.metadata.name.as_deref() == Some(name))
+        .and_then(|j| j.metadata.annotations.clone())
+        .unwrap_or_default()
+}
+
+/// The runners with the forge's state of each (missing names stay `Unknown`).
+pub fn with_forge_states(mut runners: Vec<ObservedRunner>, view: &ForgeView) -> Vec<ObservedRunner> {
+    for r in &mut runners {
+        r.forge_state = view.runners.get(&r.name).copied().unwrap_or_default();
+    }
+    runners
 }
 
 /// What the reconciler remembers between passes about writes the store may not show yet.
@@ -107,13 +125,7 @@ impl InFlight {
 /// Created-but-unseen runners count as fresh pending runners so a stale store cannot make us
 /// exceed `maxRunners`; deleted-but-still-listed ones count as terminating so a finished runner
 /// is not counted (or deleted) twice.
-pub fn observe_runners(
-    jobs: &[Arc<Job>],
-    in_flight: &InFlight,
-    states: &BTreeMap<String, ForgeRunnerState>,
-    now: Timestamp,
-) -> Vec<ObservedRunner> {
-    let state = |name: &str| states.get(name).copied().unwrap_or_default();
+pub fn observe_runners(jobs: &[Arc<Job>], in_flight: &InFlight, now: Timestamp) -> Vec<ObservedRunner> {
     let mut out: Vec<ObservedRunner> = jobs
         .iter()
         .filter_map(|j| {
@@ -124,7 +136,7 @@ pub fn observe_runners(
                 job_phase(j)
             };
             Some(ObservedRunner {
-                forge_state: state(&name),
+                forge_state: ForgeRunnerState::Unknown,
                 phase,
                 age_seconds: age_seconds(j, now),
                 ever_busy: ever_busy(j),
@@ -137,7 +149,7 @@ pub fn observe_runners(
         out.push(ObservedRunner {
             name: name.clone(),
             phase: RunnerPhase::Pending,
-            forge_state: state(name),
+            forge_state: ForgeRunnerState::Unknown,
             age_seconds: 0,
             ever_busy: false,
         });
@@ -237,8 +249,11 @@ mod tests {
         let mut j = job("g-aaaaa", None);
         j.metadata.annotations = Some(BTreeMap::from([(BUSY_ANNOTATION.to_owned(), "true".to_owned())]));
         let jobs = vec![Arc::new(j), Arc::new(job("g-bbbbb", None))];
-        let states = BTreeMap::from([("g-bbbbb".to_owned(), ForgeRunnerState::Idle)]);
-        let obs = observe_runners(&jobs, &InFlight::default(), &states, ts(1600));
+        let view = ForgeView {
+            runners: BTreeMap::from([("g-bbbbb".to_owned(), ForgeRunnerState::Idle)]),
+            ..ForgeView::default()
+        };
+        let obs = with_forge_states(observe_runners(&jobs, &InFlight::default(), ts(1600)), &view);
         assert_eq!(obs.len(), 2);
         assert!(obs[0].ever_busy && !obs[1].ever_busy);
         assert_eq!(obs[0].age_seconds, 600);
@@ -259,7 +274,7 @@ mod tests {
         let mut fl = InFlight::default();
         fl.created.insert("g-new01".into());
         fl.deleted.insert("g-done1".into());
-        let obs = observe_runners(&jobs, &fl, &BTreeMap::new(), ts(2000));
+        let obs = observe_runners(&jobs, &fl, ts(2000));
         let got: Vec<(&str, RunnerPhase)> = obs.iter().map(|r| (r.name.as_str(), r.phase)).collect();
         assert_eq!(
             got,
@@ -295,7 +310,9 @@ mod tests {
         g.metadata.uid = Some("u1".into());
         g.metadata.namespace = Some("other".into());
         assert!(!belongs_to(&job("g-1", None), &g));
-        let refs = runner_refs(&[Arc::new(job("g-1", None))]);
+        let jobs = [Arc::new(job("g-1", None))];
+        let refs = runner_refs(&jobs, &observe_runners(&jobs, &InFlight::default(), ts(2000)));
         assert_eq!(refs[0].name, "g-1");
+        assert_eq!(refs[0].phase, RunnerPhase::Pending);
     }
 }

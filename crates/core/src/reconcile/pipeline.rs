@@ -16,10 +16,10 @@ use kube::{Resource, ResourceExt};
 use tracing::{debug, info, warn};
 
 use super::apply::{Target, apply_plan, remove_all};
-use super::context::{Context, GITHUB_RESYNC, MAX_CLEANUP_ATTEMPTS, USER_ACTION_RETRY, WrittenStatus};
+use super::context::{Context, MAX_CLEANUP_ATTEMPTS, USER_ACTION_RETRY, WrittenStatus};
 use super::error::ReconcileError;
 use super::events;
-use super::observe::{belongs_to, observe_runners, runner_refs};
+use super::observe::{belongs_to, observe_runners, runner_refs, with_forge_states};
 use super::repair::restore_missing_secrets;
 use super::status::{
     PassSummary, build_status, error_conditions, next_failure_count, outdated_persists, success_conditions,
@@ -27,9 +27,11 @@ use super::status::{
 use super::status_write::{StatusWrite, status_write};
 use super::{FIELD_MANAGER, FINALIZER};
 use crate::conditions::{GroupCondition, transitions};
-use crate::crd::{ForgeKind, RunnerGroup, RunnerGroupStatus};
+use crate::crd::{RunnerGroup, RunnerGroupStatus};
 use crate::error::ErrorCategory;
-use crate::forge::{Credentials, Forge, ForgeRunnerState, GroupContext, GroupKey, RunnerRef, SecretValue};
+use crate::forge::{
+    CA_BUNDLE_KEY, Credentials, Forge, GroupContext, GroupKey, SecretValue, WEBHOOK_SECRET_KEY,
+};
 use crate::metrics::{ForgeLabels, ReconcileErrorLabels, ReconcileLabels, RunnerLabels};
 use crate::plan::{PlanInput, RunnerPhase, plan};
 use crate::validate::validate_spec;
@@ -119,27 +121,18 @@ pub fn error_policy(group: Arc<RunnerGroup>, err: &ReconcileError, ctx: Arc<Cont
     }
 }
 
-/// Requeue after a successful pass; `sooner` when something is due earlier (a deferred status
-/// write, a finished runner's discount running out).
-fn success_requeue(group: &RunnerGroup, sooner: Option<Duration>) -> Action {
-    let regular = match (group.spec.forge, &group.spec.gitea) {
-        (ForgeKind::Gitea, Some(g)) => Duration::from_secs(u64::from(g.poll_interval_seconds())),
-        _ => GITHUB_RESYNC,
-    };
+/// Requeue after a successful pass: the forge's resync interval, or `sooner` when something is
+/// due earlier (a deferred status write).
+fn success_requeue(forge: &dyn Forge, group: &RunnerGroup, sooner: Option<Duration>) -> Action {
+    let regular = forge.resync_interval(&group.spec);
     Action::requeue(sooner.map_or(regular, |d| d.min(regular)))
 }
 
-/// The credentials Secret name the spec names.
-fn credentials_secret(group: &RunnerGroup) -> Option<&str> {
-    match group.spec.forge {
-        ForgeKind::Github => group.spec.github.as_ref().map(|g| g.credentials.as_str()),
-        ForgeKind::Gitea => group.spec.gitea.as_ref().map(|g| g.credentials.as_str()),
-    }
-}
-
-fn check_spec(group: &RunnerGroup) -> Result<(), ReconcileError> {
+/// Checks the spec: the common rules, then the forge's own block.
+fn check_spec(group: &RunnerGroup, forge: Option<&dyn Forge>) -> Result<(), ReconcileError> {
     let mut msgs: Vec<String> = validate_spec(&group.spec)
         .iter()
+        .chain(forge.map(|f| f.validate(&group.spec)).iter().flatten())
         .map(ToString::to_string)
         .collect();
     if group.name_any().len() > MAX_GROUP_NAME {
@@ -154,16 +147,23 @@ fn check_spec(group: &RunnerGroup) -> Result<(), ReconcileError> {
     }
 }
 
-fn forge_for<'a>(ctx: &'a Context, group: &RunnerGroup) -> Result<&'a dyn Forge, ReconcileError> {
-    ctx.forges
-        .get(group.spec.forge)
-        .ok_or(ReconcileError::ForgeDisabled(group.spec.forge))
+/// The group's forge, its spec checked (the common rules even when the forge is disabled).
+fn checked_forge<'a>(ctx: &'a Context, group: &RunnerGroup) -> Result<&'a dyn Forge, ReconcileError> {
+    let forge = ctx.forges.for_spec(&group.spec);
+    check_spec(group, forge)?;
+    forge.ok_or(ReconcileError::ForgeDisabled(group.spec.forge.as_str()))
 }
 
-/// Reads the credentials Secret (and CA bundle) into the forge's group context.
-async fn group_context(ctx: &Context, group: &RunnerGroup) -> Result<GroupContext, ReconcileError> {
+/// Reads what the forge's block names (credentials Secret, CA bundle) into the forge's group
+/// context.
+async fn group_context(
+    ctx: &Context,
+    forge: &dyn Forge,
+    group: &RunnerGroup,
+) -> Result<GroupContext, ReconcileError> {
     let key = group_key(group);
-    let secret_name = credentials_secret(group).unwrap_or_default().to_owned();
+    let refs = forge.cluster_refs(&group.spec);
+    let secret_name = refs.credentials_secret;
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &key.namespace);
     let secret = secrets
         .get_opt(&secret_name)
@@ -173,40 +173,39 @@ async fn group_context(ctx: &Context, group: &RunnerGroup) -> Result<GroupContex
             namespace: key.namespace.clone(),
             name: secret_name.clone(),
         })?;
-    let mut data: BTreeMap<String, SecretValue> = BTreeMap::new();
-    for (k, v) in secret.data.iter().flatten() {
-        // Non-UTF-8 values cannot be tokens or keys; the backend reports the missing key.
-        if let Ok(s) = std::str::from_utf8(&v.0) {
-            data.insert(k.clone(), SecretValue::new(s.trim_end_matches(['\n', '\r'])));
-        }
-    }
-    for (k, v) in secret.string_data.iter().flatten() {
-        data.insert(k.clone(), SecretValue::new(v.clone()));
-    }
     let credentials = Credentials {
+        data: secret_values(&secret),
         secret_name,
-        data,
         version: secret.resource_version().unwrap_or_default(),
     };
-    let ca_bundle = match group
-        .spec
-        .github
-        .as_ref()
-        .and_then(|g| g.ca_bundle_config_map.as_deref())
-    {
-        Some(cm_name) if group.spec.forge == ForgeKind::Github => {
+    let webhook_secret = match refs.webhook_secret {
+        Some(name) => match secrets.get_opt(&name).await {
+            Ok(Some(s)) => secret_values(&s).remove(WEBHOOK_SECRET_KEY),
+            Ok(None) => {
+                warn!(group = %key, secret = %name, "webhook Secret not found; polling only");
+                None
+            }
+            Err(e) => {
+                warn!(group = %key, secret = %name, error = %e, "cannot read the webhook Secret; polling only");
+                None
+            }
+        },
+        None => None,
+    };
+    let ca_bundle = match refs.ca_bundle_config_map {
+        Some(cm_name) => {
             let cms: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &key.namespace);
             let cm = cms
-                .get_opt(cm_name)
+                .get_opt(&cm_name)
                 .await
                 .map_err(ReconcileError::kube("get configmap"))?;
-            let ca = cm.and_then(|c| c.data).and_then(|mut d| d.remove("ca.crt"));
+            let ca = cm.and_then(|c| c.data).and_then(|mut d| d.remove(CA_BUNDLE_KEY));
             Some(ca.ok_or_else(|| ReconcileError::ConfigMapNotFound {
                 namespace: key.namespace.clone(),
-                name: cm_name.to_owned(),
+                name: cm_name,
             })?)
         }
-        _ => None,
+        None => None,
     };
     Ok(GroupContext {
         uid: group.uid().unwrap_or_default(),
@@ -214,7 +213,23 @@ async fn group_context(ctx: &Context, group: &RunnerGroup) -> Result<GroupContex
         group: group.clone(),
         credentials,
         ca_bundle,
+        webhook_secret,
     })
+}
+
+/// A Secret's values by key (`stringData` over `data`); values that are not UTF-8 cannot be
+/// tokens or keys and are left out (the backend then reports the missing key).
+fn secret_values(secret: &Secret) -> BTreeMap<String, SecretValue> {
+    let mut data: BTreeMap<String, SecretValue> = BTreeMap::new();
+    for (k, v) in secret.data.iter().flatten() {
+        if let Ok(s) = std::str::from_utf8(&v.0) {
+            data.insert(k.clone(), SecretValue::new(s.trim_end_matches(['\n', '\r'])));
+        }
+    }
+    for (k, v) in secret.string_data.iter().flatten() {
+        data.insert(k.clone(), SecretValue::new(v.clone()));
+    }
+    data
 }
 
 /// The group's runner Jobs from the store.
@@ -273,52 +288,30 @@ async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, Reconcil
         // Planning on a store that has not listed yet would count no runners.
         return Ok(Action::requeue(Duration::from_millis(200)));
     }
-    check_spec(group)?;
-    let forge = forge_for(ctx, group)?;
-    let gctx = group_context(ctx, group).await?;
+    let forge = checked_forge(ctx, group)?;
+    let gctx = group_context(ctx, forge, group).await?;
     let key = gctx.key.clone();
 
     let jobs = group_jobs(ctx, group);
-    let mut refs = runner_refs(&jobs);
-    let demand = forge.demand(&gctx).await?;
-    if demand.observed_at.is_none() {
-        // A forge that tracks finished runners by name is asked about the remembered ones too.
-        ctx.with_memory(&key, |m| {
-            refs.extend(m.finished.names().map(|name| RunnerRef {
-                name: name.to_owned(),
-                annotations: BTreeMap::new(),
-            }));
-        });
-    }
-    let states: BTreeMap<String, ForgeRunnerState> = if refs.is_empty() {
-        BTreeMap::new()
-    } else {
-        forge.runner_state(&gctx, &refs).await?
-    };
-    let now = Timestamp::now();
     let in_flight = ctx.with_memory(&key, |m| {
         m.in_flight.settle(&jobs);
-        m.finished.settle(demand.observed_at, &states, now);
         m.in_flight.clone()
     });
-    let observed = observe_runners(&jobs, &in_flight, &states, now);
-    let recently_succeeded = ctx.with_memory(&key, |m| m.finished.uncounted(&observed));
+    let cluster = observe_runners(&jobs, &in_flight, Timestamp::now());
+    let view = forge.observe(&gctx, &runner_refs(&jobs, &cluster)).await?;
+    let observed = with_forge_states(cluster, &view);
     let prev_failures = group.status.as_ref().map_or(0, |s| s.failed_runners);
     let the_plan = plan(&PlanInput {
-        forge: group.spec.forge,
         min_runners: group.spec.min_runners,
         max_runners: group.spec.max_runners,
         idle_timeout_seconds: group.spec.idle_timeout_seconds(),
         runners: &observed,
-        demand: &demand,
-        offline_forge_runners: &demand.offline_runners,
+        view: &view,
         consecutive_failures: prev_failures,
-        recently_succeeded,
     });
     debug!(
         group = %key,
-        jobs = demand.jobs,
-        finished_uncounted = recently_succeeded,
+        waiting_jobs = view.waiting_jobs,
         create = the_plan.create,
         remove = the_plan.remove.len(),
         "plan"
@@ -340,7 +333,7 @@ async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, Reconcil
         }
     }
     let mut report = apply_plan(&target, &the_plan).await;
-    let ledger_expiry = ctx.with_memory(&key, |m| {
+    ctx.with_memory(&key, |m| {
         m.in_flight.created.extend(report.created.iter().cloned());
         // A runner removed before the store ever listed it must stop counting as created:
         // the store may see it come and go between two passes, and it would then stay a
@@ -349,8 +342,6 @@ async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, Reconcil
             m.in_flight.created.remove(name);
         }
         m.in_flight.deleted.extend(report.deleted.iter().cloned());
-        m.finished.record_cleaned_up(&observed, &report.deleted, now);
-        m.finished.next_expiry(demand.observed_at, now)
     });
 
     let forge_label = ForgeLabels {
@@ -369,12 +360,17 @@ async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, Reconcil
     let failed_now = u32::try_from(report.failed_deleted.len()).unwrap_or(u32::MAX);
     let summary = PassSummary {
         counts: the_plan.counts,
-        facts: demand.facts.clone(),
+        facts: view.facts.clone(),
         failed_runners: next_failure_count(prev_failures, report.succeeded_deleted, failed_now),
         created,
         scaled_down: report.scaled_down,
         throttled: the_plan.throttled,
-        at_max: group.spec.min_runners.saturating_add(demand.jobs) > group.spec.max_runners,
+        at_max: the_plan
+            .counts
+            .running_jobs
+            .saturating_add(view.waiting_jobs)
+            .saturating_add(group.spec.min_runners)
+            > group.spec.max_runners,
         apply_error: report.first_error.as_ref().map(|e| (e.category(), e.to_string())),
         runner_outdated: !report.outdated.is_empty()
             || outdated_persists(
@@ -383,7 +379,7 @@ async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, Reconcil
                 report.succeeded_deleted,
             ),
     };
-    set_runner_gauges(ctx, &key, group.spec.forge, &observed, &summary);
+    set_runner_gauges(ctx, &key, group.spec.forge.as_str(), &observed, &summary);
     events::scaling(ctx, group, &summary, &report).await;
     let may_defer = report.first_error.is_none();
     let deferred = write_status(
@@ -396,17 +392,14 @@ async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, Reconcil
     .await;
     match report.first_error.take() {
         Some(e) => Err(e),
-        None => Ok(success_requeue(
-            group,
-            deferred.into_iter().chain(ledger_expiry).min(),
-        )),
+        None => Ok(success_requeue(forge, group, deferred)),
     }
 }
 
 fn set_runner_gauges(
     ctx: &Context,
     key: &GroupKey,
-    forge: ForgeKind,
+    forge: &'static str,
     observed: &[crate::plan::ObservedRunner],
     s: &PassSummary,
 ) {
@@ -422,7 +415,7 @@ fn set_runner_gauges(
     ];
     for (state, v) in values {
         let labels = RunnerLabels {
-            forge: forge.as_str(),
+            forge,
             group: key.to_string(),
             state,
         };
@@ -430,10 +423,10 @@ fn set_runner_gauges(
     }
 }
 
-fn clear_runner_gauges(ctx: &Context, key: &GroupKey, forge: ForgeKind) {
+fn clear_runner_gauges(ctx: &Context, key: &GroupKey, forge: &'static str) {
     for state in ["idle", "busy", "pending", "failed"] {
         ctx.metrics.runners.remove(&RunnerLabels {
-            forge: forge.as_str(),
+            forge,
             group: key.to_string(),
             state,
         });
@@ -500,7 +493,7 @@ async fn write_status(
 
 async fn cleanup(group: Arc<RunnerGroup>, ctx: &Context) -> Result<Action, ReconcileError> {
     let key = group_key(&group);
-    clear_runner_gauges(ctx, &key, group.spec.forge);
+    clear_runner_gauges(ctx, &key, group.spec.forge.as_str());
     let attempt = ctx.with_memory(&key, |m| {
         m.cleanup_attempts = m.cleanup_attempts.saturating_add(1);
         m.cleanup_attempts
@@ -524,9 +517,8 @@ async fn cleanup(group: Arc<RunnerGroup>, ctx: &Context) -> Result<Action, Recon
 }
 
 async fn cleanup_forge(group: &RunnerGroup, ctx: &Context) -> Result<(), ReconcileError> {
-    check_spec(group)?;
-    let forge = forge_for(ctx, group)?;
-    let gctx = group_context(ctx, group).await?;
+    let forge = checked_forge(ctx, group)?;
+    let gctx = group_context(ctx, forge, group).await?;
     let jobs = group_jobs(ctx, group);
     let target = Target {
         jobs: Api::namespaced(ctx.client.clone(), &gctx.key.namespace),

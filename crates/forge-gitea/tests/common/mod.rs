@@ -37,5 +37,26 @@ pub fn group_context(name: &str, gitea: GiteaSpec, token: &str) -> GroupContext 
             version: "1".into(),
         },
         ca_bundle: None,
+        webhook_secret: None,
+    }
+}
+
+/// What the forge reports for `c` with no runners in the cluster.
+#[allow(dead_code)] // not every suite uses every fixture
+pub async fn view(
+    f: &forgerunner_gitea::GiteaForge,
+    c: &GroupContext,
+) -> Result<forgerunner_core::forge::ForgeView, forgerunner_core::ForgeError> {
+    use forgerunner_core::Forge;
+    f.observe(c, &[]).await
+}
+
+/// A running runner of ours named `name`, as the reconciler hands it to the forge.
+#[allow(dead_code)] // not every suite uses every fixture
+pub fn running(name: &str) -> forgerunner_core::forge::RunnerRef {
+    forgerunner_core::forge::RunnerRef {
+        name: name.to_string(),
+        annotations: BTreeMap::new(),
+        phase: forgerunner_core::plan::RunnerPhase::Running,
     }
 }

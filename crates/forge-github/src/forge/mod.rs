@@ -8,11 +8,13 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
+use forgerunner_core::crd::RunnerGroupSpec;
 use forgerunner_core::forge::{
-    Demand, ForgeFacts, ForgeRunnerState, GroupContext, GroupKey, ReconcileTrigger, RemoveOutcome,
-    RunnerCredentials, RunnerExit, RunnerRef,
+    ClusterRefs, ForgeFacts, ForgeRunnerState, ForgeView, GroupContext, GroupKey, ReconcileTrigger,
+    RemoveOutcome, RunnerCredentials, RunnerExit, RunnerRef,
 };
 use forgerunner_core::metrics::Metrics;
+use forgerunner_core::validate::SpecViolation;
 use forgerunner_core::{Forge, ForgeError, ForgeKind, RunnerGroup};
 use k8s_openapi::api::core::v1::PodSpec;
 
@@ -20,7 +22,6 @@ pub use self::options::GithubOptions;
 use crate::client::GithubClient;
 use crate::error::ApiError;
 use crate::listener::Listener;
-use crate::listener::activity::RunnerActivity;
 use crate::runners::{self, Removal};
 use crate::scale_set;
 use crate::{RUNNER_ID_ANNOTATION, SCALE_SET_ID_ANNOTATION, pod};
@@ -38,10 +39,11 @@ struct GroupState {
     client: Option<(u64, Arc<GithubClient>)>,
     scale_set: Option<ScaleSetInfo>,
     listener: Option<Listener>,
-    /// Runner activity as of the statistics the last `demand` returned; `runner_state` answers
-    /// from it so the two calls of one reconcile agree.
-    activity: Arc<RunnerActivity>,
 }
+
+/// How often a group is reconciled when the listener wakes nobody (a safety net: the listener
+/// wakes the group's reconcile whenever the statistics change).
+pub const RESYNC: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The GitHub runner scale set backend.
 pub struct GithubForge {
@@ -88,40 +90,52 @@ impl GithubForge {
         groups.entry(key.clone()).or_default().clone()
     }
 
-    async fn demand_inner(&self, ctx: &GroupContext) -> Result<Demand, ApiError> {
+    async fn observe_inner(&self, ctx: &GroupContext, runners: &[RunnerRef]) -> Result<ForgeView, ApiError> {
         let entry = self.entry(&ctx.key);
         let mut st = entry.lock().await;
         let (client, id) = self.ensure(ctx, &mut st).await?;
         self.ensure_listener(ctx, &mut st, &client, id);
+        // Statistics and runner activity of one message batch, recorded together.
         let state = st.listener.as_ref().map(Listener::state).unwrap_or_default();
-        st.activity = state.runners.clone();
         // Without a session (opening, or waiting out a 409 after a crash) there are no messages
-        // naming finished runners: the statistics are then a snapshot taken now.
-        let (stats, observed_at) = match state.statistics {
-            Some(s) => (s, None),
-            None => match (jiff::Timestamp::now(), scale_set::get(&client, id).await?) {
-                // The time before the request: it may predate a completion, never postdate one.
-                (asked, Some(set)) => (set.statistics.ok_or_else(not_ready)?, Some(asked)),
-                (_, None) => {
+        // naming busy or finished runners: fall back to the scale set's statistics.
+        let (stats, complete) = match state.statistics {
+            Some(s) => (s, true),
+            None => match scale_set::get(&client, id).await? {
+                Some(set) => (set.statistics.ok_or_else(not_ready)?, false),
+                None => {
                     // Deleted between ensure and now: recreated on the next call.
                     st.scale_set = None;
                     return Err(not_ready());
                 }
             },
         };
-        Ok(Demand {
-            jobs: stats.total_assigned_jobs,
-            running_jobs: stats.total_running_jobs,
-            busy_runners: state.runners.busy().map(str::to_owned).collect(),
+        // No request per runner: the message stream says who is busy or finished, and a runner
+        // with a JIT config is registered (removal treats 404 as already gone).
+        let states = runners
+            .iter()
+            .filter_map(|r| {
+                let state = state.runners.state_of(&r.name).or_else(|| {
+                    r.annotations
+                        .contains_key(RUNNER_ID_ANNOTATION)
+                        .then_some(ForgeRunnerState::Idle)
+                })?;
+                Some((r.name.clone(), state))
+            })
+            .collect();
+        Ok(ForgeView {
+            // Assigned counts running jobs too; both numbers come from one snapshot, so a job
+            // whose runner finished before `JobCompleted` arrived still counts as running, never
+            // as waiting: no ledger of finished runners is needed.
+            waiting_jobs: stats.total_assigned_jobs.saturating_sub(stats.total_running_jobs),
+            runners: states,
             // The Actions service drops offline ephemeral runners itself; nothing to report.
-            offline_runners: Vec::new(),
+            ghosts: Vec::new(),
+            complete,
             facts: ForgeFacts {
                 scale_set_id: Some(id),
                 forge_version: None,
             },
-            // From the listener, finished runners are reported by name (`runner_state`).
-            knows_runner_activity: observed_at.is_none(),
-            observed_at,
         })
     }
 
@@ -169,12 +183,6 @@ impl GithubForge {
         let mut st = entry.lock().await;
         let client = self.ensure_client(ctx, &mut st).await?;
         Ok((client, None))
-    }
-
-    async fn activity(&self, key: &GroupKey) -> Arc<RunnerActivity> {
-        let entry = self.entry(key);
-        let st = entry.lock().await;
-        st.activity.clone()
     }
 
     async fn shutdown_inner(&self, ctx: &GroupContext) -> Result<(), ApiError> {
@@ -229,7 +237,36 @@ impl Forge for GithubForge {
         ForgeKind::Github
     }
 
-    fn default_runner_pod(&self, group: &RunnerGroup, _runner_name: &str, secret_name: &str) -> PodSpec {
+    fn validate(&self, spec: &RunnerGroupSpec) -> Vec<SpecViolation> {
+        spec.github
+            .as_ref()
+            .map(crate::validate::validate_github)
+            .unwrap_or_default()
+    }
+
+    fn cluster_refs(&self, spec: &RunnerGroupSpec) -> ClusterRefs {
+        ClusterRefs {
+            credentials_secret: spec
+                .github
+                .as_ref()
+                .map(|g| g.credentials.clone())
+                .unwrap_or_default(),
+            ca_bundle_config_map: spec.github.as_ref().and_then(|g| g.ca_bundle_config_map.clone()),
+            webhook_secret: None,
+        }
+    }
+
+    fn resync_interval(&self, _spec: &RunnerGroupSpec) -> std::time::Duration {
+        RESYNC
+    }
+
+    fn default_runner_pod(
+        &self,
+        group: &RunnerGroup,
+        _runner_name: &str,
+        secret_name: &str,
+        _credentials: &RunnerCredentials,
+    ) -> PodSpec {
         pod::default_runner_pod(group, secret_name)
     }
 
@@ -238,8 +275,8 @@ impl Forge for GithubForge {
         (exit_code == pod::RUNNER_EXIT_OUTDATED).then_some(RunnerExit::Outdated)
     }
 
-    async fn demand(&self, group: &GroupContext) -> Result<Demand, ForgeError> {
-        self.demand_inner(group).await.map_err(map_err)
+    async fn observe(&self, group: &GroupContext, runners: &[RunnerRef]) -> Result<ForgeView, ForgeError> {
+        self.observe_inner(group, runners).await.map_err(map_err)
     }
 
     async fn runner_credentials(
@@ -248,28 +285,6 @@ impl Forge for GithubForge {
         runner_name: &str,
     ) -> Result<RunnerCredentials, ForgeError> {
         self.credentials_inner(group, runner_name).await.map_err(map_err)
-    }
-
-    async fn runner_state(
-        &self,
-        group: &GroupContext,
-        runners: &[RunnerRef],
-    ) -> Result<BTreeMap<String, ForgeRunnerState>, ForgeError> {
-        // No request per runner: the message stream says who is busy or finished, and a
-        // runner with a JIT config is registered (removal treats 404 as already gone).
-        let activity = self.activity(&group.key).await;
-        let out = runners
-            .iter()
-            .filter_map(|r| {
-                let state = activity.state_of(&r.name).or_else(|| {
-                    r.annotations
-                        .contains_key(RUNNER_ID_ANNOTATION)
-                        .then_some(ForgeRunnerState::Idle)
-                })?;
-                Some((r.name.clone(), state))
-            })
-            .collect();
-        Ok(out)
     }
 
     async fn remove_runner(

@@ -42,11 +42,6 @@ impl RunnerActivity {
         }
     }
 
-    /// Names of runners working on a job.
-    pub fn busy(&self) -> impl Iterator<Item = &str> {
-        self.busy.iter().map(String::as_str)
-    }
-
     /// What the messages say about one runner, if anything.
     pub fn state_of(&self, runner: &str) -> Option<ForgeRunnerState> {
         if self.finished.contains(runner) {
@@ -70,10 +65,8 @@ mod tests {
         assert_eq!(a.state_of("r1"), None);
         a.started("r1");
         assert_eq!(a.state_of("r1"), Some(ForgeRunnerState::Busy));
-        assert_eq!(a.busy().collect::<Vec<_>>(), ["r1"]);
         a.completed("r1", t);
         assert_eq!(a.state_of("r1"), Some(ForgeRunnerState::Finished));
-        assert_eq!(a.busy().count(), 0);
     }
 
     #[test]

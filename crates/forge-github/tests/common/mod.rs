@@ -111,6 +111,7 @@ pub fn context(group: RunnerGroup, credentials: Credentials) -> GroupContext {
         group,
         credentials,
         ca_bundle: None,
+        webhook_secret: None,
     }
 }
 
@@ -141,11 +142,11 @@ where
     }
 }
 
-/// Demand, retrying while the backend reports `NotReady`.
-pub async fn demand(forge: &GithubForge, ctx: &GroupContext) -> forgerunner_core::forge::Demand {
+/// The forge's view with no runners, retrying while the backend reports `NotReady`.
+pub async fn demand(forge: &GithubForge, ctx: &GroupContext) -> forgerunner_core::forge::ForgeView {
     use forgerunner_core::Forge;
     eventually(Duration::from_secs(10), "demand", || async {
-        match forge.demand(ctx).await {
+        match forge.observe(ctx, &[]).await {
             Ok(d) => Some(d),
             Err(ForgeError::NotReady(_)) => None,
             Err(e) => panic!("demand failed: {e}"),

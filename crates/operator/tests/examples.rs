@@ -6,7 +6,20 @@ use std::path::PathBuf;
 
 use forgerunner_core::RunnerGroup;
 use forgerunner_core::crd::ForgeKind;
-use forgerunner_core::validate::validate_spec;
+use forgerunner_core::crd::RunnerGroupSpec;
+use forgerunner_core::validate::SpecViolation;
+
+/// Every rule the reconciler checks: the common ones, then the forge block's own.
+fn validate_spec(spec: &RunnerGroupSpec) -> Vec<SpecViolation> {
+    let mut out = forgerunner_core::validate::validate_spec(spec);
+    if let Some(gh) = &spec.github {
+        out.extend(forgerunner_github::validate::validate_github(gh));
+    }
+    if let Some(gt) = &spec.gitea {
+        out.extend(forgerunner_gitea::validate::validate_gitea(gt));
+    }
+    out
+}
 use serde::Deserialize;
 
 fn examples_dir() -> PathBuf {
@@ -154,7 +167,7 @@ fn invalid_specs_name_their_fields() {
         ("forge: github\nmaxRunners: 3\n", &["spec.github"]),
         (
             "forge: gitea\nmaxRunners: 3\ngithub:\n  configUrl: https://github.com/o\n  credentials: c\n",
-            &["spec.github", "spec.gitea"],
+            &["spec.gitea", "spec.github"],
         ),
         (
             "forge: github\nminRunners: 4\nmaxRunners: 3\ngithub:\n  configUrl: github.com/o\n  credentials: c\n",

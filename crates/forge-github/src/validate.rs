@@ -1,0 +1,141 @@
+//! The rules of `spec.github` (`Forge::validate`), twins of the CRD schema's.
+
+use forgerunner_core::crd::GithubSpec;
+use forgerunner_core::validate::{
+    MAX_LABEL_LEN, MAX_LABELS, SpecViolation, is_http_url, is_object_name, violation,
+};
+
+/// The rules of `spec.github`; empty when valid.
+pub fn validate_github(gh: &GithubSpec) -> Vec<SpecViolation> {
+    let mut out = Vec::new();
+    let out = &mut out;
+    if !is_http_url(&gh.config_url) {
+        out.push(violation(
+            "spec.github.configUrl",
+            "must be an http:// or https:// URL with a host, e.g. https://github.com/my-org",
+        ));
+    }
+    if !is_object_name(&gh.credentials) {
+        out.push(violation(
+            "spec.github.credentials",
+            "must name a Secret in the group's namespace",
+        ));
+    }
+    if gh.proxy_url.as_deref().is_some_and(|u| !is_http_url(u)) {
+        out.push(violation(
+            "spec.github.proxyUrl",
+            "must be an http:// or https:// URL with a host",
+        ));
+    }
+    if gh
+        .ca_bundle_config_map
+        .as_deref()
+        .is_some_and(|n| !is_object_name(n))
+    {
+        out.push(violation(
+            "spec.github.caBundleConfigMap",
+            "must name a ConfigMap in the group's namespace",
+        ));
+    }
+    if gh.labels.len() > MAX_LABELS {
+        out.push(violation(
+            "spec.github.labels",
+            format!("must list at most {MAX_LABELS} labels"),
+        ));
+    }
+    if let Some(bad) = gh.labels.iter().find(|l| l.is_empty() || l.len() > MAX_LABEL_LEN) {
+        out.push(violation(
+            "spec.github.labels",
+            format!("label {bad:?} must be 1 to {MAX_LABEL_LEN} characters"),
+        ));
+    }
+    std::mem::take(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use forgerunner_core::crd::RunnerGroupSpec;
+    use forgerunner_core::validate::validate_spec;
+
+    use super::*;
+
+    fn github() -> RunnerGroupSpec {
+        serde_json::from_value(serde_json::json!({
+            "forge": "github", "maxRunners": 5,
+            "github": {"configUrl": "https://github.com/my-org", "credentials": "github-pat"}
+        }))
+        .expect("spec")
+    }
+
+    fn gh(spec: &mut RunnerGroupSpec) -> &mut GithubSpec {
+        spec.github.as_mut().expect("github block")
+    }
+
+    /// The fields named by the violations of the whole spec, in order.
+    fn fields(spec: &RunnerGroupSpec) -> Vec<&'static str> {
+        let mut v = validate_spec(spec);
+        if let Some(gh) = &spec.github {
+            v.extend(validate_github(gh));
+        }
+        v.into_iter().map(|v| v.field).collect()
+    }
+
+    #[test]
+    fn github_urls() {
+        for bad in [
+            "github.com/my-org",
+            "ftp://github.com/x",
+            "https://",
+            "https:///path",
+            "",
+        ] {
+            let mut s = github();
+            gh(&mut s).config_url = bad.into();
+            assert_eq!(fields(&s), ["spec.github.configUrl"], "{bad:?}");
+        }
+        for good in [
+            "http://ghes.local/org",
+            "https://github.example.com/enterprises/e",
+            "https://github.com/o/r",
+        ] {
+            let mut s = github();
+            gh(&mut s).config_url = good.into();
+            assert!(fields(&s).is_empty(), "{good:?}");
+        }
+        let mut s = github();
+        gh(&mut s).config_url = format!("https://github.com/{}", "a".repeat(2048));
+        assert_eq!(fields(&s), ["spec.github.configUrl"]);
+    }
+
+    #[test]
+    fn github_proxy_and_ca_bundle() {
+        let mut s = github();
+        gh(&mut s).proxy_url = Some("proxy:3128".into());
+        gh(&mut s).ca_bundle_config_map = Some("Bad_Name".into());
+        assert_eq!(
+            fields(&s),
+            ["spec.github.proxyUrl", "spec.github.caBundleConfigMap"]
+        );
+        gh(&mut s).proxy_url = Some("http://proxy.internal:3128".into());
+        gh(&mut s).ca_bundle_config_map = Some("corp-ca".into());
+        assert!(fields(&s).is_empty());
+    }
+
+    #[test]
+    fn github_labels() {
+        let mut s = github();
+        gh(&mut s).labels = vec!["linux".into(), String::new()];
+        assert_eq!(fields(&s), ["spec.github.labels"]);
+        gh(&mut s).labels = (0..65).map(|i| format!("l{i}")).collect();
+        assert_eq!(fields(&s), ["spec.github.labels"]);
+    }
+
+    #[test]
+    fn credentials_must_be_a_secret_name() {
+        for bad in ["", "Upper", "-lead", "trail-", "under_score", "a..b"] {
+            let mut s = github();
+            gh(&mut s).credentials = bad.into();
+            assert_eq!(fields(&s), ["spec.github.credentials"], "{bad:?}");
+        }
+    }
+}

@@ -284,3 +284,42 @@ async fn the_next_poll_is_due_one_interval_after_the_latest_listing() {
     assert_eq!(listings(&fake), 2);
     assert!(rx.try_recv().is_err(), "one wake per listing");
 }
+
+/// A runner that finished after the cached listing was fetched covers the job that listing still
+/// shows queued (no duplicate runner), until a newer listing shows the job done.
+#[tokio::test]
+async fn a_runner_finished_after_the_listing_covers_its_job_until_the_next_listing() {
+    use forgerunner_core::plan::RunnerPhase;
+    let fake = fake().await;
+    let (f, _rx) = forge();
+    let c = ctx("g", &fake.url(), &["linux"], 1);
+    let id = fake.queue_job(REPO, &["linux"]);
+    assert_eq!(jobs(&f, &c).await, 1);
+    let before = listings(&fake);
+
+    // Our runner took the job and its Job succeeded; the cached listing still shows it queued.
+    let runner = fake.add_runner(FakeScope::Global, "g-fin01", &["linux"], true);
+    assert_eq!(fake.take_job(runner), Some(id));
+    assert!(fake.complete_job(id));
+    let mut done = common::running("g-fin01");
+    done.phase = RunnerPhase::Succeeded;
+    let view = f.observe(&c, &[done]).await.unwrap();
+    assert_eq!(listings(&fake), before, "still the cached listing");
+    assert_eq!(view.waiting_jobs, 0, "the finished runner covers its job");
+    // Its Job is cleaned up: the runner is gone from the cluster, and still covers the job.
+    assert_eq!(jobs(&f, &c).await, 0);
+
+    // A newer listing no longer shows the job: nothing is covered, and a new job counts again.
+    fake.queue_job(REPO, &["linux"]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while listings(&fake) == before {
+        assert!(Instant::now() < deadline, "no new listing");
+        let _ = jobs(&f, &c).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        jobs(&f, &c).await,
+        1,
+        "the new job is demand; the old one is gone"
+    );
+}

@@ -4,6 +4,7 @@
 //! sandbox, the benchmark and the end-to-end world live in `forgerunner-sandbox`.
 
 pub mod apiserver;
+pub mod forge_common;
 pub mod gitea;
 pub mod github;
 pub mod sim;

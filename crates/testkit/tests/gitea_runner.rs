@@ -17,6 +17,8 @@ fn pod(fake: &GiteaFakeHandle, name: &str, labels: &str, token: &str) -> PodInfo
         labels: BTreeMap::new(),
         annotations: BTreeMap::new(),
         image: "gitea/act_runner:latest".into(),
+        command: Vec::new(),
+        args: Vec::new(),
         env: BTreeMap::from([
             ("GITEA_INSTANCE_URL".to_string(), fake.url()),
             ("GITEA_RUNNER_REGISTRATION_TOKEN".to_string(), token.to_string()),

@@ -10,6 +10,8 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use super::faults::{Fault, LoggedRequest};
 use super::json::Dialect;
 use super::model::{Conclusion, FakeJob, FakeRunner, FakeScope, FakeUser, Fetch, JobChange, JobState, Model};
+use crate::forge_common::faults::FaultTable;
+pub(crate) use crate::forge_common::http::lock;
 
 /// How the fake behaves.
 #[derive(Clone, Debug)]
@@ -54,16 +56,10 @@ pub(crate) struct Shared {
     pub minor: (u64, u64),
     pub base_url: String,
     pub model: Mutex<Model>,
-    pub faults: Mutex<Vec<Fault>>,
-    pub log: Mutex<Vec<LoggedRequest>>,
+    pub faults: Arc<FaultTable>,
     pub webhook: Mutex<Option<WebhookConfig>>,
     pub deliveries: Arc<Mutex<Vec<Delivery>>>,
     pub http: reqwest::Client,
-}
-
-/// Locks a mutex, recovering from poisoning (a panicking test thread must not cascade).
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Shared {
@@ -119,8 +115,7 @@ impl GiteaFakeHandle {
             config,
             base_url: format!("http://{addr}"),
             model: Mutex::new(model),
-            faults: Mutex::default(),
-            log: Mutex::default(),
+            faults: Arc::default(),
             webhook: Mutex::default(),
             deliveries: Arc::default(),
             http: reqwest::Client::builder()
@@ -297,22 +292,22 @@ impl GiteaFakeHandle {
 
     /// Adds a fault rule (first matching rule wins).
     pub fn inject_fault(&self, fault: Fault) {
-        lock(&self.shared().faults).push(fault);
+        self.shared().faults.push(fault);
     }
 
     /// Removes every fault rule.
     pub fn clear_faults(&self) {
-        lock(&self.shared().faults).clear();
+        self.shared().faults.clear();
     }
 
     /// Requests received so far (REST and runner API).
     pub fn requests(&self) -> Vec<LoggedRequest> {
-        lock(&self.shared().log).clone()
+        self.shared().faults.requests()
     }
 
     /// Forgets the request log.
     pub fn clear_requests(&self) {
-        lock(&self.shared().log).clear();
+        self.shared().faults.clear_requests();
     }
 
     /// Polls `pred` over the jobs and runners until it holds or `timeout` passes.

@@ -27,30 +27,7 @@ impl FakeScope {
     }
 }
 
-/// How a finished job ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Conclusion {
-    /// Succeeded.
-    Success,
-    /// Failed.
-    Failure,
-    /// Cancelled.
-    Cancelled,
-    /// Skipped.
-    Skipped,
-}
-
-impl Conclusion {
-    /// API word.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Conclusion::Success => "success",
-            Conclusion::Failure => "failure",
-            Conclusion::Cancelled => "cancelled",
-            Conclusion::Skipped => "skipped",
-        }
-    }
-}
+pub use crate::forge_common::rpc::Conclusion;
 
 /// Gitea's internal job states that matter here.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -396,14 +373,7 @@ pub fn status_filter(word: &str) -> Option<Vec<JobState>> {
     })
 }
 
-/// `n` random lowercase hex characters.
-pub fn random_hex(n: usize) -> String {
-    use rand::Rng;
-    let mut rng = rand::rng();
-    (0..n)
-        .map(|_| char::from_digit(rng.random_range(0..16u32), 16).unwrap_or('0'))
-        .collect()
-}
+pub use crate::forge_common::http::random_hex;
 
 #[cfg(test)]
 mod tests {

@@ -6,9 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::control::GiteaFakeHandle;
+use crate::forge_common::rpc::RunnerClient;
 use crate::sim::behaviour::{ContainerBehaviour, PodInfo};
 
 /// How the simulated runner behaves.
@@ -52,34 +53,8 @@ struct ActRunner {
 /// Exit code of a process stopped by SIGTERM.
 const SIGTERM_EXIT: i32 = 143;
 
-struct Session {
-    http: reqwest::Client,
-    base: String,
-    uuid: String,
-    token: String,
-}
-
-impl Session {
-    async fn call(&self, method: &str, body: Value) -> Result<(u16, Value), reqwest::Error> {
-        let resp = self
-            .http
-            .post(format!(
-                "{}/api/actions/runner.v1.RunnerService/{method}",
-                self.base
-            ))
-            .header("x-runner-uuid", &self.uuid)
-            .header("x-runner-token", &self.token)
-            .json(&body)
-            .send()
-            .await?;
-        let status = resp.status().as_u16();
-        let v = resp.json::<Value>().await.unwrap_or(Value::Null);
-        Ok((status, v))
-    }
-}
-
 impl ActRunner {
-    async fn register(&self, pod: &PodInfo) -> Option<Session> {
+    async fn register(&self, pod: &PodInfo) -> Option<RunnerClient> {
         let env = |k: &str| pod.env.get(k).cloned().unwrap_or_default();
         let base = env("GITEA_INSTANCE_URL").trim_end_matches('/').to_string();
         let token = env("GITEA_RUNNER_REGISTRATION_TOKEN");
@@ -96,28 +71,13 @@ impl ActRunner {
             .filter(|l| !l.is_empty())
             .collect();
         let ephemeral = !env("GITEA_RUNNER_EPHEMERAL").is_empty();
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(10))
-            .build()
-            .ok()?;
+        let mut session = RunnerClient::new(&base).ok()?;
         let body = json!({"name": name, "token": token, "labels": labels, "ephemeral": ephemeral});
         for _ in 0..self.opts.register_attempts.max(1) {
-            let sent = http
-                .post(format!("{base}/api/actions/runner.v1.RunnerService/Register"))
-                .json(&body)
-                .send()
-                .await;
-            if let Ok(resp) = sent
-                && resp.status().is_success()
-                && let Ok(v) = resp.json::<Value>().await
-            {
+            if let Ok((200, v)) = session.call("Register", body.clone()).await {
                 let s = |k: &str| v["runner"][k].as_str().unwrap_or_default().to_string();
-                let session = Session {
-                    http,
-                    base,
-                    uuid: s("uuid"),
-                    token: s("token"),
-                };
+                session.uuid = s("uuid");
+                session.token = s("token");
                 let _ = session.call("Declare", json!({"labels": labels})).await;
                 return Some(session);
             }

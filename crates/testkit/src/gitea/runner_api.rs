@@ -28,18 +28,15 @@ use serde_json::{Value, json};
 
 use super::control::{Shared, lock};
 use super::model::{Conclusion, Fetch};
+use crate::forge_common::rpc::{RUNNER_SERVICE, connect_error, runner_credentials, unauthenticated};
 
-const BASE: &str = "/api/actions/runner.v1.RunnerService";
-
-fn connect_error(status: StatusCode, code: &str, message: &str) -> Response {
-    (status, axum::Json(json!({"code": code, "message": message}))).into_response()
-}
+const BASE: &str = RUNNER_SERVICE;
 
 fn runner_auth(s: &Shared, h: &HeaderMap) -> Result<i64, Response> {
-    let get = |k: &str| h.get(k).and_then(|v| v.to_str().ok()).unwrap_or_default();
+    let (uuid, token) = runner_credentials(h);
     lock(&s.model)
-        .runner_by_auth(get("x-runner-uuid"), get("x-runner-token"))
-        .ok_or_else(|| connect_error(StatusCode::UNAUTHORIZED, "unauthenticated", "unregistered runner"))
+        .runner_by_auth(&uuid, &token)
+        .ok_or_else(unauthenticated)
 }
 
 #[derive(Deserialize)]
@@ -145,13 +142,7 @@ async fn update_task(State(s): State<Arc<Shared>>, h: HeaderMap, body: axum::bod
     let Ok(b) = serde_json::from_slice::<UpdateBody>(&body) else {
         return connect_error(StatusCode::BAD_REQUEST, "invalid_argument", "bad body");
     };
-    let result = match b.state.result.as_str() {
-        "RESULT_SUCCESS" => Some(Conclusion::Success),
-        "RESULT_FAILURE" => Some(Conclusion::Failure),
-        "RESULT_CANCELLED" => Some(Conclusion::Cancelled),
-        "RESULT_SKIPPED" => Some(Conclusion::Skipped),
-        _ => None,
-    };
+    let result = Conclusion::from_rpc(&b.state.result);
     let (cancelled, change) = lock(&s.model).update(id, b.state.id, result);
     s.announce(change);
     let echo = if cancelled {

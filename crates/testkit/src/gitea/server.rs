@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::{RawQuery, State};
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
 use serde_json::{Value, json};
@@ -17,6 +17,12 @@ use serde_json::{Value, json};
 use super::control::{Shared, lock};
 use super::faults::api_error;
 use super::model::{FakeScope, FakeUser, JobState, Model, status_filter};
+use crate::forge_common::http::{
+    add_paging_headers, json_response, link_header, paging, query_pairs, segments, token_of,
+};
+
+/// Gitea's default `MAX_RESPONSE_ITEMS`.
+const MAX_ITEMS: usize = 50;
 
 type S = State<Arc<Shared>>;
 
@@ -27,12 +33,6 @@ enum Route {
     Org(String),
     User,
     Repo(String, String),
-}
-
-fn token_of(headers: &HeaderMap) -> Option<String> {
-    let v = headers.get("authorization")?.to_str().ok()?;
-    let (scheme, tok) = v.split_once(' ')?;
-    matches!(scheme.to_ascii_lowercase().as_str(), "token" | "bearer").then(|| tok.trim().to_string())
 }
 
 fn user(shared: &Shared, headers: &HeaderMap) -> Result<FakeUser, Response> {
@@ -66,63 +66,6 @@ fn authorize(m: &Model, u: &FakeUser, route: &Route, need_owner: bool) -> Result
         Route::Repo(o, r) if !need_owner || m.owns(u, o) => Ok(FakeScope::Repo(o.clone(), r.clone())),
         Route::Repo(..) => Err(forbidden()),
     }
-}
-
-fn query_pairs(raw: &Option<String>) -> Vec<(String, String)> {
-    let Some(q) = raw else { return Vec::new() };
-    reqwest::Url::parse(&format!("http://x/?{q}"))
-        .map(|u| {
-            u.query_pairs()
-                .map(|(k, v)| (k.into_owned(), v.into_owned()))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// Gitea's paging: `page` 1-based, `limit` default 30, at most 50.
-fn paging(pairs: &[(String, String)]) -> (usize, usize) {
-    let num = |k: &str| {
-        pairs
-            .iter()
-            .find(|(n, _)| n == k)
-            .and_then(|(_, v)| v.parse::<i64>().ok())
-    };
-    let page = num("page").filter(|p| *p >= 1).unwrap_or(1) as usize;
-    let limit = num("limit").filter(|l| *l >= 1).unwrap_or(30).min(50) as usize;
-    (page, limit)
-}
-
-/// RFC 5988 `Link` header as Gitea sends it.
-fn link_header(
-    base: &str,
-    path: &str,
-    pairs: &[(String, String)],
-    page: usize,
-    limit: usize,
-    total: usize,
-) -> String {
-    let last = total.div_ceil(limit).max(1);
-    let url = |p: usize| {
-        let mut u = format!("{base}{path}?");
-        for (k, v) in pairs.iter().filter(|(k, _)| k != "page" && k != "limit") {
-            u.push_str(&format!("{k}={v}&"));
-        }
-        format!("{u}limit={limit}&page={p}")
-    };
-    let mut links = Vec::new();
-    if page < last {
-        links.push(format!("<{}>; rel=\"next\"", url(page + 1)));
-        links.push(format!("<{}>; rel=\"last\"", url(last)));
-    }
-    if page > 1 {
-        links.push(format!("<{}>; rel=\"first\"", url(1)));
-        links.push(format!("<{}>; rel=\"prev\"", url(page - 1)));
-    }
-    links.join(",")
-}
-
-fn json_response(status: StatusCode, body: Value) -> Response {
-    (status, axum::Json(body)).into_response()
 }
 
 async fn version(State(s): S) -> Response {
@@ -161,7 +104,7 @@ async fn list_jobs(
             None => return api_error(StatusCode::BAD_REQUEST, &format!("unknown status {w}")),
         }
     }
-    let (page, limit) = paging(&pairs);
+    let (page, limit) = paging(&pairs, MAX_ITEMS);
     let dialect = s.dialect();
     let (total, items) = {
         let m = lock(&s.model);
@@ -186,16 +129,8 @@ async fn list_jobs(
         )
     };
     let mut r = json_response(StatusCode::OK, json!({"jobs": items, "total_count": total}));
-    let h = r.headers_mut();
-    if let Ok(v) = HeaderValue::from_str(&total.to_string()) {
-        h.insert("x-total-count", v);
-    }
     let link = link_header(&s.base_url, &path, &pairs, page, limit, total);
-    if let Ok(v) = HeaderValue::from_str(&link)
-        && !link.is_empty()
-    {
-        h.insert("link", v);
-    }
+    add_paging_headers(&mut r, total, &link);
     r
 }
 
@@ -205,7 +140,7 @@ async fn list_runners(s: Arc<Shared>, route: Route, headers: HeaderMap, query: O
         Err(e) => return e,
     };
     let pairs = query_pairs(&query);
-    let (page, limit) = paging(&pairs);
+    let (page, limit) = paging(&pairs, MAX_ITEMS);
     let disabled = pairs
         .iter()
         .find(|(k, _)| k == "disabled")
@@ -285,27 +220,6 @@ async fn registration_token(s: Arc<Shared>, route: Route, headers: HeaderMap, is
     json_response(StatusCode::OK, json!({"token": token}))
 }
 
-/// Decodes `%XX` escapes of one path segment (invalid escapes are kept as they are).
-fn percent_decode(seg: &str) -> String {
-    let b = seg.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let hex = |c: u8| (c as char).to_digit(16);
-        if b[i] == b'%'
-            && i + 2 < b.len()
-            && let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2]))
-        {
-            out.push((h * 16 + l) as u8);
-            i += 3;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 /// Dispatches every scoped route by its path, the way Gitea's router nests them.
 async fn dispatch(
     State(s): S,
@@ -315,11 +229,7 @@ async fn dispatch(
     RawQuery(q): RawQuery,
 ) -> Response {
     let path = uri.path().to_string();
-    let segs: Vec<String> = path
-        .trim_start_matches("/api/v1/")
-        .split('/')
-        .map(percent_decode)
-        .collect();
+    let segs = segments(&path);
     let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
     let (route, rest) = match segs.as_slice() {
         ["admin", "runners", "registration-token"] if method == Method::GET => {
@@ -357,8 +267,8 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
         .route("/api/v1/{*rest}", any(dispatch));
     let api = super::runner_api::routes(api);
     api.layer(axum::middleware::from_fn_with_state(
-        shared.clone(),
-        super::faults::middleware,
+        shared.faults.clone(),
+        crate::forge_common::faults::middleware,
     ))
     .with_state(shared)
 }

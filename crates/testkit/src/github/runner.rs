@@ -195,6 +195,8 @@ mod tests {
             labels: BTreeMap::new(),
             annotations: BTreeMap::new(),
             image: "ghcr.io/actions/actions-runner:latest".into(),
+            command: Vec::new(),
+            args: Vec::new(),
             env,
             files: BTreeMap::new(),
             cancel,

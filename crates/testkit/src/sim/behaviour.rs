@@ -1,7 +1,8 @@
 //! What a simulated container "does": pluggable behaviours chosen by image.
 //!
 //! The kubelet stand-in resolves a pod's environment (literal values, `secretKeyRef`,
-//! `configMapKeyRef`) and mounted Secret/ConfigMap files, then runs the behaviour registered for
+//! `configMapKeyRef`), its command and args (with `$(VAR)` expansion) and mounted
+//! Secret/ConfigMap files, then runs the behaviour registered for
 //! the image of the container named `runner` (or the first container). The behaviour's return
 //! value is the container's exit code: 0 ends the pod `Succeeded`, anything else `Failed`.
 
@@ -23,6 +24,11 @@ pub struct PodInfo {
     pub annotations: BTreeMap<String, String>,
     /// Image of the container the behaviour plays.
     pub image: String,
+    /// `command` of that container, `$(VAR)` expanded from its environment (empty when the
+    /// spec leaves it to the image's entrypoint).
+    pub command: Vec<String>,
+    /// `args` of that container, `$(VAR)` expanded from its environment.
+    pub args: Vec<String>,
     /// Resolved environment of that container.
     pub env: BTreeMap<String, String>,
     /// Mounted Secret/ConfigMap files: full path (mountPath/key) → content.

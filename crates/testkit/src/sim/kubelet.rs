@@ -335,12 +335,21 @@ impl Kubelet {
         }
         Counters::bump(&self.counters.pods_started);
         let behaviour = self.registry.resolve(&image, run.pod.labels());
+        // The kubelet expands `$(VAR)` in command and args from the container's environment.
+        let expand_all = |v: &Option<Vec<String>>| -> Vec<String> {
+            v.iter()
+                .flatten()
+                .map(|s| env::expand(s, &resolved.env))
+                .collect()
+        };
         let info = PodInfo {
             namespace: run.pod.namespace().unwrap_or_default(),
             name: run.pod.name_any(),
             labels: run.pod.labels().clone(),
             annotations: run.pod.annotations().clone(),
             image,
+            command: expand_all(&main.command),
+            args: expand_all(&main.args),
             env: resolved.env,
             files: resolved.files,
             cancel: cancel.clone(),

@@ -92,6 +92,8 @@ mod tests {
             labels: BTreeMap::new(),
             annotations: BTreeMap::new(),
             image: "i".into(),
+            command: Vec::new(),
+            args: Vec::new(),
             env: BTreeMap::new(),
             files: BTreeMap::new(),
             cancel: Default::default(),

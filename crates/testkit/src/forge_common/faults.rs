@@ -1,0 +1,195 @@
+//! Fault injection (status codes, latency, garbage bodies) and the request log, as one axum
+//! middleware that both forge fakes mount in front of all their routes.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use super::http::lock;
+
+/// One fault rule: requests whose path contains `path_contains` (and whose method matches,
+/// if given) are delayed by `latency` and, if `status` or `garbage` is set, answered by the
+/// fault instead of the fake.
+#[derive(Clone, Debug, Default)]
+pub struct Fault {
+    /// Substring of the request path.
+    pub path_contains: String,
+    /// HTTP method (`GET`, …); any if `None`.
+    pub method: Option<String>,
+    /// Status to answer with; pass through (after the latency) if `None` and not `garbage`.
+    pub status: Option<u16>,
+    /// `Retry-After` value sent with the status.
+    pub retry_after: Option<String>,
+    /// Delay before answering (long enough, it is a client timeout).
+    pub latency: Duration,
+    /// How many requests it affects; unlimited if `None`.
+    pub times: Option<u32>,
+    /// Answer with a body that is not JSON (status `status`, or 200).
+    pub garbage: bool,
+}
+
+impl Fault {
+    /// Answers `status` to requests whose path contains `path`.
+    pub fn status(path: &str, status: u16) -> Fault {
+        Fault {
+            path_contains: path.to_string(),
+            status: Some(status),
+            ..Fault::default()
+        }
+    }
+
+    /// Delays requests whose path contains `path`.
+    pub fn latency(path: &str, latency: Duration) -> Fault {
+        Fault {
+            path_contains: path.to_string(),
+            latency,
+            ..Fault::default()
+        }
+    }
+
+    /// Answers `200` with a truncated, non-JSON body to requests whose path contains `path`.
+    pub fn garbage(path: &str) -> Fault {
+        Fault {
+            path_contains: path.to_string(),
+            garbage: true,
+            ..Fault::default()
+        }
+    }
+
+    /// Limits the rule to the next `n` matching requests.
+    pub fn times(mut self, n: u32) -> Fault {
+        self.times = Some(n);
+        self
+    }
+
+    /// Limits the rule to one HTTP method.
+    pub fn method(mut self, method: &str) -> Fault {
+        self.method = Some(method.to_string());
+        self
+    }
+
+    /// Adds a `Retry-After` header.
+    pub fn retry_after(mut self, value: &str) -> Fault {
+        self.retry_after = Some(value.to_string());
+        self
+    }
+}
+
+/// One received request.
+#[derive(Clone, Debug)]
+pub struct LoggedRequest {
+    /// Method.
+    pub method: String,
+    /// Path.
+    pub path: String,
+    /// Raw query string.
+    pub query: String,
+    /// Status sent back.
+    pub status: u16,
+    /// Whether an `Authorization` header was present.
+    pub authorized: bool,
+}
+
+/// The fault rules and the request log of one fake.
+#[derive(Debug, Default)]
+pub struct FaultTable {
+    faults: Mutex<Vec<Fault>>,
+    log: Mutex<Vec<LoggedRequest>>,
+}
+
+impl FaultTable {
+    /// Adds a rule (first matching rule wins).
+    pub fn push(&self, fault: Fault) {
+        lock(&self.faults).push(fault);
+    }
+
+    /// Removes every rule.
+    pub fn clear(&self) {
+        lock(&self.faults).clear();
+    }
+
+    /// Requests received so far.
+    pub fn requests(&self) -> Vec<LoggedRequest> {
+        lock(&self.log).clone()
+    }
+
+    /// Forgets the request log.
+    pub fn clear_requests(&self) {
+        lock(&self.log).clear();
+    }
+
+    /// The first live rule matching the request, with one use consumed.
+    fn take(&self, method: &str, path: &str) -> Option<Fault> {
+        let mut faults = lock(&self.faults);
+        let hit = faults.iter_mut().find(|f| {
+            path.contains(&f.path_contains)
+                && f.method.as_deref().is_none_or(|m| m.eq_ignore_ascii_case(method))
+                && f.times != Some(0)
+        })?;
+        if let Some(n) = hit.times.as_mut() {
+            *n -= 1;
+        }
+        Some(hit.clone())
+    }
+}
+
+fn injected(f: &Fault) -> Option<Response> {
+    let status = f.status.and_then(|s| StatusCode::from_u16(s).ok());
+    let mut r = if f.garbage {
+        // Cut-off JSON with a JSON content type: what a proxy dropping the connection mid-body
+        // or an HTML error page behind a misconfigured ingress looks like to a client.
+        let mut r = Response::new(Body::from("{\"message\": \"<html><body>502 Bad Gat"));
+        *r.status_mut() = status.unwrap_or(StatusCode::OK);
+        r.headers_mut()
+            .insert("content-type", HeaderValue::from_static("application/json"));
+        r
+    } else {
+        (
+            status?,
+            axum::Json(serde_json::json!({"message": "injected fault", "url": ""})),
+        )
+            .into_response()
+    };
+    if let Some(v) = f
+        .retry_after
+        .as_deref()
+        .and_then(|v| HeaderValue::from_str(v).ok())
+    {
+        r.headers_mut().insert("retry-after", v);
+    }
+    Some(r)
+}
+
+/// Applies the first matching fault and records the request.
+pub async fn middleware(State(table): State<Arc<FaultTable>>, req: Request, next: Next) -> Response {
+    let method = req.method().to_string();
+    let path = req.uri().path().to_string();
+    let query = req.uri().query().unwrap_or_default().to_string();
+    let authorized = req.headers().contains_key("authorization");
+    let fault = table.take(&method, &path);
+    let resp = match fault {
+        Some(f) => {
+            if !f.latency.is_zero() {
+                tokio::time::sleep(f.latency).await;
+            }
+            match injected(&f) {
+                Some(r) => r,
+                None => next.run(req).await,
+            }
+        }
+        None => next.run(req).await,
+    };
+    lock(&table.log).push(LoggedRequest {
+        method,
+        path,
+        query,
+        status: resp.status().as_u16(),
+        authorized,
+    });
+    resp
+}

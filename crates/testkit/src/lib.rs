@@ -5,6 +5,7 @@
 
 pub mod apiserver;
 pub mod forge_common;
+pub mod forgejo;
 pub mod gitea;
 pub mod github;
 pub mod sim;

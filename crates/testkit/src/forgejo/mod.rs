@@ -1,0 +1,34 @@
+//! A fake Forgejo (v7–v15 routes and JSON shapes, per `shared/reference/forgejo-actions.md`)
+//! with a simulated forgejo-runner.
+//!
+//! - `/api/v1/version` and `/api/forgejo/v1/version`.
+//! - Waiting-job lists `…/runners/jobs` at admin (old and v15 path), org, user and repo scope
+//!   (v11+), with Forgejo's `labels` subset filter ([`labels`]), bare array or `null`.
+//! - Registration tokens (GET only), and from v15 runner REST: create (`201 {id, uuid, token}`),
+//!   list with paging headers, get, delete; runner `status` from last-online/last-active.
+//! - The runner RPC ([`runner_api`]), with `FetchSingleTask` by job handle (v15) and
+//!   ephemeral runners deleted after their one task's final result.
+//! - API tokens with scopes and owner rights ([`ADMIN_TOKEN`]); fault injection and a request
+//!   log ([`Fault`], [`LoggedRequest`]).
+//! - [`runner_behaviour`]: a `ContainerBehaviour` playing forgejo-runner for the two pod shapes
+//!   the operator makes (see [`runner`]).
+
+mod assign;
+mod auth;
+pub mod control;
+pub mod json;
+pub mod labels;
+pub mod model;
+mod rest;
+pub mod runner;
+pub mod runner_api;
+pub mod runner_args;
+pub mod version;
+
+pub use crate::forge_common::faults::{Fault, LoggedRequest};
+pub use assign::{TaskUpdate, runner_status};
+pub use control::{ADMIN_LOGIN, ADMIN_TOKEN, FakeConfig, ForgejoFakeHandle};
+pub use model::{Conclusion, FakeJob, FakeRunner, FakeScope, FakeTask, JobSpec, JobStatus};
+pub use runner::{RUNNER_IMAGE_PREFIX, RunnerOptions, runner_behaviour};
+pub use runner_args::{PodShape, REGISTRATION_TOKEN_FILE, TOKEN_FILE, parse_pod};
+pub use version::ForgejoVersion;

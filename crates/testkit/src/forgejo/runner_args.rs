@@ -1,0 +1,174 @@
+//! The pod contract of the simulated forgejo-runner: which of the two pod shapes the operator
+//! made, read from the played container's command, args, env and mounted files.
+//!
+//! - **one-job** (Forgejo 15): `command: ["forgejo-runner"]`, `args: ["one-job", "--wait",
+//!   "--url", U, "--uuid", ID, "--token-url", "file:/var/run/forgejo-runner/token", "--handle",
+//!   H, "--label", L, …]`; `--handle`, `--wait` and `--fetch-interval` are optional, `--flag=value`
+//!   works too. `--url`, `--uuid`, `--token-url` must come together; `--token-url` accepts only
+//!   `file:<path>` (`$CREDENTIALS_DIRECTORY` expanded from the env) and the file must be mounted.
+//! - **register** (Forgejo 11–14): `command: ["/bin/sh", "-c"]` (the script is not read), env
+//!   `FORGEJO_INSTANCE_URL`, `FORGEJO_RUNNER_NAME` (default: the pod name),
+//!   `FORGEJO_RUNNER_LABELS` (comma-separated labels), and the registration token mounted at
+//!   `/var/run/forgejo-runner/registration-token`.
+//!
+//! Labels follow forgejo-runner's syntax (`name[:scheme[:arg]]`); only the names are declared.
+
+use std::time::Duration;
+
+use super::labels::label_name;
+use crate::sim::behaviour::PodInfo;
+
+/// Where the one-job shape mounts the runner's own token.
+pub const TOKEN_FILE: &str = "/var/run/forgejo-runner/token";
+/// Where the register shape mounts the registration token.
+pub const REGISTRATION_TOKEN_FILE: &str = "/var/run/forgejo-runner/registration-token";
+
+/// The runner the pod asks for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PodShape {
+    /// `forgejo-runner one-job` with a runner created over REST (v15).
+    OneJob {
+        /// Instance URL.
+        url: String,
+        /// Runner UUID.
+        uuid: String,
+        /// Runner token (from the `--token-url` file).
+        token: String,
+        /// Job handle to bind to; any matching job if `None`.
+        handle: Option<String>,
+        /// Label names.
+        labels: Vec<String>,
+        /// `--wait`: poll until a task arrives (else exit 2 on the first empty poll).
+        wait: bool,
+        /// `--fetch-interval`, if given.
+        fetch_interval: Option<Duration>,
+    },
+    /// `forgejo-runner register` with a registration token, then one job (v11–14).
+    Register {
+        /// Instance URL.
+        url: String,
+        /// Runner name.
+        name: String,
+        /// Label names.
+        labels: Vec<String>,
+        /// Registration token.
+        token: String,
+    },
+}
+
+fn names<'a>(labels: impl IntoIterator<Item = &'a str>) -> Result<Vec<String>, String> {
+    labels
+        .into_iter()
+        .map(|l| label_name(l).map(str::to_string))
+        .collect()
+}
+
+/// A Go duration of the simple kind (`2s`, `500ms`, `1m`, `1.5s`).
+fn go_duration(s: &str) -> Option<Duration> {
+    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
+    let (num, unit) = s.split_at(split);
+    let n: f64 = num.parse().ok()?;
+    let secs = match unit {
+        "ms" => n / 1000.0,
+        "s" => n,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return None,
+    };
+    Duration::try_from_secs_f64(secs).ok()
+}
+
+fn file(pod: &PodInfo, path: &str) -> Result<String, String> {
+    pod.files
+        .get(path)
+        .map(|t| t.trim().to_string())
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| format!("{path}: no such file"))
+}
+
+fn one_job(pod: &PodInfo, args: &[String]) -> Result<PodShape, String> {
+    let (mut url, mut uuid, mut token_url, mut handle) = (None, None, None, None);
+    let (mut labels, mut wait, mut fetch_interval) = (Vec::new(), false, None);
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        let (flag, inline) = match arg.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
+            _ => (arg.as_str(), None),
+        };
+        if matches!(flag, "--wait" | "-w") {
+            wait = inline.as_deref().is_none_or(|v| v == "true");
+            continue;
+        }
+        let mut value = || {
+            inline
+                .clone()
+                .or_else(|| it.next().cloned())
+                .ok_or_else(|| format!("flag needs an argument: {flag}"))
+        };
+        match flag {
+            "--url" => url = Some(value()?),
+            "--uuid" => uuid = Some(value()?),
+            "--token-url" => token_url = Some(value()?),
+            "--handle" => handle = Some(value()?),
+            "--label" => labels.push(value()?),
+            "--fetch-interval" => {
+                let v = value()?;
+                fetch_interval = Some(go_duration(&v).ok_or_else(|| format!("invalid duration {v:?}"))?);
+            }
+            other => return Err(format!("unknown flag: {other}")),
+        }
+    }
+    let (Some(url), Some(uuid), Some(token_url)) = (url, uuid, token_url) else {
+        return Err("--url, --uuid and --token-url must be given together".to_string());
+    };
+    let path = token_url
+        .strip_prefix("file:")
+        .ok_or_else(|| format!("--token-url {token_url:?}: only file: is supported"))?;
+    let creds = pod.env.get("CREDENTIALS_DIRECTORY").cloned().unwrap_or_default();
+    let path = path
+        .replace("${CREDENTIALS_DIRECTORY}", &creds)
+        .replace("$CREDENTIALS_DIRECTORY", &creds);
+    Ok(PodShape::OneJob {
+        url,
+        uuid,
+        token: file(pod, &path)?,
+        handle,
+        labels: names(labels.iter().map(String::as_str))?,
+        wait,
+        fetch_interval,
+    })
+}
+
+fn register(pod: &PodInfo) -> Result<PodShape, String> {
+    let env = |k: &str| pod.env.get(k).cloned().unwrap_or_default();
+    let url = env("FORGEJO_INSTANCE_URL");
+    if url.is_empty() {
+        return Err("FORGEJO_INSTANCE_URL is not set".to_string());
+    }
+    let name = Some(env("FORGEJO_RUNNER_NAME"))
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| pod.name.clone());
+    let raw = env("FORGEJO_RUNNER_LABELS");
+    let labels = names(raw.split(',').filter(|l| !l.is_empty()))?;
+    Ok(PodShape::Register {
+        url,
+        name,
+        labels,
+        token: file(pod, REGISTRATION_TOKEN_FILE)?,
+    })
+}
+
+/// Reads the pod's shape; the error is what forgejo-runner (or the shell) would complain about.
+pub fn parse_pod(pod: &PodInfo) -> Result<PodShape, String> {
+    let program = pod.command.first().map(String::as_str).unwrap_or_default();
+    let is_runner = program.rsplit('/').next() == Some("forgejo-runner");
+    match (is_runner, pod.command.get(1).or(pod.args.first())) {
+        (true, Some(sub)) if sub == "one-job" => {
+            let rest: Vec<String> = pod.command.iter().chain(&pod.args).skip(2).cloned().collect();
+            one_job(pod, &rest)
+        }
+        (true, sub) => Err(format!("unsupported forgejo-runner command {sub:?}")),
+        _ if pod.command.iter().map(String::as_str).eq(["/bin/sh", "-c"]) => register(pod),
+        _ => Err(format!("unsupported command {:?}", pod.command)),
+    }
+}

@@ -366,6 +366,8 @@ async fn env_and_files_from_secret_reach_the_behaviour() {
     let extra = json!({"template": {"spec": {
         "volumes": [{"name": "cfg", "secret": {"secretName": "runner-secret", "items": [{"key": "config.json", "path": "c.json"}]}}],
         "containers": [{"name": "runner", "image": "example.org/capture",
+            "command": ["forgejo-runner"],
+            "args": ["one-job", "--uuid", "$(PLAIN)", "--token", "$(TOKEN)", "$(UNSET)", "$$(PLAIN)"],
             "env": [
                 {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "runner-secret", "key": "token"}}},
                 {"name": "PLAIN", "value": "v"}
@@ -377,6 +379,14 @@ async fn env_and_files_from_secret_reach_the_behaviour() {
     let info = tokio::time::timeout(DEADLINE, rx.recv()).await.unwrap().unwrap();
     assert_eq!(info.env.get("TOKEN").map(String::as_str), Some("s3cret"));
     assert_eq!(info.env.get("PLAIN").map(String::as_str), Some("v"));
+    assert_eq!(info.command, ["forgejo-runner"]);
+    assert_eq!(
+        info.args,
+        [
+            "one-job", "--uuid", "v", "--token", "s3cret", "$(UNSET)", "$(PLAIN)"
+        ],
+        "$(VAR) expanded from the container env, unknown kept, $$ escapes"
+    );
     let files: BTreeMap<String, String> = info.files;
     assert_eq!(
         files.get("/etc/runner/c.json").map(String::as_str),

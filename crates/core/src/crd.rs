@@ -22,17 +22,20 @@ pub enum ForgeKind {
     Github,
     /// Gitea 1.25+ Actions.
     Gitea,
+    /// Forgejo 11+ Actions (15+ for one ephemeral runner per job).
+    Forgejo,
 }
 
 impl ForgeKind {
     /// Every forge forgerunner knows, enabled or not.
-    pub const ALL: [ForgeKind; 2] = [ForgeKind::Github, ForgeKind::Gitea];
+    pub const ALL: [ForgeKind; 3] = [ForgeKind::Github, ForgeKind::Gitea, ForgeKind::Forgejo];
 
     /// The lowercase name used in the spec, config and labels.
     pub fn as_str(self) -> &'static str {
         match self {
             ForgeKind::Github => "github",
             ForgeKind::Gitea => "gitea",
+            ForgeKind::Forgejo => "forgejo",
         }
     }
 
@@ -46,6 +49,7 @@ impl ForgeKind {
         match self {
             ForgeKind::Github => "spec.github",
             ForgeKind::Gitea => "spec.gitea",
+            ForgeKind::Forgejo => "spec.forgejo",
         }
     }
 }
@@ -91,6 +95,12 @@ impl fmt::Display for ForgeKind {
     {"rule": "self.forge == 'gitea' || !has(self.gitea)",
      "message": "gitea must not be set unless forge is gitea",
      "fieldPath": ".gitea", "reason": "FieldValueForbidden"},
+    {"rule": "self.forge != 'forgejo' || has(self.forgejo)",
+     "message": "forgejo is required when forge is forgejo",
+     "fieldPath": ".forgejo", "reason": "FieldValueRequired"},
+    {"rule": "self.forge == 'forgejo' || !has(self.forgejo)",
+     "message": "forgejo must not be set unless forge is forgejo",
+     "fieldPath": ".forgejo", "reason": "FieldValueForbidden"},
     {"rule": "self.maxRunners >= 1",
      "message": "maxRunners must be at least 1",
      "fieldPath": ".maxRunners"},
@@ -107,6 +117,9 @@ pub struct RunnerGroupSpec {
     /// Gitea settings; required when `forge` is `gitea`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gitea: Option<GiteaSpec>,
+    /// Forgejo settings; required when `forge` is `forgejo`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forgejo: Option<ForgejoSpec>,
     /// Idle runners kept ready on top of demand.
     #[serde(default)]
     #[schemars(range(min = 0), extend("format" = "int32"))]
@@ -145,6 +158,7 @@ impl RunnerGroupSpec {
         let set = [
             (ForgeKind::Github, self.github.is_some()),
             (ForgeKind::Gitea, self.gitea.is_some()),
+            (ForgeKind::Forgejo, self.forgejo.is_some()),
         ];
         set.into_iter().filter(|(_, s)| *s).map(|(k, _)| k).collect()
     }
@@ -197,7 +211,7 @@ pub struct GithubSpec {
     pub proxy_url: Option<String>,
 }
 
-/// Which level of a Gitea instance the runners register at.
+/// Which level of a Gitea or Forgejo instance the runners register at.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum GiteaScope {
@@ -293,6 +307,87 @@ impl GiteaSpec {
     }
 }
 
+/// The scope of a Forgejo group: the same levels, words and meaning as Gitea's.
+pub type ForgejoScope = GiteaScope;
+
+/// Forgejo Actions settings (Forgejo 11 or newer; 15 or newer for one ephemeral runner per job).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "self.url.matches('^https?://[^/]+')",
+     "message": "url must be an http:// or https:// URL with a host",
+     "fieldPath": ".url"},
+    {"rule": "self.scope != 'org' || (has(self.org) && size(self.org) > 0)",
+     "message": "org is required when scope is org",
+     "fieldPath": ".org", "reason": "FieldValueRequired"},
+    {"rule": "self.scope != 'user' || (has(self.user) && size(self.user) > 0)",
+     "message": "user is required when scope is user",
+     "fieldPath": ".user", "reason": "FieldValueRequired"},
+    {"rule": "self.scope != 'repo' || has(self.repo)",
+     "message": "repo (owner/name) is required when scope is repo",
+     "fieldPath": ".repo", "reason": "FieldValueRequired"},
+    {"rule": "!has(self.repo) || self.repo.matches('^[^/]+/[^/]+$')",
+     "message": "repo must be owner/name",
+     "fieldPath": ".repo"},
+    {"rule": "self.labels.all(l, l.matches('^[^:, ]+(:host|:docker(://[^, ]+)?|:lxc(://[^, ]+)?)?$'))",
+     "message": "each label must be name, name:host, name:docker://image or name:lxc://template",
+     "fieldPath": ".labels"},
+    {"rule": "!has(self.proxyUrl) || self.proxyUrl.matches('^https?://[^/]+')",
+     "message": "proxyUrl must be an http:// or https:// URL with a host",
+     "fieldPath": ".proxyUrl"}
+]))]
+pub struct ForgejoSpec {
+    /// Base URL of the Forgejo instance, e.g. `https://forgejo.example.com`.
+    #[schemars(length(min = 1, max = 2048))]
+    pub url: String,
+    /// Level the runners register at.
+    pub scope: ForgejoScope,
+    /// Organization name, for `scope: org`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 255))]
+    pub org: Option<String>,
+    /// User name, for `scope: user` (the token's own user).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 255))]
+    pub user: Option<String>,
+    /// Repository as `owner/name`, for `scope: repo`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 512))]
+    pub repo: Option<String>,
+    /// Name of a Secret in this namespace: key `token` holds the API token, optional key
+    /// `registration_token` a fixed runner registration token (Forgejo 11–14 only).
+    #[schemars(length(min = 1, max = 253))]
+    pub credentials: String,
+    /// Runner labels in forgejo-runner form `name[:docker://image|:lxc://template|:host]`
+    /// (no scheme means docker); jobs whose `runs-on` labels are all among these names are
+    /// served by this group.
+    #[schemars(length(min = 1, max = 64), inner(length(min = 1, max = 256)))]
+    pub labels: Vec<String>,
+    /// Seconds between polls of the waiting jobs (default 5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1), extend("format" = "int32"))]
+    pub poll_interval_seconds: Option<u32>,
+    /// Name of a ConfigMap in this namespace whose key `ca.crt` holds extra trusted CA certificates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
+    pub ca_bundle_config_map: Option<String>,
+    /// HTTP(S) proxy URL for calls to Forgejo.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 2048))]
+    pub proxy_url: Option<String>,
+}
+
+/// Default seconds between Forgejo polls.
+pub const DEFAULT_FORGEJO_POLL_INTERVAL_SECONDS: u32 = 5;
+
+impl ForgejoSpec {
+    /// The poll interval with its default applied.
+    pub fn poll_interval_seconds(&self) -> u32 {
+        self.poll_interval_seconds
+            .unwrap_or(DEFAULT_FORGEJO_POLL_INTERVAL_SECONDS)
+    }
+}
+
 /// Observed state of a `RunnerGroup`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -334,7 +429,7 @@ pub struct RunnerGroupStatus {
     /// GitHub: id of the runner scale set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scale_set_id: Option<i64>,
-    /// Gitea: server version reported by `/api/v1/version`.
+    /// Gitea or Forgejo: server version reported by `/api/v1/version`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forge_version: Option<String>,
 }

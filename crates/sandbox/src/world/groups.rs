@@ -78,6 +78,7 @@ fn spec(forge: ForgeKind, size: &GroupSize) -> RunnerGroupSpec {
         forge,
         github: None,
         gitea: None,
+        forgejo: None,
         min_runners: size.min,
         max_runners: size.max,
         image: None,

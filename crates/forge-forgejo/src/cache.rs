@@ -1,0 +1,96 @@
+//! A single-flight cell with a maximum age: the first caller fetches, concurrent callers wait
+//! for that fetch, later callers reuse the value until it is too old. This is how groups that
+//! share an instance, scope, labels and token share one listing per poll interval.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::Mutex;
+
+/// A value from [`Cell::get`], with when its fetch started (anything that happened before
+/// that instant may be in the value, anything later is not).
+pub struct Fetched<T> {
+    /// The value.
+    pub value: Arc<T>,
+    /// When its fetch started.
+    pub at: Instant,
+}
+
+/// A cached value with its fetch time.
+pub struct Cell<T> {
+    inner: Mutex<Option<(Instant, Arc<T>)>>,
+}
+
+impl<T> Default for Cell<T> {
+    fn default() -> Self {
+        Cell {
+            inner: Mutex::new(None),
+        }
+    }
+}
+
+impl<T> Cell<T> {
+    /// The value if younger than `max_age`, else the result of `fetch` (stored on success).
+    /// Errors are not cached: the next caller tries again.
+    pub async fn get<E, F>(&self, max_age: Duration, fetch: F) -> Result<Fetched<T>, E>
+    where
+        F: Future<Output = Result<T, E>>,
+    {
+        let mut guard = self.inner.lock().await;
+        if let Some((at, value)) = guard.as_ref()
+            && at.elapsed() < max_age
+        {
+            return Ok(Fetched {
+                value: value.clone(),
+                at: *at,
+            });
+        }
+        let started = Instant::now();
+        let value = Arc::new(fetch.await?);
+        *guard = Some((started, value.clone()));
+        Ok(Fetched { value, at: started })
+    }
+
+    /// Drops the value, so the next caller fetches afresh.
+    pub async fn expire(&self) {
+        *self.inner.lock().await = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    #[tokio::test]
+    async fn concurrent_callers_share_one_fetch_and_errors_are_not_cached() {
+        let cell = Arc::new(Cell::<u32>::default());
+        let calls = Arc::new(AtomicU32::new(0));
+        let mut tasks = Vec::new();
+        for _ in 0..8 {
+            let (cell, calls) = (cell.clone(), calls.clone());
+            tasks.push(tokio::spawn(async move {
+                cell.get(Duration::from_secs(60), async {
+                    calls.fetch_add(1, Ordering::SeqCst);
+                    tokio::task::yield_now().await;
+                    Ok::<_, ()>(7)
+                })
+                .await
+                .map(|f| *f.value)
+            }));
+        }
+        for t in tasks {
+            assert_eq!(t.await.expect("join"), Ok(7));
+        }
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        cell.expire().await;
+        let e: Result<_, &str> = cell.get(Duration::from_secs(60), async { Err("boom") }).await;
+        assert!(e.is_err());
+        let v = cell
+            .get(Duration::from_secs(60), async { Ok::<_, ()>(2) })
+            .await
+            .map(|f| *f.value);
+        assert_eq!(v, Ok(2));
+    }
+}

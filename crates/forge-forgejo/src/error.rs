@@ -1,0 +1,119 @@
+//! The Forgejo client's typed errors and their mapping onto core's `ForgeError`.
+
+use forgerunner_core::ForgeError;
+use forgerunner_core::labels::LabelError;
+use forgerunner_core::metrics::Outcome;
+
+use crate::scope::ScopeError;
+use crate::version::VersionError;
+
+/// What went wrong talking to Forgejo, or with a group's Forgejo settings.
+#[derive(Debug, thiserror::Error)]
+pub enum ForgejoError {
+    /// 401: the token is unknown or expired.
+    #[error("Forgejo rejected the API token (401) at {scope}; check the Secret's token key")]
+    Unauthenticated {
+        /// Where it happened (scope display).
+        scope: String,
+    },
+    /// 403: the token lacks a right.
+    #[error("the API token may not {operation} at {scope} (403); it needs {needs}")]
+    Forbidden {
+        /// The operation, in words.
+        operation: &'static str,
+        /// Where.
+        scope: String,
+        /// Which token right is missing.
+        needs: &'static str,
+    },
+    /// 404: what was asked for does not exist (or Actions are disabled there).
+    #[error("{what} not found at Forgejo (404 to {operation})")]
+    NotFound {
+        /// What is missing, in words.
+        what: String,
+        /// The operation, in words.
+        operation: &'static str,
+    },
+    /// 429: retry after this many seconds.
+    #[error("Forgejo rate limited the request; retry after {0}s")]
+    RateLimited(u64),
+    /// 5xx.
+    #[error("Forgejo answered {0} to {1}")]
+    Server(u16, &'static str),
+    /// Another 4xx.
+    #[error("Forgejo refused {1} with {0}")]
+    Rejected(u16, &'static str),
+    /// Connection failure or timeout.
+    #[error("cannot reach Forgejo for {operation}: {detail}")]
+    Transport {
+        /// The operation.
+        operation: &'static str,
+        /// What failed (no secrets: reqwest errors carry no headers).
+        detail: String,
+    },
+    /// A 2xx body that does not decode, or is larger than the cap.
+    #[error("Forgejo sent a malformed response to {0}")]
+    BadResponse(&'static str),
+    /// The server version cannot be used.
+    #[error(transparent)]
+    Version(#[from] VersionError),
+    /// A malformed label in the spec.
+    #[error("spec.forgejo.labels: {0}")]
+    Label(#[from] LabelError),
+    /// Scope fields of the spec do not describe a scope.
+    #[error(transparent)]
+    Scope(#[from] ScopeError),
+    /// `spec.forgejo` is missing, or its URL, proxy or CA bundle is unusable.
+    #[error("{0}")]
+    Spec(String),
+    /// The credentials Secret lacks the `token` key.
+    #[error("Secret {0} has no non-empty key \"token\" (the Forgejo API token)")]
+    MissingToken(String),
+}
+
+impl ForgejoError {
+    /// The metric outcome of a failed request.
+    pub fn outcome(&self) -> Outcome {
+        match self {
+            ForgejoError::Unauthenticated { .. } | ForgejoError::Forbidden { .. } => Outcome::Unauthorized,
+            ForgejoError::NotFound { .. } => Outcome::NotFound,
+            ForgejoError::RateLimited(_) => Outcome::RateLimited,
+            ForgejoError::Server(..) => Outcome::ServerError,
+            ForgejoError::Transport { .. } => Outcome::Transport,
+            ForgejoError::BadResponse(_) => Outcome::BadResponse,
+            _ => Outcome::ClientError,
+        }
+    }
+
+    /// Whether a retry of the same request may succeed soon.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            ForgejoError::Server(..) | ForgejoError::Transport { .. } | ForgejoError::BadResponse(_)
+        )
+    }
+}
+
+impl From<ForgejoError> for ForgeError {
+    fn from(e: ForgejoError) -> ForgeError {
+        let msg = e.to_string();
+        match e {
+            ForgejoError::Unauthenticated { .. } | ForgejoError::Forbidden { .. } => {
+                ForgeError::Unauthorized(msg)
+            }
+            ForgejoError::NotFound { .. } => ForgeError::NotFound(msg),
+            ForgejoError::RateLimited(s) => ForgeError::RateLimited {
+                retry_after_seconds: s,
+            },
+            ForgejoError::Server(..) | ForgejoError::Transport { .. } | ForgejoError::BadResponse(_) => {
+                ForgeError::Unavailable(msg)
+            }
+            ForgejoError::Rejected(..)
+            | ForgejoError::Version(_)
+            | ForgejoError::Label(_)
+            | ForgejoError::Scope(_)
+            | ForgejoError::Spec(_) => ForgeError::Config(msg),
+            ForgejoError::MissingToken(_) => ForgeError::InvalidCredentials(msg),
+        }
+    }
+}

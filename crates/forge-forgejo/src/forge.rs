@@ -1,0 +1,434 @@
+//! `ForgejoForge`: the `Forge` implementation for Forgejo 11+.
+//!
+//! Poll-style: `observe` reads the waiting jobs at the group's scope with the group's label
+//! names as Forgejo's server-side filter. Listings are shared: one jobs listing per (instance,
+//! scope, labels, token) and one runner listing per (instance, scope, token) per poll
+//! interval, however many groups use them.
+
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use forgerunner_core::crd::{
+    DEFAULT_FORGEJO_POLL_INTERVAL_SECONDS, ForgeKind, ForgejoSpec, RunnerGroup, RunnerGroupSpec,
+};
+use forgerunner_core::forge::{
+    ClusterRefs, Forge, ForgeError, ForgeFacts, ForgeView, GroupContext, GroupKey, RemoveOutcome,
+    RunnerCredentials, RunnerRef, SecretValue,
+};
+use forgerunner_core::metrics::Metrics;
+use forgerunner_core::validate::SpecViolation;
+use k8s_openapi::api::core::v1::PodSpec;
+use sha2::{Digest, Sha256};
+
+use crate::cache::{Cell, Fetched};
+use crate::client::{ClientOptions, ForgejoClient};
+use crate::error::ForgejoError;
+use crate::labels::LabelSet;
+use crate::observe::{self, Graces, Listing};
+use crate::scope::Scope;
+use crate::state::GroupBook;
+use crate::types::{RunJob, Runner};
+use crate::version::{ForgejoVersion, Mode, VersionError};
+
+mod actions;
+
+/// Tunables of the backend; the defaults suit production.
+#[derive(Clone, Debug)]
+pub struct ForgejoOptions {
+    /// HTTP client settings.
+    pub client: ClientOptions,
+    /// How long a checked server version is trusted.
+    pub version_ttl: Duration,
+    /// How long a fetched registration token is reused (reading does not rotate it).
+    pub token_ttl: Duration,
+    /// A runner that looks offline for less than this is reported idle (a new runner is
+    /// offline until its pod connects).
+    pub offline_grace: Duration,
+    /// An offline runner row created by this process less than this ago is never a ghost.
+    pub ghost_grace: Duration,
+}
+
+impl Default for ForgejoOptions {
+    fn default() -> Self {
+        ForgejoOptions {
+            client: ClientOptions::default(),
+            version_ttl: Duration::from_secs(600),
+            token_ttl: Duration::from_secs(300),
+            offline_grace: Duration::from_secs(180),
+            ghost_grace: Duration::from_secs(300),
+        }
+    }
+}
+
+/// One instance + token (+ CA bundle + proxy), identified without holding a secret.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct InstanceKey {
+    url: String,
+    /// SHA-256 of the token, CA bundle and proxy.
+    credentials: [u8; 32],
+}
+
+/// A client and what was checked about its server.
+pub(crate) struct Instance {
+    pub(crate) client: ForgejoClient,
+    version: Cell<(ForgejoVersion, Mode, String)>,
+}
+
+/// One runner listing scope on one instance.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct ScopeKey {
+    instance: InstanceKey,
+    scope: Scope,
+}
+
+/// One jobs listing: scope and the label names sent as filter.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct JobsKey {
+    scope: ScopeKey,
+    labels: Vec<String>,
+}
+
+/// A group's settings, checked and tied to its instance and server version.
+pub(crate) struct Resolved<'a> {
+    pub(crate) spec: &'a ForgejoSpec,
+    pub(crate) scope: Scope,
+    pub(crate) labels: LabelSet,
+    pub(crate) instance: Arc<Instance>,
+    pub(crate) scope_key: ScopeKey,
+    pub(crate) jobs_key: JobsKey,
+    pub(crate) interval: Duration,
+    pub(crate) version: ForgejoVersion,
+    pub(crate) mode: Mode,
+    pub(crate) raw_version: String,
+}
+
+type Cells<K, T> = Mutex<HashMap<K, Arc<Cell<T>>>>;
+
+/// The Forgejo backend. Cheap to share (`Arc`); all state is behind locks.
+pub struct ForgejoForge {
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) opts: ForgejoOptions,
+    instances: Mutex<HashMap<InstanceKey, Arc<Instance>>>,
+    jobs: Cells<JobsKey, Vec<RunJob>>,
+    runners: Cells<ScopeKey, Vec<Runner>>,
+    tokens: Cells<ScopeKey, SecretValue>,
+    /// Per group: bindings, finished runners, creations, offline times.
+    pub(crate) books: Mutex<HashMap<GroupKey, GroupBook>>,
+}
+
+fn cell_for<K: Clone + Eq + Hash, T>(map: &Cells<K, T>, key: &K) -> Arc<Cell<T>> {
+    match map.lock() {
+        Ok(mut m) => m.entry(key.clone()).or_default().clone(),
+        // A poisoned map only loses sharing, never correctness.
+        Err(_) => Arc::new(Cell::default()),
+    }
+}
+
+fn clear<K, V>(m: &Mutex<HashMap<K, V>>) {
+    if let Ok(mut m) = m.lock() {
+        m.clear();
+    }
+}
+
+impl ForgejoForge {
+    /// A backend with default options.
+    pub fn new(metrics: Arc<Metrics>) -> ForgejoForge {
+        ForgejoForge::with_options(metrics, ForgejoOptions::default())
+    }
+
+    /// A backend with explicit options (tests shorten timeouts).
+    pub fn with_options(metrics: Arc<Metrics>, opts: ForgejoOptions) -> ForgejoForge {
+        ForgejoForge {
+            metrics,
+            opts,
+            instances: Mutex::default(),
+            jobs: Mutex::default(),
+            runners: Mutex::default(),
+            tokens: Mutex::default(),
+            books: Mutex::default(),
+        }
+    }
+
+    /// Reads the group's block, finds (or makes) its instance and checks the server version.
+    pub(crate) async fn resolve<'a>(&self, ctx: &'a GroupContext) -> Result<Resolved<'a>, ForgejoError> {
+        let spec = ctx
+            .group
+            .spec
+            .forgejo
+            .as_ref()
+            .ok_or_else(|| ForgejoError::Spec("spec.forgejo is required when forge is forgejo".into()))?;
+        let scope = Scope::from_spec(spec)?;
+        let labels = crate::labels::parse_labels(&spec.labels)?;
+        let token = ctx
+            .credentials
+            .get("token")
+            .ok_or_else(|| ForgejoError::MissingToken(ctx.credentials.secret_name.clone()))?;
+        let proxy = spec.proxy_url.as_deref().filter(|p| !p.trim().is_empty());
+        let mut h = Sha256::new();
+        for part in [Some(token.expose()), ctx.ca_bundle.as_deref(), proxy] {
+            h.update(part.unwrap_or_default().as_bytes());
+            h.update([0]);
+        }
+        let key = InstanceKey {
+            url: spec.url.trim().trim_end_matches('/').to_string(),
+            credentials: h.finalize().into(),
+        };
+        let instance = self.instance(&key, token, ctx.ca_bundle.as_deref(), proxy)?;
+        let (version, mode, raw_version) = self.check_version(&instance).await?;
+        let scope_key = ScopeKey {
+            instance: key,
+            scope: scope.clone(),
+        };
+        let names: Vec<String> = labels.names().map(str::to_string).collect();
+        Ok(Resolved {
+            spec,
+            jobs_key: JobsKey {
+                scope: scope_key.clone(),
+                labels: names,
+            },
+            scope_key,
+            scope,
+            labels,
+            instance,
+            interval: Duration::from_secs(u64::from(spec.poll_interval_seconds())),
+            version,
+            mode,
+            raw_version,
+        })
+    }
+
+    fn instance(
+        &self,
+        key: &InstanceKey,
+        token: &SecretValue,
+        ca: Option<&str>,
+        proxy: Option<&str>,
+    ) -> Result<Arc<Instance>, ForgejoError> {
+        let mut map = self
+            .instances
+            .lock()
+            .map_err(|_| ForgejoError::Spec("internal: instance map poisoned".into()))?;
+        if let Some(i) = map.get(key) {
+            return Ok(i.clone());
+        }
+        let client = ForgejoClient::new(
+            &key.url,
+            token.clone(),
+            self.metrics.clone(),
+            self.opts.client.clone(),
+            ca,
+            proxy,
+        )?;
+        let inst = Arc::new(Instance {
+            client,
+            version: Cell::default(),
+        });
+        map.insert(key.clone(), inst.clone());
+        Ok(inst)
+    }
+
+    /// The server's version and mode, cached per instance for `version_ttl`. The Forgejo-only
+    /// `/api/forgejo/v1/version` confirms it is Forgejo (Gitea answers 404 there).
+    async fn check_version(&self, inst: &Instance) -> Result<(ForgejoVersion, Mode, String), ForgejoError> {
+        let client = &inst.client;
+        let got = inst
+            .version
+            .get(self.opts.version_ttl, async {
+                let raw = client.version().await?;
+                let (v, mode) = ForgejoVersion::supported(&raw)?;
+                if client.forgejo_version().await?.is_none() {
+                    return Err(VersionError::NotForgejo(raw).into());
+                }
+                Ok::<_, ForgejoError>((v, mode, raw))
+            })
+            .await?;
+        Ok((*got.value).clone())
+    }
+
+    /// The group's waiting and running jobs, at most one poll interval old.
+    pub(crate) async fn jobs(&self, r: &Resolved<'_>) -> Result<Fetched<Vec<RunJob>>, ForgejoError> {
+        let names: Vec<&str> = r.labels.names().collect();
+        cell_for(&self.jobs, &r.jobs_key)
+            .get(
+                r.interval,
+                r.instance.client.list_jobs(r.version, &r.scope, &names),
+            )
+            .await
+    }
+
+    /// The scope's runners (v15), at most `max_age` old.
+    pub(crate) async fn runners(
+        &self,
+        r: &Resolved<'_>,
+        max_age: Duration,
+    ) -> Result<Fetched<Vec<Runner>>, ForgejoError> {
+        cell_for(&self.runners, &r.scope_key)
+            .get(max_age, r.instance.client.list_runners(r.version, &r.scope))
+            .await
+    }
+
+    /// Drops the cached runner listing of the scope (after a create or delete).
+    pub(crate) async fn expire_runners(&self, r: &Resolved<'_>) {
+        cell_for(&self.runners, &r.scope_key).expire().await;
+    }
+
+    /// The scope's registration token (token path), cached for `token_ttl`.
+    pub(crate) async fn registration_token(&self, r: &Resolved<'_>) -> Result<SecretValue, ForgejoError> {
+        let got = cell_for(&self.tokens, &r.scope_key)
+            .get(
+                self.opts.token_ttl,
+                r.instance.client.registration_token(&r.scope),
+            )
+            .await?;
+        Ok((*got.value).clone())
+    }
+
+    /// Runs `f` on the group's book (created empty on first use).
+    pub(crate) fn with_book<T>(&self, key: &GroupKey, f: impl FnOnce(&mut GroupBook) -> T) -> T {
+        match self.books.lock() {
+            Ok(mut m) => f(m.entry(key.clone()).or_default()),
+            // A poisoned map loses the bookkeeping of one pass, never more.
+            Err(_) => f(&mut GroupBook::default()),
+        }
+    }
+
+    async fn observe_inner(&self, ctx: &GroupContext, refs: &[RunnerRef]) -> Result<ForgeView, ForgejoError> {
+        let r = self.resolve(ctx).await?;
+        let jobs = self.jobs(&r).await?;
+        let jobs_listing = Listing {
+            rows: &jobs.value,
+            at: jobs.at,
+        };
+        let now = Instant::now();
+        let seen = match r.mode {
+            Mode::Ephemeral => {
+                let runners = self.runners(&r, r.interval).await?;
+                let graces = Graces {
+                    offline: self.opts.offline_grace,
+                    ghost: self.opts.ghost_grace,
+                };
+                self.with_book(&ctx.key, |book| {
+                    observe::view_v15(
+                        observe::Group {
+                            name: &ctx.key.name,
+                            labels: &r.labels,
+                        },
+                        book,
+                        refs,
+                        jobs_listing,
+                        Listing {
+                            rows: &runners.value,
+                            at: runners.at,
+                        },
+                        graces,
+                        now,
+                    )
+                })
+            }
+            Mode::RegistrationToken => self.with_book(&ctx.key, |book| {
+                observe::view_token(&r.labels, book, refs, jobs_listing, now)
+            }),
+        };
+        Ok(ForgeView {
+            waiting_jobs: seen.waiting_jobs,
+            runners: seen.runners,
+            ghosts: seen.ghosts,
+            // Runner states come from listings, not as they happen: an idle-looking runner may
+            // have just taken a job, so surplus runners leave through the idle timeout.
+            complete: false,
+            facts: ForgeFacts {
+                scale_set_id: None,
+                forge_version: Some(r.raw_version),
+            },
+        })
+    }
+}
+
+#[async_trait]
+impl Forge for ForgejoForge {
+    fn kind(&self) -> ForgeKind {
+        ForgeKind::Forgejo
+    }
+
+    fn validate(&self, spec: &RunnerGroupSpec) -> Vec<SpecViolation> {
+        spec.forgejo
+            .as_ref()
+            .map(crate::validate::validate_forgejo)
+            .unwrap_or_default()
+    }
+
+    fn cluster_refs(&self, spec: &RunnerGroupSpec) -> ClusterRefs {
+        let fj = spec.forgejo.as_ref();
+        ClusterRefs {
+            credentials_secret: fj.map(|f| f.credentials.clone()).unwrap_or_default(),
+            ca_bundle_config_map: fj
+                .and_then(|f| f.ca_bundle_config_map.clone())
+                .filter(|n| !n.is_empty()),
+            // Forgejo has no job-level webhook: polling only.
+            webhook_secret: None,
+        }
+    }
+
+    fn resync_interval(&self, spec: &RunnerGroupSpec) -> Duration {
+        let seconds = spec.forgejo.as_ref().map_or(
+            DEFAULT_FORGEJO_POLL_INTERVAL_SECONDS,
+            ForgejoSpec::poll_interval_seconds,
+        );
+        Duration::from_secs(u64::from(seconds))
+    }
+
+    fn default_runner_pod(
+        &self,
+        group: &RunnerGroup,
+        _runner_name: &str,
+        secret_name: &str,
+        credentials: &RunnerCredentials,
+    ) -> PodSpec {
+        let labels = group
+            .spec
+            .forgejo
+            .as_ref()
+            .map(|f| f.labels.clone())
+            .unwrap_or_default();
+        crate::pod::default_runner_pod(&labels, group.spec.image.as_deref(), secret_name, credentials)
+    }
+
+    async fn observe(&self, group: &GroupContext, runners: &[RunnerRef]) -> Result<ForgeView, ForgeError> {
+        Ok(self.observe_inner(group, runners).await?)
+    }
+
+    async fn runner_credentials(
+        &self,
+        group: &GroupContext,
+        runner_name: &str,
+    ) -> Result<RunnerCredentials, ForgeError> {
+        Ok(self.credentials_inner(group, runner_name).await?)
+    }
+
+    async fn remove_runner(
+        &self,
+        group: &GroupContext,
+        runner: &RunnerRef,
+    ) -> Result<RemoveOutcome, ForgeError> {
+        Ok(self.remove_inner(group, runner).await?)
+    }
+
+    async fn shutdown(&self, group: &GroupContext) -> Result<(), ForgeError> {
+        if let Ok(mut b) = self.books.lock() {
+            b.remove(&group.key);
+        }
+        Ok(())
+    }
+
+    async fn shutdown_all(&self) {
+        // A new leader starts from nothing: forget every group, listing, token and client.
+        clear(&self.books);
+        clear(&self.jobs);
+        clear(&self.runners);
+        clear(&self.tokens);
+        clear(&self.instances);
+    }
+}

@@ -1,0 +1,140 @@
+//! What a pass does at Forgejo besides observing: issue a new runner's credentials (create an
+//! ephemeral runner bound to a free job handle on 15+, hand out the registration token on
+//! 11–14) and remove a runner that will never run.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use forgerunner_core::forge::{GroupContext, RemoveOutcome, RunnerCredentials, RunnerRef};
+
+use super::{ForgejoForge, Resolved};
+use crate::client::DeleteOutcome;
+use crate::error::ForgejoError;
+use crate::observe::waiting;
+use crate::pod::{
+    ENV_INSTANCE_URL, ENV_JOB_HANDLE, ENV_RUNNER_UUID, REGISTRATION_TOKEN_KEY, TOKEN_KEY, register_env,
+};
+use crate::state::{JOB_HANDLE_ANNOTATION, RUNNER_ID_ANNOTATION, runner_id};
+use crate::types::RunnerStatus;
+use crate::version::Mode;
+
+/// Secret key of the group's credentials that may hold a fixed registration token.
+pub const SECRET_REGISTRATION_TOKEN_KEY: &str = "registration_token";
+
+impl ForgejoForge {
+    pub(crate) async fn credentials_inner(
+        &self,
+        ctx: &GroupContext,
+        runner_name: &str,
+    ) -> Result<RunnerCredentials, ForgejoError> {
+        let r = self.resolve(ctx).await?;
+        match r.mode {
+            Mode::Ephemeral => self.create_ephemeral(ctx, &r, runner_name).await,
+            Mode::RegistrationToken => {
+                let token = match ctx.credentials.get(SECRET_REGISTRATION_TOKEN_KEY) {
+                    Some(t) => t.clone(),
+                    None => self.registration_token(&r).await?,
+                };
+                self.with_book(&ctx.key, |b| b.created(runner_name, Instant::now()));
+                Ok(RunnerCredentials {
+                    secret_data: BTreeMap::from([(REGISTRATION_TOKEN_KEY.to_string(), token)]),
+                    env: register_env(&r.spec.url, runner_name, &r.spec.labels),
+                    annotations: BTreeMap::new(),
+                })
+            }
+        }
+    }
+
+    /// Binds a free waiting job (if any) under the book's lock, then creates the runner; the
+    /// binding is released again if the creation fails.
+    async fn create_ephemeral(
+        &self,
+        ctx: &GroupContext,
+        r: &Resolved<'_>,
+        runner_name: &str,
+    ) -> Result<RunnerCredentials, ForgejoError> {
+        let jobs = self.jobs(r).await?;
+        let oldest_first = waiting(&jobs.value, &r.labels);
+        let handle = self.with_book(&ctx.key, |b| {
+            b.bind(
+                oldest_first.iter().map(|j| j.handle.as_str()),
+                runner_name,
+                Instant::now(),
+            )
+        });
+        let created = match r
+            .instance
+            .client
+            .create_runner(r.version, &r.scope, runner_name)
+            .await
+        {
+            Ok(c) => c,
+            Err(e) => {
+                if let Some(h) = &handle {
+                    self.with_book(&ctx.key, |b| b.unbind(h));
+                }
+                return Err(e);
+            }
+        };
+        self.with_book(&ctx.key, |b| b.created(runner_name, Instant::now()));
+        let mut env = BTreeMap::from([
+            (ENV_INSTANCE_URL.to_string(), r.spec.url.trim().to_string()),
+            (ENV_RUNNER_UUID.to_string(), created.uuid.clone()),
+        ]);
+        let mut annotations = BTreeMap::from([(RUNNER_ID_ANNOTATION.to_string(), created.id.to_string())]);
+        if let Some(h) = handle {
+            env.insert(ENV_JOB_HANDLE.to_string(), h.clone());
+            annotations.insert(JOB_HANDLE_ANNOTATION.to_string(), h);
+        }
+        tracing::debug!(
+            group = %ctx.key,
+            runner = runner_name,
+            runner_id = created.id,
+            bound = env.contains_key(ENV_JOB_HANDLE),
+            "created ephemeral Forgejo runner"
+        );
+        Ok(RunnerCredentials {
+            secret_data: BTreeMap::from([(TOKEN_KEY.to_string(), created.token)]),
+            env,
+            annotations,
+        })
+    }
+
+    pub(crate) async fn remove_inner(
+        &self,
+        ctx: &GroupContext,
+        runner: &RunnerRef,
+    ) -> Result<RemoveOutcome, ForgejoError> {
+        let r = self.resolve(ctx).await?;
+        if r.mode == Mode::RegistrationToken {
+            // No runner API before 15: nothing can be deregistered; Forgejo's
+            // `cron.cleanup_offline_runners` removes registered runners that stay offline.
+            return Ok(RemoveOutcome::Removed);
+        }
+        let client = &r.instance.client;
+        // Always fresh data: deleting a runner that just took a job would kill the job.
+        let row = match runner_id(runner) {
+            Some(id) => client.get_runner(r.version, &r.scope, id).await?,
+            None => {
+                let rows = self.runners(&r, Duration::ZERO).await?;
+                rows.value.iter().find(|x| x.name == runner.name).cloned()
+            }
+        };
+        let Some(row) = row else {
+            return Ok(RemoveOutcome::Removed);
+        };
+        if row.status == RunnerStatus::Active {
+            return Ok(RemoveOutcome::Busy);
+        }
+        let outcome = client.delete_runner(r.version, &r.scope, row.id).await?;
+        self.expire_runners(&r).await;
+        tracing::debug!(
+            group = %ctx.key,
+            runner = %runner.name,
+            runner_id = row.id,
+            already_gone = outcome == DeleteOutcome::AlreadyGone,
+            "removed Forgejo runner"
+        );
+        Ok(RemoveOutcome::Removed)
+    }
+}

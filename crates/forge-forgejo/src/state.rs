@@ -1,0 +1,214 @@
+//! Per-group bookkeeping for the moments when Forgejo's listings and the cluster disagree
+//! (pure, no I/O): which job handles are bound to our runners, which runners finished after
+//! the cached listing was fetched, which runners this process created and when, and since when
+//! each runner has looked offline.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use forgerunner_core::forge::RunnerRef;
+use forgerunner_core::plan::RunnerPhase;
+
+/// Job annotation: the Forgejo runner id (v15), for deletion after a restart.
+pub const RUNNER_ID_ANNOTATION: &str = "forgerunner.dev/forgejo-runner-id";
+/// Job annotation: the job handle the runner is bound to (v15), absent for unbound runners.
+pub const JOB_HANDLE_ANNOTATION: &str = "forgerunner.dev/forgejo-job-handle";
+
+/// A binding handed out by `runner_credentials` is trusted this long without its Job being
+/// seen (the cluster store may lag, or the Job creation failed).
+const HANDED_OUT_GRACE: Duration = Duration::from_secs(120);
+/// How long a creation by this process is remembered (listing freshness, ghost protection,
+/// age order).
+const CREATED_MEMORY: Duration = Duration::from_secs(3600);
+
+/// The runner id recorded on a runner's Job, if any.
+pub fn runner_id(r: &RunnerRef) -> Option<i64> {
+    r.annotations
+        .get(RUNNER_ID_ANNOTATION)
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// The job handle recorded on a runner's Job, if any.
+pub fn job_handle(r: &RunnerRef) -> Option<&str> {
+    r.annotations
+        .get(JOB_HANDLE_ANNOTATION)
+        .map(String::as_str)
+        .filter(|h| !h.is_empty())
+}
+
+/// One group's bookkeeping.
+#[derive(Debug, Default)]
+pub struct GroupBook {
+    /// Handles bound by `runner_credentials` whose Job has not been seen yet → (runner, when).
+    handed_out: BTreeMap<String, (String, Instant)>,
+    /// Handles bound to live (pending or running) runners, from their Jobs → runner.
+    observed: BTreeMap<String, String>,
+    /// Handles whose bound runner succeeded; kept while a listing still shows them waiting.
+    finished_handles: BTreeSet<String>,
+    /// Unbound runners that succeeded, with when a pass first saw it.
+    finished_unbound: BTreeMap<String, Instant>,
+    /// Runners this process created, with when.
+    created: BTreeMap<String, Instant>,
+    /// Since when each runner has looked offline.
+    offline_since: BTreeMap<String, Instant>,
+}
+
+impl GroupBook {
+    /// Takes in the group's runners as the cluster shows them now.
+    pub fn sync(&mut self, refs: &[RunnerRef], now: Instant) {
+        self.observed = refs
+            .iter()
+            .filter(|r| r.phase.is_active())
+            .filter_map(|r| job_handle(r).map(|h| (h.to_string(), r.name.clone())))
+            .collect();
+        let seen: BTreeSet<&str> = refs.iter().map(|r| r.name.as_str()).collect();
+        // A Job in the cluster speaks for its binding from now on (alive: `observed`; ended:
+        // the handle is free again, or finished below).
+        self.handed_out.retain(|_, (name, at)| {
+            !seen.contains(name.as_str()) && now.duration_since(*at) < HANDED_OUT_GRACE
+        });
+        for r in refs.iter().filter(|r| r.phase == RunnerPhase::Succeeded) {
+            match job_handle(r) {
+                Some(h) => {
+                    self.finished_handles.insert(h.to_string());
+                }
+                None => {
+                    self.finished_unbound.entry(r.name.clone()).or_insert(now);
+                }
+            }
+        }
+        self.created
+            .retain(|name, at| seen.contains(name.as_str()) || now.duration_since(*at) < CREATED_MEMORY);
+        self.offline_since.retain(|name, _| seen.contains(name.as_str()));
+    }
+
+    /// Forgets what a listing fetched at `listing_at`, showing `waiting` handles, accounts for:
+    /// finished handles it no longer shows waiting, and unbound runners that finished before it
+    /// was fetched. Returns how many waiting jobs the rest cover.
+    pub fn covered(&mut self, waiting: &BTreeSet<&str>, listing_at: Instant) -> u32 {
+        self.finished_handles.retain(|h| waiting.contains(h.as_str()));
+        self.finished_unbound.retain(|_, at| *at >= listing_at);
+        let n = self.finished_handles.len() + self.finished_unbound.len();
+        u32::try_from(n).unwrap_or(u32::MAX)
+    }
+
+    /// Whether `handle` is bound to a live runner or done as far as we know.
+    fn taken(&self, handle: &str) -> bool {
+        self.observed.contains_key(handle)
+            || self.handed_out.contains_key(handle)
+            || self.finished_handles.contains(handle)
+    }
+
+    /// Binds `runner` to the first of `handles` (oldest job first) that is free; `None` when
+    /// every one is taken. The caller holds the book's lock, so two creations never get the
+    /// same handle.
+    pub fn bind<'a>(
+        &mut self,
+        handles: impl IntoIterator<Item = &'a str>,
+        runner: &str,
+        now: Instant,
+    ) -> Option<String> {
+        let h = handles.into_iter().find(|h| !h.is_empty() && !self.taken(h))?;
+        self.handed_out.insert(h.to_string(), (runner.to_string(), now));
+        Some(h.to_string())
+    }
+
+    /// Releases a binding whose runner could not be created.
+    pub fn unbind(&mut self, handle: &str) {
+        self.handed_out.remove(handle);
+    }
+
+    /// Records that this process created (or registered) `runner` at `at`.
+    pub fn created(&mut self, runner: &str, at: Instant) {
+        self.created.insert(runner.to_string(), at);
+    }
+
+    /// When this process created `runner`, if it did.
+    pub fn created_at(&self, runner: &str) -> Option<Instant> {
+        self.created.get(runner).copied()
+    }
+
+    /// Whether `runner` was created by this process less than `grace` ago.
+    pub fn recently_created(&self, runner: &str, now: Instant, grace: Duration) -> bool {
+        self.created
+            .get(runner)
+            .is_some_and(|at| now.duration_since(*at) < grace)
+    }
+
+    /// Records `runner` as offline now (or online: forgets it); whether it has been offline
+    /// for at least `grace`.
+    pub fn offline_for(&mut self, runner: &str, offline: bool, now: Instant, grace: Duration) -> bool {
+        if !offline {
+            self.offline_since.remove(runner);
+            return false;
+        }
+        let since = *self.offline_since.entry(runner.to_string()).or_insert(now);
+        now.duration_since(since) >= grace
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(name: &str, phase: RunnerPhase, handle: Option<&str>) -> RunnerRef {
+        let mut annotations = BTreeMap::new();
+        if let Some(h) = handle {
+            annotations.insert(JOB_HANDLE_ANNOTATION.to_string(), h.to_string());
+        }
+        RunnerRef {
+            name: name.into(),
+            annotations,
+            phase,
+        }
+    }
+
+    #[test]
+    fn bindings_from_jobs_and_handouts_are_never_reused() {
+        let mut b = GroupBook::default();
+        let now = Instant::now();
+        b.sync(&[r("g-aaaaa", RunnerPhase::Running, Some("h1"))], now);
+        assert_eq!(b.bind(["h1", "h2", "h3"], "g-bbbbb", now).as_deref(), Some("h2"));
+        assert_eq!(b.bind(["h1", "h2", "h3"], "g-ccccc", now).as_deref(), Some("h3"));
+        assert_eq!(b.bind(["h1", "h2", "h3"], "g-ddddd", now), None);
+        b.unbind("h3");
+        assert_eq!(b.bind(["h3"], "g-eeeee", now).as_deref(), Some("h3"));
+        // A failed runner frees its handle once its Job is seen.
+        b.sync(&[r("g-aaaaa", RunnerPhase::Failed, Some("h1"))], now);
+        assert_eq!(b.bind(["h1"], "g-fffff", now).as_deref(), Some("h1"));
+        // Handouts whose Job never appears expire.
+        let later = now + HANDED_OUT_GRACE;
+        b.sync(&[], later);
+        assert_eq!(b.bind(["h2"], "g-ggggg", later).as_deref(), Some("h2"));
+    }
+
+    #[test]
+    fn finished_runners_cover_their_job_until_a_listing_drops_it() {
+        let mut b = GroupBook::default();
+        let listing = Instant::now();
+        let now = listing + Duration::from_millis(5);
+        b.sync(&[r("g-aaaaa", RunnerPhase::Succeeded, Some("h1"))], now);
+        let waiting: BTreeSet<&str> = ["h1", "h2"].into();
+        assert_eq!(b.covered(&waiting, listing), 1);
+        assert_eq!(b.bind(["h1", "h2"], "g-bbbbb", now).as_deref(), Some("h2"));
+        // The Job is cleaned up: still remembered while the listing shows h1 waiting.
+        b.sync(&[], now);
+        assert_eq!(b.covered(&waiting, listing), 1);
+        assert_eq!(b.covered(&["h2"].into(), now), 0);
+        // An unbound runner covers one job until a listing fetched after it finished.
+        b.sync(&[r("g-ccccc", RunnerPhase::Succeeded, None)], now);
+        assert_eq!(b.covered(&BTreeSet::new(), listing), 1);
+        assert_eq!(b.covered(&BTreeSet::new(), now + Duration::from_millis(1)), 0);
+    }
+
+    #[test]
+    fn offline_grace() {
+        let mut b = GroupBook::default();
+        let t0 = Instant::now();
+        let g = Duration::from_secs(60);
+        assert!(!b.offline_for("x", true, t0, g));
+        assert!(b.offline_for("x", true, t0 + g, g));
+        assert!(!b.offline_for("x", false, t0 + g, g));
+        assert!(!b.offline_for("x", true, t0 + g + g / 2, g));
+    }
+}

@@ -1,0 +1,142 @@
+//! Forgejo REST wire types (`modules/structs`), decoded leniently: `null` lists, missing
+//! fields (`handle` before v15) and unknown status words decode without error.
+
+use serde::{Deserialize, Deserializer};
+
+use forgerunner_core::forge::SecretValue;
+
+fn null_as_default<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+}
+
+/// `GET /api/v1/version` and `GET /api/forgejo/v1/version` body.
+#[derive(Clone, Debug, Deserialize)]
+pub struct ServerVersion {
+    /// Version string, e.g. `15.0.3+gitea-1.22.0`.
+    #[serde(default)]
+    pub version: String,
+}
+
+/// One `ActionRunJob` of `…/runners/jobs` (waiting or running).
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+pub struct RunJob {
+    /// Job id.
+    #[serde(default)]
+    pub id: i64,
+    /// `runs-on` label names of the job.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub runs_on: Vec<String>,
+    /// `waiting` (ready for a runner) or `running`.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub status: String,
+    /// Task id (0 until a runner picked it).
+    #[serde(default)]
+    pub task_id: i64,
+    /// Handle of this attempt (v15+; empty before).
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub handle: String,
+}
+
+impl RunJob {
+    /// Ready for a runner: demand.
+    pub fn is_waiting(&self) -> bool {
+        self.status == "waiting"
+    }
+
+    /// A runner has it.
+    pub fn is_running(&self) -> bool {
+        self.status == "running"
+    }
+}
+
+/// Runner status words of `ActionRunner.status` (v15).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum RunnerStatus {
+    /// Not seen for a minute, or never connected.
+    #[default]
+    Offline,
+    /// Online, no task activity in the last 10 s.
+    Idle,
+    /// Online and updating a task.
+    Active,
+}
+
+impl<'de> Deserialize<'de> for RunnerStatus {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = Option::<String>::deserialize(d)?;
+        Ok(match s.as_deref() {
+            Some("active") => RunnerStatus::Active,
+            Some("idle") => RunnerStatus::Idle,
+            _ => RunnerStatus::Offline,
+        })
+    }
+}
+
+/// One `ActionRunner` of `GET …/actions/runners` (v15).
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+pub struct Runner {
+    /// Runner id.
+    #[serde(default)]
+    pub id: i64,
+    /// Name.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub name: String,
+    /// Status.
+    #[serde(default)]
+    pub status: RunnerStatus,
+    /// Ephemeral (one task, then deleted).
+    #[serde(default)]
+    pub ephemeral: bool,
+}
+
+/// `201` body of `POST …/actions/runners` (v15), read into [`CreatedRunner`] at once.
+#[derive(Deserialize)]
+pub(crate) struct RegisterRunnerResponse {
+    pub(crate) id: i64,
+    pub(crate) uuid: String,
+    pub(crate) token: String,
+}
+
+/// A runner created over REST: its id and its own login (the token is secret).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CreatedRunner {
+    /// Runner id (for `DELETE …/runners/{id}`).
+    pub id: i64,
+    /// UUID the runner authenticates with.
+    pub uuid: String,
+    /// Token the runner authenticates with.
+    pub token: SecretValue,
+}
+
+/// `GET …/registration-token` body.
+#[derive(Deserialize)]
+pub(crate) struct RegistrationTokenBody {
+    #[serde(default)]
+    pub(crate) token: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lenient_decoding() {
+        let jobs: Option<Vec<RunJob>> = serde_json::from_str("null").expect("null");
+        assert!(jobs.is_none());
+        let j: RunJob = serde_json::from_str(
+            r#"{"id":982,"attempt":1,"handle":"33ba","repo_id":1,"owner_id":1,"name":"build","needs":null,"runs_on":["debian"],"task_id":0,"status":"waiting"}"#,
+        )
+        .expect("job");
+        assert!(j.is_waiting() && j.handle == "33ba" && j.runs_on == ["debian"]);
+        let old: RunJob =
+            serde_json::from_str(r#"{"id":1,"runs_on":null,"status":"running"}"#).expect("v14 job");
+        assert!(old.is_running() && old.handle.is_empty());
+        let r: Runner =
+            serde_json::from_str(r#"{"id":3,"name":"g-abcde","status":"weird"}"#).expect("runner");
+        assert_eq!(r.status, RunnerStatus::Offline);
+    }
+}

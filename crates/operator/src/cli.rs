@@ -32,7 +32,7 @@ pub struct RunArgs {
     /// YAML config file (keys: forges, watchNamespaces, httpAddr, logFormat, logLevel, leaderElection).
     #[arg(long, value_name = "PATH", env = crate::config::ENV_CONFIG_FILE)]
     pub config: Option<PathBuf>,
-    /// Enabled forges, comma-separated (e.g. github,gitea).
+    /// Enabled forges, comma-separated (e.g. github,gitea,forgejo).
     #[arg(long, value_name = "LIST")]
     pub forges: Option<String>,
     /// Namespaces to watch, comma-separated; empty means all.

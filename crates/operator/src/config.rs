@@ -184,7 +184,7 @@ struct RawLeaderElection {
     lease_duration_seconds: u32,
 }
 
-/// Forges built into this binary (cargo features `github` and `gitea`).
+/// Forges built into this binary (cargo features `github`, `gitea` and `forgejo`).
 pub fn compiled_forges() -> Vec<ForgeKind> {
     let mut kinds = Vec::new();
     if cfg!(feature = "github") {
@@ -192,6 +192,9 @@ pub fn compiled_forges() -> Vec<ForgeKind> {
     }
     if cfg!(feature = "gitea") {
         kinds.push(ForgeKind::Gitea);
+    }
+    if cfg!(feature = "forgejo") {
+        kinds.push(ForgeKind::Forgejo);
     }
     kinds
 }

@@ -20,14 +20,20 @@ pub struct EnabledForges {
     github: Option<forgerunner_github::GithubForge>,
     #[cfg(feature = "gitea")]
     gitea: Option<forgerunner_gitea::GiteaForge>,
+    #[cfg(feature = "forgejo")]
+    forgejo: Option<forgerunner_forgejo::ForgejoForge>,
 }
 
 impl EnabledForges {
     /// Builds a backend for each kind in `enabled`; config validation already refused kinds
     /// that are not compiled in, so those are skipped here.
+    // `trigger` serves only the forges that push (GitHub's listener, Gitea's webhooks).
     #[cfg_attr(not(any(feature = "github", feature = "gitea")), allow(unused_variables))]
     pub fn new(enabled: &[ForgeKind], metrics: &Arc<Metrics>, trigger: &ReconcileTrigger) -> Self {
-        #[cfg_attr(not(any(feature = "github", feature = "gitea")), allow(unused_mut))]
+        #[cfg_attr(
+            not(any(feature = "github", feature = "gitea", feature = "forgejo")),
+            allow(unused_mut)
+        )]
         let mut set = EnabledForges::default();
         for kind in enabled {
             match kind {
@@ -44,6 +50,11 @@ impl EnabledForges {
                         metrics.clone(),
                         trigger.clone(),
                     ));
+                }
+                #[cfg(feature = "forgejo")]
+                ForgeKind::Forgejo => {
+                    // Poll-only: Forgejo has no job-level webhook, so no trigger is needed.
+                    set.forgejo = Some(forgerunner_forgejo::ForgejoForge::new(metrics.clone()));
                 }
                 #[allow(unreachable_patterns)]
                 _ => {}
@@ -75,6 +86,8 @@ impl EnabledForges {
             ForgeKind::Github => self.github.as_ref().map(|f| f as &dyn Forge),
             #[cfg(feature = "gitea")]
             ForgeKind::Gitea => self.gitea.as_ref().map(|f| f as &dyn Forge),
+            #[cfg(feature = "forgejo")]
+            ForgeKind::Forgejo => self.forgejo.as_ref().map(|f| f as &dyn Forge),
             #[allow(unreachable_patterns)]
             _ => None,
         }

@@ -1,0 +1,109 @@
+//! Fixtures shared by the Forgejo test suites.
+#![allow(dead_code)] // each suite uses a subset
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use forgerunner_core::crd::{ForgeKind, ForgejoScope, ForgejoSpec, RunnerGroup, RunnerGroupSpec};
+use forgerunner_core::forge::{Credentials, GroupContext, GroupKey, RunnerRef, SecretValue};
+use forgerunner_core::metrics::Metrics;
+use forgerunner_core::plan::RunnerPhase;
+use forgerunner_forgejo::{ClientOptions, ForgejoForge, ForgejoOptions};
+use forgerunner_testkit::forgejo::{FakeConfig, ForgejoFakeHandle};
+
+/// A fake Forgejo playing `version`.
+pub async fn fake(version: &str) -> ForgejoFakeHandle {
+    ForgejoFakeHandle::start(FakeConfig::version(version))
+        .await
+        .expect("fake forgejo")
+}
+
+/// A backend with short timeouts and backoffs.
+pub fn forge() -> ForgejoForge {
+    ForgejoForge::with_options(
+        Arc::new(Metrics::default()),
+        ForgejoOptions {
+            client: ClientOptions {
+                request_timeout: Duration::from_millis(500),
+                backoff: Duration::from_millis(10),
+                ..ClientOptions::default()
+            },
+            ..ForgejoOptions::default()
+        },
+    )
+}
+
+/// A Forgejo block at `scope` (`target` is the org, user or `owner/repo`).
+pub fn spec(url: &str, scope: ForgejoScope, target: Option<&str>, labels: &[&str]) -> ForgejoSpec {
+    let t = || target.map(str::to_string);
+    ForgejoSpec {
+        url: url.to_string(),
+        scope,
+        org: (scope == ForgejoScope::Org).then(t).flatten(),
+        user: (scope == ForgejoScope::User).then(t).flatten(),
+        repo: (scope == ForgejoScope::Repo).then(t).flatten(),
+        credentials: "creds".into(),
+        labels: labels.iter().map(|s| s.to_string()).collect(),
+        poll_interval_seconds: Some(30),
+        ca_bundle_config_map: None,
+        proxy_url: None,
+    }
+}
+
+/// The group `name` as the reconciler hands it to the forge, its Secret holding `token`.
+pub fn group_context(name: &str, forgejo: ForgejoSpec, token: &str) -> GroupContext {
+    let mut group = RunnerGroup::new(
+        name,
+        RunnerGroupSpec {
+            forge: ForgeKind::Forgejo,
+            github: None,
+            gitea: None,
+            forgejo: Some(forgejo),
+            min_runners: 0,
+            max_runners: 32,
+            image: None,
+            template: None,
+            ttl_seconds_after_finished: None,
+            active_deadline_seconds: None,
+            idle_timeout_seconds: None,
+        },
+    );
+    group.metadata.namespace = Some("ns".into());
+    GroupContext {
+        key: GroupKey {
+            namespace: "ns".into(),
+            name: name.into(),
+        },
+        uid: format!("uid-{name}"),
+        group,
+        credentials: Credentials {
+            secret_name: "creds".into(),
+            data: BTreeMap::from([("token".to_string(), SecretValue::new(token))]),
+            version: "1".into(),
+        },
+        ca_bundle: None,
+        webhook_secret: None,
+    }
+}
+
+/// A shorthand: `ctx(name, url, scope, target, labels, token)`.
+pub fn ctx(
+    name: &str,
+    url: &str,
+    scope: ForgejoScope,
+    target: Option<&str>,
+    labels: &[&str],
+    token: &str,
+) -> GroupContext {
+    group_context(name, spec(url, scope, target, labels), token)
+}
+
+/// A runner of ours as the cluster shows it.
+pub fn runner_ref(name: &str, phase: RunnerPhase, annotations: &BTreeMap<String, String>) -> RunnerRef {
+    RunnerRef {
+        name: name.into(),
+        annotations: annotations.clone(),
+        phase,
+    }
+}

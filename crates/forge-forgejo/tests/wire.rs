@@ -1,0 +1,207 @@
+//! Wire tests: `ForgejoForge` against the testkit's fake Forgejo — scopes, the label filter,
+//! the version gate and error mapping.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on broken setup
+
+mod common;
+
+use std::time::Duration;
+
+use common::{ctx, fake, forge};
+use forgerunner_core::ErrorCategory;
+use forgerunner_core::crd::ForgejoScope;
+use forgerunner_core::forge::{Forge, ForgeError};
+use forgerunner_testkit::forgejo::{ADMIN_TOKEN, Fault, ForgejoFakeHandle};
+
+fn count(fake: &ForgejoFakeHandle, path_part: &str) -> usize {
+    fake.requests()
+        .iter()
+        .filter(|r| r.path.contains(path_part))
+        .count()
+}
+
+#[tokio::test]
+async fn every_scope_counts_its_own_waiting_jobs() {
+    let fake = fake("15.0.3+gitea-1.22.0").await;
+    fake.add_org("acme", &["alice"]);
+    let alice = fake.add_token("alice");
+    let bob = fake.add_token("bob");
+    fake.queue_job("acme/app", "a", &["debian"]);
+    fake.queue_job("acme/web", "b", &["debian"]);
+    fake.queue_job("bob/tool", "c", &["debian"]);
+    fake.queue_job("carol/x", "d", &["debian"]);
+    fake.queue_blocked_job("acme/app", "held", &["debian"]);
+    let f = forge();
+    let url = fake.url();
+    let cases = [
+        (
+            ForgejoScope::Global,
+            None,
+            ADMIN_TOKEN.to_string(),
+            4,
+            "/admin/actions/runners/jobs",
+        ),
+        (
+            ForgejoScope::Org,
+            Some("acme"),
+            alice.clone(),
+            2,
+            "/orgs/acme/actions/runners/jobs",
+        ),
+        (
+            ForgejoScope::User,
+            Some("bob"),
+            bob.clone(),
+            1,
+            "/user/actions/runners/jobs",
+        ),
+        (
+            ForgejoScope::Repo,
+            Some("acme/app"),
+            alice,
+            1,
+            "/repos/acme/app/actions/runners/jobs",
+        ),
+    ];
+    for (i, (scope, target, token, want, path)) in cases.into_iter().enumerate() {
+        let c = ctx(&format!("g{i}"), &url, scope, target, &["debian"], &token);
+        let view = f.observe(&c, &[]).await.unwrap();
+        assert_eq!(view.waiting_jobs, want, "{scope:?}");
+        assert!(!view.complete);
+        assert_eq!(view.facts.forge_version.as_deref(), Some("15.0.3+gitea-1.22.0"));
+        assert_eq!(count(&fake, path), 1, "{path}");
+    }
+}
+
+#[tokio::test]
+async fn the_label_filter_is_sent_and_the_listing_shared() {
+    let fake = fake("15.0.3+gitea-1.22.0").await;
+    fake.queue_job("o/r", "a", &["debian"]);
+    fake.queue_job("o/r", "b", &["debian", "self-hosted"]);
+    fake.queue_job("o/r", "c", &["gpu"]);
+    fake.queue_job("o/r", "d", &["debian", "gpu"]);
+    let f = forge();
+    let labels = ["self-hosted:host", "debian:docker://node:22"];
+    let a = ctx("a", &fake.url(), ForgejoScope::Global, None, &labels, ADMIN_TOKEN);
+    let b = ctx("b", &fake.url(), ForgejoScope::Global, None, &labels, ADMIN_TOKEN);
+    assert_eq!(f.observe(&a, &[]).await.unwrap().waiting_jobs, 2);
+    assert_eq!(f.observe(&b, &[]).await.unwrap().waiting_jobs, 2);
+    let lists: Vec<_> = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.ends_with("/runners/jobs"))
+        .collect();
+    assert_eq!(lists.len(), 1, "two groups, one listing per poll interval");
+    assert_eq!(lists[0].query, "labels=debian%2Cself-hosted");
+    // `null` (nothing matches) is an empty list.
+    let none = ctx(
+        "c",
+        &fake.url(),
+        ForgejoScope::Global,
+        None,
+        &["windows"],
+        ADMIN_TOKEN,
+    );
+    assert_eq!(f.observe(&none, &[]).await.unwrap().waiting_jobs, 0);
+}
+
+#[tokio::test]
+async fn unsupported_versions_are_config_errors_that_say_what_to_do() {
+    let old = fake("10.0.1+gitea-1.22.0").await;
+    let f = forge();
+    let c = ctx(
+        "g",
+        &old.url(),
+        ForgejoScope::Global,
+        None,
+        &["debian"],
+        ADMIN_TOKEN,
+    );
+    let err = f.observe(&c, &[]).await.unwrap_err();
+    assert_eq!(err.category(), ErrorCategory::ForgeConfig);
+    assert!(
+        err.to_string().contains(
+            "Forgejo 10.0.1 is not supported: forgerunner needs Forgejo 11 or newer (15+ recommended)"
+        ),
+        "{err}"
+    );
+    let err = f.runner_credentials(&c, "g-abcde").await.unwrap_err();
+    assert_eq!(err.category(), ErrorCategory::ForgeConfig);
+}
+
+async fn observe_error(fake: &ForgejoFakeHandle, name: &str, token: &str) -> ForgeError {
+    let f = forge();
+    let c = ctx(name, &fake.url(), ForgejoScope::Global, None, &["debian"], token);
+    f.observe(&c, &[]).await.unwrap_err()
+}
+
+#[tokio::test]
+async fn http_failures_map_to_categories() {
+    let fake = fake("15.0.3+gitea-1.22.0").await;
+    let url = fake.url();
+    // 401: unknown token.
+    let e = observe_error(&fake, "a", "nope").await;
+    assert_eq!(e.category(), ErrorCategory::Unauthorized, "{e}");
+    // 403: not a site admin at the instance scope.
+    let bob = fake.add_token("bob");
+    let e = observe_error(&fake, "b", &bob).await;
+    assert_eq!(e.category(), ErrorCategory::Unauthorized, "{e}");
+    assert!(e.to_string().contains("site-admin"), "{e}");
+    // 404: an organization that does not exist is named.
+    let f = forge();
+    let c = ctx(
+        "c",
+        &url,
+        ForgejoScope::Org,
+        Some("ghost"),
+        &["debian"],
+        ADMIN_TOKEN,
+    );
+    let e = f.observe(&c, &[]).await.unwrap_err();
+    assert_eq!(e.category(), ErrorCategory::ForgeNotFound, "{e}");
+    assert!(e.to_string().contains("organization ghost"), "{e}");
+    // 429 with a long Retry-After: returned, not waited out.
+    fake.inject_fault(Fault::status("/runners/jobs", 429).retry_after("30").times(1));
+    let e = observe_error(&fake, "d", ADMIN_TOKEN).await;
+    assert!(
+        matches!(
+            e,
+            ForgeError::RateLimited {
+                retry_after_seconds: 30
+            }
+        ),
+        "{e}"
+    );
+    fake.clear_faults();
+    // 5xx: bounded retries, then unavailable.
+    fake.clear_requests();
+    fake.inject_fault(Fault::status("/runners/jobs", 502));
+    let e = observe_error(&fake, "e", ADMIN_TOKEN).await;
+    assert_eq!(e.category(), ErrorCategory::ForgeUnavailable, "{e}");
+    assert_eq!(count(&fake, "/runners/jobs"), 3, "three attempts");
+    fake.clear_faults();
+    // A transient 503 is retried away.
+    fake.inject_fault(Fault::status("/runners/jobs", 503).times(1));
+    let f = forge();
+    let c = ctx("f", &url, ForgejoScope::Global, None, &["debian"], ADMIN_TOKEN);
+    assert!(f.observe(&c, &[]).await.is_ok());
+    fake.clear_faults();
+    // Garbage and timeouts: unavailable.
+    fake.inject_fault(Fault::garbage("/runners/jobs"));
+    let e = observe_error(&fake, "g", ADMIN_TOKEN).await;
+    assert_eq!(e.category(), ErrorCategory::ForgeUnavailable, "{e}");
+    fake.clear_faults();
+    fake.inject_fault(Fault::latency("/runners/jobs", Duration::from_secs(2)));
+    let e = observe_error(&fake, "h", ADMIN_TOKEN).await;
+    assert_eq!(e.category(), ErrorCategory::ForgeUnavailable, "{e}");
+    assert!(e.to_string().contains("timed out"), "{e}");
+    fake.clear_faults();
+}
+
+#[tokio::test]
+async fn a_gitea_server_is_refused() {
+    let fake = fake("15.0.3+gitea-1.22.0").await;
+    fake.inject_fault(Fault::status("/api/forgejo/v1/version", 404));
+    let e = observe_error(&fake, "g", ADMIN_TOKEN).await;
+    assert_eq!(e.category(), ErrorCategory::ForgeConfig, "{e}");
+    assert!(e.to_string().contains("not Forgejo"), "{e}");
+}

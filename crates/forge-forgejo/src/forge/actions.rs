@@ -77,6 +77,8 @@ impl ForgejoForge {
             }
         };
         self.with_book(&ctx.key, |b| b.created(runner_name, Instant::now()));
+        // The cached runner listing predates this runner: the next pass reads a fresh one.
+        self.expire_runners(r).await;
         let mut env = BTreeMap::from([
             (ENV_INSTANCE_URL.to_string(), r.spec.url.trim().to_string()),
             (ENV_RUNNER_UUID.to_string(), created.uuid.clone()),

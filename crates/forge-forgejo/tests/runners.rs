@@ -1,0 +1,290 @@
+//! Wire tests of runner life at the fake Forgejo: v15 create/bind/observe/remove, handles
+//! never bound twice, finished runners covering their job, and the 11–14 token path.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on broken setup
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use common::{ctx, fake, forge, runner_ref};
+use forgerunner_core::crd::ForgejoScope;
+use forgerunner_core::forge::{Forge, ForgeRunnerState, RemoveOutcome, SecretValue};
+use forgerunner_core::plan::RunnerPhase;
+use forgerunner_forgejo::state::{JOB_HANDLE_ANNOTATION, RUNNER_ID_ANNOTATION};
+use forgerunner_testkit::forge_common::rpc::RunnerClient;
+use forgerunner_testkit::forgejo::{ADMIN_TOKEN, FakeScope, ForgejoFakeHandle};
+use serde_json::json;
+
+/// Plays forgejo-runner over the runner RPC: declares `debian`, fetches one task (by
+/// `handle`, if given) and, if `finish`, reports success. The task's id.
+async fn take_task(
+    fake: &ForgejoFakeHandle,
+    uuid: &str,
+    token: &str,
+    handle: Option<&str>,
+    finish: bool,
+) -> i64 {
+    let mut c = RunnerClient::new(&fake.url()).unwrap();
+    c.uuid = uuid.to_string();
+    c.token = token.to_string();
+    let (s, _) = c
+        .call("Declare", json!({"labels": ["debian"], "version": "12.8.2"}))
+        .await
+        .unwrap();
+    assert_eq!(s, 200);
+    let (method, body) = match handle {
+        Some(h) => ("FetchSingleTask", json!({"handle": h})),
+        None => ("FetchTask", json!({})),
+    };
+    let (_, v) = c.call(method, body).await.unwrap();
+    let id = v["task"]["id"].as_i64().expect("a task");
+    if finish {
+        let done = json!({"state": {"id": id, "result": "RESULT_SUCCESS"}});
+        c.call("UpdateTask", done).await.unwrap();
+    }
+    id
+}
+
+#[tokio::test]
+async fn v15_create_bind_observe_remove() {
+    let fake = fake("15.0.3+gitea-1.22.0").await;
+    let first = fake.queue_job("o/r", "a", &["debian"]);
+    fake.queue_job("o/r", "b", &["debian"]);
+    let f = forge();
+    let c = ctx(
+        "web",
+        &fake.url(),
+        ForgejoScope::Repo,
+        Some("o/r"),
+        &["debian:docker://node:22"],
+        ADMIN_TOKEN,
+    );
+    assert_eq!(f.observe(&c, &[]).await.unwrap().waiting_jobs, 2);
+
+    let creds = f.runner_credentials(&c, "web-aaaaa").await.unwrap();
+    let handle = fake.job(first).unwrap().handle;
+    assert_eq!(
+        creds.env.get("FORGEJO_JOB_HANDLE"),
+        Some(&handle),
+        "oldest job first"
+    );
+    assert_eq!(creds.annotations.get(JOB_HANDLE_ANNOTATION), Some(&handle));
+    assert_eq!(creds.env.get("FORGEJO_INSTANCE_URL"), Some(&fake.url()));
+    let id: i64 = creds.annotations[RUNNER_ID_ANNOTATION].parse().unwrap();
+    let row = fake.runner(id).expect("runner row");
+    assert!(row.ephemeral && row.name == "web-aaaaa");
+    assert_eq!(creds.env.get("FORGEJO_RUNNER_UUID"), Some(&row.uuid));
+    assert_eq!(
+        creds.secret_data.get("token").map(SecretValue::expose),
+        Some(row.token.as_str())
+    );
+    assert!(!format!("{creds:?}").contains(&row.token), "no token in Debug");
+    assert_eq!(
+        fake.runner(id).unwrap().scope,
+        FakeScope::Repo("o".into(), "r".into())
+    );
+
+    // Not connected yet: offline at Forgejo, but within the grace it reads idle.
+    let refs = [runner_ref("web-aaaaa", RunnerPhase::Pending, &creds.annotations)];
+    let view = f.observe(&c, &refs).await.unwrap();
+    assert_eq!(view.runners.get("web-aaaaa"), Some(&ForgeRunnerState::Idle));
+    assert_eq!(
+        view.waiting_jobs, 2,
+        "a bound job still waits; the planner counts the runner"
+    );
+    assert!(view.ghosts.is_empty(), "our own fresh runner is no ghost");
+
+    // Remove (idle timeout): deleted at Forgejo; a second removal finds it gone.
+    assert_eq!(
+        f.remove_runner(&c, &refs[0]).await.unwrap(),
+        RemoveOutcome::Removed
+    );
+    assert!(fake.runner(id).is_none());
+    assert!(fake.deleted_runners().contains(&id));
+    assert_eq!(
+        f.remove_runner(&c, &refs[0]).await.unwrap(),
+        RemoveOutcome::Removed
+    );
+
+    // A runner working on a task is busy and is not removed.
+    let busy = f.runner_credentials(&c, "web-bbbbb").await.unwrap();
+    let bid: i64 = busy.annotations[RUNNER_ID_ANNOTATION].parse().unwrap();
+    fake.set_runner_seen(bid, Some(Duration::ZERO), Some(Duration::ZERO));
+    let bref = runner_ref("web-bbbbb", RunnerPhase::Running, &busy.annotations);
+    assert_eq!(f.remove_runner(&c, &bref).await.unwrap(), RemoveOutcome::Busy);
+    assert!(fake.runner(bid).is_some());
+    // A ghost (offline, named like ours, no Job) is found by name and deleted.
+    let ghost = fake.add_runner(
+        FakeScope::Repo("o".into(), "r".into()),
+        "web-zzzzz",
+        &["debian"],
+        true,
+    );
+    let f2 = forge();
+    let view = f2.observe(&c, std::slice::from_ref(&bref)).await.unwrap();
+    assert_eq!(view.ghosts, ["web-zzzzz"]);
+    let gref = runner_ref("web-zzzzz", RunnerPhase::Failed, &BTreeMap::new());
+    assert_eq!(f2.remove_runner(&c, &gref).await.unwrap(), RemoveOutcome::Removed);
+    assert!(fake.runner(ghost.id).is_none());
+}
+
+#[tokio::test]
+async fn concurrent_creations_never_bind_one_handle_twice() {
+    let fake = fake("15.0.3+gitea-1.22.0").await;
+    for i in 0..10 {
+        fake.queue_job("o/r", &format!("j{i}"), &["debian"]);
+    }
+    let f = forge();
+    let c = ctx(
+        "web",
+        &fake.url(),
+        ForgejoScope::Global,
+        None,
+        &["debian"],
+        ADMIN_TOKEN,
+    );
+    let calls = (0..20).map(|i| {
+        let (f, c) = (&f, &c);
+        async move { f.runner_credentials(c, &format!("web-{i:05}")).await }
+    });
+    let results = futures::future::join_all(calls).await;
+    let handles: Vec<String> = results
+        .iter()
+        .filter_map(|r| {
+            r.as_ref()
+                .unwrap()
+                .annotations
+                .get(JOB_HANDLE_ANNOTATION)
+                .cloned()
+        })
+        .collect();
+    let distinct: BTreeSet<&String> = handles.iter().collect();
+    assert_eq!(handles.len(), 10, "10 bound");
+    assert_eq!(distinct.len(), 10, "each handle once");
+    let unbound = results
+        .iter()
+        .filter(|r| !r.as_ref().unwrap().env.contains_key("FORGEJO_JOB_HANDLE"))
+        .count();
+    assert_eq!(unbound, 10, "10 unbound (they take any matching job)");
+    assert_eq!(fake.runners().len(), 20);
+}
+
+#[tokio::test]
+async fn a_finished_runner_covers_its_job_until_a_new_listing() {
+    let fake = fake("15.0.3+gitea-1.22.0").await;
+    let job = fake.queue_job("o/r", "a", &["debian"]);
+    let f = forge();
+    let mut spec = common::spec(&fake.url(), ForgejoScope::Global, None, &["debian"]);
+    spec.poll_interval_seconds = Some(1);
+    let c = common::group_context("web", spec, ADMIN_TOKEN);
+    let creds = f.runner_credentials(&c, "web-aaaaa").await.unwrap();
+    let id: i64 = creds.annotations[RUNNER_ID_ANNOTATION].parse().unwrap();
+    let running = [runner_ref("web-aaaaa", RunnerPhase::Running, &creds.annotations)];
+    assert_eq!(f.observe(&c, &running).await.unwrap().waiting_jobs, 1);
+
+    // The runner runs the job at Forgejo (its ephemeral row goes), while our cached listing
+    // still shows the job waiting; the runner's Job succeeded.
+    let row = fake.runner(id).unwrap();
+    let handle = creds.annotations.get(JOB_HANDLE_ANNOTATION).cloned();
+    take_task(&fake, &row.uuid, &row.token, handle.as_deref(), true).await;
+    assert!(fake.runner(id).is_none(), "ephemeral row deleted after its task");
+    assert_ne!(fake.job(job).unwrap().status.as_str(), "waiting");
+    let done = [runner_ref(
+        "web-aaaaa",
+        RunnerPhase::Succeeded,
+        &creds.annotations,
+    )];
+    let view = f.observe(&c, &done).await.unwrap();
+    assert_eq!(view.waiting_jobs, 0, "the finished runner covers its job");
+    // Its Job is cleaned up: still covered while the old listing is in use.
+    assert_eq!(f.observe(&c, &[]).await.unwrap().waiting_jobs, 0);
+    // A newer listing no longer shows the job; new demand counts in full again.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    fake.queue_job("o/r", "b", &["debian"]);
+    assert_eq!(f.observe(&c, &[]).await.unwrap().waiting_jobs, 1);
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert_eq!(f.observe(&c, &[]).await.unwrap().waiting_jobs, 1);
+}
+
+#[tokio::test]
+async fn token_path_on_forgejo_14() {
+    let fake = fake("14.0.4+gitea-1.22.0").await;
+    fake.queue_job("o/r", "a", &["debian"]);
+    fake.queue_job("o/r", "b", &["debian"]);
+    let f = forge();
+    let labels = ["debian:docker://node:22", "self-hosted:host"];
+    let c = ctx(
+        "web",
+        &fake.url(),
+        ForgejoScope::Global,
+        None,
+        &labels,
+        ADMIN_TOKEN,
+    );
+    let view = f.observe(&c, &[]).await.unwrap();
+    assert_eq!(view.waiting_jobs, 2);
+    assert_eq!(view.facts.forge_version.as_deref(), Some("14.0.4+gitea-1.22.0"));
+    assert!(
+        fake.requests()
+            .iter()
+            .any(|r| r.path == "/api/v1/admin/runners/jobs")
+    );
+
+    let creds = f.runner_credentials(&c, "web-aaaaa").await.unwrap();
+    let token = fake.registration_token(&FakeScope::Global);
+    assert_eq!(
+        creds
+            .secret_data
+            .get("registration-token")
+            .map(SecretValue::expose),
+        Some(token.as_str())
+    );
+    assert!(!format!("{creds:?}").contains(&token));
+    assert_eq!(
+        creds.env.get("FORGEJO_RUNNER_NAME").map(String::as_str),
+        Some("web-aaaaa")
+    );
+    assert_eq!(
+        creds.env.get("FORGEJO_RUNNER_LABELS").map(String::as_str),
+        Some("debian:docker://node:22,self-hosted:host")
+    );
+    assert!(creds.annotations.is_empty());
+
+    // A fixed registration token in the Secret is used as is, without a request.
+    let mut fixed = c.clone();
+    fixed
+        .credentials
+        .data
+        .insert("registration_token".into(), SecretValue::new("fixed-token"));
+    fake.clear_requests();
+    let creds = f.runner_credentials(&fixed, "web-bbbbb").await.unwrap();
+    assert_eq!(creds.secret_data["registration-token"].expose(), "fixed-token");
+    assert!(
+        !fake
+            .requests()
+            .iter()
+            .any(|r| r.path.contains("registration-token"))
+    );
+
+    // A running job makes the oldest runner busy; removal makes no call.
+    let row = fake.add_runner(FakeScope::Global, "web-aaaaa", &["debian"], false);
+    take_task(&fake, &row.uuid, &row.token, None, false).await;
+    let refs = [
+        runner_ref("web-aaaaa", RunnerPhase::Running, &BTreeMap::new()),
+        runner_ref("web-bbbbb", RunnerPhase::Running, &BTreeMap::new()),
+    ];
+    // A fresh backend: the first one's cached listing predates the task.
+    let f = forge();
+    let view = f.observe(&c, &refs).await.unwrap();
+    assert_eq!(view.waiting_jobs, 1);
+    assert_eq!(view.runners.len(), 1, "one running job: one runner busy");
+    assert!(view.runners.values().all(|s| *s == ForgeRunnerState::Busy));
+    assert!(view.ghosts.is_empty());
+    fake.clear_requests();
+    assert_eq!(
+        f.remove_runner(&c, &refs[1]).await.unwrap(),
+        RemoveOutcome::Removed
+    );
+    assert!(fake.requests().is_empty(), "no runner API before 15");
+}

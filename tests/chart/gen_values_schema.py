@@ -13,7 +13,7 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCHEMA_PATH = ROOT / "charts" / "forgerunner" / "values.schema.json"
 
-FORGES = ["github", "gitea"]
+FORGES = ["github", "gitea", "forgejo"]
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 QUANTITY = {"type": ["string", "number"], "pattern": r"^[0-9]+(\.[0-9]+)?(m|k|Ki|M|Mi|G|Gi|T|Ti|E|Ei)?$"}
 # Kubernetes objects handed through to the pod spec unchanged; the API server validates them.

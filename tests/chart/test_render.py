@@ -63,7 +63,7 @@ def test_default_config_matches_the_operator_contract(render):
     config = config_of(render())
     assert set(config) <= CONFIG_KEYS, "unknown keys make the operator exit with code 2"
     assert set(config["leaderElection"]) <= LEADER_KEYS
-    assert config["forges"] == ["github", "gitea"]
+    assert config["forges"] == ["github", "gitea", "forgejo"]
     assert config["watchNamespaces"] == []
     assert config["httpAddr"] == "0.0.0.0:8080"
     assert config["logFormat"] == "json"
@@ -76,7 +76,7 @@ def test_default_config_matches_the_operator_contract(render):
     }
 
 
-@pytest.mark.parametrize("forges", [["github"], ["gitea"], ["gitea", "github"]])
+@pytest.mark.parametrize("forges", [["github"], ["gitea"], ["forgejo"], ["gitea", "github"]])
 def test_config_carries_the_enabled_forges(render, forges):
     assert config_of(render({"forges": {"enabled": forges}}))["forges"] == forges
 

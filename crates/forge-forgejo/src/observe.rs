@@ -84,12 +84,6 @@ pub(crate) fn view_v15(
     book.sync(refs, now);
     let waiting_jobs = waiting(jobs.rows, labels);
     let waiting_handles: BTreeSet<&str> = waiting_jobs.iter().map(|j| j.handle.as_str()).collect();
-    let running_handles: BTreeSet<&str> = jobs
-        .rows
-        .iter()
-        .filter(|j| j.is_running() && !j.handle.is_empty())
-        .map(|j| j.handle.as_str())
-        .collect();
     let mut states = BTreeMap::new();
     for r in refs {
         let handle = job_handle(r);
@@ -98,10 +92,11 @@ pub(crate) fn view_v15(
             .rows
             .iter()
             .find(|x| id.map_or(x.name == r.name, |id| x.id == id));
-        let job_running = handle.is_some_and(|h| running_handles.contains(h));
+        // Busy only from the runner's own row: Forgejo reports `active` while the runner updates
+        // a task. A bound job that runs may have been taken by another runner (one without a
+        // handle); inferring Busy from it would mark this runner busy for good, and a runner
+        // that never gets its job would then never leave.
         let state = match row {
-            // Forgejo reports `active` while the runner updates a task.
-            Some(_) if job_running => ForgeRunnerState::Busy,
             Some(x) => match x.status {
                 RunnerStatus::Active => ForgeRunnerState::Busy,
                 RunnerStatus::Idle => {
@@ -113,7 +108,6 @@ pub(crate) fn view_v15(
                 }
                 RunnerStatus::Offline => ForgeRunnerState::Idle,
             },
-            None if job_running => ForgeRunnerState::Busy,
             None => {
                 // Ephemeral rows are deleted after their task. Only a listing fetched after the
                 // runner was created can tell that it is gone.

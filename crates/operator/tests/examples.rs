@@ -18,6 +18,9 @@ fn validate_spec(spec: &RunnerGroupSpec) -> Vec<SpecViolation> {
     if let Some(gt) = &spec.gitea {
         out.extend(forgerunner_gitea::validate::validate_gitea(gt));
     }
+    if let Some(fj) = &spec.forgejo {
+        out.extend(forgerunner_forgejo::validate::validate_forgejo(fj));
+    }
     out
 }
 use serde::Deserialize;
@@ -88,7 +91,7 @@ fn every_example_runner_group_is_valid() {
             checked += 1;
         }
     }
-    assert!(checked >= 4, "only {checked} RunnerGroups found");
+    assert!(checked >= 5, "only {checked} RunnerGroups found");
 }
 
 /// The keys each credential form needs, as the forge backends read them.
@@ -101,7 +104,7 @@ fn expected_keys(group: &RunnerGroup, secret: &serde_yaml::Value) -> Vec<&'stati
             "github_app_installation_id",
             "github_app_private_key",
         ],
-        ForgeKind::Gitea => vec!["token"],
+        ForgeKind::Gitea | ForgeKind::Forgejo => vec!["token"],
     }
 }
 
@@ -115,9 +118,10 @@ fn every_example_shows_its_credentials_secret() {
             .collect();
         for doc in docs.iter().filter(|d| kind(d) == "RunnerGroup") {
             let group: RunnerGroup = serde_yaml::from_value(doc.clone()).expect("valid RunnerGroup");
-            let credentials = match (&group.spec.github, &group.spec.gitea) {
-                (Some(gh), _) => gh.credentials.as_str(),
-                (_, Some(gt)) => gt.credentials.as_str(),
+            let credentials = match (&group.spec.github, &group.spec.gitea, &group.spec.forgejo) {
+                (Some(gh), _, _) => gh.credentials.as_str(),
+                (_, Some(gt), _) => gt.credentials.as_str(),
+                (_, _, Some(fj)) => fj.credentials.as_str(),
                 _ => panic!("{name}: no forge block"),
             };
             let secret = secrets

@@ -23,6 +23,7 @@ fn group(template: Option<PodTemplateSpec>) -> RunnerGroup {
         RunnerGroupSpec {
             forge: ForgeKind::Gitea,
             github: None,
+            forgejo: None,
             gitea: Some(GiteaSpec {
                 url: "https://gitea.example.com".into(),
                 scope: GiteaScope::Global,

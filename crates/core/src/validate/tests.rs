@@ -16,6 +16,7 @@ fn github() -> RunnerGroupSpec {
             proxy_url: None,
         }),
         gitea: None,
+        forgejo: None,
         min_runners: 0,
         max_runners: 5,
         image: None,

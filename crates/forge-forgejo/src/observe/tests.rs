@@ -88,7 +88,11 @@ fn v15_states_ghosts_and_demand() {
     assert_eq!(state("web-aaaaa"), ForgeRunnerState::Idle);
     assert_eq!(state("web-bbbbb"), ForgeRunnerState::Idle, "offline within grace");
     assert_eq!(state("web-ccccc"), ForgeRunnerState::Busy);
-    assert_eq!(state("web-ddddd"), ForgeRunnerState::Busy, "its job is running");
+    assert_eq!(
+        state("web-ddddd"),
+        ForgeRunnerState::Finished,
+        "its row is gone: a running bound job alone never makes a runner busy"
+    );
     assert_eq!(
         state("web-eeeee"),
         ForgeRunnerState::Finished,
@@ -221,4 +225,30 @@ fn group_runner_names() {
     assert!(is_group_runner_name("web", "web-ab12c"));
     assert!(!is_group_runner_name("web", "web-gpu-ab12c"));
     assert!(!is_group_runner_name("web", "webx-ab12c"));
+}
+
+/// A bound runner whose job another runner took: its own row is idle, so it stays idle (the idle
+/// timeout removes it) instead of being marked busy for good.
+#[test]
+fn a_bound_runner_whose_job_another_runner_runs_stays_idle() {
+    let labels = parse_labels(&["debian"]).expect("labels");
+    let mut book = GroupBook::default();
+    let t0 = Instant::now();
+    let jobs = [job(4, "running", "h4")];
+    let rows = [row(10, "web-aaaaa", RunnerStatus::Idle)];
+    let refs = [rref("web-aaaaa", RunnerPhase::Running, Some(10), Some("h4"))];
+    let seen = view_v15(
+        Group {
+            name: "web",
+            labels: &labels,
+        },
+        &mut book,
+        &refs,
+        Listing { rows: &jobs, at: t0 },
+        Listing { rows: &rows, at: t0 },
+        GRACES,
+        t0,
+    );
+    assert_eq!(seen.runners.get("web-aaaaa"), Some(&ForgeRunnerState::Idle));
+    assert_eq!(seen.waiting_jobs, 0);
 }

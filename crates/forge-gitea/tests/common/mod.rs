@@ -14,6 +14,7 @@ pub fn group_context(name: &str, gitea: GiteaSpec, token: &str) -> GroupContext 
             forge: ForgeKind::Gitea,
             github: None,
             gitea: Some(gitea),
+            forgejo: None,
             min_runners: 0,
             max_runners: 8,
             image: None,

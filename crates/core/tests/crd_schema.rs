@@ -123,11 +123,17 @@ fn required_fields() {
 fn enums_list_every_value() {
     let crd = crd();
     let spec = spec_schema(&crd);
-    assert_eq!(strings(&spec["properties"]["forge"]["enum"]), ["github", "gitea"]);
     assert_eq!(
-        strings(&spec["properties"]["gitea"]["properties"]["scope"]["enum"]),
-        ["global", "org", "user", "repo"]
+        strings(&spec["properties"]["forge"]["enum"]),
+        ["github", "gitea", "forgejo"]
     );
+    for block in ["gitea", "forgejo"] {
+        assert_eq!(
+            strings(&spec["properties"][block]["properties"]["scope"]["enum"]),
+            ["global", "org", "user", "repo"],
+            "{block}"
+        );
+    }
 }
 
 #[test]
@@ -141,6 +147,8 @@ fn spec_cel_rules_sit_on_the_spec_and_cover_the_forge_blocks() {
         ("self.forge == 'github' || !has(self.github)", ".github"),
         ("self.forge != 'gitea' || has(self.gitea)", ".gitea"),
         ("self.forge == 'gitea' || !has(self.gitea)", ".gitea"),
+        ("self.forge != 'forgejo' || has(self.forgejo)", ".forgejo"),
+        ("self.forge == 'forgejo' || !has(self.forgejo)", ".forgejo"),
         ("self.maxRunners >= 1", ".maxRunners"),
         (
             "!has(self.minRunners) || self.minRunners <= self.maxRunners",
@@ -210,7 +218,8 @@ fn every_rule_has_a_message_and_a_field_path_that_exists() {
     let crd = crd();
     let mut seen = 0;
     visit(root_schema(&crd), "", &mut seen);
-    assert_eq!(seen, 14);
+    // 14 common, GitHub and Gitea rules, plus the Forgejo block's 9.
+    assert_eq!(seen, 23);
 }
 
 /// Kubernetes rejects (or warns about) schemas that break these rules; see "Specifying a

@@ -139,7 +139,7 @@ fn unknown_forge_is_named() {
     .expect_err("gitlab is unknown");
     assert_eq!(
         err.to_string(),
-        "config key 'forges': unknown forge 'gitlab' (known: github, gitea)"
+        "config key 'forges': unknown forge 'gitlab' (known: github, gitea, forgejo)"
     );
 }
 

@@ -47,7 +47,7 @@ fn bad_config_exits_2_naming_the_key() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert_eq!(
         stderr(&o).trim(),
-        "error: config key 'forges': unknown forge 'gitlab' (known: github, gitea)"
+        "error: config key 'forges': unknown forge 'gitlab' (known: github, gitea, forgejo)"
     );
 
     let dir = tempfile::tempdir().expect("tempdir");

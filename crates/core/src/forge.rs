@@ -137,7 +137,7 @@ pub const CA_BUNDLE_KEY: &str = "ca.crt";
 pub struct ForgeFacts {
     /// GitHub runner scale set id.
     pub scale_set_id: Option<i64>,
-    /// Gitea server version.
+    /// Server version (Gitea, Forgejo).
     pub forge_version: Option<String>,
 }
 

@@ -36,7 +36,7 @@ pub enum Outcome {
 /// Labels of forge request metrics.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct ForgeRequestLabels {
-    /// `github` or `gitea`.
+    /// The forge (`spec.forge`).
     pub forge: &'static str,
     /// A fixed operation name such as `get_message` or `list_jobs`.
     pub operation: &'static str,
@@ -47,14 +47,14 @@ pub struct ForgeRequestLabels {
 /// Labels of reconcile metrics.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct ReconcileLabels {
-    /// `github` or `gitea`.
+    /// The forge (`spec.forge`).
     pub forge: &'static str,
 }
 
 /// Labels of reconcile error metrics.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct ReconcileErrorLabels {
-    /// `github` or `gitea`.
+    /// The forge (`spec.forge`).
     pub forge: &'static str,
     /// Error category (`ErrorCategory::as_str`).
     pub category: &'static str,
@@ -63,7 +63,7 @@ pub struct ReconcileErrorLabels {
 /// Labels of the per-group runner gauge.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct RunnerLabels {
-    /// `github` or `gitea`.
+    /// The forge (`spec.forge`).
     pub forge: &'static str,
     /// `namespace/name` of the group.
     pub group: String,
@@ -74,7 +74,7 @@ pub struct RunnerLabels {
 /// Labels of the per-forge runner lifecycle counters.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct ForgeLabels {
-    /// `github` or `gitea`.
+    /// The forge (`spec.forge`).
     pub forge: &'static str,
 }
 

@@ -28,7 +28,7 @@ pub const MANAGED_BY_VALUE: &str = "forgerunner";
 pub const MANAGED_BY_SELECTOR: &str = "app.kubernetes.io/managed-by=forgerunner";
 /// Label holding the owning group's name.
 pub const GROUP_LABEL: &str = "forgerunner.dev/group";
-/// Label holding the forge (`github` or `gitea`).
+/// Label holding the forge (`spec.forge`: `github`, `gitea`, `forgejo`).
 pub const FORGE_LABEL: &str = "forgerunner.dev/forge";
 /// Annotation set to `true` once the runner was seen busy; it is never idle again.
 pub const BUSY_ANNOTATION: &str = "forgerunner.dev/busy";

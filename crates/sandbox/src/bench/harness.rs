@@ -17,8 +17,8 @@ use forgerunner_testkit::apiserver::Verb;
 pub const NAMESPACE: &str = "bench";
 /// User agent of the testkit's own clients; every other client is the operator.
 const TESTKIT_USER_AGENT: &str = "forgerunner-testkit";
-/// Seconds between Gitea polls in every run (the default of `pollIntervalSeconds`).
-pub const GITEA_POLL_SECONDS: u32 = 5;
+/// Seconds between Gitea and Forgejo polls in every run (the default of `pollIntervalSeconds`).
+pub const POLL_SECONDS: u32 = 5;
 
 /// Which forge a run drives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,14 +29,17 @@ pub enum BenchForge {
     GiteaPoll,
     /// Gitea through the fake, with `workflow_job` webhooks.
     GiteaWebhook,
+    /// Forgejo (v15) through the fake, by polling only (Forgejo has no job-level webhook).
+    Forgejo,
 }
 
 impl BenchForge {
-    /// `github` or `gitea`.
+    /// `github`, `gitea` or `forgejo`.
     pub fn forge_name(self) -> &'static str {
         match self {
             BenchForge::Github => "github",
             BenchForge::GiteaPoll | BenchForge::GiteaWebhook => "gitea",
+            BenchForge::Forgejo => "forgejo",
         }
     }
 
@@ -44,7 +47,7 @@ impl BenchForge {
     pub fn mode(self) -> &'static str {
         match self {
             BenchForge::Github => "long-poll",
-            BenchForge::GiteaPoll => "poll",
+            BenchForge::GiteaPoll | BenchForge::Forgejo => "poll",
             BenchForge::GiteaWebhook => "webhook",
         }
     }
@@ -54,6 +57,7 @@ impl BenchForge {
 enum Target {
     Github { scale_set: ScaleSetId, label: String },
     Gitea { label: String },
+    Forgejo { label: String },
 }
 
 /// A prepared run.
@@ -86,10 +90,10 @@ impl Harness {
         max_runners: u32,
         work_time: Duration,
     ) -> Result<Harness, WorldError> {
-        let github = forge == BenchForge::Github;
         let world = World::start(WorldOptions {
-            github,
-            gitea: !github,
+            github: forge == BenchForge::Github,
+            gitea: matches!(forge, BenchForge::GiteaPoll | BenchForge::GiteaWebhook),
+            forgejo: forge == BenchForge::Forgejo,
             work_time,
             pod_start_delay: Duration::from_millis(20),
             ..WorldOptions::default()
@@ -113,7 +117,13 @@ impl Harness {
                     let hook = (forge == BenchForge::GiteaWebhook).then_some(WEBHOOK_SECRET);
                     let label = format!("bench-{name}");
                     world
-                        .add_gitea_group(NAMESPACE, name, &[&label], &size, GITEA_POLL_SECONDS, hook)
+                        .add_gitea_group(NAMESPACE, name, &[&label], &size, POLL_SECONDS, hook)
+                        .await?
+                }
+                BenchForge::Forgejo => {
+                    let label = format!("bench-{name}");
+                    world
+                        .add_forgejo_group(NAMESPACE, name, &[&label], &size, POLL_SECONDS)
                         .await?
                 }
             }
@@ -138,7 +148,10 @@ impl Harness {
                     },
                     label: name.clone(),
                 },
-                _ => Target::Gitea {
+                BenchForge::GiteaPoll | BenchForge::GiteaWebhook => Target::Gitea {
+                    label: format!("bench-{name}"),
+                },
+                BenchForge::Forgejo => Target::Forgejo {
                     label: format!("bench-{name}"),
                 },
             });
@@ -162,7 +175,7 @@ impl Harness {
                 }
                 all
             };
-            wait_until(Duration::from_secs(60), "Gitea groups to be Ready", groups_ready).await?;
+            wait_until(Duration::from_secs(60), "the groups to be Ready", groups_ready).await?;
         }
         Ok(Harness {
             world,
@@ -181,6 +194,7 @@ impl Harness {
         match &self.targets[idx] {
             Target::Github { scale_set, label } => self.world.queue_github_job(*scale_set, label),
             Target::Gitea { label } => self.world.queue_gitea_job(&[label]),
+            Target::Forgejo { label } => self.world.queue_forgejo_job(&[label]),
         }
     }
 
@@ -189,6 +203,7 @@ impl Harness {
         match &self.targets[idx] {
             Target::Github { scale_set, .. } => self.world.github_progress(*scale_set),
             Target::Gitea { label } => self.world.gitea_progress(&[label]),
+            Target::Forgejo { label } => self.world.forgejo_progress(&[label]),
         }
     }
 
@@ -222,30 +237,31 @@ impl Harness {
 
     /// Requests the operator made to the forge.
     pub fn forge_requests(&self) -> usize {
-        match (&self.world.github, &self.world.gitea) {
-            (Some(emu), _) => emu.emu.requests().len(),
-            // The simulated runners speak the runner protocol under /api/actions; REST is ours.
-            (_, Some(fake)) => fake
-                .requests()
-                .iter()
-                .filter(|r| r.path.starts_with("/api/v1/"))
-                .count(),
+        // The simulated runners speak the runner protocol under /api/actions; REST is ours.
+        let ours = |path: &str| path.starts_with("/api/v1/") || path.starts_with("/api/forgejo/");
+        match (&self.world.github, &self.world.gitea, &self.world.forgejo) {
+            (Some(emu), _, _) => emu.emu.requests().len(),
+            (_, Some(fake), _) => fake.requests().iter().filter(|r| ours(&r.path)).count(),
+            (_, _, Some(fake)) => fake.requests().iter().filter(|r| ours(&r.path)).count(),
             _ => 0,
         }
     }
 
-    /// Gitea job-list requests so far.
-    pub fn gitea_job_lists(&self) -> usize {
-        self.world
-            .gitea
-            .as_ref()
-            .map(|f| {
-                f.requests()
-                    .iter()
-                    .filter(|r| r.path.ends_with("/actions/jobs"))
-                    .count()
-            })
-            .unwrap_or(0)
+    /// Job-list requests to Gitea (`…/actions/jobs`) or Forgejo (`…/runners/jobs`) so far.
+    pub fn job_lists(&self) -> usize {
+        let gitea = self.world.gitea.as_ref().map_or(0, |f| {
+            f.requests()
+                .iter()
+                .filter(|r| r.path.ends_with("/actions/jobs"))
+                .count()
+        });
+        let forgejo = self.world.forgejo.as_ref().map_or(0, |f| {
+            f.requests()
+                .iter()
+                .filter(|r| r.path.ends_with("/runners/jobs"))
+                .count()
+        });
+        gitea + forgejo
     }
 
     /// Kubernetes writes by the operator, by (verb, resource).

@@ -7,9 +7,10 @@ use serde::Serialize;
 pub struct Report {
     /// Scenario name (`single`, `burst`, `steady`, `many-groups`).
     pub scenario: String,
-    /// `github` or `gitea`.
+    /// `github`, `gitea` or `forgejo`.
     pub forge: String,
-    /// How demand reached the operator: `long-poll` (GitHub), `poll` or `webhook` (Gitea).
+    /// How demand reached the operator: `long-poll` (GitHub), `poll` or `webhook` (Gitea),
+    /// `poll` (Forgejo).
     pub mode: String,
     /// Jobs queued.
     pub jobs: usize,
@@ -43,7 +44,8 @@ pub struct Report {
     pub max_runners: u32,
     /// RunnerGroups in the run.
     pub groups: usize,
-    /// Gitea: job-list requests per shared scope per poll interval.
+    /// Gitea and Forgejo: job-list requests per shared scope per poll interval (the key keeps
+    /// its first name: scripts read it).
     pub gitea_job_lists_per_poll: Option<f64>,
     /// Whether every job completed.
     pub completed: bool,

@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use rand::Rng;
 
-use super::harness::{BenchForge, GITEA_POLL_SECONDS, Harness, round2};
+use super::harness::{BenchForge, Harness, POLL_SECONDS, round2};
 use super::report::Report;
 use crate::world::WorldError;
 use crate::world::operator::OperatorCommand;
@@ -41,7 +41,7 @@ pub async fn single(forge: BenchForge, o: &ScenarioOptions) -> Result<Report, Wo
     let h = Harness::start(forge, &o.operator, 1, 10, o.work_time).await?;
     let start = Instant::now();
     let mut queued = Vec::new();
-    let per_job = Duration::from_secs(u64::from(GITEA_POLL_SECONDS) * 3 + 30);
+    let per_job = Duration::from_secs(u64::from(POLL_SECONDS) * 3 + 30);
     for i in 0..jobs {
         queued.push(h.queue(0)?);
         if !h.wait_created(0, i + 1, per_job).await {
@@ -71,7 +71,7 @@ pub async fn burst(forge: BenchForge, o: &ScenarioOptions) -> Result<Report, Wor
     let jobs = o.jobs.unwrap_or(1000);
     let max = u32::try_from(jobs).unwrap_or(u32::MAX).max(1);
     let h = Harness::start(forge, &o.operator, 1, max, o.work_time).await?;
-    let lists_before = h.gitea_job_lists();
+    let lists_before = h.job_lists();
     let start = Instant::now();
     let mut queued = Vec::with_capacity(jobs);
     for _ in 0..jobs {
@@ -92,8 +92,8 @@ pub async fn burst(forge: BenchForge, o: &ScenarioOptions) -> Result<Report, Wor
     h.wait_drained(Duration::from_secs(600)).await;
     report.drain_seconds = round2(start.elapsed().as_secs_f64());
     if forge != BenchForge::Github {
-        let polls = (start.elapsed().as_secs_f64() / f64::from(GITEA_POLL_SECONDS)).max(1.0);
-        report.gitea_job_lists_per_poll = Some(round2((h.gitea_job_lists() - lists_before) as f64 / polls));
+        let polls = (start.elapsed().as_secs_f64() / f64::from(POLL_SECONDS)).max(1.0);
+        report.gitea_job_lists_per_poll = Some(round2((h.job_lists() - lists_before) as f64 / polls));
     }
     h.finish(&mut report, jobs).await;
     Ok(report)
@@ -102,7 +102,7 @@ pub async fn burst(forge: BenchForge, o: &ScenarioOptions) -> Result<Report, Wor
 /// Poisson arrivals at `rate` per second for `duration`.
 pub async fn steady(forge: BenchForge, o: &ScenarioOptions) -> Result<Report, WorldError> {
     let h = Harness::start(forge, &o.operator, 1, 100, o.work_time).await?;
-    let lists_before = h.gitea_job_lists();
+    let lists_before = h.job_lists();
     let start = Instant::now();
     let mut queued = Vec::new();
     let limit = o.jobs.unwrap_or(usize::MAX);
@@ -121,8 +121,8 @@ pub async fn steady(forge: BenchForge, o: &ScenarioOptions) -> Result<Report, Wo
     h.wait_drained(Duration::from_secs(300)).await;
     report.drain_seconds = round2(start.elapsed().as_secs_f64());
     if forge != BenchForge::Github {
-        let polls = (start.elapsed().as_secs_f64() / f64::from(GITEA_POLL_SECONDS)).max(1.0);
-        report.gitea_job_lists_per_poll = Some(round2((h.gitea_job_lists() - lists_before) as f64 / polls));
+        let polls = (start.elapsed().as_secs_f64() / f64::from(POLL_SECONDS)).max(1.0);
+        report.gitea_job_lists_per_poll = Some(round2((h.job_lists() - lists_before) as f64 / polls));
     }
     h.finish(&mut report, queued.len()).await;
     Ok(report)

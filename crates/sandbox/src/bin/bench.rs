@@ -26,6 +26,7 @@ enum Scenario {
 enum ForgeArg {
     Github,
     Gitea,
+    Forgejo,
 }
 
 /// Measure forgerunner: latency, throughput, API cost, memory and CPU.
@@ -35,7 +36,7 @@ struct Args {
     /// Scenario to run.
     #[arg(long, value_enum, default_value = "all")]
     scenario: Scenario,
-    /// Forge to drive (both when omitted).
+    /// Forge to drive (every forge when omitted).
     #[arg(long, value_enum)]
     forge: Option<ForgeArg>,
     /// Jobs to queue (scenario default when omitted: single 20, burst 1000, many-groups 2000).
@@ -54,6 +55,7 @@ struct Args {
     #[arg(long, default_value_t = 100)]
     groups: usize,
     /// Gitea: `poll`, `webhook`, or both (single defaults to both, others to webhook).
+    /// Forgejo always polls (it has no job-level webhook).
     #[arg(long)]
     gitea_mode: Option<String>,
 }
@@ -77,7 +79,11 @@ fn forges(args: &Args, scenario: Scenario) -> Vec<BenchForge> {
     match args.forge {
         Some(ForgeArg::Github) => vec![BenchForge::Github],
         Some(ForgeArg::Gitea) => gitea_modes,
-        None => std::iter::once(BenchForge::Github).chain(gitea_modes).collect(),
+        Some(ForgeArg::Forgejo) => vec![BenchForge::Forgejo],
+        None => std::iter::once(BenchForge::Github)
+            .chain(gitea_modes)
+            .chain([BenchForge::Forgejo])
+            .collect(),
     }
 }
 

@@ -1,9 +1,9 @@
 //! The sandbox: forgerunner working end to end on a machine with no cluster and no forge.
 //!
-//! Starts the fake API server with the cluster simulator, the GitHub emulator and the Gitea
-//! fake, installs the CRD, creates one RunnerGroup per forge, runs the real operator in a child
-//! process, queues a burst of jobs on both forges and shows live what happens. Exits 0 only
-//! when every job completed and nothing leaked.
+//! Starts the fake API server with the cluster simulator, the GitHub emulator, the Gitea fake
+//! and the Forgejo fake, installs the CRD, creates one RunnerGroup per forge, runs the real
+//! operator in a child process, queues a burst of jobs on each forge and shows live what
+//! happens. Exits 0 only when every job completed and nothing leaked.
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -22,9 +22,13 @@ const NAMESPACE: &str = "sandbox";
 const GITHUB_GROUP: &str = "gh-linux";
 const GITEA_GROUP: &str = "gitea-linux";
 const GITEA_LABEL: &str = "ubuntu-latest";
+const FORGEJO_GROUP: &str = "forgejo-linux";
+const FORGEJO_LABEL: &str = "docker";
+/// Seconds between Gitea and Forgejo polls (their default).
+const POLL_SECONDS: u32 = 5;
 const WEBHOOK_SECRET: &str = "sandbox-webhook-secret";
 
-/// See forgerunner work end to end, no cluster needed.
+/// See forgerunner work end to end on GitHub, Gitea and Forgejo fakes, no cluster needed.
 #[derive(Parser, Debug)]
 #[command(name = "sandbox", version)]
 struct Args {
@@ -34,6 +38,9 @@ struct Args {
     /// Jobs queued on Gitea.
     #[arg(long, default_value_t = 20)]
     gitea_jobs: usize,
+    /// Jobs queued on Forgejo.
+    #[arg(long, default_value_t = 20)]
+    forgejo_jobs: usize,
     /// maxRunners of each RunnerGroup.
     #[arg(long, default_value_t = 5)]
     max_runners: u32,
@@ -43,7 +50,8 @@ struct Args {
     /// Give up after this many seconds.
     #[arg(long, default_value_t = 55)]
     timeout_secs: u64,
-    /// Deliver Gitea `workflow_job` webhooks to the operator (otherwise polling only).
+    /// Deliver Gitea `workflow_job` webhooks to the operator (otherwise polling only; Forgejo
+    /// always polls).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     webhook: bool,
     /// Keep everything running afterwards and print the kubeconfig for kubectl.
@@ -79,7 +87,7 @@ struct Row {
 
 async fn sandbox(args: Args) -> anyhow::Result<bool> {
     let started = Instant::now();
-    println!("starting the fake cluster, the GitHub emulator and the Gitea fake …");
+    println!("starting the fake cluster, the GitHub emulator, the Gitea fake and the Forgejo fake …");
     let world = World::start(WorldOptions {
         work_time: Duration::from_millis(args.work_ms),
         ..WorldOptions::default()
@@ -103,7 +111,10 @@ async fn sandbox(args: Args) -> anyhow::Result<bool> {
     world.add_github_group(NAMESPACE, GITHUB_GROUP, &size).await?;
     let hook = args.webhook.then_some(WEBHOOK_SECRET);
     world
-        .add_gitea_group(NAMESPACE, GITEA_GROUP, &[GITEA_LABEL], &size, 5, hook)
+        .add_gitea_group(NAMESPACE, GITEA_GROUP, &[GITEA_LABEL], &size, POLL_SECONDS, hook)
+        .await?;
+    world
+        .add_forgejo_group(NAMESPACE, FORGEJO_GROUP, &[FORGEJO_LABEL], &size, POLL_SECONDS)
         .await?;
     if let (true, Some(fake)) = (args.webhook, &world.gitea) {
         fake.set_webhook(
@@ -114,7 +125,9 @@ async fn sandbox(args: Args) -> anyhow::Result<bool> {
     let scale_set = world
         .github_scale_set(GITHUB_GROUP, Duration::from_secs(20))
         .await?;
-    println!("RunnerGroups {GITHUB_GROUP} (github) and {GITEA_GROUP} (gitea) ready; queueing jobs\n");
+    println!(
+        "RunnerGroups {GITHUB_GROUP} (github), {GITEA_GROUP} (gitea) and {FORGEJO_GROUP} (forgejo) created; queueing jobs\n"
+    );
 
     let mut rows = [
         Row {
@@ -131,6 +144,13 @@ async fn sandbox(args: Args) -> anyhow::Result<bool> {
             progress: Progress::default(),
             drained_at: None,
         },
+        Row {
+            group: FORGEJO_GROUP,
+            forge: "forgejo",
+            queued: Vec::new(),
+            progress: Progress::default(),
+            drained_at: None,
+        },
     ];
     let burst_start = Instant::now();
     for _ in 0..args.github_jobs {
@@ -141,6 +161,9 @@ async fn sandbox(args: Args) -> anyhow::Result<bool> {
     for _ in 0..args.gitea_jobs {
         rows[1].queued.push(world.queue_gitea_job(&[GITEA_LABEL])?);
     }
+    for _ in 0..args.forgejo_jobs {
+        rows[2].queued.push(world.queue_forgejo_job(&[FORGEJO_LABEL])?);
+    }
 
     let deadline = started + Duration::from_secs(args.timeout_secs);
     let live = std::io::stdout().is_terminal();
@@ -149,6 +172,7 @@ async fn sandbox(args: Args) -> anyhow::Result<bool> {
     let finished = loop {
         rows[0].progress = world.github_progress(scale_set);
         rows[1].progress = world.gitea_progress(&[GITEA_LABEL]);
+        rows[2].progress = world.forgejo_progress(&[FORGEJO_LABEL]);
         let left = world
             .runner_jobs(NAMESPACE, None)
             .await
@@ -196,7 +220,7 @@ async fn sandbox(args: Args) -> anyhow::Result<bool> {
         let over = tally.peak_active > args.max_runners as usize;
         ok &= !over;
         println!(
-            "{:<12} {:<6} jobs {:>3}/{:<3} runner Jobs created {:>3}  peak {:>2}/{}  queue→runner p50 {:>6.1} ms  p95 {:>6.1} ms  drained in {}",
+            "{:<14} {:<7} jobs {:>3}/{:<3} runner Jobs created {:>3}  peak {:>2}/{}  queue→runner p50 {:>6.1} ms  p95 {:>6.1} ms  drained in {}",
             row.group,
             row.forge,
             row.progress.done,
@@ -235,14 +259,14 @@ fn view(rows: &[Row], watch: &JobWatch, max: u32, elapsed: Duration, left: usize
             elapsed.as_secs_f64()
         ),
         format!(
-            "{:<12} {:<6} {:>7} {:>8} {:>10} {:>10} {:>9}",
+            "{:<14} {:<7} {:>7} {:>8} {:>10} {:>10} {:>9}",
             "GROUP", "FORGE", "QUEUED", "RUNNING", "DONE", "RUNNERS", "PEAK/MAX"
         ),
     ];
     for row in rows {
         let tally = watch.group(row.group);
         lines.push(format!(
-            "{:<12} {:<6} {:>7} {:>8} {:>10} {:>10} {:>9}",
+            "{:<14} {:<7} {:>7} {:>8} {:>10} {:>10} {:>9}",
             row.group,
             row.forge,
             row.progress.queued,

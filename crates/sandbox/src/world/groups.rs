@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use forgerunner_core::RunnerGroup;
-use forgerunner_core::crd::{ForgeKind, GiteaScope, GiteaSpec, GithubSpec, RunnerGroupSpec};
+use forgerunner_core::crd::{ForgeKind, ForgejoSpec, GiteaScope, GiteaSpec, GithubSpec, RunnerGroupSpec};
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
@@ -16,6 +16,8 @@ use forgerunner_testkit::gitea::ADMIN_TOKEN;
 pub const GITHUB_RUNNER_IMAGE: &str = "ghcr.io/actions/";
 /// Image prefix of the default Gitea runner image; the simulated act_runner plays it.
 pub const GITEA_RUNNER_IMAGE: &str = "gitea/act_runner";
+/// Image prefix of the default Forgejo runner image; the simulated forgejo-runner plays it.
+pub const FORGEJO_RUNNER_IMAGE: &str = forgerunner_testkit::forgejo::RUNNER_IMAGE_PREFIX;
 
 /// Size and timing of a group.
 #[derive(Clone, Debug)]
@@ -52,11 +54,25 @@ pub enum GiteaRunnerScope {
     Repo(String),
 }
 
+/// Where a Forgejo group's runners register: the same levels as Gitea's (as in the CRD,
+/// where `ForgejoScope` is `GiteaScope`).
+pub type ForgejoRunnerScope = GiteaRunnerScope;
+
 impl GiteaRunnerScope {
-    /// The organization owning the world's repository ([`GITEA_REPO`]).
+    /// The organization owning the world's repository ([`GITEA_REPO`], also the Forgejo one).
     pub fn world_org() -> GiteaRunnerScope {
         let org = GITEA_REPO.split('/').next().unwrap_or(GITEA_REPO);
         GiteaRunnerScope::Org(org.to_owned())
+    }
+
+    /// The spec's `scope`, `org`, `user` and `repo` fields for this scope.
+    fn spec_fields(&self) -> (GiteaScope, Option<String>, Option<String>, Option<String>) {
+        match self {
+            GiteaRunnerScope::Global => (GiteaScope::Global, None, None, None),
+            GiteaRunnerScope::Org(org) => (GiteaScope::Org, Some(org.clone()), None, None),
+            GiteaRunnerScope::User(user) => (GiteaScope::User, None, Some(user.clone()), None),
+            GiteaRunnerScope::Repo(repo) => (GiteaScope::Repo, None, None, Some(repo.clone())),
+        }
     }
 }
 
@@ -71,6 +87,17 @@ pub struct GiteaGroup {
     pub poll_interval_seconds: u32,
     /// Value of the webhook Secret; a Secret `<group>-webhook` is created when set.
     pub webhook_secret: Option<String>,
+}
+
+/// A Forgejo RunnerGroup's forge side: scope, labels and polling (Forgejo has no job webhook).
+#[derive(Clone, Debug)]
+pub struct ForgejoGroup {
+    /// Where its runners register.
+    pub scope: ForgejoRunnerScope,
+    /// `spec.forgejo.labels`, in forgejo-runner form (`linux`, `linux:host`, …).
+    pub labels: Vec<String>,
+    /// `spec.forgejo.pollIntervalSeconds`.
+    pub poll_interval_seconds: u32,
 }
 
 fn spec(forge: ForgeKind, size: &GroupSize) -> RunnerGroupSpec {
@@ -108,6 +135,12 @@ impl World {
             .create(&PostParams::default(), &secret)
             .await?;
         Ok(())
+    }
+
+    /// A credentials Secret whose key `token` holds `token`.
+    async fn create_token_secret(&self, namespace: &str, name: &str, token: &str) -> Result<(), WorldError> {
+        let data = BTreeMap::from([("token".to_owned(), token.to_owned())]);
+        self.create_secret(namespace, name, data).await
     }
 
     async fn create_group(
@@ -213,12 +246,7 @@ impl World {
             ));
         };
         let secret = format!("{name}-gitea");
-        self.create_secret(
-            namespace,
-            &secret,
-            BTreeMap::from([("token".to_owned(), ADMIN_TOKEN.to_owned())]),
-        )
-        .await?;
+        self.create_token_secret(namespace, &secret, ADMIN_TOKEN).await?;
         let webhook = match &group.webhook_secret {
             Some(value) => {
                 let hook = format!("{name}-webhook");
@@ -232,12 +260,7 @@ impl World {
             }
             None => None,
         };
-        let (scope, org, user, repo) = match &group.scope {
-            GiteaRunnerScope::Global => (GiteaScope::Global, None, None, None),
-            GiteaRunnerScope::Org(org) => (GiteaScope::Org, Some(org.clone()), None, None),
-            GiteaRunnerScope::User(user) => (GiteaScope::User, None, Some(user.clone()), None),
-            GiteaRunnerScope::Repo(repo) => (GiteaScope::Repo, None, None, Some(repo.clone())),
-        };
+        let (scope, org, user, repo) = group.scope.spec_fields();
         let mut spec = spec(ForgeKind::Gitea, size);
         spec.gitea = Some(GiteaSpec {
             url: fake.url(),
@@ -249,6 +272,58 @@ impl World {
             labels: group.labels.clone(),
             poll_interval_seconds: Some(group.poll_interval_seconds),
             webhook_secret: webhook,
+        });
+        self.create_group(namespace, name, spec).await
+    }
+
+    /// Creates a Forgejo RunnerGroup at the org scope of the world's repository (admin token),
+    /// with `labels`, polling every `poll_interval_seconds`.
+    pub async fn add_forgejo_group(
+        &self,
+        namespace: &str,
+        name: &str,
+        labels: &[&str],
+        size: &GroupSize,
+        poll_interval_seconds: u32,
+    ) -> Result<(), WorldError> {
+        let group = ForgejoGroup {
+            scope: ForgejoRunnerScope::world_org(),
+            labels: labels.iter().map(|l| (*l).to_owned()).collect(),
+            poll_interval_seconds,
+        };
+        self.add_forgejo_group_with(namespace, name, &group, size).await
+    }
+
+    /// Creates a Forgejo RunnerGroup shaped by `group`, with its credentials Secret (key
+    /// `token`: the fake's admin token).
+    pub async fn add_forgejo_group_with(
+        &self,
+        namespace: &str,
+        name: &str,
+        group: &ForgejoGroup,
+        size: &GroupSize,
+    ) -> Result<(), WorldError> {
+        let Some(fake) = &self.forgejo else {
+            return Err(WorldError::Timeout(
+                "a Forgejo fake (world started without one)".into(),
+            ));
+        };
+        let secret = format!("{name}-forgejo");
+        self.create_token_secret(namespace, &secret, forgerunner_testkit::forgejo::ADMIN_TOKEN)
+            .await?;
+        let (scope, org, user, repo) = group.scope.spec_fields();
+        let mut spec = spec(ForgeKind::Forgejo, size);
+        spec.forgejo = Some(ForgejoSpec {
+            url: fake.url(),
+            scope,
+            org,
+            user,
+            repo,
+            credentials: secret,
+            labels: group.labels.clone(),
+            poll_interval_seconds: Some(group.poll_interval_seconds),
+            ca_bundle_config_map: None,
+            proxy_url: None,
         });
         self.create_group(namespace, name, spec).await
     }

@@ -1,5 +1,6 @@
 //! A whole fake world for end-to-end runs: the fake API server, the cluster simulator, the
-//! GitHub emulator and the Gitea fake, wired so runner pods really take jobs from the forges.
+//! GitHub emulator, the Gitea fake and the Forgejo fake, wired so runner pods really take jobs
+//! from the forges.
 //!
 //! The sandbox, the benchmark and end-to-end tests build on it; the operator itself runs apart
 //! (see [`operator`]) and only sees a kubeconfig, exactly as it would on a real cluster.
@@ -21,6 +22,7 @@ use kube::api::{ListParams, PostParams};
 use kube::{Api, CustomResourceExt};
 
 use forgerunner_testkit::apiserver::{FakeApiServer, ServerConfig, install_crypto_provider};
+use forgerunner_testkit::forgejo::ForgejoFakeHandle;
 use forgerunner_testkit::gitea::{FakeConfig, GiteaFakeHandle};
 use forgerunner_testkit::github::{E2eEmulator, EmulatorOptions, start_emulator};
 use forgerunner_testkit::sim::{SimConfig, SimHandle, Simulator};
@@ -31,6 +33,11 @@ pub const MANAGED_BY_SELECTOR: &str = "app.kubernetes.io/managed-by=forgerunner"
 pub const GROUP_LABEL: &str = "forgerunner.dev/group";
 /// The Gitea repository the world creates for jobs.
 pub const GITEA_REPO: &str = "acme/app";
+/// The Forgejo repository the world creates for jobs.
+pub const FORGEJO_REPO: &str = "acme/app";
+/// The Forgejo version the world's fake plays unless told otherwise (a v15 instance: ephemeral
+/// runners bound to a job handle).
+pub const DEFAULT_FORGEJO_VERSION: &str = "15.0.3+gitea-1.22.0";
 
 /// How the world is built.
 #[derive(Clone, Debug)]
@@ -39,6 +46,10 @@ pub struct WorldOptions {
     pub github: bool,
     /// Start the Gitea fake.
     pub gitea: bool,
+    /// Start the Forgejo fake.
+    pub forgejo: bool,
+    /// What the Forgejo fake reports as its version (its major picks the routes it serves).
+    pub forgejo_version: String,
     /// How long a simulated runner works on a job.
     pub work_time: Duration,
     /// Delay between a runner pod's creation and its container running.
@@ -52,6 +63,8 @@ impl Default for WorldOptions {
         WorldOptions {
             github: true,
             gitea: true,
+            forgejo: true,
+            forgejo_version: DEFAULT_FORGEJO_VERSION.to_owned(),
             work_time: Duration::from_millis(300),
             pod_start_delay: Duration::from_millis(50),
             github_long_poll: Duration::from_secs(2),
@@ -88,6 +101,8 @@ pub struct World {
     pub github: Option<E2eEmulator>,
     /// The Gitea fake, when started.
     pub gitea: Option<GiteaFakeHandle>,
+    /// The Forgejo fake, when started.
+    pub forgejo: Option<ForgejoFakeHandle>,
     kubeconfig: PathBuf,
     _dir: tempfile::TempDir,
 }
@@ -143,6 +158,11 @@ impl World {
         } else {
             None
         };
+        let forgejo = if opts.forgejo {
+            Some(start_forgejo(&sim, &opts).await?)
+        } else {
+            None
+        };
 
         let world = World {
             api,
@@ -150,6 +170,7 @@ impl World {
             client,
             github,
             gitea,
+            forgejo,
             kubeconfig,
             _dir: dir,
         };
@@ -206,6 +227,25 @@ impl World {
             .get(name)
             .await?)
     }
+}
+
+/// Starts the Forgejo fake playing `opts.forgejo_version`, with the org and repository of
+/// [`FORGEJO_REPO`], and lets the simulator play forgejo-runner for its runner pods.
+async fn start_forgejo(sim: &SimHandle, opts: &WorldOptions) -> Result<ForgejoFakeHandle, WorldError> {
+    use forgerunner_testkit::forgejo::{ADMIN_LOGIN, FakeConfig, RunnerOptions, runner_behaviour};
+    let fake = ForgejoFakeHandle::start(FakeConfig::version(&opts.forgejo_version)).await?;
+    let org = FORGEJO_REPO.split('/').next().unwrap_or(FORGEJO_REPO);
+    fake.add_org(org, &[ADMIN_LOGIN]);
+    fake.add_repo(FORGEJO_REPO);
+    let runner_opts = RunnerOptions {
+        work: opts.work_time,
+        ..RunnerOptions::default()
+    };
+    sim.register_behaviour(
+        groups::FORGEJO_RUNNER_IMAGE,
+        runner_behaviour(fake.clone(), runner_opts),
+    );
+    Ok(fake)
 }
 
 /// Runs `main` to completion on a multi-threaded runtime: the body of a testkit executable's

@@ -64,7 +64,7 @@ impl OperatorCommand {
 /// Settings of one operator process.
 #[derive(Clone, Debug)]
 pub struct OperatorSettings {
-    /// Enabled forges, e.g. `["github", "gitea"]`.
+    /// Enabled forges, e.g. `["github", "gitea", "forgejo"]` (the default: every forge).
     pub forges: Vec<String>,
     /// `info`, `debug`, …
     pub log_level: String,
@@ -77,7 +77,7 @@ pub struct OperatorSettings {
 impl Default for OperatorSettings {
     fn default() -> Self {
         OperatorSettings {
-            forges: vec!["github".into(), "gitea".into()],
+            forges: vec!["github".into(), "gitea".into(), "forgejo".into()],
             log_level: "info".into(),
             pod_name: "forgerunner-0".into(),
             leader_election: false,

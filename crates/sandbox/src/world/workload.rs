@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use scaleset::ScaleSetId;
 
 use super::watch::GroupTally;
-use super::{GITEA_REPO, World, WorldError};
+use super::{FORGEJO_REPO, GITEA_REPO, World, WorldError};
 
 /// Where a forge's jobs stand.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -28,6 +28,9 @@ impl Progress {
         self.done == self.total
     }
 }
+
+/// Name of every Forgejo job the world queues.
+const FORGEJO_JOB_NAME: &str = "build";
 
 /// One job queued on a forge, and when.
 #[derive(Clone, Debug)]
@@ -58,6 +61,17 @@ impl World {
             .ok_or_else(|| WorldError::Timeout("a Gitea fake".into()))?;
         let at = Instant::now();
         let id = fake.queue_job(GITEA_REPO, runs_on);
+        Ok(Queued { id, at })
+    }
+
+    /// Queues one waiting Forgejo job in the world's repository with `runs_on` labels.
+    pub fn queue_forgejo_job(&self, runs_on: &[&str]) -> Result<Queued, WorldError> {
+        let fake = self
+            .forgejo
+            .as_ref()
+            .ok_or_else(|| WorldError::Timeout("a Forgejo fake".into()))?;
+        let at = Instant::now();
+        let id = fake.queue_job(FORGEJO_REPO, FORGEJO_JOB_NAME, runs_on);
         Ok(Queued { id, at })
     }
 
@@ -111,6 +125,41 @@ impl World {
             .runners()
             .iter()
             .filter(|r| want.iter().all(|l| r.labels.iter().any(|have| have == l)))
+            .count();
+        p
+    }
+
+    /// Progress of the Forgejo jobs whose `runs-on` is exactly `labels` (order ignored).
+    ///
+    /// Registered runners are those whose declared label names include every one of `labels`,
+    /// plus runner rows that have declared no label yet (created over REST, pod not yet
+    /// connected): those cannot be told apart by labels, so they count for every label set and
+    /// a leaked one is never missed.
+    pub fn forgejo_progress(&self, labels: &[&str]) -> Progress {
+        use forgerunner_testkit::forgejo::JobStatus;
+        let Some(fake) = &self.forgejo else {
+            return Progress::default();
+        };
+        let mut want: Vec<&str> = labels.to_vec();
+        want.sort_unstable();
+        let mut p = Progress::default();
+        for job in fake.jobs() {
+            let mut have: Vec<&str> = job.runs_on.iter().map(String::as_str).collect();
+            have.sort_unstable();
+            if have != want {
+                continue;
+            }
+            p.total += 1;
+            match job.status {
+                JobStatus::Waiting | JobStatus::Blocked => p.queued += 1,
+                JobStatus::Running => p.running += 1,
+                JobStatus::Done(_) => p.done += 1,
+            }
+        }
+        p.registered_runners = fake
+            .runners()
+            .iter()
+            .filter(|r| r.labels.is_empty() || want.iter().all(|l| r.labels.iter().any(|have| have == l)))
             .count();
         p
     }

@@ -1,6 +1,7 @@
 //! End to end under faults: the real `forgerunner` binary is killed and restarted mid-burst,
 //! the forges and the Kubernetes API answer errors and 429s, and still every job completes,
-//! no runner is created twice for a job, nothing leaks and `maxRunners` holds.
+//! no runner is created twice for a job, nothing leaks and `maxRunners` holds. The Forgejo test
+//! also needs the `forgejo` feature.
 #![cfg(all(feature = "github", feature = "gitea"))]
 
 #[allow(dead_code)]
@@ -25,10 +26,12 @@ fn start_operator(world: &World, forge: &str) -> OperatorProcess {
     common::e2e::start_operator(world, forge, "forgerunner-faults")
 }
 
-async fn world(github: bool) -> World {
+/// A world with only `forge`'s fake (`github`, `gitea` or `forgejo`).
+async fn world(forge: &str) -> World {
     let opts = WorldOptions {
-        github,
-        gitea: !github,
+        github: forge == "github",
+        gitea: forge == "gitea",
+        forgejo: forge == "forgejo",
         work_time: Duration::from_millis(300),
         ..WorldOptions::default()
     };
@@ -59,7 +62,7 @@ async fn wait_drained(world: &World, progress: impl Fn() -> (bool, usize), op: &
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn github_restart_and_faults_mid_burst_lose_nothing() {
-    let world = world(true).await;
+    let world = world("github").await;
     let watch = JobWatch::start(world.client.clone(), NS);
     let mut op = start_operator(&world, "github");
     world
@@ -130,7 +133,7 @@ async fn github_restart_and_faults_mid_burst_lose_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn gitea_restart_errors_and_cancellations_lose_nothing() {
-    let world = world(false).await;
+    let world = world("gitea").await;
     let watch = JobWatch::start(world.client.clone(), NS);
     let mut op = start_operator(&world, "gitea");
     world
@@ -185,6 +188,135 @@ async fn gitea_restart_errors_and_cancellations_lose_nothing() {
     );
     // Polling can race a runner that is just picking its job; such a spare runner is bounded
     // by the idle timeout (which the drain above waited out) and never more than one per poll.
+    assert!(
+        tally.created.len() <= jobs,
+        "created {} runners for {jobs} jobs",
+        tally.created.len()
+    );
+    assert!(op.exit_status().is_none(), "the operator never exits on faults");
+}
+
+/// Forgejo 15 under every kind of forge error during a burst (401s, a 404, 429s with
+/// `Retry-After`, 5xx on runner creation, a malformed body, a request past the client's
+/// timeout), Kubernetes 429s, two cancellations and a crash mid-burst: every job runs exactly
+/// once, every runner row is gone at the end (ephemeral ones after their job, the rest deleted
+/// over REST), no runner Job is left and `maxRunners` holds.
+#[cfg(feature = "forgejo")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn forgejo_restart_and_forge_errors_lose_nothing() {
+    use forgerunner_testkit::forgejo::{Conclusion, Fault as ForgejoFault, JobStatus};
+
+    let world = world("forgejo").await;
+    let watch = JobWatch::start(world.client.clone(), NS);
+    let mut op = start_operator(&world, "forgejo");
+    world
+        .add_forgejo_group(NS, "fj", &["linux"], &group_size(), 1)
+        .await
+        .expect("group");
+    let fake = world.forgejo.as_ref().expect("forgejo fake").clone();
+
+    let jobs = 24;
+    let mut ids = Vec::new();
+    for _ in 0..jobs {
+        ids.push(world.queue_forgejo_job(&["linux"]).expect("queue").id);
+    }
+    // Two jobs are cancelled before any runner can take them.
+    let cancelled = [ids[jobs - 1], ids[jobs - 2]];
+    for id in cancelled {
+        fake.cancel_job(id);
+    }
+    // While the burst starts: 429s with `Retry-After`, a malformed body, 5xx on runner
+    // creation, Kubernetes 429s.
+    let jobs_list = "/runners/jobs";
+    fake.inject_fault(ForgejoFault::status(jobs_list, 429).retry_after("1").times(2));
+    fake.inject_fault(ForgejoFault::garbage(jobs_list).times(1));
+    fake.inject_fault(
+        ForgejoFault::status("/actions/runners", 503)
+            .method("POST")
+            .times(2),
+    );
+    world.api.inject(
+        ApiFault::error(429)
+            .verb(Verb::Patch)
+            .resource("runnergroups/status")
+            .times(2)
+            .retry_after(1),
+    );
+    let started = wait_until(DRAIN, "the first jobs", || async {
+        world.forgejo_progress(&["linux"]).done >= 3
+    })
+    .await;
+    if started.is_err() {
+        fail_with_output(&op, "jobs did not start completing");
+    }
+    // While runners work (their Jobs' events keep the group reconciling; a 401 or 404 is
+    // otherwise retried only after a minute): the token is refused for a while, then a listing
+    // is not found. First matching rule wins, so they come in this order.
+    fake.inject_fault(ForgejoFault::status(jobs_list, 401).times(2));
+    fake.inject_fault(
+        ForgejoFault::status("/actions/runners", 404)
+            .method("GET")
+            .times(1),
+    );
+    // Listings only: a GET of a runner that is already gone is a 404 too.
+    let listing = |path: &str| path.ends_with(jobs_list) || path.ends_with("/actions/runners");
+    let answered = |status: u16| {
+        fake.requests()
+            .iter()
+            .filter(|r| r.method == "GET" && r.status == status && listing(&r.path))
+            .count()
+    };
+    let faults_seen = wait_until(DRAIN, "the 401s and the 404", || async {
+        answered(401) >= 2 && answered(404) >= 1
+    })
+    .await;
+    if faults_seen.is_err() {
+        fail_with_output(&op, "the operator stopped asking Forgejo");
+    }
+    let some_done = wait_until(DRAIN, "a third of the jobs", || async {
+        world.forgejo_progress(&["linux"]).done >= 8
+    })
+    .await;
+    if some_done.is_err() {
+        fail_with_output(&op, "jobs did not go on completing after the 401s and the 404");
+    }
+    assert!(op.exit_status().is_none(), "the operator never exits on faults");
+    // A crash mid-burst: the new process must adopt the runners (and bindings) of the old one.
+    op.kill();
+    // The new process's first listing outlives the client's 15 s timeout (and is retried).
+    fake.inject_fault(ForgejoFault::latency(jobs_list, Duration::from_secs(16)).times(1));
+    let mut op = start_operator(&world, "forgejo");
+    let progress = || {
+        let p = world.forgejo_progress(&["linux"]);
+        (p.all_done(), fake.runners().len())
+    };
+    wait_drained(&world, progress, &op).await;
+
+    assert_eq!(
+        world.forgejo_progress(&["linux"]).done,
+        jobs,
+        "cancelled jobs count as done"
+    );
+    for id in ids {
+        let job = fake.job(id).expect("job");
+        let tasks = fake.tasks_for_job(id).len();
+        if cancelled.contains(&id) {
+            assert_eq!(job.status, JobStatus::Done(Conclusion::Cancelled), "job {id}");
+            assert_eq!(tasks, 0, "cancelled job {id} was never taken");
+        } else {
+            assert_eq!(job.status, JobStatus::Done(Conclusion::Success), "job {id}");
+            assert_eq!(tasks, 1, "job {id} ran exactly once");
+        }
+    }
+    let tally = watch.group("fj");
+    assert!(
+        tally.peak_active <= MAX as usize,
+        "peak {} > max {MAX}",
+        tally.peak_active
+    );
+    // Each runner is bound to one job's handle, so no job gets a second runner; a runner made
+    // for a cancelled job (when a listing saw it waiting) idles until the idle timeout, which
+    // the drain above waited out.
     assert!(
         tally.created.len() <= jobs,
         "created {} runners for {jobs} jobs",

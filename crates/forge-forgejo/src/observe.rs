@@ -133,8 +133,21 @@ pub(crate) fn view_v15(
         .filter(|x| !book.recently_created(&x.name, now, graces.ghost))
         .map(|x| x.name.clone())
         .collect();
+    // The jobs listing may be older than the runner listing: a job still shown waiting whose
+    // bound runner is already at work (or done) is not waiting for a new runner.
+    let at_work: BTreeSet<&str> = refs
+        .iter()
+        .filter(|r| {
+            matches!(
+                states.get(&r.name),
+                Some(ForgeRunnerState::Busy | ForgeRunnerState::Finished)
+            )
+        })
+        .filter_map(job_handle)
+        .collect();
     Seen {
-        waiting_jobs: demand(book, &waiting_jobs, jobs.at),
+        waiting_jobs: demand(book, &waiting_jobs, jobs.at)
+            .saturating_sub(book.uncovered_among(&at_work, &waiting_handles)),
         runners: states,
         ghosts: ghosts.into_iter().collect(),
     }

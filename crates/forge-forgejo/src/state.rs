@@ -62,10 +62,17 @@ impl GroupBook {
             .filter_map(|r| job_handle(r).map(|h| (h.to_string(), r.name.clone())))
             .collect();
         let seen: BTreeSet<&str> = refs.iter().map(|r| r.name.as_str()).collect();
-        // A Job in the cluster speaks for its binding from now on (alive: `observed`; ended:
-        // the handle is free again, or finished below).
+        // A Job the store shows speaks for its binding from now on (alive: `observed`; ended:
+        // the handle is free again, or finished below). A runner created in flight comes without
+        // its Job's annotations, so its handout stands until the store shows the Job: dropping
+        // it earlier would free the handle for a second runner.
+        let stored: BTreeSet<&str> = refs
+            .iter()
+            .filter(|r| !r.annotations.is_empty())
+            .map(|r| r.name.as_str())
+            .collect();
         self.handed_out.retain(|_, (name, at)| {
-            !seen.contains(name.as_str()) && now.duration_since(*at) < HANDED_OUT_GRACE
+            !stored.contains(name.as_str()) && now.duration_since(*at) < HANDED_OUT_GRACE
         });
         for r in refs.iter().filter(|r| r.phase == RunnerPhase::Succeeded) {
             match job_handle(r) {
@@ -89,6 +96,16 @@ impl GroupBook {
         self.finished_handles.retain(|h| waiting.contains(h.as_str()));
         self.finished_unbound.retain(|_, at| *at >= listing_at);
         let n = self.finished_handles.len() + self.finished_unbound.len();
+        u32::try_from(n).unwrap_or(u32::MAX)
+    }
+
+    /// How many of `at_work` (handles whose runner is busy or done) `waiting` still shows and
+    /// [`GroupBook::covered`] does not already discount.
+    pub fn uncovered_among(&self, at_work: &BTreeSet<&str>, waiting: &BTreeSet<&str>) -> u32 {
+        let n = at_work
+            .iter()
+            .filter(|h| waiting.contains(*h) && !self.finished_handles.contains(**h))
+            .count();
         u32::try_from(n).unwrap_or(u32::MAX)
     }
 
@@ -161,6 +178,20 @@ mod tests {
             annotations,
             phase,
         }
+    }
+
+    /// A runner created in flight comes without its Job's annotations: its handout must stand
+    /// until the store shows the Job, or a second runner gets the same job.
+    #[test]
+    fn a_runner_created_in_flight_keeps_its_handle() {
+        let mut b = GroupBook::default();
+        let now = Instant::now();
+        assert_eq!(b.bind(["h1", "h2"], "g-aaaaa", now).as_deref(), Some("h1"));
+        b.sync(&[r("g-aaaaa", RunnerPhase::Pending, None)], now);
+        assert_eq!(b.bind(["h1", "h2"], "g-bbbbb", now).as_deref(), Some("h2"));
+        // The store shows the Job with its annotation: the binding is read from it.
+        b.sync(&[r("g-aaaaa", RunnerPhase::Pending, Some("h1"))], now);
+        assert_eq!(b.bind(["h1"], "g-ccccc", now), None);
     }
 
     #[test]

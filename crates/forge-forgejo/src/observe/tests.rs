@@ -252,3 +252,29 @@ fn a_bound_runner_whose_job_another_runner_runs_stays_idle() {
     assert_eq!(seen.runners.get("web-aaaaa"), Some(&ForgeRunnerState::Idle));
     assert_eq!(seen.waiting_jobs, 0);
 }
+
+/// The jobs listing can be older than the runner listing: a job it still shows waiting whose
+/// bound runner is already at work is not demand (else a spare runner is made).
+#[test]
+fn a_waiting_job_whose_bound_runner_is_at_work_is_not_demand() {
+    let labels = parse_labels(&["debian"]).expect("labels");
+    let mut book = GroupBook::default();
+    let t0 = Instant::now();
+    let jobs = [job(4, "waiting", "h4"), job(5, "waiting", "h5")];
+    let rows = [row(10, "web-aaaaa", RunnerStatus::Active)];
+    let refs = [rref("web-aaaaa", RunnerPhase::Running, Some(10), Some("h4"))];
+    let seen = view_v15(
+        Group {
+            name: "web",
+            labels: &labels,
+        },
+        &mut book,
+        &refs,
+        Listing { rows: &jobs, at: t0 },
+        Listing { rows: &rows, at: t0 },
+        GRACES,
+        t0,
+    );
+    assert_eq!(seen.runners.get("web-aaaaa"), Some(&ForgeRunnerState::Busy));
+    assert_eq!(seen.waiting_jobs, 1, "only h5 waits for a runner");
+}

@@ -86,7 +86,6 @@ pub(crate) fn view_v15(
     let waiting_handles: BTreeSet<&str> = waiting_jobs.iter().map(|j| j.handle.as_str()).collect();
     let mut states = BTreeMap::new();
     for r in refs {
-        let handle = job_handle(r);
         let id = runner_id(r);
         let row = runners
             .rows
@@ -110,10 +109,10 @@ pub(crate) fn view_v15(
             },
             None => {
                 // Ephemeral rows are deleted after their task. Only a listing fetched after the
-                // runner was created can tell that it is gone.
+                // runner was created can tell that it is gone. The runner listing is trusted
+                // over an older jobs listing that may still show the job waiting.
                 let listing_knows = book.created_at(&r.name).is_none_or(|c| runners.at >= c);
-                let job_done = handle.is_none_or(|h| !waiting_handles.contains(h));
-                if id.is_some() && listing_knows && job_done && r.phase != RunnerPhase::Failed {
+                if id.is_some() && listing_knows && r.phase != RunnerPhase::Failed {
                     ForgeRunnerState::Finished
                 } else {
                     ForgeRunnerState::Unknown

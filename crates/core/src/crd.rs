@@ -5,7 +5,7 @@
 
 use std::fmt;
 
-use k8s_openapi::api::core::v1::PodTemplateSpec;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaimTemplate, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::{CustomResource, CustomResourceExt};
 use schemars::JsonSchema;
@@ -147,10 +147,67 @@ pub struct RunnerGroupSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1), extend("format" = "int32"))]
     pub idle_timeout_seconds: Option<u32>,
+    /// Seconds a runner may take from its Job's creation to a running runner container (default
+    /// 300); a runner not started by then, or stuck sooner on an error Kubernetes will not retry
+    /// away (image pull, config, quota), is removed and counted as a failure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1), extend("format" = "int32"))]
+    pub startup_timeout_seconds: Option<u32>,
+    /// How jobs' containers run: beside the runner with a Docker daemon (`dind`), or as pods of
+    /// their own through the runner container hooks (`kubernetes`, `kubernetes-novolume`;
+    /// GitHub only). Unset: the runner runs steps in its own container, with no daemon.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_mode: Option<ContainerMode>,
 }
 
 /// Default idle timeout for runners that never take a job.
 pub const DEFAULT_IDLE_TIMEOUT_SECONDS: u32 = 600;
+/// Default startup timeout of a runner.
+pub const DEFAULT_STARTUP_TIMEOUT_SECONDS: u32 = 300;
+
+/// How a runner runs its jobs' containers (ARC's `containerMode`, same words and shape).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "self.type == 'kubernetes' || !has(self.kubernetesModeWorkVolumeClaim)",
+     "message": "kubernetesModeWorkVolumeClaim is only used with type kubernetes",
+     "fieldPath": ".kubernetesModeWorkVolumeClaim", "reason": "FieldValueForbidden"}
+]))]
+pub struct ContainerMode {
+    /// The mode.
+    #[serde(rename = "type")]
+    pub type_: ContainerModeType,
+    /// `kubernetes` mode: the claim template of the work volume each runner gets (an ephemeral
+    /// volume, deleted with the pod). Defaults to 1 GiB `ReadWriteOnce` of the default class.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "preserve_unknown_object")]
+    pub kubernetes_mode_work_volume_claim: Option<PersistentVolumeClaimTemplate>,
+}
+
+/// The container modes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum ContainerModeType {
+    /// Docker-in-Docker: a privileged `docker:dind` native sidecar, socket on a shared volume.
+    #[serde(rename = "dind")]
+    Dind,
+    /// Runner container hooks: job containers run as pods; the work directory is a volume.
+    #[serde(rename = "kubernetes")]
+    Kubernetes,
+    /// Runner container hooks without a shared work volume (files are copied into job pods).
+    #[serde(rename = "kubernetes-novolume")]
+    KubernetesNoVolume,
+}
+
+impl ContainerModeType {
+    /// The word used in the spec.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ContainerModeType::Dind => "dind",
+            ContainerModeType::Kubernetes => "kubernetes",
+            ContainerModeType::KubernetesNoVolume => "kubernetes-novolume",
+        }
+    }
+}
 
 impl RunnerGroupSpec {
     /// The forges whose block is set in this spec (exactly `forge`'s in a valid spec).
@@ -166,6 +223,17 @@ impl RunnerGroupSpec {
     /// The idle timeout with its default applied.
     pub fn idle_timeout_seconds(&self) -> u32 {
         self.idle_timeout_seconds.unwrap_or(DEFAULT_IDLE_TIMEOUT_SECONDS)
+    }
+
+    /// The startup timeout with its default applied.
+    pub fn startup_timeout_seconds(&self) -> u32 {
+        self.startup_timeout_seconds
+            .unwrap_or(DEFAULT_STARTUP_TIMEOUT_SECONDS)
+    }
+
+    /// The container mode's type, if a mode is set.
+    pub fn container_mode_type(&self) -> Option<ContainerModeType> {
+        self.container_mode.as_ref().map(|m| m.type_)
     }
 }
 
@@ -258,7 +326,10 @@ impl GiteaScope {
      "fieldPath": ".repo"},
     {"rule": "self.labels.all(l, l.matches('^[^:, ]+(:host|:docker://[^, ]+)?$'))",
      "message": "each label must be name, name:host or name:docker://image",
-     "fieldPath": ".labels"}
+     "fieldPath": ".labels"},
+    {"rule": "!has(self.proxyUrl) || self.proxyUrl.matches('^https?://[^/]+')",
+     "message": "proxyUrl must be an http:// or https:// URL with a host",
+     "fieldPath": ".proxyUrl"}
 ]))]
 pub struct GiteaSpec {
     /// Base URL of the Gitea instance, e.g. `https://gitea.example.com`.
@@ -294,6 +365,15 @@ pub struct GiteaSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 253))]
     pub webhook_secret: Option<String>,
+    /// Name of a ConfigMap in this namespace whose key `ca.crt` holds extra trusted CA
+    /// certificates, for the operator's calls and the runner pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
+    pub ca_bundle_config_map: Option<String>,
+    /// HTTP(S) proxy URL for calls to Gitea, from the operator and the runner pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 2048))]
+    pub proxy_url: Option<String>,
 }
 
 /// Default seconds between Gitea polls.

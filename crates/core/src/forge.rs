@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::PodSpec;
+use k8s_openapi::api::rbac::v1::PolicyRule;
 use tokio::sync::mpsc;
 
 use crate::crd::{ForgeKind, RunnerGroup, RunnerGroupSpec};
@@ -317,6 +318,14 @@ pub trait Forge: Send + Sync {
     /// the user should hear about (e.g. an outdated runner). Called only for failed runners.
     fn runner_exit_meaning(&self, _exit_code: i32) -> Option<RunnerExit> {
         None
+    }
+
+    /// Permissions the runner pods of a group need in its namespace, e.g. GitHub's container
+    /// hooks creating job pods in `kubernetes` mode. When not empty, the reconciler keeps a
+    /// ServiceAccount, Role and RoleBinding named [`crate::runner_job::runner_service_account_name`]
+    /// for the group (owned by it), and the default pod should run as that account.
+    fn runner_role_rules(&self, _spec: &RunnerGroupSpec) -> Vec<PolicyRule> {
+        Vec::new()
     }
 
     /// Answers one delivery to `POST /webhooks/<forge>`; `None` when the forge takes no

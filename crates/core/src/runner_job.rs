@@ -65,6 +65,12 @@ pub fn runner_name_with(group_name: &str, rng: &mut impl Rng) -> String {
     format!("{prefix}-{suffix}")
 }
 
+/// Name of the ServiceAccount (and its Role and RoleBinding) the runner pods of `group_name` run
+/// as when the forge asks for runner permissions ([`crate::forge::Forge::runner_role_rules`]).
+pub fn runner_service_account_name(group_name: &str) -> String {
+    format!("{group_name}-runner")
+}
+
 /// The labels every runner Job and pod of `group` carries.
 pub fn runner_labels(group: &RunnerGroup) -> BTreeMap<String, String> {
     BTreeMap::from([

@@ -178,13 +178,28 @@ fn gitea_cel_rules_check_url_scope_and_labels() {
     let crd = crd();
     let got = rules(&spec_schema(&crd)["properties"]["gitea"]);
     let paths: Vec<&str> = got.iter().map(|(_, p)| *p).collect();
-    assert_eq!(paths, [".url", ".org", ".user", ".repo", ".repo", ".labels"]);
+    assert_eq!(
+        paths,
+        [".url", ".org", ".user", ".repo", ".repo", ".labels", ".proxyUrl"]
+    );
     assert!(got[0].0.contains("self.url.matches('^https?://"));
     assert!(got[1].0.starts_with("self.scope != 'org'"));
     assert!(got[2].0.starts_with("self.scope != 'user'"));
     assert!(got[3].0.starts_with("self.scope != 'repo'"));
     assert!(got[4].0.contains("self.repo.matches('^[^/]+/[^/]+$')"));
     assert!(got[5].0.starts_with("self.labels.all("));
+    assert!(got[6].0.contains("self.proxyUrl.matches('^https?://"));
+}
+
+#[test]
+fn container_mode_rule_keeps_the_work_volume_claim_to_kubernetes_mode() {
+    let crd = crd();
+    let mode = &spec_schema(&crd)["properties"]["containerMode"];
+    let got = rules(mode);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].1, ".kubernetesModeWorkVolumeClaim");
+    let types = mode["properties"]["type"]["enum"].as_array().expect("enum");
+    assert_eq!(types.len(), 3, "{types:?}");
 }
 
 #[test]
@@ -218,8 +233,8 @@ fn every_rule_has_a_message_and_a_field_path_that_exists() {
     let crd = crd();
     let mut seen = 0;
     visit(root_schema(&crd), "", &mut seen);
-    // 14 common, GitHub and Gitea rules, plus the Forgejo block's 9.
-    assert_eq!(seen, 23);
+    // 8 common, 2 GitHub, 7 Gitea, 7 Forgejo and 1 container-mode rule.
+    assert_eq!(seen, 25);
 }
 
 /// Kubernetes rejects (or warns about) schemas that break these rules; see "Specifying a

@@ -59,6 +59,9 @@ fn pod_info(
         env,
         files,
         cancel: CancellationToken::new(),
+        container: "runner".into(),
+        init: false,
+        scratch: Default::default(),
     }
 }
 

@@ -451,6 +451,8 @@ impl Forge for GiteaForge {
                     labels: Vec::new(),
                     poll_interval_seconds: None,
                     webhook_secret: None,
+                    ca_bundle_config_map: None,
+                    proxy_url: None,
                 };
                 pod::default_runner_pod(&empty, image, runner_name, secret_name)
             }

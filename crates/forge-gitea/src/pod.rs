@@ -106,6 +106,8 @@ mod tests {
             labels: vec!["linux:host".into(), "ubuntu:docker://node:20".into()],
             poll_interval_seconds: None,
             webhook_secret: None,
+            ca_bundle_config_map: None,
+            proxy_url: None,
         }
     }
 

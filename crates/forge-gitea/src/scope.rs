@@ -161,6 +161,8 @@ mod tests {
             labels: vec!["x".into()],
             poll_interval_seconds: None,
             webhook_secret: None,
+            ca_bundle_config_map: None,
+            proxy_url: None,
         }
     }
 

@@ -58,6 +58,8 @@ fn ctx(name: &str, url: &str, labels: &[&str], poll_seconds: u32) -> GroupContex
         labels: labels.iter().map(|s| s.to_string()).collect(),
         poll_interval_seconds: Some(poll_seconds),
         webhook_secret: Some("hook".into()),
+        ca_bundle_config_map: None,
+        proxy_url: None,
     };
     let mut c = common::group_context(name, gitea, ADMIN_TOKEN);
     c.webhook_secret = Some(SecretValue::new(HOOK_SECRET));

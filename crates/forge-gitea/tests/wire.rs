@@ -62,6 +62,8 @@ fn ctx(
         labels: labels.iter().map(|s| s.to_string()).collect(),
         poll_interval_seconds: Some(30),
         webhook_secret: None,
+        ca_bundle_config_map: None,
+        proxy_url: None,
     };
     common::group_context(name, gitea, token)
 }

@@ -46,6 +46,7 @@ fn group_size() -> GroupSize {
         min: 0,
         max: MAX,
         idle_timeout_seconds: Some(20),
+        startup_timeout_seconds: None,
     }
 }
 

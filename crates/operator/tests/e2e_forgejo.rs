@@ -69,6 +69,7 @@ async fn fifty_jobs_two_label_sets_two_groups_max_eight() {
         min: 0,
         max: MAX_RUNNERS as u32,
         idle_timeout_seconds: Some(5),
+        startup_timeout_seconds: None,
     };
     for (name, label) in GROUPS {
         let group = ForgejoGroup {
@@ -201,6 +202,7 @@ async fn forgejo_14_registration_token_path_small_burst() {
         min: 0,
         max: MAX,
         idle_timeout_seconds: Some(5),
+        startup_timeout_seconds: None,
     };
     world
         .add_forgejo_group(NS, GROUP, &["linux:host"], &size, 1)

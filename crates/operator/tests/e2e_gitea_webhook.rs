@@ -92,6 +92,7 @@ async fn webhooks_serve_jobs_long_before_the_next_poll() {
         min: 0,
         max: 2,
         idle_timeout_seconds: Some(600),
+        startup_timeout_seconds: None,
     };
     world
         .add_gitea_group(

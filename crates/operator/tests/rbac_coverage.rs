@@ -201,6 +201,7 @@ async fn exercise_operator(world: &World) {
         min: 0,
         max: 3,
         idle_timeout_seconds: Some(5),
+        startup_timeout_seconds: None,
     };
     world
         .add_gitea_group(NS, "gt", &["linux"], &gitea_size, 1, Some(WEBHOOK_SECRET))

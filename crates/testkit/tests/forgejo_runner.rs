@@ -26,6 +26,9 @@ fn pod(command: &[&str], args: Vec<String>, env: &[(&str, String)], files: &[(&s
         env: env.iter().map(|(k, v)| (k.to_string(), v.clone())).collect(),
         files: files.iter().map(|(k, v)| (k.to_string(), v.clone())).collect(),
         cancel: CancellationToken::new(),
+        container: "runner".into(),
+        init: false,
+        scratch: Default::default(),
     }
 }
 

@@ -28,6 +28,9 @@ fn pod(fake: &GiteaFakeHandle, name: &str, labels: &str, token: &str) -> PodInfo
         ]),
         files: BTreeMap::new(),
         cancel: CancellationToken::new(),
+        container: "runner".into(),
+        init: false,
+        scratch: Default::default(),
     }
 }
 

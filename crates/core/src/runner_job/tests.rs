@@ -34,6 +34,8 @@ fn group(template: Option<PodTemplateSpec>) -> RunnerGroup {
                 labels: vec!["ubuntu-latest".into()],
                 poll_interval_seconds: None,
                 webhook_secret: None,
+                ca_bundle_config_map: None,
+                proxy_url: None,
             }),
             min_runners: 0,
             max_runners: 5,
@@ -42,6 +44,8 @@ fn group(template: Option<PodTemplateSpec>) -> RunnerGroup {
             ttl_seconds_after_finished: Some(300),
             active_deadline_seconds: Some(3600),
             idle_timeout_seconds: None,
+            startup_timeout_seconds: None,
+            container_mode: None,
         },
     );
     g.metadata.namespace = Some("ci".into());

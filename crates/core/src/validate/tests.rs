@@ -24,6 +24,8 @@ fn github() -> RunnerGroupSpec {
         ttl_seconds_after_finished: None,
         active_deadline_seconds: None,
         idle_timeout_seconds: None,
+        startup_timeout_seconds: None,
+        container_mode: None,
     }
 }
 
@@ -44,6 +46,8 @@ fn gitea() -> RunnerGroupSpec {
             ],
             poll_interval_seconds: None,
             webhook_secret: None,
+            ca_bundle_config_map: None,
+            proxy_url: None,
         }),
         ..github()
     }

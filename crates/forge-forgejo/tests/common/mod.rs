@@ -67,6 +67,8 @@ pub fn group_context(name: &str, forgejo: ForgejoSpec, token: &str) -> GroupCont
             ttl_seconds_after_finished: None,
             active_deadline_seconds: None,
             idle_timeout_seconds: None,
+            startup_timeout_seconds: None,
+            container_mode: None,
         },
     );
     group.metadata.namespace = Some("ns".into());

@@ -22,6 +22,8 @@ pub fn group_context(name: &str, gitea: GiteaSpec, token: &str) -> GroupContext 
             ttl_seconds_after_finished: None,
             active_deadline_seconds: None,
             idle_timeout_seconds: None,
+            startup_timeout_seconds: None,
+            container_mode: None,
         },
     );
     group.metadata.namespace = Some("ns".into());

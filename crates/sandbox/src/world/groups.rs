@@ -28,6 +28,8 @@ pub struct GroupSize {
     pub max: u32,
     /// `spec.idleTimeoutSeconds`.
     pub idle_timeout_seconds: Option<u32>,
+    /// `spec.startupTimeoutSeconds`.
+    pub startup_timeout_seconds: Option<u32>,
 }
 
 impl GroupSize {
@@ -37,6 +39,7 @@ impl GroupSize {
             min: 0,
             max,
             idle_timeout_seconds: None,
+            startup_timeout_seconds: None,
         }
     }
 }
@@ -113,6 +116,8 @@ fn spec(forge: ForgeKind, size: &GroupSize) -> RunnerGroupSpec {
         ttl_seconds_after_finished: None,
         active_deadline_seconds: None,
         idle_timeout_seconds: size.idle_timeout_seconds,
+        startup_timeout_seconds: size.startup_timeout_seconds,
+        container_mode: None,
     }
 }
 
@@ -272,6 +277,8 @@ impl World {
             labels: group.labels.clone(),
             poll_interval_seconds: Some(group.poll_interval_seconds),
             webhook_secret: webhook,
+            ca_bundle_config_map: None,
+            proxy_url: None,
         });
         self.create_group(namespace, name, spec).await
     }

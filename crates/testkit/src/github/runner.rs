@@ -200,6 +200,9 @@ mod tests {
             env,
             files: BTreeMap::new(),
             cancel,
+            container: "runner".into(),
+            init: false,
+            scratch: Default::default(),
         }
     }
 

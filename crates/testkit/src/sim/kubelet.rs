@@ -14,7 +14,7 @@ use kube::{Api, ResourceExt};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::behaviour::PodInfo;
+use super::behaviour::{PodInfo, PodScratch};
 use super::config::{Counters, NodeLoss, SimConfig, SimError};
 use super::env::{self, FieldContext};
 use super::podstatus::{Placement, Stage, main_container, status_for};
@@ -81,6 +81,24 @@ fn is_terminal(pod: &Pod) -> bool {
 
 fn is_not_found(err: &kube::Error) -> bool {
     matches!(err, kube::Error::Api(status) if status.code == 404)
+}
+
+/// `container`'s mounts of the pod's `emptyDir` volumes: (mount path, volume name).
+fn empty_dir_mounts(pod: &Pod, container: &k8s_openapi::api::core::v1::Container) -> Vec<(String, String)> {
+    let empty_dirs: HashSet<&str> = pod
+        .spec
+        .iter()
+        .flat_map(|s| s.volumes.iter().flatten())
+        .filter(|v| v.empty_dir.is_some())
+        .map(|v| v.name.as_str())
+        .collect();
+    container
+        .volume_mounts
+        .iter()
+        .flatten()
+        .filter(|m| empty_dirs.contains(m.name.as_str()))
+        .map(|m| (m.mount_path.clone(), m.name.clone()))
+        .collect()
 }
 
 /// Sleeps `d` unless cancelled first; returns whether the sleep completed.
@@ -353,6 +371,9 @@ impl Kubelet {
             env: resolved.env,
             files: resolved.files,
             cancel: cancel.clone(),
+            container: main.name.clone(),
+            init: false,
+            scratch: PodScratch::default().with_mounts(empty_dir_mounts(&run.pod, &main)),
         };
         let exit_code = match behaviour {
             Some(behaviour) => {

@@ -17,7 +17,7 @@ pub mod registry;
 mod sources;
 mod stores;
 
-pub use behaviour::{ContainerBehaviour, PodInfo};
+pub use behaviour::{ContainerBehaviour, PodInfo, PodScratch};
 pub use config::{NodeLoss, SimConfig, SimError, SimStats};
 pub use handle::{SimHandle, Simulator};
 pub use registry::{BEHAVIOUR_LABEL, BehaviourRegistry};

@@ -97,6 +97,9 @@ mod tests {
             env: BTreeMap::new(),
             files: BTreeMap::new(),
             cancel: Default::default(),
+            container: "runner".into(),
+            init: false,
+            scratch: Default::default(),
         };
         found.map(|b| rt.block_on(b.run(pod)))
     }

@@ -143,7 +143,7 @@ def schema():
                     "annotations": string_map("ServiceAccount annotations"),
                 }
             ),
-            "rbac": obj({"create": {"type": "boolean"}}),
+            "rbac": obj({"create": {"type": "boolean"}, "runnerContainerHooks": {"type": "boolean"}}),
             "podAnnotations": string_map("operator pod annotations"),
             "podLabels": string_map("operator pod labels"),
             "podSecurityContext": security_context(),

@@ -11,10 +11,27 @@ NAMESPACED_RULES = {
     ("forgerunner.dev", "runnergroups/status"): {"patch", "update"},
     ("forgerunner.dev", "runnergroups/finalizers"): {"update"},
     ("batch", "jobs"): {"get", "list", "watch", "create", "delete", "patch"},
+    ("", "pods"): {"get", "list", "watch", "create", "delete"},
+    ("", "pods/exec"): {"get", "create"},
+    ("", "pods/log"): {"get", "list", "watch"},
+    ("", "secrets"): {"get", "list", "create", "delete"},
+    ("", "configmaps"): {"get"},
+    ("", "events"): {"create", "patch", "list"},
+    ("events.k8s.io", "events"): {"create", "patch"},
+    ("", "serviceaccounts"): {"create", "patch"},
+    ("rbac.authorization.k8s.io", "roles"): {"create", "patch"},
+    ("rbac.authorization.k8s.io", "rolebindings"): {"create", "patch"},
+}
+# Without rbac.runnerContainerHooks: no runner RBAC objects, and none of the hooks' permissions.
+WITHOUT_HOOKS = {
+    ("forgerunner.dev", "runnergroups"): {"get", "list", "watch", "patch", "update"},
+    ("forgerunner.dev", "runnergroups/status"): {"patch", "update"},
+    ("forgerunner.dev", "runnergroups/finalizers"): {"update"},
+    ("batch", "jobs"): {"get", "list", "watch", "create", "delete", "patch"},
     ("", "pods"): {"get", "list", "watch"},
     ("", "secrets"): {"get", "create", "delete"},
     ("", "configmaps"): {"get"},
-    ("", "events"): {"create", "patch"},
+    ("", "events"): {"create", "patch", "list"},
     ("events.k8s.io", "events"): {"create", "patch"},
 }
 CRD_RULE = {("apiextensions.k8s.io", "customresourcedefinitions"): {"get"}}
@@ -47,6 +64,11 @@ def test_cluster_mode_grants_the_contract_rules(render):
     assert bound_subject(binding) == ("ServiceAccount", "forgerunner", NS)
     namespaced_roles = [r for r in find(objects, "Role") if not r["metadata"]["name"].endswith("leader-election")]
     assert namespaced_roles == []
+
+
+def test_runner_container_hooks_rules_can_be_turned_off(render):
+    objects = render({"rbac": {"runnerContainerHooks": False}})
+    assert grants(one(objects, "ClusterRole", "forgerunner")) == {**WITHOUT_HOOKS, **CRD_RULE}
 
 
 def test_no_wildcards_anywhere(render):

@@ -118,7 +118,8 @@ per-namespace Roles. Each rule says why the operator needs it; verbs are the min
 - apiGroups: ["batch"]
   resources: ["jobs"]
   verbs: ["get", "list", "watch", "create", "delete", "patch"]
-# Read runner pod phases and container exit codes to tell idle, busy and failed runners apart.
+# Read runner pod phases, waiting reasons and exit codes to tell idle, busy, stuck and failed
+# runners apart.
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["get", "list", "watch"]
@@ -127,6 +128,38 @@ per-namespace Roles. Each rule says why the operator needs it; verbs are the min
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["get", "create", "delete"]
+# Read the Job controller's FailedCreate Events (a quota or admission refusing a runner pod).
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["list"]
+{{- if .Values.rbac.runnerContainerHooks }}
+# containerMode kubernetes / kubernetes-novolume (GitHub): the ServiceAccount, Role and
+# RoleBinding each such group's runners run as, applied server-side and owned by the group.
+- apiGroups: [""]
+  resources: ["serviceaccounts"]
+  verbs: ["create", "patch"]
+# (the Role and RoleBinding of those runners)
+- apiGroups: ["rbac.authorization.k8s.io"]
+  resources: ["roles", "rolebindings"]
+  verbs: ["create", "patch"]
+# Kubernetes only lets the operator grant what it holds itself: the runner container hooks'
+# own permissions (they start job pods, exec into them, read their logs, pass Secrets).
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["create", "delete"]
+# (the hooks exec into the job pod)
+- apiGroups: [""]
+  resources: ["pods/exec"]
+  verbs: ["get", "create"]
+# (the hooks stream the job pod's log)
+- apiGroups: [""]
+  resources: ["pods/log"]
+  verbs: ["get", "list", "watch"]
+# (the hooks pass job secrets through Secrets they list and clean up)
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["list"]
+{{- end }}
 # Read the CA bundle ConfigMap a GitHub RunnerGroup may name (spec.github.caBundleConfigMap).
 - apiGroups: [""]
   resources: ["configmaps"]

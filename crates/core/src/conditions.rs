@@ -105,6 +105,8 @@ pub enum ConditionReason {
     Healthy,
     /// The group is being deleted.
     Deleting,
+    /// Runners do not start, for this reason (the backoff holds creation).
+    Startup(crate::startup::StartupFailure),
 }
 
 impl ConditionReason {
@@ -123,6 +125,7 @@ impl ConditionReason {
             ConditionReason::RunnerOutdated => "RunnerOutdated",
             ConditionReason::Healthy => "Healthy",
             ConditionReason::Deleting => "Deleting",
+            ConditionReason::Startup(cause) => cause.as_str(),
         }
     }
 }

@@ -503,6 +503,9 @@ pub struct RunnerGroupStatus {
     #[serde(default)]
     #[schemars(extend("format" = "int32"))]
     pub failed_runners: u32,
+    /// When a runner last failed (drives the backoff of runner creation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_runner_failure_time: Option<Time>,
     /// When the forge was last asked for demand.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_poll_time: Option<Time>,

@@ -10,6 +10,7 @@ pub mod metrics;
 pub mod plan;
 pub mod reconcile;
 pub mod runner_job;
+pub mod startup;
 pub mod validate;
 
 pub use crd::{ForgeKind, RunnerGroup, RunnerGroupSpec, RunnerGroupStatus};

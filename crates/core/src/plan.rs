@@ -6,6 +6,7 @@
 use std::collections::BTreeSet;
 
 use crate::forge::{ForgeRunnerState, ForgeView};
+use crate::startup::{StartupFailure, Stuck};
 
 /// After this many consecutive runner failures, the group stops bursting: it creates at most
 /// one runner at a time, and only when none is active, until a runner succeeds.
@@ -59,6 +60,10 @@ pub struct ObservedRunner {
     pub age_seconds: u64,
     /// The runner has been seen busy before (recorded on the Job), so it is never idle again.
     pub ever_busy: bool,
+    /// The runner has not started and will not ([`crate::startup::classify`]).
+    pub stuck: Option<Stuck>,
+    /// The runner's pod was built from an older spec (its template hash differs).
+    pub outdated: bool,
 }
 
 /// Everything the planner decides from.
@@ -76,6 +81,8 @@ pub struct PlanInput<'a> {
     pub view: &'a ForgeView,
     /// Consecutive runner failures so far (from the status).
     pub consecutive_failures: u32,
+    /// Creation waits: the backoff after the last failures has not passed yet.
+    pub creation_held: bool,
 }
 
 /// Why the plan removes a runner.
@@ -91,6 +98,10 @@ pub enum RemovalReason {
     ScaleDown,
     /// Registered at the forge, offline, and no Job exists for it.
     Orphaned,
+    /// The runner did not start, for this reason; it counts as a failure.
+    StartupFailed(StartupFailure),
+    /// The runner never took a job and its pod comes from an older spec: it is replaced.
+    SpecChanged,
 }
 
 impl RemovalReason {
@@ -102,6 +113,8 @@ impl RemovalReason {
             RemovalReason::IdleTimeout => "IdleTimeout",
             RemovalReason::ScaleDown => "ScaleDown",
             RemovalReason::Orphaned => "Orphaned",
+            RemovalReason::StartupFailed(cause) => cause.as_str(),
+            RemovalReason::SpecChanged => "SpecChanged",
         }
     }
 }
@@ -117,6 +130,8 @@ pub struct Removal {
     pub deregister: bool,
     /// Delete the runner Job in the cluster.
     pub delete_job: bool,
+    /// What Kubernetes said about a runner that did not start (quoted in the Event).
+    pub message: Option<String>,
 }
 
 /// Counts for the status, computed from the observation.
@@ -165,8 +180,12 @@ pub struct Plan {
 /// - Scale-down, only on a view the forge calls complete: waiting runners beyond
 ///   `min(waitingJobs + minRunners, maxRunners - working)` are removed, pending first, then those
 ///   the forge does not know or sees offline, then the youngest idle ones.
-/// - A runner that never took a job within the idle timeout is removed; a runner that is or ever
-///   was busy is never removed while it runs.
+/// - A runner that never took a job within the idle timeout is removed, except the warm pool:
+///   up to `minRunners` started idle runners live until used. A runner that is or ever was busy
+///   is never removed while it runs.
+/// - A runner that will not start (`stuck`) is removed as a failure; an idle runner built from
+///   an older spec (`outdated`) is replaced; busy ones finish.
+/// - While `creation_held` (the failure backoff), nothing is created.
 /// - After [`FAILURE_THROTTLE_THRESHOLD`] consecutive failures, at most one runner is created
 ///   at a time, and only when none is active.
 pub fn plan(input: &PlanInput<'_>) -> Plan {
@@ -199,6 +218,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                 ForgeRunnerState::Unknown | ForgeRunnerState::Finished
             ),
             delete_job: true,
+            message: None,
         });
     }
 
@@ -219,15 +239,46 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     });
     let working = counted.len() as u32 - waiting.len() as u32;
 
-    let timed_out: BTreeSet<&str> = waiting
+    // Runners that will not start, or were built from an older spec, go first; neither covers
+    // demand, so the creation below replaces them (the stuck ones behind the backoff).
+    let mut replaced: BTreeSet<&str> = BTreeSet::new();
+    for r in &waiting {
+        if let Some(stuck) = &r.stuck {
+            out.remove.push(Removal {
+                message: Some(stuck.message.clone()),
+                ..active_removal(&r.name, RemovalReason::StartupFailed(stuck.cause))
+            });
+            replaced.insert(r.name.as_str());
+        } else if r.outdated {
+            out.remove
+                .push(active_removal(&r.name, RemovalReason::SpecChanged));
+            replaced.insert(r.name.as_str());
+        }
+    }
+    let current: Vec<&ObservedRunner> = waiting
         .iter()
+        .copied()
+        .filter(|r| !replaced.contains(r.name.as_str()))
+        .collect();
+
+    // The warm pool: up to `minRunners` started runners never time out (oldest first, the
+    // ones the timeout would take); only idle runners above it do.
+    let warm: BTreeSet<&str> = current
+        .iter()
+        .filter(|r| r.phase == RunnerPhase::Running)
+        .take(input.min_runners as usize)
+        .map(|r| r.name.as_str())
+        .collect();
+    let timed_out: BTreeSet<&str> = current
+        .iter()
+        .filter(|r| !warm.contains(r.name.as_str()))
         .filter(|r| r.age_seconds >= u64::from(input.idle_timeout_seconds))
         .map(|r| r.name.as_str())
         .collect();
     for name in &timed_out {
         out.remove.push(active_removal(name, RemovalReason::IdleTimeout));
     }
-    let waiting_kept: Vec<&ObservedRunner> = waiting
+    let waiting_kept: Vec<&ObservedRunner> = current
         .iter()
         .copied()
         .filter(|r| !timed_out.contains(r.name.as_str()))
@@ -256,6 +307,10 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     let headroom = max.saturating_sub(occupied);
     out.create = wanted_waiting.saturating_sub(waiting_kept_count).min(headroom);
 
+    if input.creation_held && out.create > 0 {
+        out.throttled = true;
+        out.create = 0;
+    }
     if input.consecutive_failures >= FAILURE_THROTTLE_THRESHOLD && out.create > 0 {
         out.throttled = true;
         out.create = u32::from(active.is_empty());
@@ -272,6 +327,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                 reason: RemovalReason::Orphaned,
                 deregister: true,
                 delete_job: false,
+                message: None,
             });
         }
     }
@@ -280,7 +336,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     // Terminating pods still run and count against `maxRunners`, so they are shown as current.
     out.counts.current = occupied;
     out.counts.running_jobs = working;
-    out.counts.idle = waiting.len() as u32;
+    out.counts.idle = current.len() as u32;
     out.counts.pending_jobs = input.view.waiting_jobs;
     out
 }
@@ -291,6 +347,7 @@ fn active_removal(name: &str, reason: RemovalReason) -> Removal {
         reason,
         deregister: true,
         delete_job: true,
+        message: None,
     }
 }
 

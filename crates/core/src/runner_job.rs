@@ -15,7 +15,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use kube::Resource;
 use rand::Rng;
 
-use crate::crd::RunnerGroup;
+use crate::crd::{RunnerGroup, RunnerGroupSpec};
 use crate::forge::RunnerCredentials;
 
 pub use template::{RUNNER_CONTAINER, merge_container, merge_pod_spec};
@@ -32,6 +32,19 @@ pub const GROUP_LABEL: &str = "forgerunner.dev/group";
 pub const FORGE_LABEL: &str = "forgerunner.dev/forge";
 /// Annotation set to `true` once the runner was seen busy; it is never idle again.
 pub const BUSY_ANNOTATION: &str = "forgerunner.dev/busy";
+/// Annotation holding [`template_hash`] of the spec a runner's pod was built from.
+pub const TEMPLATE_HASH_ANNOTATION: &str = "forgerunner.dev/template-hash";
+/// Spec fields that never change a runner's pod: scaling and timing, and forge settings the
+/// operator alone uses. A change to one of them must not replace idle runners.
+const NOT_POD_SHAPING: [&str; 5] = [
+    "minRunners",
+    "maxRunners",
+    "idleTimeoutSeconds",
+    "startupTimeoutSeconds",
+    "ttlSecondsAfterFinished",
+];
+/// The same, inside the forge's block.
+const NOT_POD_SHAPING_IN_FORGE_BLOCK: [&str; 3] = ["pollIntervalSeconds", "webhookSecret", "credentials"];
 /// Longest prefix of the group name used in runner names (63 − 1 − 5, minus room for the pod
 /// suffix the Job controller appends).
 pub const RUNNER_NAME_PREFIX_MAX: usize = 46;
@@ -69,6 +82,34 @@ pub fn runner_name_with(group_name: &str, rng: &mut impl Rng) -> String {
 /// as when the forge asks for runner permissions ([`crate::forge::Forge::runner_role_rules`]).
 pub fn runner_service_account_name(group_name: &str) -> String {
     format!("{group_name}-runner")
+}
+
+/// A short stable hash of everything in `spec` that shapes a runner's pod (image, template,
+/// container mode, the forge's block); idle runners whose Job carries another one are replaced.
+/// Stable across operator versions and processes: FNV-1a over the canonical JSON (object keys
+/// sorted), so it only changes when the spec does.
+pub fn template_hash(spec: &RunnerGroupSpec) -> String {
+    let mut value = serde_json::to_value(spec).unwrap_or_default();
+    if let Some(obj) = value.as_object_mut() {
+        for k in NOT_POD_SHAPING {
+            obj.remove(k);
+        }
+        for forge in crate::crd::ForgeKind::ALL {
+            if let Some(block) = obj.get_mut(forge.as_str()).and_then(|b| b.as_object_mut()) {
+                for k in NOT_POD_SHAPING_IN_FORGE_BLOCK {
+                    block.remove(k);
+                }
+            }
+        }
+    }
+    // serde_json's map is ordered by key, so the text is canonical.
+    let text = value.to_string();
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in text.as_bytes() {
+        hash ^= u64::from(*b);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{hash:016x}")
 }
 
 /// The labels every runner Job and pod of `group` carries.
@@ -148,6 +189,7 @@ pub fn build_runner_job(input: RunnerJobInput<'_>) -> Result<Job, RunnerJobError
     let pod_labels = template::merge_metadata_map(&labels, tpl_meta.and_then(|m| m.labels.as_ref()));
     let mut job_annotations: BTreeMap<String, String> = input.credentials.annotations.clone();
     job_annotations.retain(|k, _| !k.is_empty());
+    job_annotations.insert(TEMPLATE_HASH_ANNOTATION.to_owned(), template_hash(&group.spec));
     let pod_annotations =
         template::merge_metadata_map(&job_annotations, tpl_meta.and_then(|m| m.annotations.as_ref()));
 

@@ -5,8 +5,9 @@ use std::collections::BTreeSet;
 
 use forgerunner_core::forge::{ForgeRunnerState, ForgeView};
 use forgerunner_core::plan::{
-    FAILURE_THROTTLE_THRESHOLD, ObservedRunner, Plan, PlanInput, RunnerPhase, plan,
+    FAILURE_THROTTLE_THRESHOLD, ObservedRunner, Plan, PlanInput, RemovalReason, RunnerPhase, plan,
 };
+use forgerunner_core::startup::{StartupFailure, Stuck};
 use proptest::prelude::*;
 
 /// An owned observation, so proptest can generate and shrink it.
@@ -18,6 +19,7 @@ struct Observation {
     runners: Vec<ObservedRunner>,
     view: ForgeView,
     failures: u32,
+    held: bool,
 }
 
 impl Observation {
@@ -29,6 +31,7 @@ impl Observation {
             runners: &self.runners,
             view: &self.view,
             consecutive_failures: self.failures,
+            creation_held: self.held,
         }
     }
 
@@ -45,6 +48,44 @@ impl Observation {
 
     fn busy_or_ever_busy(&self, r: &ObservedRunner) -> bool {
         r.ever_busy || r.forge_state == ForgeRunnerState::Busy
+    }
+
+    /// Active runners that never took a job, are counted by the forge, and are neither stuck nor
+    /// outdated: the ones that cover demand. Oldest first.
+    fn waiting(&self) -> Vec<&ObservedRunner> {
+        let mut w: Vec<&ObservedRunner> = self
+            .runners
+            .iter()
+            .filter(|r| r.phase.is_active() && !self.busy_or_ever_busy(r))
+            .filter(|r| r.forge_state != ForgeRunnerState::Finished)
+            .filter(|r| r.stuck.is_none() && !r.outdated)
+            .collect();
+        w.sort_by(|a, b| {
+            b.age_seconds
+                .cmp(&a.age_seconds)
+                .then_with(|| a.name.cmp(&b.name))
+        });
+        w
+    }
+
+    /// The warm pool: up to `min` started waiting runners, oldest first.
+    fn warm(&self) -> BTreeSet<String> {
+        self.waiting()
+            .into_iter()
+            .filter(|r| r.phase == RunnerPhase::Running)
+            .take(self.min as usize)
+            .map(|r| r.name.clone())
+            .collect()
+    }
+
+    /// Waiting runners the idle timeout takes.
+    fn stale(&self) -> BTreeSet<String> {
+        let warm = self.warm();
+        self.waiting()
+            .into_iter()
+            .filter(|r| !warm.contains(&r.name) && r.age_seconds >= u64::from(self.idle_timeout))
+            .map(|r| r.name.clone())
+            .collect()
     }
 }
 
@@ -69,7 +110,8 @@ fn forge_state() -> impl Strategy<Value = ForgeRunnerState> {
 }
 
 fn observation() -> impl Strategy<Value = Observation> {
-    let runner = (phase(), forge_state(), 0u64..2_000, any::<bool>());
+    // Flags: 0 = stuck, 1 = outdated, anything else neither.
+    let runner = (phase(), forge_state(), 0u64..2_000, any::<bool>(), 0u8..8);
     (
         any::<bool>(),
         0u32..8,
@@ -79,19 +121,25 @@ fn observation() -> impl Strategy<Value = Observation> {
         prop_oneof![4 => 0u32..25, 1 => Just(u32::MAX)],
         prop::collection::vec(0usize..20, 0..6),
         0u32..(FAILURE_THROTTLE_THRESHOLD * 2),
+        prop::bool::weighted(0.2),
     )
         .prop_map(
-            |(complete, min, max, idle_timeout, runners, jobs, offline_idx, failures)| {
+            |(complete, min, max, idle_timeout, runners, jobs, offline_idx, failures, held)| {
                 let runners: Vec<ObservedRunner> = runners
                     .into_iter()
                     .enumerate()
                     .map(
-                        |(i, (phase, forge_state, age_seconds, ever_busy))| ObservedRunner {
+                        |(i, (phase, forge_state, age_seconds, ever_busy, flags))| ObservedRunner {
                             name: format!("rg-{i:02}"),
                             phase,
                             forge_state,
                             age_seconds,
                             ever_busy,
+                            stuck: (flags == 0).then(|| Stuck {
+                                cause: StartupFailure::ImagePullFailed,
+                                message: "Back-off pulling image".to_owned(),
+                            }),
+                            outdated: flags == 1,
                         },
                     )
                     .collect();
@@ -109,6 +157,7 @@ fn observation() -> impl Strategy<Value = Observation> {
                         ..ForgeView::default()
                     },
                     failures,
+                    held,
                 }
             },
         )
@@ -158,15 +207,31 @@ proptest! {
     }
 
     #[test]
-    fn idle_past_timeout_is_removed(obs in observation()) {
+    fn idle_past_timeout_is_removed_above_the_warm_pool(obs in observation()) {
         let p = obs.plan();
-        // A runner whose job is done at the forge is on its way out, not idle.
-        let waiting = |r: &&ObservedRunner| {
-            r.phase.is_active() && !obs.busy_or_ever_busy(r) && r.forge_state != ForgeRunnerState::Finished
-        };
-        for r in obs.runners.iter().filter(waiting) {
-            if r.age_seconds >= u64::from(obs.idle_timeout) {
-                prop_assert!(p.remove.iter().any(|x| x.name == r.name), "stale {:?} kept", r);
+        let stale = obs.stale();
+        for name in &stale {
+            prop_assert!(p.remove.iter().any(|x| &x.name == name), "stale {} kept", name);
+        }
+        // The warm pool never times out (scale-down may still trim it to what maxRunners allows).
+        for name in obs.warm() {
+            prop_assert!(!p.remove.iter().any(|x| x.name == name && x.reason == RemovalReason::IdleTimeout), "warm {} timed out", name);
+        }
+        prop_assert!(obs.warm().len() <= obs.min as usize);
+    }
+
+    #[test]
+    fn stuck_and_outdated_idle_runners_are_removed(obs in observation()) {
+        let p = obs.plan();
+        for r in obs.runners.iter().filter(|r| r.phase.is_active() && !obs.busy_or_ever_busy(r)) {
+            if r.forge_state == ForgeRunnerState::Finished {
+                continue;
+            }
+            let removal = p.remove.iter().find(|x| x.name == r.name);
+            if r.stuck.is_some() {
+                prop_assert!(removal.is_some_and(|x| matches!(x.reason, RemovalReason::StartupFailed(_)) && x.delete_job), "{:?}", r);
+            } else if r.outdated {
+                prop_assert!(removal.is_some_and(|x| x.reason == RemovalReason::SpecChanged), "{:?}", r);
             }
         }
     }
@@ -212,18 +277,18 @@ proptest! {
         let p = obs.plan();
         prop_assume!(!p.throttled);
         let headroom = obs.max.saturating_sub(obs.occupied());
-        let stale = |r: &ObservedRunner| r.age_seconds >= u64::from(obs.idle_timeout);
+        let stale = obs.stale();
         let done = |r: &ObservedRunner| r.forge_state == ForgeRunnerState::Finished;
         let counted: Vec<&ObservedRunner> =
             obs.runners.iter().filter(|r| r.phase.is_active() && !done(r)).collect();
         let working = counted.iter().filter(|r| obs.busy_or_ever_busy(r)).count() as u32;
-        let not_yet_busy = counted.iter().filter(|r| !obs.busy_or_ever_busy(r) && !stale(r)).count() as u32;
+        let not_yet_busy = obs.waiting().iter().filter(|r| !stale.contains(&r.name)).count() as u32;
         // One rule for every forge.
         let wanted = obs.view.waiting_jobs.saturating_add(obs.min);
         prop_assert_eq!(p.create, wanted.saturating_sub(not_yet_busy).min(headroom));
         prop_assert_eq!(p.counts.desired, working.saturating_add(wanted).min(obs.max));
         // Scale-down only on a complete view, and never below what the jobs and min ask for.
-        let scaled = p.remove.iter().filter(|r| r.reason == forgerunner_core::plan::RemovalReason::ScaleDown).count() as u32;
+        let scaled = p.remove.iter().filter(|r| r.reason == RemovalReason::ScaleDown).count() as u32;
         if obs.view.complete {
             prop_assert_eq!(scaled, not_yet_busy.saturating_sub(wanted.min(obs.max.saturating_sub(working))));
         } else {
@@ -234,7 +299,9 @@ proptest! {
     #[test]
     fn throttled_plans_create_at_most_one(obs in observation()) {
         let p = obs.plan();
-        if p.throttled {
+        if p.throttled && obs.held {
+            prop_assert_eq!(p.create, 0);
+        } else if p.throttled {
             prop_assert!(obs.failures >= FAILURE_THROTTLE_THRESHOLD);
             prop_assert!(p.create <= 1);
             let any_active = obs.runners.iter().any(|r| r.phase.is_active());

@@ -15,7 +15,22 @@ fn r(name: &str, phase: RunnerPhase, state: ForgeRunnerState) -> ObservedRunner 
         forge_state: state,
         age_seconds: 10,
         ever_busy: false,
+        stuck: None,
+        outdated: false,
     }
+}
+
+fn stuck(mut runner: ObservedRunner, cause: StartupFailure) -> ObservedRunner {
+    runner.stuck = Some(Stuck {
+        cause,
+        message: "Back-off pulling image".to_owned(),
+    });
+    runner
+}
+
+fn outdated(mut runner: ObservedRunner) -> ObservedRunner {
+    runner.outdated = true;
+    runner
 }
 
 fn aged(mut runner: ObservedRunner, age_seconds: u64) -> ObservedRunner {
@@ -36,6 +51,7 @@ struct Case {
     runners: Vec<ObservedRunner>,
     view: ForgeView,
     failures: u32,
+    held: bool,
 }
 
 /// A view the forge calls complete (runner activity reported as it happens): scale-down allowed.
@@ -50,6 +66,7 @@ fn complete(min: u32, max: u32) -> Case {
             ..ForgeView::default()
         },
         failures: 0,
+        held: false,
     }
 }
 
@@ -82,6 +99,10 @@ impl Case {
         self.failures = failures;
         self
     }
+    fn held(mut self) -> Self {
+        self.held = true;
+        self
+    }
     fn plan(&self) -> Plan {
         plan(&PlanInput {
             min_runners: self.min,
@@ -90,6 +111,7 @@ impl Case {
             runners: &self.runners,
             view: &self.view,
             consecutive_failures: self.failures,
+            creation_held: self.held,
         })
     }
 }
@@ -227,11 +249,37 @@ cases! {
     partial_view_never_scales_down: partial(0, 10).runners(vec![r("a", Running, Idle), r("b", Pending, Unknown)])
         => create(0);
 
-    // Idle timeout.
-    idle_timeout_without_headroom: complete(1, 1).runners(vec![aged(r("stale", Running, Idle), 600)])
+    // Idle timeout, and the warm pool it spares.
+    idle_timeout_without_headroom: complete(0, 1).jobs(1).runners(vec![aged(r("stale", Running, Idle), 600)])
         => create(0).remove(&[("stale", IdleTimeout)]);
-    idle_timeout_replaced_with_headroom: complete(1, 2).runners(vec![aged(r("stale", Running, Idle), 601)])
+    idle_timeout_replaced_with_headroom: complete(0, 2).jobs(1).runners(vec![aged(r("stale", Running, Idle), 601)])
         => create(1).remove(&[("stale", IdleTimeout)]);
+    warm_pool_outlives_the_idle_timeout: complete(3, 5).runners(vec![
+            aged(r("w1", Running, Idle), 5000), aged(r("w2", Running, Idle), 1300), aged(r("w3", Running, Idle), 700)])
+        => create(0).desired(3);
+    warm_pool_on_a_partial_view_too: partial(1, 5).runners(vec![aged(r("w", Running, Idle), 5000)]) => create(0);
+    only_idle_runners_above_min_time_out: complete(1, 5).jobs(1).runners(vec![
+            aged(r("old", Running, Idle), 900), aged(r("older", Running, Idle), 1000)])
+        => create(1).remove(&[("old", IdleTimeout)]);
+    pending_runners_are_not_the_warm_pool: partial(1, 5).runners(vec![aged(r("p", Pending, Unknown), 700)])
+        => create(1).remove(&[("p", IdleTimeout)]);
+
+    // Runners that do not start, and the backoff.
+    stuck_runner_removed_as_failure: partial(0, 1).jobs(1).runners(vec![stuck(r("s", Pending, Unknown), StartupFailure::ImagePullFailed)])
+        => create(0).remove(&[("s", RemovalReason::StartupFailed(StartupFailure::ImagePullFailed))]);
+    stuck_runner_replaced_when_capacity_allows: partial(0, 3).jobs(1).runners(vec![stuck(r("s", Pending, Unknown), StartupFailure::Unschedulable)])
+        .failures(1) => create(1).remove(&[("s", RemovalReason::StartupFailed(StartupFailure::Unschedulable))]);
+    held_creation_creates_nothing: partial(0, 3).jobs(2).held() => create(0).throttled();
+    held_creation_still_cleans_up: partial(0, 3).jobs(2).held().runners(vec![stuck(r("s", Pending, Unknown), StartupFailure::QuotaExceeded)])
+        => create(0).throttled().remove(&[("s", RemovalReason::StartupFailed(StartupFailure::QuotaExceeded))]);
+    held_without_demand_is_not_throttled: complete(0, 3).held() => create(0);
+
+    // Spec changes roll idle runners; busy ones finish.
+    outdated_idle_runner_replaced: complete(1, 3).runners(vec![outdated(r("old", Running, Idle))])
+        => create(1).remove(&[("old", RemovalReason::SpecChanged)]).desired(1);
+    outdated_busy_runner_finishes: complete(0, 3).runners(vec![outdated(was_busy(r("busy", Running, Busy)))]) => create(0);
+    outdated_pending_runner_replaced: partial(0, 3).jobs(1).runners(vec![outdated(r("p", Pending, Unknown))])
+        => create(1).remove(&[("p", RemovalReason::SpecChanged)]);
     idle_timeout_spares_busy: complete(0, 2).runners(vec![aged(r("long", Running, Busy), 100_000)])
         => create(0).mark_busy(&["long"]);
     idle_timeout_removes: partial(0, 10).runners(vec![aged(r("stale", Running, Idle), 700)])

@@ -20,6 +20,7 @@ use crate::plan::{Plan, Removal, RemovalReason, RunnerPhase};
 use crate::runner_job::{
     BUSY_ANNOTATION, RunnerJobInput, build_runner_job, build_runner_secret, runner_name,
 };
+use crate::startup::StartupFailure;
 
 /// Runner creations in flight at once for one group (forge calls and API writes overlap).
 /// Each creation is three round trips (forge credentials, Job, Secret); 8 left a burst of 1000
@@ -52,6 +53,11 @@ pub struct ApplyReport {
     pub kept_busy: u32,
     /// Orphaned forge registrations removed.
     pub orphans_removed: u32,
+    /// Runners removed because they did not start (also in `failed_deleted`): name, cause and
+    /// Kubernetes' message.
+    pub stuck: Vec<(String, StartupFailure, String)>,
+    /// Idle runners replaced because the spec changed.
+    pub spec_replaced: u32,
     /// The first error met.
     pub first_error: Option<ReconcileError>,
 }
@@ -184,6 +190,13 @@ async fn remove(t: &Target<'_>, r: &Removal, report: &mut ApplyReport) {
                     }
                 }
                 RemovalReason::IdleTimeout | RemovalReason::ScaleDown => report.scaled_down += 1,
+                RemovalReason::StartupFailed(cause) => {
+                    warn!(runner = %r.name, reason = cause.as_str(), "runner did not start; removed");
+                    report.failed_deleted.push(r.name.clone());
+                    let message = r.message.clone().unwrap_or_default();
+                    report.stuck.push((r.name.clone(), cause, message));
+                }
+                RemovalReason::SpecChanged => report.spec_replaced += 1,
                 RemovalReason::Orphaned => {}
             }
         }

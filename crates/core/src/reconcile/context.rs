@@ -44,6 +44,8 @@ pub struct GroupMemory {
     pub last_status_write: Option<std::time::Instant>,
     /// Pending runner Jobs have been checked for a Secret a crashed process never wrote.
     pub secrets_checked: bool,
+    /// Fingerprint of the runner Role rules last applied (see `runner_rbac`).
+    pub runner_rbac: Option<String>,
 }
 
 /// A status written by this process, and the `resourceVersion` of the object it was based on.

@@ -13,6 +13,9 @@ use super::status::PassSummary;
 use crate::conditions::{ConditionReason, ConditionType};
 use crate::crd::RunnerGroup;
 
+/// Most "runner did not start" Events one pass publishes.
+const MAX_STUCK_EVENTS: usize = 3;
+
 async fn publish(
     ctx: &Context,
     group: &RunnerGroup,
@@ -94,6 +97,35 @@ pub async fn scaling(ctx: &Context, group: &RunnerGroup, s: &PassSummary, r: &Ap
             group,
             EventType::Warning,
             "RunnerFailed",
+            "RemoveRunners",
+            note,
+        )
+        .await;
+    }
+    // One Event per runner that did not start, quoting Kubernetes (bounded per pass; the
+    // condition carries the latest).
+    for (name, cause, message) in r.stuck.iter().take(MAX_STUCK_EVENTS) {
+        let note = format!("runner {name} did not start and was removed: {message}");
+        publish(
+            ctx,
+            group,
+            EventType::Warning,
+            cause.as_str(),
+            "RemoveRunners",
+            note,
+        )
+        .await;
+    }
+    if r.spec_replaced > 0 {
+        let note = format!(
+            "replacing {} idle runners built from an older spec; busy runners finish first",
+            r.spec_replaced
+        );
+        publish(
+            ctx,
+            group,
+            EventType::Normal,
+            "SpecChanged",
             "RemoveRunners",
             note,
         )

@@ -12,6 +12,8 @@ pub mod observe;
 pub mod pipeline;
 pub mod repair;
 pub mod runner_exit;
+pub mod runner_rbac;
+pub mod startup_check;
 pub mod status;
 pub mod status_write;
 

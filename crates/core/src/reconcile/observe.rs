@@ -11,7 +11,7 @@ use k8s_openapi::api::batch::v1::Job;
 use crate::crd::RunnerGroup;
 use crate::forge::{ForgeRunnerState, ForgeView, RunnerRef};
 use crate::plan::{ObservedRunner, RunnerPhase};
-use crate::runner_job::{BUSY_ANNOTATION, GROUP_LABEL};
+use crate::runner_job::{BUSY_ANNOTATION, GROUP_LABEL, TEMPLATE_HASH_ANNOTATION};
 
 /// Whether `job` is a runner of `group`: same namespace, group label, and (when both uids are
 /// known) owned by this very group, so a re-created group does not adopt its predecessor's Jobs.
@@ -62,6 +62,17 @@ pub fn ever_busy(job: &Job) -> bool {
         .as_ref()
         .and_then(|a| a.get(BUSY_ANNOTATION))
         .is_some_and(|v| v == "true")
+}
+
+/// Whether the Job's pod was built from another spec than the one hashing to `current`. A Job
+/// without the annotation (made before it existed) is left alone: an upgrade of the operator
+/// alone must not replace every idle runner.
+pub fn outdated(job: &Job, current: &str) -> bool {
+    job.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(TEMPLATE_HASH_ANNOTATION))
+        .is_some_and(|h| h != current)
 }
 
 /// Seconds since the Job was created (0 when unknown or in the future).
@@ -125,7 +136,13 @@ impl InFlight {
 /// Created-but-unseen runners count as fresh pending runners so a stale store cannot make us
 /// exceed `maxRunners`; deleted-but-still-listed ones count as terminating so a finished runner
 /// is not counted (or deleted) twice.
-pub fn observe_runners(jobs: &[Arc<Job>], in_flight: &InFlight, now: Timestamp) -> Vec<ObservedRunner> {
+/// `template_hash` is the current spec's ([`crate::runner_job::template_hash`]).
+pub fn observe_runners(
+    jobs: &[Arc<Job>],
+    in_flight: &InFlight,
+    template_hash: &str,
+    now: Timestamp,
+) -> Vec<ObservedRunner> {
     let mut out: Vec<ObservedRunner> = jobs
         .iter()
         .filter_map(|j| {
@@ -140,6 +157,8 @@ pub fn observe_runners(jobs: &[Arc<Job>], in_flight: &InFlight, now: Timestamp) 
                 phase,
                 age_seconds: age_seconds(j, now),
                 ever_busy: ever_busy(j),
+                stuck: None,
+                outdated: outdated(j, template_hash),
                 name,
             })
         })
@@ -152,6 +171,8 @@ pub fn observe_runners(jobs: &[Arc<Job>], in_flight: &InFlight, now: Timestamp) 
             forge_state: ForgeRunnerState::Unknown,
             age_seconds: 0,
             ever_busy: false,
+            stuck: None,
+            outdated: false,
         });
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));
@@ -253,7 +274,7 @@ mod tests {
             runners: BTreeMap::from([("g-bbbbb".to_owned(), ForgeRunnerState::Idle)]),
             ..ForgeView::default()
         };
-        let obs = with_forge_states(observe_runners(&jobs, &InFlight::default(), ts(1600)), &view);
+        let obs = with_forge_states(observe_runners(&jobs, &InFlight::default(), "h", ts(1600)), &view);
         assert_eq!(obs.len(), 2);
         assert!(obs[0].ever_busy && !obs[1].ever_busy);
         assert_eq!(obs[0].age_seconds, 600);
@@ -274,7 +295,7 @@ mod tests {
         let mut fl = InFlight::default();
         fl.created.insert("g-new01".into());
         fl.deleted.insert("g-done1".into());
-        let obs = observe_runners(&jobs, &fl, ts(2000));
+        let obs = observe_runners(&jobs, &fl, "h", ts(2000));
         let got: Vec<(&str, RunnerPhase)> = obs.iter().map(|r| (r.name.as_str(), r.phase)).collect();
         assert_eq!(
             got,
@@ -311,7 +332,10 @@ mod tests {
         g.metadata.namespace = Some("other".into());
         assert!(!belongs_to(&job("g-1", None), &g));
         let jobs = [Arc::new(job("g-1", None))];
-        let refs = runner_refs(&jobs, &observe_runners(&jobs, &InFlight::default(), ts(2000)));
+        let refs = runner_refs(
+            &jobs,
+            &observe_runners(&jobs, &InFlight::default(), "h", ts(2000)),
+        );
         assert_eq!(refs[0].name, "g-1");
         assert_eq!(refs[0].phase, RunnerPhase::Pending);
     }

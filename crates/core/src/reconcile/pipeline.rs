@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Event as CoreEvent, Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
@@ -21,8 +21,11 @@ use super::error::ReconcileError;
 use super::events;
 use super::observe::{belongs_to, observe_runners, runner_refs, with_forge_states};
 use super::repair::restore_missing_secrets;
+use super::runner_rbac::{ensure_runner_rbac, rules_fingerprint};
+use super::startup_check::find_stuck;
 use super::status::{
-    PassSummary, build_status, error_conditions, next_failure_count, outdated_persists, success_conditions,
+    PassSummary, build_status, creation_held, error_conditions, failures_so_far, next_failure_count,
+    outdated_persists, startup_failure_persists, success_conditions,
 };
 use super::status_write::{StatusWrite, status_write};
 use super::{FIELD_MANAGER, FINALIZER};
@@ -34,6 +37,7 @@ use crate::forge::{
 };
 use crate::metrics::{ForgeLabels, ReconcileErrorLabels, ReconcileLabels, RunnerLabels};
 use crate::plan::{PlanInput, RunnerPhase, plan};
+use crate::runner_job::template_hash;
 use crate::validate::validate_spec;
 
 /// Longest group name: it is also a label value.
@@ -292,15 +296,26 @@ async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, Reconcil
     let gctx = group_context(ctx, forge, group).await?;
     let key = gctx.key.clone();
 
+    ensure_runner_permissions(ctx, forge, group, &key).await?;
+
     let jobs = group_jobs(ctx, group);
     let in_flight = ctx.with_memory(&key, |m| {
         m.in_flight.settle(&jobs);
         m.in_flight.clone()
     });
-    let cluster = observe_runners(&jobs, &in_flight, Timestamp::now());
+    let now = Timestamp::now();
+    let mut cluster = observe_runners(&jobs, &in_flight, &template_hash(&group.spec), now);
+    let startup_timeout = Duration::from_secs(u64::from(group.spec.startup_timeout_seconds()));
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &key.namespace);
+    let events: Api<CoreEvent> = Api::namespaced(ctx.client.clone(), &key.namespace);
+    let mut stuck = find_stuck(&pods, &events, &key.name, &cluster, startup_timeout).await;
+    for r in &mut cluster {
+        r.stuck = stuck.remove(&r.name);
+    }
     let view = forge.observe(&gctx, &runner_refs(&jobs, &cluster)).await?;
     let observed = with_forge_states(cluster, &view);
-    let prev_failures = group.status.as_ref().map_or(0, |s| s.failed_runners);
+    let prev = group.status.as_ref();
+    let prev_failures = failures_so_far(prev, group.metadata.generation);
     let the_plan = plan(&PlanInput {
         min_runners: group.spec.min_runners,
         max_runners: group.spec.max_runners,
@@ -308,6 +323,7 @@ async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, Reconcil
         runners: &observed,
         view: &view,
         consecutive_failures: prev_failures,
+        creation_held: creation_held(prev, prev_failures, now),
     });
     debug!(
         group = %key,
@@ -358,7 +374,17 @@ async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, Reconcil
         .get_or_create(&forge_label)
         .inc_by(u64::from(removed));
     let failed_now = u32::try_from(report.failed_deleted.len()).unwrap_or(u32::MAX);
+    let any_started = observed
+        .iter()
+        .any(|r| matches!(r.phase, RunnerPhase::Running | RunnerPhase::Succeeded));
+    let startup_failure = report
+        .stuck
+        .last()
+        .map(|(_, cause, msg)| (*cause, msg.clone()))
+        .or_else(|| startup_failure_persists(prev, group.metadata.generation, any_started));
     let summary = PassSummary {
+        startup_failure,
+        failed_now,
         counts: the_plan.counts,
         facts: view.facts.clone(),
         failed_runners: next_failure_count(prev_failures, report.succeeded_deleted, failed_now),
@@ -394,6 +420,27 @@ async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, Reconcil
         Some(e) => Err(e),
         None => Ok(success_requeue(forge, group, deferred)),
     }
+}
+
+/// Keeps the runner ServiceAccount, Role and RoleBinding the forge asks for; applied once per
+/// process and whenever the rules change, not on every pass.
+async fn ensure_runner_permissions(
+    ctx: &Context,
+    forge: &dyn Forge,
+    group: &RunnerGroup,
+    key: &GroupKey,
+) -> Result<(), ReconcileError> {
+    let rules = forge.runner_role_rules(&group.spec);
+    if rules.is_empty() {
+        return Ok(());
+    }
+    let fingerprint = rules_fingerprint(&rules);
+    if ctx.with_memory(key, |m| m.runner_rbac.as_deref() == Some(fingerprint.as_str())) {
+        return Ok(());
+    }
+    ensure_runner_rbac(&ctx.client, group, rules).await?;
+    ctx.with_memory(key, |m| m.runner_rbac = Some(fingerprint));
+    Ok(())
 }
 
 fn set_runner_gauges(

@@ -9,6 +9,7 @@ use crate::crd::RunnerGroupStatus;
 use crate::error::ErrorCategory;
 use crate::forge::ForgeFacts;
 use crate::plan::{FAILURE_THROTTLE_THRESHOLD, RunnerCounts};
+use crate::startup::StartupFailure;
 
 /// What one successful pass did, as far as the status cares.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -32,6 +33,11 @@ pub struct PassSummary {
     /// A failed runner exited as outdated, and since then no runner finished well and the spec
     /// did not change.
     pub runner_outdated: bool,
+    /// Runners did not start: the cause and Kubernetes' message, from this pass or carried
+    /// over until a runner starts or the spec changes ([`startup_failure_persists`]).
+    pub startup_failure: Option<(StartupFailure, String)>,
+    /// Runner Jobs this pass counted as failed (the failure time moves on).
+    pub failed_now: u32,
 }
 
 /// What `Degraded` says while runners exit as outdated.
@@ -92,6 +98,17 @@ pub fn success_conditions(p: &PassSummary) -> Vec<GroupCondition> {
             True,
             ConditionReason::RunnerOutdated,
             RUNNER_OUTDATED_MESSAGE,
+        )
+    } else if let Some((cause, msg)) = &p.startup_failure {
+        c(
+            ConditionType::Degraded,
+            True,
+            ConditionReason::Startup(*cause),
+            format!(
+                "runners do not start ({} failed in a row; creation backs off): {}; last: {msg}",
+                p.failed_runners,
+                cause.hint()
+            ),
         )
     } else if p.throttled || p.failed_runners >= FAILURE_THROTTLE_THRESHOLD {
         c(
@@ -185,6 +202,9 @@ pub fn build_status(
         st.running_jobs = p.counts.running_jobs;
         st.pending_jobs = p.counts.pending_jobs;
         st.failed_runners = p.failed_runners;
+        if p.failed_now > 0 {
+            st.last_runner_failure_time = Some(now.clone());
+        }
         st.last_poll_time = Some(now.clone());
         if p.facts.scale_set_id.is_some() {
             st.scale_set_id = p.facts.scale_set_id;
@@ -207,6 +227,42 @@ pub fn outdated_persists(prev: Option<&RunnerGroupStatus>, generation: Option<i6
         && d.status == ConditionStatus::True.as_str()
         && d.reason == ConditionReason::RunnerOutdated.as_str()
         && d.observed_generation == generation
+}
+
+/// The startup failure `Degraded` reported for the current generation, while no runner has
+/// started since: kept so the condition does not flap to healthy between two failed attempts.
+pub fn startup_failure_persists(
+    prev: Option<&RunnerGroupStatus>,
+    generation: Option<i64>,
+    any_started: bool,
+) -> Option<(StartupFailure, String)> {
+    let d = prev.and_then(|s| find(&s.conditions, ConditionType::Degraded))?;
+    if any_started || d.status != ConditionStatus::True.as_str() || d.observed_generation != generation {
+        return None;
+    }
+    let cause = StartupFailure::parse(&d.reason)?;
+    let last = d.message.split_once("; last: ").map_or("", |(_, m)| m);
+    Some((cause, last.to_owned()))
+}
+
+/// Consecutive failures so far, as the pass starts: a spec change starts over (a new image
+/// deserves a fresh start, not the old backoff).
+pub fn failures_so_far(prev: Option<&RunnerGroupStatus>, generation: Option<i64>) -> u32 {
+    match prev {
+        Some(s) if s.observed_generation == generation => s.failed_runners,
+        _ => 0,
+    }
+}
+
+/// Whether runner creation still waits out the backoff after the last failure
+/// ([`crate::startup::creation_backoff`]).
+pub fn creation_held(prev: Option<&RunnerGroupStatus>, failures: u32, now: jiff::Timestamp) -> bool {
+    let Some(last) = prev.and_then(|s| s.last_runner_failure_time.as_ref()) else {
+        return false;
+    };
+    let wait = crate::startup::creation_backoff(failures);
+    let elapsed = now.duration_since(last.0);
+    elapsed < jiff::SignedDuration::try_from(wait).unwrap_or(jiff::SignedDuration::MAX)
 }
 
 /// Consecutive failures after a pass: reset by any runner that finished well, then plus the
@@ -377,6 +433,76 @@ mod tests {
             &t(1),
         );
         assert!(!outdated_persists(Some(&healthy), Some(3), 0));
+    }
+
+    #[test]
+    fn startup_failure_degrades_until_a_runner_starts_or_the_spec_changes() {
+        let p = PassSummary {
+            startup_failure: Some((
+                StartupFailure::ImagePullFailed,
+                "Back-off pulling image \"x\"".into(),
+            )),
+            failed_runners: 2,
+            failed_now: 1,
+            ..PassSummary::default()
+        };
+        let st = build_status(None, Some(3), &success_conditions(&p), Some(&p), &t(100));
+        let d = find(&st.conditions, ConditionType::Degraded).expect("degraded");
+        assert_eq!(
+            (d.status.as_str(), d.reason.as_str()),
+            ("True", "ImagePullFailed")
+        );
+        assert!(d.message.contains("Back-off pulling image"), "{}", d.message);
+        assert!(
+            d.message.contains("spec.image"),
+            "names what to fix: {}",
+            d.message
+        );
+        assert_eq!(st.last_runner_failure_time, Some(t(100)));
+        assert_eq!(
+            startup_failure_persists(Some(&st), Some(3), false),
+            Some((
+                StartupFailure::ImagePullFailed,
+                "Back-off pulling image \"x\"".into()
+            ))
+        );
+        assert_eq!(
+            startup_failure_persists(Some(&st), Some(3), true),
+            None,
+            "a runner started"
+        );
+        assert_eq!(
+            startup_failure_persists(Some(&st), Some(4), false),
+            None,
+            "the spec changed"
+        );
+    }
+
+    #[test]
+    fn backoff_holds_creation_and_a_spec_change_resets_it() {
+        let mut st = RunnerGroupStatus {
+            observed_generation: Some(2),
+            failed_runners: 3,
+            last_runner_failure_time: Some(t(1000)),
+            ..RunnerGroupStatus::default()
+        };
+        assert_eq!(failures_so_far(Some(&st), Some(2)), 3);
+        assert_eq!(
+            failures_so_far(Some(&st), Some(3)),
+            0,
+            "new generation starts over"
+        );
+        let at = |s: i64| jiff::Timestamp::from_second(s).expect("ts");
+        // Three failures: 10 s.
+        assert!(creation_held(Some(&st), 3, at(1009)));
+        assert!(!creation_held(Some(&st), 3, at(1010)));
+        assert!(
+            !creation_held(Some(&st), 1, at(1000)),
+            "a one-off failure does not hold"
+        );
+        assert!(!creation_held(Some(&st), 0, at(1000)));
+        st.last_runner_failure_time = None;
+        assert!(!creation_held(Some(&st), 9, at(1000)));
     }
 
     #[test]

@@ -529,3 +529,49 @@ fn secret_is_owned_by_job_and_holds_data() {
         "Debug of credentials must be redacted"
     );
 }
+
+#[test]
+fn template_hash_follows_what_shapes_the_pod_only() {
+    let base = group(None);
+    let h = template_hash(&base.spec);
+    assert_eq!(h, template_hash(&base.spec.clone()), "stable");
+    assert_eq!(h.len(), 16);
+
+    let mut scaled = base.spec.clone();
+    scaled.min_runners = 3;
+    scaled.max_runners = 40;
+    scaled.idle_timeout_seconds = Some(30);
+    scaled.startup_timeout_seconds = Some(60);
+    scaled.ttl_seconds_after_finished = Some(5);
+    if let Some(g) = scaled.gitea.as_mut() {
+        g.poll_interval_seconds = Some(9);
+        g.credentials = "other".into();
+    }
+    assert_eq!(
+        template_hash(&scaled),
+        h,
+        "scaling, timing and operator-only settings keep it"
+    );
+
+    let mut image = base.spec.clone();
+    image.image = Some("gitea/runner:2".into());
+    assert_ne!(template_hash(&image), h, "a new image changes it");
+    let mut labels = base.spec.clone();
+    if let Some(g) = labels.gitea.as_mut() {
+        g.labels.push("gpu".into());
+    }
+    assert_ne!(template_hash(&labels), h, "the forge block shapes the runner");
+    let templated = group(Some(template(PodSpec::default(), &[("team", "a")])));
+    assert_ne!(template_hash(&templated.spec), h, "a template changes it");
+}
+
+#[test]
+fn jobs_carry_the_template_hash() {
+    let g = group(None);
+    let job = build(&g);
+    let annotations = job.metadata.annotations.expect("annotations");
+    assert_eq!(
+        annotations.get(TEMPLATE_HASH_ANNOTATION),
+        Some(&template_hash(&g.spec))
+    );
+}

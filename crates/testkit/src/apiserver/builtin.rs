@@ -38,6 +38,10 @@ pub fn decode(builtin: Builtin, v: &Value) -> Result<Value, String> {
     }
 }
 
+/// Struct-pointer fields that are meaningful when empty: Go's `omitempty` keeps a non-nil
+/// pointer to an empty struct (`emptyDir: {}` is how a pod asks for an emptyDir volume).
+const KEEP_EMPTY: &[&str] = &["securityContext", "status", "emptyDir"];
+
 /// Removes empty lists and maps recursively, as Go's `omitempty` does on encode.
 pub fn strip_empty(v: &mut Value) {
     match v {
@@ -45,7 +49,7 @@ pub fn strip_empty(v: &mut Value) {
             for x in m.values_mut() {
                 strip_empty(x);
             }
-            m.retain(|k, x| !is_empty_container(x) || k == "securityContext" || k == "status");
+            m.retain(|k, x| !is_empty_container(x) || KEEP_EMPTY.contains(&k.as_str()));
         }
         Value::Array(a) => a.iter_mut().for_each(strip_empty),
         _ => {}

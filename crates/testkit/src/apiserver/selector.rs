@@ -130,7 +130,7 @@ impl FieldSelector {
     pub fn matches(&self, obj: &Value) -> bool {
         self.0.iter().all(|(path, eq, want)| {
             let mut cur = Some(obj);
-            for seg in path.split('.') {
+            for seg in field_path(path).split('.') {
                 cur = cur.and_then(|c| c.get(seg));
             }
             let got = match cur {
@@ -140,6 +140,15 @@ impl FieldSelector {
             };
             (got == *want) == *eq
         })
+    }
+}
+
+/// Where a field label's value lives in the object, for labels that are not plain paths: a
+/// core/v1 Event's `source` is its `source.component`, as the API server's selectable fields say.
+fn field_path(label: &str) -> &str {
+    match label {
+        "source" => "source.component",
+        other => other,
     }
 }
 
@@ -176,5 +185,29 @@ mod tests {
         assert!(t("!missing"));
         assert!(!t("missing"));
         assert!(t("missing notin (a)"));
+    }
+
+    #[test]
+    fn field_selector_on_core_events() {
+        let ev = json!({"involvedObject": {"kind": "Job", "name": "j"}, "reason": "FailedCreate",
+            "type": "Warning", "source": {"component": "job-controller"}});
+        let supported: Vec<String> = [
+            "involvedObject.kind",
+            "involvedObject.name",
+            "reason",
+            "type",
+            "source",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let t = |s: &str| FieldSelector::parse(s, &supported).unwrap().matches(&ev);
+        assert!(t(
+            "involvedObject.kind=Job,involvedObject.name==j,reason=FailedCreate"
+        ));
+        assert!(t("source=job-controller,type!=Normal"));
+        assert!(!t("involvedObject.name=other"));
+        assert!(!t("source!=job-controller"));
+        assert!(FieldSelector::parse("involvedObject.bogus=x", &supported).is_err());
     }
 }

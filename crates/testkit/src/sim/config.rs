@@ -1,5 +1,6 @@
 //! Simulator settings, errors and counters.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -31,6 +32,22 @@ pub struct SimConfig {
     /// Delete the pods of a deleted Job, for API servers without a garbage collector (the fake
     /// and real clusters collect them, so this is off by default).
     pub collect_orphans: bool,
+    /// Images starting with a prefix here pull slowly but successfully: the container waits
+    /// `ContainerCreating` for the paired duration, then starts.
+    pub slow_pulls: Vec<(String, Duration)>,
+    /// Labels of the simulated node, matched against pods' `nodeSelector` and required node
+    /// affinity; `kubernetes.io/hostname` is added from `node_name` when missing.
+    pub node_labels: BTreeMap<String, String>,
+    /// Allocatable amount per resource (`cpu` → `"4"`, `memory` → `"8Gi"`); a pod requesting
+    /// more of one stays `Pending` and unschedulable. Resources not listed are unlimited, so
+    /// the default (empty) fits every pod.
+    pub node_allocatable: BTreeMap<String, String>,
+    /// Per-namespace cap on non-terminal pods, as a `pods` ResourceQuota: the Job controller
+    /// refuses pods beyond it with a `FailedCreate` event and retries with backoff.
+    pub pod_quotas: BTreeMap<String, u32>,
+    /// First retry delay after the Job controller failed to create a pod; doubles per
+    /// consecutive failure, up to 16 times this.
+    pub failed_create_backoff: Duration,
 }
 
 impl Default for SimConfig {
@@ -46,6 +63,15 @@ impl Default for SimConfig {
             job_workers: 8,
             node_name: "sim-node-1".to_owned(),
             collect_orphans: false,
+            slow_pulls: Vec::new(),
+            node_labels: [
+                ("kubernetes.io/os".to_owned(), "linux".to_owned()),
+                ("kubernetes.io/hostname".to_owned(), "sim-node-1".to_owned()),
+            ]
+            .into(),
+            node_allocatable: BTreeMap::new(),
+            pod_quotas: BTreeMap::new(),
+            failed_create_backoff: Duration::from_millis(200),
         }
     }
 }
@@ -76,6 +102,14 @@ pub enum SimError {
     /// The call needs the kubelet, which this simulator does not run.
     #[error("the kubelet stand-in is disabled")]
     KubeletDisabled,
+    /// A resource quantity did not parse (e.g. `"2 cores"`).
+    #[error("invalid quantity {quantity:?} for resource {resource}")]
+    InvalidQuantity {
+        /// Resource name.
+        resource: String,
+        /// The text given.
+        quantity: String,
+    },
 }
 
 impl SimError {
@@ -85,6 +119,7 @@ impl SimError {
             SimError::Kube(_) | SimError::PodNotFound { .. } | SimError::KubeletDisabled => {
                 ErrorCategory::Kubernetes
             }
+            SimError::InvalidQuantity { .. } => ErrorCategory::InvalidSpec,
         }
     }
 }

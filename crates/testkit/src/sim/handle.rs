@@ -1,6 +1,7 @@
 //! Starting and controlling the simulator.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::reflector::Store;
@@ -12,6 +13,7 @@ use super::behaviour::ContainerBehaviour;
 use super::config::{Counters, NodeLoss, SimConfig, SimError, SimStats};
 use super::jobs::controller::JobController;
 use super::jobs::events::JobEvents;
+use super::jobs::quota::{FailedCreates, PodQuotas};
 use super::kubelet::Kubelet;
 use super::registry::BehaviourRegistry;
 use super::sources::Sources;
@@ -28,6 +30,7 @@ impl Simulator {
         let mut tasks = Vec::new();
         let registry = Arc::new(BehaviourRegistry::default());
         let counters = Arc::new(Counters::default());
+        let quotas = Arc::new(PodQuotas::new(config.pod_quotas.clone()));
 
         let kubelet = config.run_kubelet.then(|| {
             let sources = Sources::start(&client, &config.namespaces, &shutdown, &mut tasks);
@@ -80,6 +83,8 @@ impl Simulator {
                 memory: events.memory(),
                 index: events.index(),
                 counters: counters.clone(),
+                quotas: quotas.clone(),
+                failed_creates: FailedCreates::new(config.failed_create_backoff),
             });
             tasks.push(tokio::spawn(controller.run(rx, shutdown.clone())));
         }
@@ -89,6 +94,7 @@ impl Simulator {
             kubelet,
             pods,
             counters,
+            quotas,
             shutdown,
             tasks,
         }
@@ -102,6 +108,7 @@ pub struct SimHandle {
     kubelet: Option<Arc<Kubelet>>,
     pods: Arc<NsStores<Pod>>,
     counters: Arc<Counters>,
+    quotas: Arc<PodQuotas>,
     shutdown: CancellationToken,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -121,6 +128,36 @@ impl SimHandle {
     pub fn fail_image_pulls(&self, image_prefix: &str) -> Result<(), SimError> {
         self.kubelet()?.fail_image_pulls(image_prefix);
         Ok(())
+    }
+
+    /// Makes images starting with `image_prefix` pull slowly from now on: containers wait
+    /// `ContainerCreating` for `delay`, then start (the longest matching prefix wins).
+    pub fn slow_image_pulls(&self, image_prefix: &str, delay: Duration) -> Result<(), SimError> {
+        self.kubelet()?.slow_image_pulls(image_prefix, delay);
+        Ok(())
+    }
+
+    /// Sets (`Some`) or removes (`None`) a label of the simulated node. Pods whose
+    /// `nodeSelector` or required node affinity the node does not match stay `Pending`,
+    /// unschedulable; they are re-checked on every change.
+    pub fn set_node_label(&self, key: &str, value: Option<&str>) -> Result<(), SimError> {
+        self.kubelet()?.set_node_label(key, value);
+        Ok(())
+    }
+
+    /// Sets (`Some`, a quantity such as `"2"`, `"500m"`, `"4Gi"`) or lifts (`None`) the node's
+    /// allocatable amount of `resource`. Pods requesting more stay `Pending`, unschedulable;
+    /// they are re-checked on every change.
+    pub fn set_node_allocatable(&self, resource: &str, quantity: Option<&str>) -> Result<(), SimError> {
+        self.kubelet()?.set_node_allocatable(resource, quantity)
+    }
+
+    /// Caps (`Some`) or uncaps (`None`) the non-terminal pods of `namespace`, like a `pods`
+    /// ResourceQuota named [`POD_QUOTA_NAME`](super::POD_QUOTA_NAME): the Job controller
+    /// records a `FailedCreate` event instead of creating a pod beyond it, and retries with
+    /// backoff. Only the simulator's Job controller honours it.
+    pub fn set_pod_quota(&self, namespace: &str, limit: Option<u32>) {
+        self.quotas.set(namespace, limit);
     }
 
     /// Waits until the pod caches have their first list (Jobs and Secrets follow the same path).

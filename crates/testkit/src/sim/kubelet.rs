@@ -1,5 +1,8 @@
 //! The kubelet stand-in: admits pods, resolves their configuration, runs the registered
 //! behaviour and reports container and pod status; also eviction, node loss and image pulls.
+//! A pod's life from admission to exit is in [`lifecycle`].
+
+mod lifecycle;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -8,17 +11,18 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::PodStatus;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::runtime::watcher;
 use kube::{Api, ResourceExt};
 use serde_json::json;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::behaviour::{PodInfo, PodScratch};
 use super::config::{Counters, NodeLoss, SimConfig, SimError};
-use super::env::{self, FieldContext};
-use super::podstatus::{Placement, Stage, main_container, status_for};
+use super::podstatus::{InitRecord, Placement, Stage, status_with_init};
 use super::registry::BehaviourRegistry;
+use super::scheduling::{NodeView, parse_quantity};
 use super::sources::Sources;
 
 /// Attempts for one status write before giving up on a transient API error.
@@ -51,6 +55,22 @@ struct Run {
     cancel: CancellationToken,
     /// Set by whoever writes (or observes) the terminal status first; later writers back off.
     terminal: Arc<AtomicBool>,
+    /// What each init container did so far (index = position in `initContainers`), shared so
+    /// an eviction's status write shows it too.
+    init: Arc<Mutex<Vec<InitRecord>>>,
+}
+
+impl Run {
+    fn new(uid: String, pod: Pod, place: Placement, cancel: CancellationToken) -> Run {
+        Run {
+            uid,
+            pod: Arc::new(pod),
+            place,
+            cancel,
+            terminal: Arc::new(AtomicBool::new(false)),
+            init: Arc::new(Mutex::new(Vec::new())),
+        }
+    }
 }
 
 /// Kubelet state shared by the watch callback and the per-pod tasks.
@@ -65,6 +85,10 @@ pub(crate) struct Kubelet {
     /// UIDs whose deletion we already confirmed, so a pod is not deleted twice.
     confirming: Mutex<HashSet<String>>,
     pull_failures: RwLock<Vec<String>>,
+    /// Image prefix → how long its pull takes.
+    slow_pulls: RwLock<Vec<(String, Duration)>>,
+    /// The node as the scheduler sees it; unschedulable pods wait for it to change.
+    node: watch::Sender<NodeView>,
     next_ip: AtomicU32,
 }
 
@@ -81,24 +105,6 @@ fn is_terminal(pod: &Pod) -> bool {
 
 fn is_not_found(err: &kube::Error) -> bool {
     matches!(err, kube::Error::Api(status) if status.code == 404)
-}
-
-/// `container`'s mounts of the pod's `emptyDir` volumes: (mount path, volume name).
-fn empty_dir_mounts(pod: &Pod, container: &k8s_openapi::api::core::v1::Container) -> Vec<(String, String)> {
-    let empty_dirs: HashSet<&str> = pod
-        .spec
-        .iter()
-        .flat_map(|s| s.volumes.iter().flatten())
-        .filter(|v| v.empty_dir.is_some())
-        .map(|v| v.name.as_str())
-        .collect();
-    container
-        .volume_mounts
-        .iter()
-        .flatten()
-        .filter(|m| empty_dirs.contains(m.name.as_str()))
-        .map(|m| (m.mount_path.clone(), m.name.clone()))
-        .collect()
 }
 
 /// Sleeps `d` unless cancelled first; returns whether the sleep completed.
@@ -124,6 +130,8 @@ impl Kubelet {
         shutdown: CancellationToken,
     ) -> Kubelet {
         let pull_failures = RwLock::new(config.image_pull_failures.clone());
+        let slow_pulls = RwLock::new(config.slow_pulls.clone());
+        let node = watch::Sender::new(NodeView::from_config(&config));
         Kubelet {
             client,
             config,
@@ -134,6 +142,8 @@ impl Kubelet {
             runs: Mutex::new(HashMap::new()),
             confirming: Mutex::new(HashSet::new()),
             pull_failures,
+            slow_pulls,
+            node,
             next_ip: AtomicU32::new(2),
         }
     }
@@ -149,6 +159,56 @@ impl Kubelet {
     fn pull_fails(&self, image: &str) -> bool {
         let failures = self.pull_failures.read().unwrap_or_else(|p| p.into_inner());
         failures.iter().any(|prefix| image.starts_with(prefix.as_str()))
+    }
+
+    /// Makes images starting with `prefix` take `delay` to pull from now on (replacing an
+    /// earlier delay for the same prefix; the longest matching prefix wins).
+    pub fn slow_image_pulls(&self, prefix: &str, delay: Duration) {
+        let mut slow = self.slow_pulls.write().unwrap_or_else(|p| p.into_inner());
+        slow.retain(|(p, _)| p != prefix);
+        slow.push((prefix.to_owned(), delay));
+    }
+
+    fn pull_delay(&self, image: &str) -> Option<Duration> {
+        let slow = self.slow_pulls.read().unwrap_or_else(|p| p.into_inner());
+        slow.iter()
+            .filter(|(prefix, _)| image.starts_with(prefix.as_str()))
+            .max_by_key(|(prefix, _)| prefix.len())
+            .map(|(_, delay)| *delay)
+    }
+
+    /// Sets (or with `None` removes) a node label; pending unschedulable pods are re-checked.
+    pub fn set_node_label(&self, key: &str, value: Option<&str>) {
+        self.node.send_modify(|node| match value {
+            Some(value) => {
+                node.labels.insert(key.to_owned(), value.to_owned());
+            }
+            None => {
+                node.labels.remove(key);
+            }
+        });
+    }
+
+    /// Sets (or with `None` lifts) the node's allocatable amount of `resource`; pending
+    /// unschedulable pods are re-checked.
+    pub fn set_node_allocatable(&self, resource: &str, quantity: Option<&str>) -> Result<(), SimError> {
+        let amount = quantity
+            .map(|q| {
+                parse_quantity(q).ok_or_else(|| SimError::InvalidQuantity {
+                    resource: resource.to_owned(),
+                    quantity: q.to_owned(),
+                })
+            })
+            .transpose()?;
+        self.node.send_modify(|node| match amount {
+            Some(amount) => {
+                node.allocatable.insert(resource.to_owned(), amount);
+            }
+            None => {
+                node.allocatable.remove(resource);
+            }
+        });
+        Ok(())
     }
 
     fn placement(&self) -> Placement {
@@ -201,13 +261,7 @@ impl Kubelet {
             // Running or finished before we saw it (e.g. a previous simulator): not ours.
             return;
         }
-        let run = Run {
-            uid,
-            pod: Arc::new(pod.clone()),
-            place: self.placement(),
-            cancel: self.shutdown.child_token(),
-            terminal: Arc::new(AtomicBool::new(false)),
-        };
+        let run = Run::new(uid, pod.clone(), self.placement(), self.shutdown.child_token());
         runs.insert(key, run.clone());
         drop(runs);
         let me = self.clone();
@@ -247,7 +301,13 @@ impl Kubelet {
 
     /// Writes `stage` for `run`'s pod; returns false when the pod is gone or the write failed.
     async fn write(&self, run: &Run, stage: &Stage) -> bool {
-        let status = status_for(&run.pod, &run.place, stage, Timestamp::now());
+        let init = lock(&run.init).clone();
+        let status = status_with_init(&run.pod, &run.place, stage, Some(&init), Timestamp::now());
+        self.write_status(run, status).await
+    }
+
+    /// Writes `status` for `run`'s pod as a merge patch (lists replaced whole).
+    async fn write_status(&self, run: &Run, status: PodStatus) -> bool {
         let patch = Patch::Merge(json!({ "status": status }));
         let namespace = run.pod.namespace().unwrap_or_default();
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
@@ -266,149 +326,6 @@ impl Kubelet {
             }
         }
         false
-    }
-
-    async fn run_pod(self: Arc<Self>, run: Run) {
-        let cancel = run.cancel.clone();
-        let Some(main) = main_container(&run.pod).cloned() else {
-            return;
-        };
-        let image = main.image.clone().unwrap_or_default();
-        if self.pull_fails(&image) {
-            let message = Some(format!("failed to pull image \"{image}\": not found"));
-            self.write(
-                &run,
-                &Stage::Waiting {
-                    reason: "ErrImagePull".to_owned(),
-                    message,
-                },
-            )
-            .await;
-            if !sleep_or_cancel(self.config.image_pull_backoff, &cancel).await {
-                return;
-            }
-            let message = Some(format!("Back-off pulling image \"{image}\""));
-            self.write(
-                &run,
-                &Stage::Waiting {
-                    reason: "ImagePullBackOff".to_owned(),
-                    message,
-                },
-            )
-            .await;
-            return;
-        }
-        if !sleep_or_cancel(self.config.start_delay, &cancel).await {
-            return;
-        }
-        tokio::select! {
-            biased;
-            _ = cancel.cancelled() => return,
-            _ = self.sources.wait_ready() => {}
-        }
-        let ctx = FieldContext {
-            node_name: self.config.node_name.clone(),
-            pod_ip: run.place.pod_ip.clone(),
-            host_ip: run.place.host_ip.clone(),
-        };
-        let mut changes = self.sources.changes();
-        let mut reported: Option<String> = None;
-        let resolved = loop {
-            changes.borrow_and_update();
-            match env::resolve(&run.pod, &main, &self.sources, &ctx) {
-                Ok(resolved) => break resolved,
-                Err(err) => {
-                    let message = err.to_string();
-                    if reported.as_deref() != Some(message.as_str()) {
-                        let reason = err.waiting_reason().to_owned();
-                        let stage = Stage::Waiting {
-                            reason,
-                            message: Some(message.clone()),
-                        };
-                        if !self.write(&run, &stage).await {
-                            return;
-                        }
-                        reported = Some(message);
-                    }
-                    let retry = self.config.config_retry;
-                    tokio::select! {
-                        biased;
-                        _ = cancel.cancelled() => return,
-                        changed = changes.changed() => {
-                            if changed.is_err() && !sleep_or_cancel(retry, &cancel).await {
-                                return;
-                            }
-                        }
-                        _ = tokio::time::sleep(retry) => {}
-                    }
-                }
-            }
-        };
-        if cancel.is_cancelled() {
-            return;
-        }
-        let started = Timestamp::now();
-        if !self.write(&run, &Stage::Running { started }).await {
-            return;
-        }
-        Counters::bump(&self.counters.pods_started);
-        let behaviour = self.registry.resolve(&image, run.pod.labels());
-        // The kubelet expands `$(VAR)` in command and args from the container's environment.
-        let expand_all = |v: &Option<Vec<String>>| -> Vec<String> {
-            v.iter()
-                .flatten()
-                .map(|s| env::expand(s, &resolved.env))
-                .collect()
-        };
-        let info = PodInfo {
-            namespace: run.pod.namespace().unwrap_or_default(),
-            name: run.pod.name_any(),
-            labels: run.pod.labels().clone(),
-            annotations: run.pod.annotations().clone(),
-            image,
-            command: expand_all(&main.command),
-            args: expand_all(&main.args),
-            env: resolved.env,
-            files: resolved.files,
-            cancel: cancel.clone(),
-            container: main.name.clone(),
-            init: false,
-            scratch: PodScratch::default().with_mounts(empty_dir_mounts(&run.pod, &main)),
-        };
-        let exit_code = match behaviour {
-            Some(behaviour) => {
-                let run = behaviour.run(info);
-                let mut run = std::pin::pin!(run);
-                tokio::select! {
-                    biased;
-                    code = &mut run => Some(code),
-                    _ = cancel.cancelled() => {
-                        // Let a cooperative behaviour see `cancel` and clean up; its exit code
-                        // no longer matters because the pod is gone or finished elsewhere.
-                        let _ = tokio::time::timeout(CANCEL_GRACE, run).await;
-                        None
-                    }
-                }
-            }
-            // No behaviour: an outside driver plays the container through the API.
-            None => {
-                cancel.cancelled().await;
-                None
-            }
-        };
-        let Some(exit_code) = exit_code else {
-            return;
-        };
-        if run.terminal.swap(true, Ordering::SeqCst) {
-            return;
-        }
-        let counter = if exit_code == 0 {
-            &self.counters.pods_succeeded
-        } else {
-            &self.counters.pods_failed
-        };
-        Counters::bump(counter);
-        self.write(&run, &Stage::Exited { started, exit_code }).await;
     }
 
     /// Claims the pod's terminal status for an outside event (eviction, node loss); `None` if
@@ -432,13 +349,8 @@ impl Kubelet {
                 if is_terminal(&pod) {
                     return Ok(None);
                 }
-                Run {
-                    uid: pod.uid().unwrap_or_default(),
-                    pod: Arc::new(pod),
-                    place: self.placement(),
-                    cancel: CancellationToken::new(),
-                    terminal: Arc::new(AtomicBool::new(false)),
-                }
+                let uid = pod.uid().unwrap_or_default();
+                Run::new(uid, pod, self.placement(), CancellationToken::new())
             }
         };
         if run.terminal.swap(true, Ordering::SeqCst) {

@@ -14,10 +14,12 @@ mod kubelet;
 pub mod podstatus;
 mod queue;
 pub mod registry;
+mod scheduling;
 mod sources;
 mod stores;
 
 pub use behaviour::{ContainerBehaviour, PodInfo, PodScratch};
 pub use config::{NodeLoss, SimConfig, SimError, SimStats};
 pub use handle::{SimHandle, Simulator};
+pub use jobs::quota::{FAILED_CREATE_REASON, JOB_CONTROLLER_COMPONENT, POD_QUOTA_NAME};
 pub use registry::{BEHAVIOUR_LABEL, BehaviourRegistry};

@@ -41,10 +41,47 @@ pub enum Stage {
         /// Exit code of the main container.
         exit_code: i32,
     },
+    /// Init containers have not all finished (or sidecars started): phase `Pending`, the main
+    /// containers wait `PodInitializing`.
+    Initializing,
+    /// A run-to-completion init container exited non-zero: phase `Failed`, as with
+    /// `restartPolicy: Never`.
+    InitFailed,
     /// The kubelet evicted the pod (node pressure): phase `Failed`, reason `Evicted`.
     Evicted,
     /// The node went away: phase `Failed`, reason `NodeLost`.
     NodeLost,
+}
+
+/// What one init container has done so far, in the kubelet's own record of the pod.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum InitRecord {
+    /// Not started yet (image pull, configuration).
+    Waiting {
+        /// Waiting reason, e.g. `ContainerCreating`, `ErrImagePull`.
+        reason: String,
+        /// Human-readable detail.
+        message: Option<String>,
+    },
+    /// Started: a run-to-completion container working, or a sidecar up beside the main one.
+    Running {
+        /// When it started.
+        started: Timestamp,
+    },
+    /// Exited with `exit_code`.
+    Exited {
+        /// When it started.
+        started: Timestamp,
+        /// When it exited.
+        finished: Timestamp,
+        /// Exit code.
+        exit_code: i32,
+    },
+}
+
+/// Whether an init container is a native sidecar (`restartPolicy: Always`).
+pub fn is_sidecar(c: &Container) -> bool {
+    c.restart_policy.as_deref() == Some("Always")
 }
 
 fn condition(type_: &str, ok: bool, reason: Option<&str>, now: Timestamp) -> PodCondition {
@@ -119,16 +156,72 @@ fn exit_reason(code: i32) -> &'static str {
     if code == 0 { "Completed" } else { "Error" }
 }
 
-/// The full status for `pod` at `stage`.
+/// The full status for `pod` at `stage`, init containers derived from the stage alone (all done
+/// once the main container runs).
 pub fn status_for(pod: &Pod, place: &Placement, stage: &Stage, now: Timestamp) -> PodStatus {
+    status_with_init(pod, place, stage, None, now)
+}
+
+/// The state of init container `c` given its record; `None` for a container not started yet.
+fn init_state(c: &Container, record: Option<&InitRecord>, stage: &Stage, now: Timestamp) -> ContainerState {
+    let killed = matches!(stage, Stage::Evicted | Stage::NodeLost);
+    match record {
+        None if killed => state_terminated(now, now, 137, "ContainerStatusUnknown"),
+        None => state_waiting("PodInitializing", None),
+        Some(InitRecord::Waiting { reason, message }) => state_waiting(reason, message.clone()),
+        Some(InitRecord::Running { started }) => match stage {
+            Stage::Evicted | Stage::NodeLost => {
+                state_terminated(*started, now, 137, "ContainerStatusUnknown")
+            }
+            // The kubelet stops sidecars once the main container is done; they exit cleanly.
+            Stage::Exited { .. } | Stage::InitFailed if is_sidecar(c) => {
+                state_terminated(*started, now, 0, "Completed")
+            }
+            _ => state_running(*started),
+        },
+        Some(InitRecord::Exited {
+            started,
+            finished,
+            exit_code,
+        }) => state_terminated(*started, *finished, *exit_code, exit_reason(*exit_code)),
+    }
+}
+
+/// Names of the init containers not yet done, for the `Initialized` condition's message.
+fn incomplete_inits(init: &[Container], records: Option<&[InitRecord]>) -> Vec<String> {
+    init.iter()
+        .enumerate()
+        .filter(|(i, c)| {
+            let record = records.and_then(|r| r.get(*i));
+            let done = match record {
+                Some(InitRecord::Exited { exit_code, .. }) => *exit_code == 0,
+                Some(InitRecord::Running { .. }) => is_sidecar(c),
+                _ => false,
+            };
+            !done
+        })
+        .map(|(_, c)| c.name.clone())
+        .collect()
+}
+
+/// The full status for `pod` at `stage`; `init` is the kubelet's record of the init containers
+/// (index = position in `initContainers`; missing entries have not started), or `None` to
+/// derive them from the stage.
+pub fn status_with_init(
+    pod: &Pod,
+    place: &Placement,
+    stage: &Stage,
+    init: Option<&[InitRecord]>,
+    now: Timestamp,
+) -> PodStatus {
     let uid = pod.metadata.uid.as_deref().unwrap_or("");
     let spec = pod.spec.clone().unwrap_or_default();
     let main_name = main_container(pod).map(|c| c.name.clone()).unwrap_or_default();
     let (phase, reason, message) = match stage {
-        Stage::Waiting { .. } => ("Pending", None, None),
+        Stage::Waiting { .. } | Stage::Initializing => ("Pending", None, None),
         Stage::Running { .. } => ("Running", None, None),
         Stage::Exited { exit_code: 0, .. } => ("Succeeded", None, None),
-        Stage::Exited { .. } => ("Failed", None, None),
+        Stage::Exited { .. } | Stage::InitFailed => ("Failed", None, None),
         Stage::Evicted => (
             "Failed",
             Some("Evicted"),
@@ -141,13 +234,15 @@ pub fn status_for(pod: &Pod, place: &Placement, stage: &Stage, now: Timestamp) -
         ),
     };
     let running = matches!(stage, Stage::Running { .. });
-    let started_containers = !matches!(stage, Stage::Waiting { .. });
+    let initializing = matches!(stage, Stage::Initializing | Stage::InitFailed);
+    let started_containers = !matches!(stage, Stage::Waiting { .. }) || init.is_some_and(|r| !r.is_empty());
     let started_at = match stage {
         Stage::Running { started } | Stage::Exited { started, .. } => *started,
         _ => place.start_time,
     };
     let state_of = |c: &Container| -> ContainerState {
         match stage {
+            Stage::Initializing | Stage::InitFailed => state_waiting("PodInitializing", None),
             Stage::Waiting { reason, message } if c.name == main_name => {
                 state_waiting(reason, message.clone())
             }
@@ -167,32 +262,43 @@ pub fn status_for(pod: &Pod, place: &Placement, stage: &Stage, now: Timestamp) -
         .iter()
         .map(|c| container_status(uid, c, state_of(c), running))
         .collect();
-    let init: Vec<ContainerStatus> = spec
-        .init_containers
+    let init_specs = spec.init_containers.clone().unwrap_or_default();
+    let init_statuses: Vec<ContainerStatus> = init_specs
         .iter()
-        .flatten()
-        .map(|c| {
-            let sidecar = c.restart_policy.as_deref() == Some("Always");
-            let state = match stage {
-                Stage::Waiting { .. } => state_waiting("PodInitializing", None),
-                Stage::Running { started } if sidecar => state_running(*started),
-                _ => state_terminated(started_at, started_at, 0, "Completed"),
+        .enumerate()
+        .map(|(i, c)| {
+            let sidecar = is_sidecar(c);
+            let state = match init {
+                Some(records) => init_state(c, records.get(i), stage, now),
+                None => match stage {
+                    Stage::Waiting { .. } | Stage::Initializing => state_waiting("PodInitializing", None),
+                    Stage::Running { started } if sidecar => state_running(*started),
+                    _ => state_terminated(started_at, started_at, 0, "Completed"),
+                },
             };
-            container_status(uid, c, state, sidecar && running)
+            // A sidecar without a readiness probe is ready while it runs.
+            let ready = sidecar && state.running.is_some();
+            container_status(uid, c, state, ready)
         })
         .collect();
     let not_ready = match stage {
-        Stage::Waiting { .. } => Some("ContainersNotReady"),
+        Stage::Waiting { .. } | Stage::Initializing => Some("ContainersNotReady"),
         _ => Some("PodCompleted"),
     };
+    let mut initialized = condition("Initialized", !initializing, None, now);
+    if initializing {
+        initialized.reason = Some("ContainersNotInitialized".to_owned());
+        let names = incomplete_inits(&init_specs, init).join(" ");
+        initialized.message = Some(format!("containers with incomplete status: [{names}]"));
+    }
     let mut conditions = vec![
         condition(
             "PodReadyToStartContainers",
-            started_containers && running,
+            running || matches!(stage, Stage::Initializing),
             None,
             now,
         ),
-        condition("Initialized", true, None, now),
+        initialized,
         condition("Ready", running, (!running).then_some(not_ready).flatten(), now),
         condition(
             "ContainersReady",
@@ -228,108 +334,24 @@ pub fn status_for(pod: &Pod, place: &Placement, stage: &Stage, now: Timestamp) -
         qos_class: Some("BestEffort".to_owned()),
         conditions: Some(conditions),
         container_statuses: Some(containers),
-        init_container_statuses: (!init.is_empty()).then_some(init),
+        init_container_statuses: (!init_statuses.is_empty()).then_some(init_statuses),
+        ..PodStatus::default()
+    }
+}
+
+/// The status kube-scheduler writes for a pod no node can take: `Pending`, no node, and
+/// `PodScheduled=False` (reason `Unschedulable`) with the scheduler's `message`.
+pub fn unschedulable_status(message: &str, now: Timestamp) -> PodStatus {
+    let mut scheduled = condition("PodScheduled", false, Some("Unschedulable"), now);
+    scheduled.message = Some(message.to_owned());
+    PodStatus {
+        phase: Some("Pending".to_owned()),
+        qos_class: Some("BestEffort".to_owned()),
+        conditions: Some(vec![scheduled]),
         ..PodStatus::default()
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::*;
-
-    fn pod() -> Pod {
-        serde_json::from_value(json!({
-            "metadata": {"name": "p", "namespace": "ns", "uid": "u"},
-            "spec": {
-                "initContainers": [{"name": "dind", "image": "docker", "restartPolicy": "Always"}],
-                "containers": [{"name": "side", "image": "s"}, {"name": "runner", "image": "r"}]
-            }
-        }))
-        .unwrap()
-    }
-
-    fn place() -> Placement {
-        Placement {
-            host_ip: "10.1.0.1".into(),
-            pod_ip: "10.2.0.5".into(),
-            start_time: Timestamp::UNIX_EPOCH,
-        }
-    }
-
-    fn cond<'a>(st: &'a PodStatus, t: &str) -> &'a PodCondition {
-        st.conditions
-            .as_ref()
-            .unwrap()
-            .iter()
-            .find(|c| c.type_ == t)
-            .unwrap()
-    }
-
-    #[test]
-    fn main_container_prefers_runner() {
-        assert_eq!(main_container(&pod()).unwrap().name, "runner");
-    }
-
-    #[test]
-    fn waiting_reports_reason_on_main_container() {
-        let stage = Stage::Waiting {
-            reason: "ErrImagePull".into(),
-            message: Some("nope".into()),
-        };
-        let st = status_for(&pod(), &place(), &stage, Timestamp::UNIX_EPOCH);
-        assert_eq!(st.phase.as_deref(), Some("Pending"));
-        let runner = &st.container_statuses.as_ref().unwrap()[1];
-        let waiting = runner.state.as_ref().unwrap().waiting.as_ref().unwrap();
-        assert_eq!(waiting.reason.as_deref(), Some("ErrImagePull"));
-        assert_eq!(st.pod_ip, None);
-        assert_eq!(cond(&st, "Ready").status, "False");
-    }
-
-    #[test]
-    fn running_is_ready_and_exit_code_sets_phase() {
-        let now = Timestamp::UNIX_EPOCH;
-        let st = status_for(&pod(), &place(), &Stage::Running { started: now }, now);
-        assert_eq!(st.phase.as_deref(), Some("Running"));
-        assert_eq!(cond(&st, "Ready").status, "True");
-        assert!(st.init_container_statuses.as_ref().unwrap()[0].ready);
-        let st = status_for(
-            &pod(),
-            &place(),
-            &Stage::Exited {
-                started: now,
-                exit_code: 3,
-            },
-            now,
-        );
-        assert_eq!(st.phase.as_deref(), Some("Failed"));
-        let term = st.container_statuses.as_ref().unwrap()[1]
-            .state
-            .clone()
-            .unwrap()
-            .terminated
-            .unwrap();
-        assert_eq!((term.exit_code, term.reason.as_deref()), (3, Some("Error")));
-        let st = status_for(
-            &pod(),
-            &place(),
-            &Stage::Exited {
-                started: now,
-                exit_code: 0,
-            },
-            now,
-        );
-        assert_eq!(st.phase.as_deref(), Some("Succeeded"));
-    }
-
-    #[test]
-    fn eviction_is_failed_with_reason() {
-        let st = status_for(&pod(), &place(), &Stage::Evicted, Timestamp::UNIX_EPOCH);
-        assert_eq!(
-            (st.phase.as_deref(), st.reason.as_deref()),
-            (Some("Failed"), Some("Evicted"))
-        );
-        assert_eq!(cond(&st, "DisruptionTarget").status, "True");
-    }
-}
+#[path = "podstatus_tests.rs"]
+mod tests;

@@ -71,6 +71,17 @@ where
             .get(&ObjectRef::new(name).within(namespace))
     }
 
+    /// The cached objects of `namespace`.
+    pub fn in_namespace(&self, namespace: &str) -> Vec<Arc<K>> {
+        self.store_for(namespace).map_or_else(Vec::new, |store| {
+            store
+                .state()
+                .into_iter()
+                .filter(|o| o.meta().namespace.as_deref() == Some(namespace))
+                .collect()
+        })
+    }
+
     /// Waits until every cache has completed its first list; safe to call from many tasks.
     pub async fn wait_ready(&self) {
         for ready in &self.ready {

@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 use super::events::{Index, JobKey, JobMsg, Memory, lock};
 use super::logic::{self, JobMemory};
 use super::podgen::{build_pod, controlling_job_uid, pod_name};
+use super::quota::{EventWrite, FailedCreates, PodQuotas, record_failed_create};
 use crate::sim::config::{Counters, SimConfig};
 use crate::sim::queue::WorkQueue;
 use crate::sim::stores::NsStores;
@@ -38,6 +39,10 @@ pub(crate) struct JobController {
     pub memory: Memory,
     pub index: Index,
     pub counters: Arc<Counters>,
+    /// Pod quotas, set from the handle.
+    pub quotas: Arc<PodQuotas>,
+    /// Failed creations per Job: backoff and the `FailedCreate` event series.
+    pub failed_creates: FailedCreates,
 }
 
 /// A status as a merge patch; fields the controller clears are sent as explicit nulls.
@@ -107,6 +112,7 @@ impl JobController {
 
     /// Drops the memory of a deleted Job and, if configured, deletes its leftover pods.
     fn forget(&self, key: &JobKey, uid: &str) {
+        self.failed_creates.forget(key);
         let mut memory = lock(&self.memory);
         if memory.get(key).is_some_and(|m| m.uid == uid) {
             memory.remove(key);
@@ -178,6 +184,7 @@ impl JobController {
                 }
             }
         }
+        let mut create_backoff = None;
         for _ in 0..decision.create {
             let name = pod_name(&key.name);
             let pod = match build_pod(&job, name.clone()) {
@@ -187,14 +194,32 @@ impl JobController {
                     break;
                 }
             };
+            let admitted = self
+                .quotas
+                .admit(&key.namespace, &name, || self.pods.in_namespace(&key.namespace));
+            if let Err(exceeded) = admitted {
+                create_backoff = Some(self.failed_create(key, &job, &exceeded.message(&name)).await);
+                break;
+            }
             match pod_api.create(&PostParams::default(), &pod).await {
                 Ok(_) => {
                     next.expected.insert(name, now);
                     Counters::bump(&self.counters.pods_created);
+                    self.failed_creates.succeeded(key);
                 }
                 Err(err) => {
                     tracing::debug!(job = %key.name, error = %err, "creating pod failed");
-                    retry = true;
+                    self.quotas.release(&key.namespace, &name);
+                    match &err {
+                        // The API server refused it (e.g. a real ResourceQuota): the Job
+                        // controller says why on the Job and backs off.
+                        kube::Error::Api(status) => {
+                            let message = format!("Error creating: {}", status.message);
+                            create_backoff = Some(self.failed_create(key, &job, &message).await);
+                            break;
+                        }
+                        _ => retry = true,
+                    }
                 }
             }
         }
@@ -265,11 +290,23 @@ impl JobController {
             next.tombstones = tombstones;
             memory.insert(key.clone(), next);
         }
-        match (retry, decision.requeue_after) {
+        let requeue = match (retry, decision.requeue_after) {
             (true, Some(after)) => Some(after.min(RETRY_AFTER)),
             (true, None) => Some(RETRY_AFTER),
             (false, after) => after,
+        };
+        match (requeue, create_backoff) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
+    }
+
+    /// Records a failed pod creation on the Job; returns the backoff before the next try.
+    async fn failed_create(&self, key: &JobKey, job: &Job, message: &str) -> Duration {
+        let uid = job.uid().unwrap_or_default();
+        let (backoff, write): (Duration, EventWrite) = self.failed_creates.failed(key, &uid);
+        record_failed_create(&self.client, job, message, write).await;
+        backoff
     }
 }
 

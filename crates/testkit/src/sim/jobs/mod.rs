@@ -5,3 +5,4 @@ pub(crate) mod controller;
 pub(crate) mod events;
 pub mod logic;
 pub mod podgen;
+pub mod quota;

@@ -5,6 +5,11 @@
 //! Secret/ConfigMap files, then runs the behaviour registered for
 //! the image of the container named `runner` (or the first container). The behaviour's return
 //! value is the container's exit code: 0 ends the pod `Succeeded`, anything else `Failed`.
+//!
+//! Run-to-completion init containers run first, in order, each with the behaviour registered
+//! for its image (by image only: the behaviour label names the main container's; none
+//! registered means it succeeds at once); a non-zero exit fails the pod. Native sidecars
+//! (`restartPolicy: Always`) only start. All containers of a pod share one [`PodScratch`].
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};

@@ -97,3 +97,57 @@ fn eviction_is_failed_with_reason() {
     );
     assert_eq!(cond(&st, "DisruptionTarget").status, "True");
 }
+
+#[test]
+fn init_records_drive_init_statuses_and_initialized() {
+    let mut p = pod();
+    let spec = p.spec.as_mut().unwrap();
+    spec.init_containers.as_mut().unwrap().insert(
+        0,
+        Container {
+            name: "register".into(),
+            image: Some("reg".into()),
+            ..Container::default()
+        },
+    );
+    let t = Timestamp::UNIX_EPOCH;
+    let running = [InitRecord::Running { started: t }];
+    let st = status_with_init(&p, &place(), &Stage::Initializing, Some(&running), t);
+    assert_eq!(st.phase.as_deref(), Some("Pending"));
+    let init = st.init_container_statuses.as_ref().unwrap();
+    assert!(init[0].state.as_ref().unwrap().running.is_some());
+    let dind_waiting = init[1].state.as_ref().unwrap().waiting.as_ref().unwrap();
+    assert_eq!(dind_waiting.reason.as_deref(), Some("PodInitializing"));
+    let initialized = cond(&st, "Initialized");
+    assert_eq!(initialized.status, "False");
+    assert_eq!(
+        initialized.message.as_deref(),
+        Some("containers with incomplete status: [register dind]")
+    );
+    let failed = [InitRecord::Exited {
+        started: t,
+        finished: t,
+        exit_code: 1,
+    }];
+    let st = status_with_init(&p, &place(), &Stage::InitFailed, Some(&failed), t);
+    assert_eq!(st.phase.as_deref(), Some("Failed"));
+    let term = st.init_container_statuses.as_ref().unwrap()[0]
+        .state
+        .clone()
+        .unwrap()
+        .terminated
+        .unwrap();
+    assert_eq!((term.exit_code, term.reason.as_deref()), (1, Some("Error")));
+}
+
+#[test]
+fn unschedulable_has_no_node_and_scheduled_false() {
+    let st = unschedulable_status("0/1 nodes are available", Timestamp::UNIX_EPOCH);
+    assert_eq!(st.phase.as_deref(), Some("Pending"));
+    assert!(st.host_ip.is_none() && st.container_statuses.is_none());
+    let c = cond(&st, "PodScheduled");
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_deref(), c.message.as_deref()),
+        ("False", Some("Unschedulable"), Some("0/1 nodes are available"))
+    );
+}

@@ -211,9 +211,9 @@ impl JobController {
                     tracing::debug!(job = %key.name, error = %err, "creating pod failed");
                     self.quotas.release(&key.namespace, &name);
                     match &err {
-                        // The API server refused it (e.g. a real ResourceQuota): the Job
-                        // controller says why on the Job and backs off.
-                        kube::Error::Api(status) => {
+                        // Admission refused it (e.g. a real ResourceQuota): the Job controller
+                        // says why on the Job and backs off. Other errors retry as before.
+                        kube::Error::Api(status) if status.code == 403 => {
                             let message = format!("Error creating: {}", status.message);
                             create_backoff = Some(self.failed_create(key, &job, &message).await);
                             break;

@@ -337,15 +337,17 @@ impl Kubelet {
                 .map(|s| env::expand(s, &resolved.env))
                 .collect()
         };
+        let command = expand_all(&container.command);
+        let args = expand_all(&container.args);
         PodInfo {
             namespace: run.pod.namespace().unwrap_or_default(),
             name: run.pod.name_any(),
             labels: run.pod.labels().clone(),
             annotations: run.pod.annotations().clone(),
             image: container.image.clone().unwrap_or_default(),
-            command: expand_all(&container.command),
-            args: expand_all(&container.args),
-            env: resolved.env.clone(),
+            command,
+            args,
+            env: resolved.env,
             files: resolved.files,
             cancel: run.cancel.clone(),
             container: container.name.clone(),

@@ -597,3 +597,38 @@ async fn evicted_runner_pod_with_sidecar_ends_failed_evicted() {
     assert!(info.cancel.is_cancelled(), "the runner saw its pod end");
     env.stop().await;
 }
+
+#[tokio::test]
+async fn slow_sidecar_pull_from_config_holds_initialization() {
+    const PULL: Duration = Duration::from_millis(800);
+    let config = SimConfig {
+        slow_pulls: vec![("docker:".to_owned(), PULL)],
+        ..SimConfig::default()
+    };
+    let env = Env::start("sim-slowinit", config).await;
+    env.sim
+        .register_behaviour("example.org/runner", Arc::new(Exit(0)));
+    let history = env.record_pods("slowinit");
+    let before = tokio::time::Instant::now();
+    env.create_job("slowinit", runner_with_init()).await;
+    env.job_until("slowinit", "Complete", |j| is_true(j, "Complete"))
+        .await;
+    assert!(before.elapsed() >= PULL, "done after {:?}", before.elapsed());
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    loop {
+        let seen = history.lock().unwrap().clone();
+        let creating = seen.iter().any(|p| {
+            waiting(p, true, "dind").as_deref() == Some("ContainerCreating")
+                && waiting(p, false, "runner").as_deref() == Some("PodInitializing")
+        });
+        if creating {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never saw dind ContainerCreating"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    env.stop().await;
+}

@@ -10,6 +10,7 @@ pub mod metrics;
 pub mod plan;
 pub mod reconcile;
 pub mod runner_job;
+pub mod runner_pod;
 pub mod startup;
 pub mod validate;
 

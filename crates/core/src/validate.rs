@@ -5,7 +5,7 @@
 //! the rules of each forge's block in its backend (`Forge::validate`), which builds on the
 //! helpers below. Each violation names the JSON path to fix.
 
-use crate::crd::RunnerGroupSpec;
+use crate::crd::{ContainerModeType, RunnerGroupSpec};
 
 /// A spec rule that does not hold; `field` is the JSON path a user must fix.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -69,6 +69,33 @@ pub fn is_runner_label(label: &str) -> bool {
     }
 }
 
+/// JSON path of the container mode, named by violations about it.
+pub const CONTAINER_MODE_TYPE_FIELD: &str = "spec.containerMode.type";
+
+/// A violation when `spec.containerMode.type` is set to a mode not in `supported`, for a forge
+/// whose runners cannot run it; `why` says what the mode needs (e.g. "kubernetes mode needs
+/// GitHub's runner container hooks"). No mode is always supported.
+pub fn check_container_mode(
+    spec: &RunnerGroupSpec,
+    supported: &[ContainerModeType],
+    why: &str,
+) -> Option<SpecViolation> {
+    let mode = spec.container_mode_type()?;
+    if supported.contains(&mode) {
+        return None;
+    }
+    let choices: Vec<&str> = supported.iter().map(|m| m.as_str()).collect();
+    let choices = if choices.is_empty() {
+        "no mode".to_owned()
+    } else {
+        format!("{} or no mode", choices.join(", "))
+    };
+    Some(violation(
+        CONTAINER_MODE_TYPE_FIELD,
+        format!("{why}; {} runners support {choices}", spec.forge),
+    ))
+}
+
 /// Checks the common fields and that exactly the block of `spec.forge` is set; empty when valid.
 /// The block's own rules are its forge's ([`crate::forge::Forge::validate`]).
 pub fn validate_spec(spec: &RunnerGroupSpec) -> Vec<SpecViolation> {
@@ -118,6 +145,18 @@ fn check_common(spec: &RunnerGroupSpec, out: &mut Vec<SpecViolation>) {
     }
     if spec.ttl_seconds_after_finished.is_some_and(|s| s < 0) {
         out.push(violation("spec.ttlSecondsAfterFinished", "must not be negative"));
+    }
+    if let Some(mode) = &spec.container_mode
+        && mode.type_ != ContainerModeType::Kubernetes
+        && mode.kubernetes_mode_work_volume_claim.is_some()
+    {
+        out.push(violation(
+            "spec.containerMode.kubernetesModeWorkVolumeClaim",
+            format!(
+                "is only used with type kubernetes (type is {})",
+                mode.type_.as_str()
+            ),
+        ));
     }
     if spec.image.as_deref().is_some_and(|i| i.trim().is_empty()) {
         out.push(violation(

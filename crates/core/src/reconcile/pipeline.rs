@@ -132,8 +132,9 @@ fn success_requeue(forge: &dyn Forge, group: &RunnerGroup, sooner: Option<Durati
     Action::requeue(sooner.map_or(regular, |d| d.min(regular)))
 }
 
-/// Checks the spec: the common rules, then the forge's own block.
-fn check_spec(group: &RunnerGroup, forge: Option<&dyn Forge>) -> Result<(), ReconcileError> {
+/// Checks the spec: the common rules, then the forge's own rules. An error here is what the
+/// reconciler reports as `Ready=False` with reason `InvalidSpec` ([`super::status::error_conditions`]).
+pub fn check_spec(group: &RunnerGroup, forge: Option<&dyn Forge>) -> Result<(), ReconcileError> {
     let mut msgs: Vec<String> = validate_spec(&group.spec)
         .iter()
         .chain(forge.map(|f| f.validate(&group.spec)).iter().flatten())

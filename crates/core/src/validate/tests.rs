@@ -150,3 +150,53 @@ fn violation_display_names_the_field() {
     let text = validate_spec(&s)[0].to_string();
     assert!(text.starts_with("spec.maxRunners: "), "{text}");
 }
+
+#[test]
+fn work_volume_claim_only_with_kubernetes_mode() {
+    use crate::crd::{ContainerMode, ContainerModeType};
+    use crate::runner_pod::default_work_volume_claim;
+    let mut s = github();
+    s.container_mode = Some(ContainerMode {
+        type_: ContainerModeType::Kubernetes,
+        kubernetes_mode_work_volume_claim: Some(default_work_volume_claim()),
+    });
+    assert!(fields(&s).is_empty());
+    for other in [ContainerModeType::Dind, ContainerModeType::KubernetesNoVolume] {
+        if let Some(m) = s.container_mode.as_mut() {
+            m.type_ = other;
+        }
+        assert_eq!(
+            fields(&s),
+            ["spec.containerMode.kubernetesModeWorkVolumeClaim"],
+            "{other:?}"
+        );
+    }
+}
+
+#[test]
+fn container_mode_support_is_the_forges_to_say() {
+    use crate::crd::{ContainerMode, ContainerModeType};
+    let mut s = gitea();
+    let only_dind = [ContainerModeType::Dind];
+    let why = "kubernetes mode needs GitHub's runner container hooks";
+    assert_eq!(check_container_mode(&s, &only_dind, why), None, "no mode");
+    for (mode, ok) in [
+        (ContainerModeType::Dind, true),
+        (ContainerModeType::Kubernetes, false),
+        (ContainerModeType::KubernetesNoVolume, false),
+    ] {
+        s.container_mode = Some(ContainerMode {
+            type_: mode,
+            kubernetes_mode_work_volume_claim: None,
+        });
+        let v = check_container_mode(&s, &only_dind, why);
+        assert_eq!(v.is_none(), ok, "{mode:?}");
+        if let Some(v) = v {
+            assert_eq!(v.field, "spec.containerMode.type");
+            assert_eq!(
+                v.message,
+                "kubernetes mode needs GitHub's runner container hooks; gitea runners support dind or no mode"
+            );
+        }
+    }
+}

@@ -7,6 +7,7 @@ pub mod auth;
 pub mod backoff;
 pub mod client;
 pub mod config_url;
+pub mod container_mode;
 pub mod error;
 pub mod forge;
 pub mod listener;

@@ -65,11 +65,14 @@ pub fn default_runner_pod(group: &RunnerGroup, secret_name: &str) -> PodSpec {
         ]),
         ..Container::default()
     };
-    PodSpec {
+    let mut pod = PodSpec {
         containers: vec![container],
         restart_policy: Some("Never".into()),
         ..PodSpec::default()
-    }
+    };
+    // Container mode and the restricted Pod Security settings.
+    crate::container_mode::finish_pod(&mut pod, group);
+    pod
 }
 
 /// `workingDir` of the template's `runner` container, sent as the JIT `workFolder`.

@@ -270,6 +270,10 @@ impl Forge for GithubForge {
         pod::default_runner_pod(group, secret_name)
     }
 
+    fn runner_role_rules(&self, spec: &RunnerGroupSpec) -> Vec<k8s_openapi::api::rbac::v1::PolicyRule> {
+        crate::container_mode::runner_role_rules(spec)
+    }
+
     fn runner_exit_meaning(&self, exit_code: i32) -> Option<RunnerExit> {
         // The default pod asks the runner to exit with this code when its version is deprecated.
         (exit_code == pod::RUNNER_EXIT_OUTDATED).then_some(RunnerExit::Outdated)

@@ -354,10 +354,13 @@ impl Forge for ForgejoForge {
     }
 
     fn validate(&self, spec: &RunnerGroupSpec) -> Vec<SpecViolation> {
-        spec.forgejo
+        let mut out = spec
+            .forgejo
             .as_ref()
             .map(crate::validate::validate_forgejo)
-            .unwrap_or_default()
+            .unwrap_or_default();
+        out.extend(crate::validate::validate_container_mode(spec));
+        out
     }
 
     fn cluster_refs(&self, spec: &RunnerGroupSpec) -> ClusterRefs {
@@ -393,7 +396,11 @@ impl Forge for ForgejoForge {
             .as_ref()
             .map(|f| f.labels.clone())
             .unwrap_or_default();
-        crate::pod::default_runner_pod(&labels, group.spec.image.as_deref(), secret_name, credentials)
+        let mut pod =
+            crate::pod::default_runner_pod(&labels, group.spec.image.as_deref(), secret_name, credentials);
+        // Container mode and the restricted Pod Security settings.
+        crate::pod_security::finish_pod(&mut pod, &group.spec);
+        pod
     }
 
     async fn observe(&self, group: &GroupContext, runners: &[RunnerRef]) -> Result<ForgeView, ForgeError> {

@@ -31,6 +31,7 @@ pub mod forge;
 pub mod labels;
 mod observe;
 pub mod pod;
+pub mod pod_security;
 mod requests;
 pub mod scope;
 pub mod state;

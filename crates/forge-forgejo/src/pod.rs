@@ -10,8 +10,8 @@
 //!   `exec forgejo-runner one-job --wait`.
 //!
 //! The image is [`RUNNER_IMAGE`] unless `spec.image` says otherwise. Labels with `docker://`
-//! need a Docker daemon: add one through `spec.template` (e.g. a `docker:dind` sidecar and
-//! `DOCKER_HOST`). `host` labels work as is.
+//! need a Docker daemon: `containerMode: dind` adds one ([`crate::pod_security`]). `host` labels
+//! work as is.
 
 use std::collections::BTreeMap;
 

@@ -2,9 +2,10 @@
 //! means what it means in `spec.gitea` (or `spec.github` for the CA bundle and proxy), the rule
 //! and its message are the same.
 
+use forgerunner_core::crd::{ContainerModeType, RunnerGroupSpec};
 use forgerunner_core::crd::{ForgejoScope, ForgejoSpec};
 use forgerunner_core::validate::{
-    MAX_LABEL_LEN, MAX_LABELS, SpecViolation, is_http_url, is_object_name, violation,
+    MAX_LABEL_LEN, MAX_LABELS, SpecViolation, check_container_mode, is_http_url, is_object_name, violation,
 };
 
 use crate::labels::parse_labels;
@@ -99,6 +100,23 @@ fn check_scope(fj: &ForgejoSpec, out: &mut Vec<SpecViolation>) {
         out.push(violation("spec.forgejo.repo", "must be owner/name"));
     }
 }
+
+/// `spec.containerMode`: Forgejo's runners run job containers through a Docker daemon,
+/// so `dind` (or no mode) works; the `kubernetes` modes need GitHub's runner container hooks.
+/// Labels with `docker://` and no mode stay allowed: the image or the template may bring the
+/// daemon.
+pub fn validate_container_mode(spec: &RunnerGroupSpec) -> Vec<SpecViolation> {
+    check_container_mode(
+        spec,
+        &[ContainerModeType::Dind],
+        "the kubernetes modes need GitHub's runner container hooks",
+    )
+    .into_iter()
+    .collect()
+}
+
+#[cfg(test)]
+mod container_mode_tests;
 
 #[cfg(test)]
 mod tests;

@@ -407,10 +407,13 @@ impl Forge for GiteaForge {
     }
 
     fn validate(&self, spec: &RunnerGroupSpec) -> Vec<SpecViolation> {
-        spec.gitea
+        let mut out = spec
+            .gitea
             .as_ref()
             .map(crate::validate::validate_gitea)
-            .unwrap_or_default()
+            .unwrap_or_default();
+        out.extend(crate::validate::validate_container_mode(spec));
+        out
     }
 
     fn cluster_refs(&self, spec: &RunnerGroupSpec) -> ClusterRefs {
@@ -437,7 +440,7 @@ impl Forge for GiteaForge {
         _credentials: &RunnerCredentials,
     ) -> PodSpec {
         let image = group.spec.image.as_deref();
-        match &group.spec.gitea {
+        let mut pod = match &group.spec.gitea {
             Some(spec) => pod::default_runner_pod(spec, image, runner_name, secret_name),
             // Validation rejects such a group before any runner is made; keep a sane shape.
             None => {
@@ -456,7 +459,10 @@ impl Forge for GiteaForge {
                 };
                 pod::default_runner_pod(&empty, image, runner_name, secret_name)
             }
-        }
+        };
+        // Container mode and the restricted Pod Security settings.
+        crate::pod_security::finish_pod(&mut pod, &group.spec);
+        pod
     }
 
     async fn observe(&self, group: &GroupContext, runners: &[RunnerRef]) -> Result<ForgeView, ForgeError> {

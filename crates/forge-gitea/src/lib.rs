@@ -14,6 +14,7 @@ pub mod forge;
 mod forge_webhook;
 pub mod labels;
 pub mod pod;
+pub mod pod_security;
 mod runner_names;
 pub mod scope;
 pub mod types;

@@ -3,9 +3,8 @@
 //! Image choice: `gitea/act_runner:latest` (the "basic" flavour: no Docker daemon, no
 //! privilege). Its entrypoint (`run.sh`) reads exactly the `GITEA_*` variables set here and
 //! registers before running the daemon; with `GITEA_RUNNER_EPHEMERAL` set it takes one job and
-//! exits. Groups whose labels use `docker://` need a Docker daemon: add one through
-//! `spec.template` (a native-sidecar `docker:dind` sharing a unix socket) or use `spec.image`
-//! with a `-dind` flavour. `host` labels work as is.
+//! exits. Groups whose labels use `docker://` need a Docker daemon: `containerMode: dind` adds
+//! one ([`crate::pod_security`]). `host` labels work as is.
 
 use std::collections::BTreeMap;
 

@@ -1,8 +1,9 @@
 //! The rules of `spec.gitea` (`Forge::validate`), twins of the CRD schema's.
 
+use forgerunner_core::crd::{ContainerModeType, RunnerGroupSpec};
 use forgerunner_core::crd::{GiteaScope, GiteaSpec};
 use forgerunner_core::validate::{
-    MAX_LABELS, SpecViolation, is_http_url, is_object_name, is_runner_label, violation,
+    MAX_LABELS, SpecViolation, check_container_mode, is_http_url, is_object_name, is_runner_label, violation,
 };
 
 /// The rules of `spec.gitea`; empty when valid.
@@ -72,6 +73,23 @@ pub fn validate_gitea(gt: &GiteaSpec) -> Vec<SpecViolation> {
     }
     std::mem::take(out)
 }
+
+/// `spec.containerMode`: Gitea's runners run job containers through a Docker daemon,
+/// so `dind` (or no mode) works; the `kubernetes` modes need GitHub's runner container hooks.
+/// Labels with `docker://` and no mode stay allowed: the image or the template may bring the
+/// daemon.
+pub fn validate_container_mode(spec: &RunnerGroupSpec) -> Vec<SpecViolation> {
+    check_container_mode(
+        spec,
+        &[ContainerModeType::Dind],
+        "the kubernetes modes need GitHub's runner container hooks",
+    )
+    .into_iter()
+    .collect()
+}
+
+#[cfg(test)]
+mod container_mode_tests;
 
 #[cfg(test)]
 mod tests {

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use forgerunner_core::forge::SecretValue;
 use forgerunner_core::metrics::{ForgeRequestLabels, Metrics, Outcome};
+use forgerunner_http::TrustError;
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, RETRY_AFTER};
 use reqwest::{Method, StatusCode};
 use url::Url;
@@ -185,21 +186,14 @@ impl ForgejoClient {
         }
         base.set_query(None);
         base.set_fragment(None);
-        let mut builder = reqwest::Client::builder()
+        let builder = reqwest::Client::builder()
             .timeout(opts.request_timeout)
             .connect_timeout(opts.connect_timeout)
             .user_agent(concat!("forgerunner/", env!("CARGO_PKG_VERSION")));
-        if let Some(pem) = ca_bundle.filter(|p| !p.trim().is_empty()) {
-            let certs = reqwest::Certificate::from_pem_bundle(pem.as_bytes())
-                .map_err(|e| ForgejoError::Spec(format!("the CA bundle is not valid PEM: {e}")))?;
-            builder = builder.tls_certs_merge(certs);
-        }
-        if let Some(p) = proxy.filter(|p| !p.trim().is_empty()) {
-            // The proxy URL may carry credentials: never echo it.
-            let proxy = reqwest::Proxy::all(p.trim())
-                .map_err(|_| ForgejoError::Spec("spec.forgejo.proxyUrl is not a valid proxy URL".into()))?;
-            builder = builder.proxy(proxy);
-        }
+        let builder = forgerunner_http::with_trust(builder, ca_bundle, proxy).map_err(|e| match e {
+            TrustError::CaBundle(_) => ForgejoError::Spec(e.to_string()),
+            TrustError::Proxy => ForgejoError::Spec("spec.forgejo.proxyUrl is not a valid proxy URL".into()),
+        })?;
         let http = builder
             .build()
             .map_err(|e| ForgejoError::Spec(format!("cannot build the HTTP client: {e}")))?;

@@ -1,5 +1,6 @@
 //! The Gitea REST client: version, job and runner lists (paged), registration tokens,
 //! runner deletion. Retries transient failures with backoff and honours 429 `Retry-After`.
+//! Trusts the group's extra CA bundle and sends through its proxy, as the other forges do.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -7,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use forgerunner_core::forge::SecretValue;
 use forgerunner_core::metrics::{ForgeRequestLabels, Metrics, Outcome};
+use forgerunner_http::TrustError;
 use reqwest::header::{ACCEPT, AUTHORIZATION, HeaderMap, RETRY_AFTER};
 use reqwest::{Method, StatusCode};
 use serde::de::DeserializeOwned;
@@ -37,8 +39,10 @@ pub struct ClientOptions {
     /// A 429 whose `Retry-After` is at most this long is waited out inline; longer ones are
     /// returned as `RateLimited` so the reconciler requeues.
     pub max_inline_retry_after: Duration,
-    /// Extra PEM CA certificates to trust.
+    /// Extra PEM CA certificates to trust (`spec.gitea.caBundleConfigMap`).
     pub ca_bundle: Option<String>,
+    /// Proxy for every request (`spec.gitea.proxyUrl`); may carry credentials, never logged.
+    pub proxy: Option<String>,
 }
 
 impl Default for ClientOptions {
@@ -50,6 +54,7 @@ impl Default for ClientOptions {
             backoff: Duration::from_millis(250),
             max_inline_retry_after: Duration::from_secs(2),
             ca_bundle: None,
+            proxy: None,
         }
     }
 }
@@ -166,17 +171,15 @@ impl GiteaClient {
             .map_err(|_| GiteaError::Spec(format!("spec.gitea.url {base_url:?} cannot hold a path")))?
             .pop_if_empty()
             .extend(["api", "v1"]);
-        let mut builder = reqwest::Client::builder()
+        let builder = reqwest::Client::builder()
             .timeout(opts.request_timeout)
             .connect_timeout(opts.connect_timeout)
             .user_agent(concat!("forgerunner/", env!("CARGO_PKG_VERSION")));
-        if let Some(pem) = &opts.ca_bundle {
-            let certs = reqwest::Certificate::from_pem_bundle(pem.as_bytes())
-                .map_err(|e| GiteaError::Spec(format!("the CA bundle is not valid PEM: {e}")))?;
-            for c in certs {
-                builder = builder.add_root_certificate(c);
-            }
-        }
+        let builder = forgerunner_http::with_trust(builder, opts.ca_bundle.as_deref(), opts.proxy.as_deref())
+            .map_err(|e| match e {
+                TrustError::CaBundle(_) => GiteaError::Spec(e.to_string()),
+                TrustError::Proxy => GiteaError::Spec("spec.gitea.proxyUrl is not a valid proxy URL".into()),
+            })?;
         let http = builder
             .build()
             .map_err(|e| GiteaError::Spec(format!("cannot build the HTTP client: {e}")))?;

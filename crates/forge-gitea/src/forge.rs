@@ -53,11 +53,11 @@ impl Default for GiteaOptions {
     }
 }
 
-/// One instance + token (+ CA bundle): a client and what was checked about the server.
+/// One instance + token (+ CA bundle, proxy): a client and what was checked about the server.
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub(crate) struct InstanceKey {
     url: String,
-    /// SHA-256 of the token and CA bundle, so the key holds no secret.
+    /// SHA-256 of the token, CA bundle and proxy, so the key holds no secret.
     credentials: [u8; 32],
 }
 
@@ -156,15 +156,19 @@ impl GiteaForge {
             .credentials
             .get("token")
             .ok_or_else(|| GiteaError::MissingToken(ctx.credentials.secret_name.clone()))?;
+        let proxy = forgerunner_http::proxy_of(spec.proxy_url.as_deref());
+        // One client per (token, CA bundle, proxy): groups that differ in any of them must not
+        // share a client's roots or route.
         let mut h = Sha256::new();
-        h.update(token.expose().as_bytes());
-        h.update([0]);
-        h.update(ctx.ca_bundle.as_deref().unwrap_or_default().as_bytes());
+        for part in [Some(token.expose()), ctx.ca_bundle.as_deref(), proxy] {
+            h.update(part.unwrap_or_default().as_bytes());
+            h.update([0]);
+        }
         let key = InstanceKey {
             url: spec.url.trim().trim_end_matches('/').to_string(),
             credentials: h.finalize().into(),
         };
-        let instance = self.instance(&key, token, ctx.ca_bundle.clone())?;
+        let instance = self.instance(&key, token, ctx.ca_bundle.clone(), proxy)?;
         Ok(Resolved {
             spec,
             listing: ListingKey {
@@ -183,6 +187,7 @@ impl GiteaForge {
         key: &InstanceKey,
         token: &SecretValue,
         ca: Option<String>,
+        proxy: Option<&str>,
     ) -> Result<Arc<Instance>, GiteaError> {
         let mut map = self
             .instances
@@ -193,6 +198,7 @@ impl GiteaForge {
         }
         let mut opts = self.opts.client.clone();
         opts.ca_bundle = ca;
+        opts.proxy = proxy.map(str::to_string);
         let client = GiteaClient::new(&key.url, token.clone(), self.metrics.clone(), opts)?;
         let inst = Arc::new(Instance {
             client,
@@ -420,7 +426,9 @@ impl Forge for GiteaForge {
         let gitea = spec.gitea.as_ref();
         ClusterRefs {
             credentials_secret: gitea.map(|g| g.credentials.clone()).unwrap_or_default(),
-            ca_bundle_config_map: None,
+            ca_bundle_config_map: gitea
+                .and_then(|g| g.ca_bundle_config_map.clone())
+                .filter(|n| !n.is_empty()),
             webhook_secret: gitea
                 .and_then(|g| g.webhook_secret.clone())
                 .filter(|n| !n.is_empty()),

@@ -28,6 +28,23 @@ pub fn validate_gitea(gt: &GiteaSpec) -> Vec<SpecViolation> {
             "must name a Secret in the group's namespace",
         ));
     }
+    // The CA bundle and proxy follow the same rules and messages as spec.forgejo's.
+    if gt.proxy_url.as_deref().is_some_and(|u| !is_http_url(u)) {
+        out.push(violation(
+            "spec.gitea.proxyUrl",
+            "must be an http:// or https:// URL with a host",
+        ));
+    }
+    if gt
+        .ca_bundle_config_map
+        .as_deref()
+        .is_some_and(|n| !is_object_name(n))
+    {
+        out.push(violation(
+            "spec.gitea.caBundleConfigMap",
+            "must name a ConfigMap in the group's namespace",
+        ));
+    }
     if gt.poll_interval_seconds == Some(0) {
         out.push(violation(
             "spec.gitea.pollIntervalSeconds",
@@ -144,6 +161,20 @@ mod tests {
             fields(&s),
             ["spec.gitea.webhookSecret", "spec.gitea.pollIntervalSeconds"]
         );
+    }
+
+    #[test]
+    fn gitea_proxy_and_ca_bundle() {
+        let mut s = gitea();
+        gt(&mut s).proxy_url = Some("proxy:3128".into());
+        gt(&mut s).ca_bundle_config_map = Some("Bad_Name".into());
+        assert_eq!(
+            fields(&s),
+            ["spec.gitea.proxyUrl", "spec.gitea.caBundleConfigMap"]
+        );
+        gt(&mut s).proxy_url = Some("http://proxy.corp:3128".into());
+        gt(&mut s).ca_bundle_config_map = Some("corp-ca".into());
+        assert!(fields(&s).is_empty());
     }
 
     #[test]

@@ -491,3 +491,90 @@ async fn delete_of_unknown_runner_is_already_gone() {
         .unwrap_err();
     assert!(matches!(err, GiteaError::NotFound(_)));
 }
+
+/// A self-signed CA (P-256, made for this test only); valid PEM the client must accept.
+const TEST_CA: &str = "-----BEGIN CERTIFICATE-----
+MIIBkjCCATmgAwIBAgIUW9WEKO/YPI0N4HixsGeXbMpfKtUwCgYIKoZIzj0EAwIw
+HjEcMBoGA1UEAwwTZm9yZ2VydW5uZXIgdGVzdCBDQTAgFw0yNjExMjMyMzMwMTVa
+GA8yMTI2MTAzMDIzMzAxNVowHjEcMBoGA1UEAwwTZm9yZ2VydW5uZXIgdGVzdCBD
+QTBZMBMGByqGSM49AgEGCCqGSM49AwEHA0IABH7f1miDQadsujyiVV8rIQQ7p4j5
+DR+BQ5yEQuBblHCtd4pScc0r6h3MxvuK7aRBFBE3WGJ+HekmZJV6Y2Xa2bWjUzBR
+MB0GA1UdDgQWBBQzXdhdmxCdRPa+RZ2r2/+yTgLW4jAfBgNVHSMEGDAWgBQzXdhd
+mxCdRPa+RZ2r2/+yTgLW4jAPBgNVHRMBAf8EBTADAQH/MAoGCCqGSM49BAMCA0cA
+MEQCIACFyzUzo9JKdd3Cd6CxnoinNl19V1wQKaku+qpdlqHXAiAvIEEo9Aejh7cW
+1TxNt/ndImsQysS+SIpmV8QC8Rj/fQ==
+-----END CERTIFICATE-----
+";
+
+#[tokio::test]
+async fn proxy_and_ca_bundle_are_used() {
+    let fake = fake("1.25.0").await;
+    fake.queue_job("acme/app", &["linux"]);
+    let (f, _) = forge();
+    // The instance host does not resolve: only the proxy (the fake, which also serves
+    // absolute-form requests) can answer.
+    let mut proxied = ctx(
+        "proxied",
+        "http://gitea.invalid",
+        GiteaScope::Global,
+        None,
+        &["linux"],
+        ADMIN_TOKEN,
+    );
+    if let Some(g) = proxied.group.spec.gitea.as_mut() {
+        g.proxy_url = Some(fake.url());
+        g.ca_bundle_config_map = Some("corp-ca".into());
+    }
+    proxied.ca_bundle = Some(TEST_CA.into());
+    let view = f.observe(&proxied, &[]).await.unwrap();
+    assert_eq!(view.waiting_jobs, 1);
+    assert_eq!(
+        f.cluster_refs(&proxied.group.spec)
+            .ca_bundle_config_map
+            .as_deref(),
+        Some("corp-ca")
+    );
+
+    // Without the proxy the same URL cannot be reached: the client is keyed by the proxy too.
+    let direct = ctx(
+        "direct",
+        "http://gitea.invalid",
+        GiteaScope::Global,
+        None,
+        &["linux"],
+        ADMIN_TOKEN,
+    );
+    assert!(matches!(
+        f.observe(&direct, &[]).await,
+        Err(ForgeError::Unavailable(_))
+    ));
+
+    let mut bad_ca = ctx(
+        "badca",
+        &fake.url(),
+        GiteaScope::Global,
+        None,
+        &["linux"],
+        ADMIN_TOKEN,
+    );
+    bad_ca.ca_bundle = Some("-----BEGIN CERTIFICATE-----\n!!!\n-----END CERTIFICATE-----\n".into());
+    assert!(matches!(
+        f.observe(&bad_ca, &[]).await,
+        Err(ForgeError::Config(_))
+    ));
+    let mut bad_proxy = ctx(
+        "badproxy",
+        &fake.url(),
+        GiteaScope::Global,
+        None,
+        &["linux"],
+        ADMIN_TOKEN,
+    );
+    if let Some(g) = bad_proxy.group.spec.gitea.as_mut() {
+        g.proxy_url = Some("http://user:hunter2@[::not".into());
+    }
+    match f.observe(&bad_proxy, &[]).await {
+        Err(ForgeError::Config(m)) => assert!(!m.contains("hunter2"), "proxy URL never echoed: {m}"),
+        other => panic!("expected Config, got {other:?}"),
+    }
+}

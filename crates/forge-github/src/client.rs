@@ -84,17 +84,10 @@ pub fn build_transport(
         .connect_timeout(opts.connect_timeout)
         .pool_max_idle_per_host(IDLE_CONNECTIONS_PER_HOST)
         .pool_idle_timeout(IDLE_CONNECTION_TIMEOUT);
-    if let Some(pem) = ca_bundle.filter(|p| !p.trim().is_empty()) {
-        let certs = reqwest::Certificate::from_pem_bundle(pem.as_bytes())
-            .map_err(|e| ApiError::Config(format!("CA bundle is not valid PEM: {e}")))?;
-        builder = builder.tls_certs_merge(certs);
-    }
-    if let Some(p) = proxy.filter(|p| !p.trim().is_empty()) {
-        // The proxy URL may carry credentials: never echo it.
-        let proxy = reqwest::Proxy::all(p.trim())
-            .map_err(|_| ApiError::Config("proxyUrl is not a valid proxy URL".into()))?;
-        builder = builder.proxy(proxy);
-    }
+    builder = forgerunner_http::with_trust(builder, ca_bundle, proxy).map_err(|e| match e {
+        forgerunner_http::TrustError::CaBundle(_) => ApiError::Config(e.to_string()),
+        forgerunner_http::TrustError::Proxy => ApiError::Config("proxyUrl is not a valid proxy URL".into()),
+    })?;
     builder
         .build()
         .map_err(|e| ApiError::Config(format!("cannot build HTTP client: {e}")))

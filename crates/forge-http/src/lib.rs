@@ -1,0 +1,78 @@
+//! What the forge backends' HTTP clients share: trusting a group's extra CA bundle and sending
+//! through its proxy (`caBundleConfigMap`, `proxyUrl`).
+//!
+//! Its own crate because `core` knows no HTTP and forge crates never import each other, yet the
+//! GitHub, Gitea and Forgejo clients must treat these two settings the same way.
+
+/// Why the trust settings cannot be applied to a client.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum TrustError {
+    /// The CA bundle holds no valid PEM certificate.
+    #[error("the CA bundle is not valid PEM: {0}")]
+    CaBundle(String),
+    /// The proxy URL cannot be parsed. The URL itself is never part of the message: it may
+    /// carry credentials.
+    #[error("the proxy URL is not valid")]
+    Proxy,
+}
+
+/// Applies `ca_bundle` (PEM, trusted on top of the system roots) and `proxy` (every request,
+/// HTTP and HTTPS) to `builder`. Blank values count as unset, so a ConfigMap key or spec field
+/// left empty changes nothing.
+pub fn with_trust(
+    mut builder: reqwest::ClientBuilder,
+    ca_bundle: Option<&str>,
+    proxy: Option<&str>,
+) -> Result<reqwest::ClientBuilder, TrustError> {
+    if let Some(pem) = ca_bundle.filter(|p| !p.trim().is_empty()) {
+        let certs = reqwest::Certificate::from_pem_bundle(pem.as_bytes())
+            .map_err(|e| TrustError::CaBundle(e.to_string()))?;
+        if certs.is_empty() {
+            return Err(TrustError::CaBundle("no certificate in it".into()));
+        }
+        builder = builder.tls_certs_merge(certs);
+    }
+    if let Some(p) = proxy.map(str::trim).filter(|p| !p.is_empty()) {
+        let proxy = reqwest::Proxy::all(p).map_err(|_| TrustError::Proxy)?;
+        builder = builder.proxy(proxy);
+    }
+    Ok(builder)
+}
+
+/// Whether `proxy` is set (not blank); groups without one share clients with each other.
+pub fn proxy_of(proxy: Option<&str>) -> Option<&str> {
+    proxy.map(str::trim).filter(|p| !p.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blank_settings_change_nothing_and_bad_ones_are_refused() {
+        let b = || reqwest::Client::builder();
+        assert!(with_trust(b(), None, None).is_ok());
+        assert!(with_trust(b(), Some("  \n"), Some(" ")).is_ok());
+        assert!(matches!(
+            with_trust(
+                b(),
+                Some("-----BEGIN CERTIFICATE-----\n!!!\n-----END CERTIFICATE-----\n"),
+                None
+            ),
+            Err(TrustError::CaBundle(_))
+        ));
+        assert!(matches!(
+            with_trust(b(), Some("not pem at all"), None),
+            Err(TrustError::CaBundle(_))
+        ));
+        let e = with_trust(b(), None, Some("http://user:hunter2@[::not")).unwrap_err();
+        assert_eq!(e, TrustError::Proxy);
+        assert!(
+            !e.to_string().contains("hunter2"),
+            "the proxy URL is never echoed"
+        );
+        assert!(with_trust(b(), None, Some("http://proxy.corp:3128")).is_ok());
+        assert_eq!(proxy_of(Some("  ")), None);
+        assert_eq!(proxy_of(Some(" http://p:1 ")), Some("http://p:1"));
+    }
+}

@@ -1,7 +1,18 @@
 //! The default GitHub runner pod: the official runner image running `run.sh` with its JIT
 //! config taken from the runner Secret.
+//!
+//! Image: [`DEFAULT_RUNNER_IMAGE`] stays on `latest` on purpose. Scale-set runners are created
+//! with `disableUpdate`, so a runner never updates itself, and GitHub stops accepting runner
+//! versions some time after newer ones ship; an old image then exits with
+//! [`RUNNER_EXIT_OUTDATED`] and the group turns `Degraded`. A fixed tag would reach that point
+//! on a date nobody chose. Groups that want a fixed version set `spec.image` and update it when
+//! the group reports outdated runners.
+//!
+//! `spec.github.caBundleConfigMap` and `spec.github.proxyUrl` reach the runner as ARC's
+//! `githubServerTLS` and proxy settings do (`forgerunner_core::runner_pod_trust`).
 
 use forgerunner_core::RunnerGroup;
+use forgerunner_core::runner_pod_trust::{RunnerTrust, TrustStyle};
 use k8s_openapi::api::core::v1::{Container, EnvVar, EnvVarSource, PodSpec, SecretKeySelector};
 
 /// Image used when `spec.image` is empty.
@@ -70,6 +81,14 @@ pub fn default_runner_pod(group: &RunnerGroup, secret_name: &str) -> PodSpec {
         restart_policy: Some("Never".into()),
         ..PodSpec::default()
     };
+    if let Some(gh) = group.spec.github.as_ref() {
+        RunnerTrust::new(gh.ca_bundle_config_map.as_deref(), gh.proxy_url.as_deref()).apply(
+            &mut pod,
+            &[RUNNER_CONTAINER],
+            TrustStyle::Node,
+            &group.spec,
+        );
+    }
     // Container mode and the restricted Pod Security settings.
     crate::container_mode::finish_pod(&mut pod, group);
     pod
@@ -85,4 +104,65 @@ pub fn work_folder(group: &RunnerGroup) -> String {
         .and_then(|s| s.containers.iter().find(|c| c.name == RUNNER_CONTAINER))
         .and_then(|c| c.working_dir.clone())
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use forgerunner_core::runner_pod_trust::NODE_CA_FILE;
+
+    fn group(extra: serde_json::Value) -> RunnerGroup {
+        let mut gh = serde_json::json!({"configUrl": "https://github.com/acme", "credentials": "c"});
+        if let (Some(o), Some(e)) = (gh.as_object_mut(), extra.as_object()) {
+            o.extend(e.clone());
+        }
+        let spec = serde_json::from_value(serde_json::json!({
+            "forge": "github", "maxRunners": 1, "github": gh,
+        }))
+        .expect("spec");
+        RunnerGroup::new("g", spec)
+    }
+
+    fn env(pod: &PodSpec, name: &str) -> Option<String> {
+        pod.containers[0]
+            .env
+            .iter()
+            .flatten()
+            .find(|e| e.name == name)
+            .and_then(|e| e.value.clone())
+    }
+
+    #[test]
+    fn ca_bundle_and_proxy_only_when_set() {
+        let plain = default_runner_pod(&group(serde_json::json!({})), "s");
+        assert_eq!(plain.containers[0].image.as_deref(), Some(DEFAULT_RUNNER_IMAGE));
+        for n in [
+            "NODE_EXTRA_CA_CERTS",
+            "RUNNER_UPDATE_CA_CERTS",
+            "https_proxy",
+            "http_proxy",
+            "no_proxy",
+        ] {
+            assert_eq!(env(&plain, n), None, "{n}");
+        }
+        assert!(plain.volumes.is_none() && plain.containers[0].volume_mounts.is_none());
+
+        let pod = default_runner_pod(
+            &group(serde_json::json!({"caBundleConfigMap": "corp-ca", "proxyUrl": "http://proxy:3128"})),
+            "s",
+        );
+        assert_eq!(env(&pod, "NODE_EXTRA_CA_CERTS").as_deref(), Some(NODE_CA_FILE));
+        assert_eq!(env(&pod, "RUNNER_UPDATE_CA_CERTS").as_deref(), Some("1"));
+        assert_eq!(env(&pod, "https_proxy").as_deref(), Some("http://proxy:3128"));
+        assert_eq!(env(&pod, "http_proxy").as_deref(), Some("http://proxy:3128"));
+        assert!(env(&pod, "no_proxy").is_some_and(|n| n.contains(".svc")));
+        let m = &pod.containers[0].volume_mounts.as_ref().expect("mounts")[0];
+        assert_eq!(
+            (m.mount_path.as_str(), m.sub_path.as_deref()),
+            (NODE_CA_FILE, Some("ca.crt"))
+        );
+        let v = &pod.volumes.as_ref().expect("volumes")[0];
+        assert_eq!(v.config_map.as_ref().map(|c| c.name.as_str()), Some("corp-ca"));
+        assert_eq!(v.name, m.name);
+    }
 }

@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use forgerunner_core::crd::{ForgeKind, GiteaSpec, RunnerGroup, RunnerGroupSpec};
 use forgerunner_core::forge::{
     ClusterRefs, Forge, ForgeError, ForgeFacts, ForgeRunnerState, ForgeView, GroupContext, GroupKey,
-    ReconcileTrigger, RemoveOutcome, RunnerCredentials, RunnerRef, SecretValue,
+    ReconcileTrigger, RemoveOutcome, RunnerCredentials, RunnerExit, RunnerRef, SecretValue,
 };
 use forgerunner_core::metrics::Metrics;
 use forgerunner_core::validate::SpecViolation;
@@ -449,7 +449,11 @@ impl Forge for GiteaForge {
     ) -> PodSpec {
         let image = group.spec.image.as_deref();
         let mut pod = match &group.spec.gitea {
-            Some(spec) => pod::default_runner_pod(spec, image, runner_name, secret_name),
+            Some(spec) => {
+                let mut p = pod::default_runner_pod(spec, image, runner_name, secret_name);
+                pod::apply_trust(&group.spec, spec, &mut p);
+                p
+            }
             // Validation rejects such a group before any runner is made; keep a sane shape.
             None => {
                 let empty = GiteaSpec {
@@ -471,6 +475,16 @@ impl Forge for GiteaForge {
         // Container mode and the restricted Pod Security settings.
         crate::pod_security::finish_pod(&mut pod, &group.spec);
         pod
+    }
+
+    /// Always `None`: Gitea Runner (and act_runner before it) has no exit code of its own for
+    /// "too old for this server". Every failure, a refused `Declare` included, ends the process
+    /// through cobra with exit code 1, and Gitea refuses no runner for its version (the only
+    /// version message is the runner's own "Gitea too old to declare", about the server). An
+    /// outdated runner therefore shows as an ordinary failed runner; the default image is
+    /// pinned ([`pod::DEFAULT_IMAGE`]) so it does not drift.
+    fn runner_exit_meaning(&self, _exit_code: i32) -> Option<RunnerExit> {
+        None
     }
 
     async fn observe(&self, group: &GroupContext, runners: &[RunnerRef]) -> Result<ForgeView, ForgeError> {

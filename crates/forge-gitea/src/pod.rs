@@ -1,27 +1,54 @@
 //! The default runner pod for Gitea and the environment a runner needs.
 //!
-//! Image choice: `gitea/act_runner:latest` (the "basic" flavour: no Docker daemon, no
-//! privilege). Its entrypoint (`run.sh`) reads exactly the `GITEA_*` variables set here and
-//! registers before running the daemon; with `GITEA_RUNNER_EPHEMERAL` set it takes one job and
-//! exits. Groups whose labels use `docker://` need a Docker daemon: `containerMode: dind` adds
-//! one ([`crate::pod_security`]). `host` labels work as is.
+//! Image: [`DEFAULT_IMAGE`], Gitea Runner 1.0.8 (act_runner's successor, binary `gitea-runner`),
+//! the version Gitea's maintainers ask users to move to (older runners leave jobs unfinished on
+//! Gitea 1.26, go-gitea/gitea#38277). Its "basic" flavour has no Docker daemon and needs no
+//! privilege: `host` labels work as is; `docker://` labels need a daemon (`containerMode: dind`,
+//! [`crate::pod_security`]). The `-dind` flavours start their daemon from the image's
+//! entrypoint, which this pod replaces with an explicit command, so they are not the way to get
+//! Docker here.
+//!
+//! Two steps, so the registration token never reaches the job's container:
+//! 1. the init container [`REGISTER_CONTAINER`] mounts the runner Secret (key
+//!    [`REGISTRATION_TOKEN_KEY`], read-only, at [`TOKEN_DIR`]) and runs
+//!    `gitea-runner register --ephemeral`, which writes the runner's own identity to
+//!    `/data/.runner` on a shared emptyDir;
+//! 2. the `runner` container runs `gitea-runner daemon` from that file. `.runner` says
+//!    `ephemeral`, so the daemon takes one job and exits; it has no token and no Secret mount,
+//!    so workflow steps cannot read the scope-wide registration token.
+//!
+//! `spec.image` naming the legacy `gitea/act_runner` image (≥ 0.2.12, the first with
+//! `--ephemeral`) works too: its binary is `act_runner`, picked by [`runner_binary`].
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Container, EmptyDirVolumeSource, EnvVar, EnvVarSource, PodSpec, SecretKeySelector, Volume, VolumeMount,
+    Container, EmptyDirVolumeSource, EnvVar, KeyToPath, PodSpec, SecretVolumeSource, Volume, VolumeMount,
 };
 
-use forgerunner_core::crd::GiteaSpec;
+use forgerunner_core::crd::{GiteaSpec, RunnerGroupSpec};
+use forgerunner_core::runner_pod_trust::{RunnerTrust, TrustStyle};
 
 /// The image used when `spec.image` is empty.
-pub const DEFAULT_IMAGE: &str = "gitea/act_runner:latest";
+pub const DEFAULT_IMAGE: &str = "gitea/runner:1.0.8";
 /// Name of the runner container (the template merge key).
 pub const RUNNER_CONTAINER: &str = "runner";
+/// Name of the init container that registers the runner.
+pub const REGISTER_CONTAINER: &str = "register";
 /// Secret key of the registration token in the runner's Secret.
 pub const REGISTRATION_TOKEN_KEY: &str = "registration_token";
-/// Where act_runner keeps its `.runner` state; an emptyDir so every runner starts fresh.
+/// Where the runner keeps its `.runner` state; an emptyDir so every runner starts fresh, shared
+/// by the two containers.
 pub const DATA_DIR: &str = "/data";
+/// Where the register container finds the runner Secret.
+pub const TOKEN_DIR: &str = "/var/run/gitea-runner";
+/// Binary of Gitea Runner ≥ 1.0.
+pub const RUNNER_BINARY: &str = "gitea-runner";
+/// Binary of the legacy `gitea/act_runner` images.
+pub const LEGACY_RUNNER_BINARY: &str = "act_runner";
+
+const DATA_VOLUME: &str = "data";
+const TOKEN_VOLUME: &str = "registration-token";
 
 /// The plain (non-secret) environment of a runner.
 pub fn runner_env(spec: &GiteaSpec, runner_name: &str) -> BTreeMap<String, String> {
@@ -29,118 +56,126 @@ pub fn runner_env(spec: &GiteaSpec, runner_name: &str) -> BTreeMap<String, Strin
         ("GITEA_INSTANCE_URL".to_string(), spec.url.trim().to_string()),
         ("GITEA_RUNNER_NAME".to_string(), runner_name.to_string()),
         ("GITEA_RUNNER_LABELS".to_string(), spec.labels.join(",")),
-        // Any non-empty value makes run.sh register with --ephemeral: one job, then Gitea
-        // deletes the runner and the process exits.
-        ("GITEA_RUNNER_EPHEMERAL".to_string(), "1".to_string()),
     ])
 }
 
-/// The default pod: one `runner` container with the env above plus the registration token
-/// from `secret_name` (a `secretKeyRef`, never a literal) and a fresh `/data`.
-pub fn default_runner_pod(
-    spec: &GiteaSpec,
-    image: Option<&str>,
-    runner_name: &str,
-    secret_name: &str,
-) -> PodSpec {
-    let mut env: Vec<EnvVar> = runner_env(spec, runner_name)
+/// The runner binary in `image`: `act_runner` for the legacy `…/act_runner` images, else
+/// `gitea-runner`.
+pub fn runner_binary(image: &str) -> &'static str {
+    // The repository name, without registry, tag or digest.
+    let repo = image.split(['@']).next().unwrap_or_default();
+    let name = repo.rsplit('/').next().unwrap_or_default();
+    let name = name.split(':').next().unwrap_or_default();
+    if name == "act_runner" {
+        LEGACY_RUNNER_BINARY
+    } else {
+        RUNNER_BINARY
+    }
+}
+
+/// The register step's script: the token is read from the mounted file, so it is never in the
+/// pod spec or any container's environment.
+pub fn register_script(binary: &str) -> String {
+    format!(
+        "exec {binary} register --no-interactive --ephemeral --instance \"$GITEA_INSTANCE_URL\" \
+         --token \"$(cat {TOKEN_DIR}/{REGISTRATION_TOKEN_KEY})\" --name \"$GITEA_RUNNER_NAME\" \
+         --labels \"$GITEA_RUNNER_LABELS\""
+    )
+}
+
+fn plain_env(spec: &GiteaSpec, runner_name: &str) -> Vec<EnvVar> {
+    runner_env(spec, runner_name)
         .into_iter()
         .map(|(name, value)| EnvVar {
             name,
             value: Some(value),
             value_from: None,
         })
-        .collect();
-    env.push(EnvVar {
-        name: "GITEA_RUNNER_REGISTRATION_TOKEN".to_string(),
-        value: None,
-        value_from: Some(EnvVarSource {
-            secret_key_ref: Some(SecretKeySelector {
-                name: secret_name.to_string(),
-                key: REGISTRATION_TOKEN_KEY.to_string(),
-                optional: Some(false),
-            }),
-            ..EnvVarSource::default()
-        }),
-    });
+        .collect()
+}
+
+fn mount(name: &str, path: &str, read_only: bool) -> VolumeMount {
+    VolumeMount {
+        name: name.to_string(),
+        mount_path: path.to_string(),
+        read_only: read_only.then_some(true),
+        ..VolumeMount::default()
+    }
+}
+
+/// The default pod: the `register` init container (with the Secret) and the `runner`
+/// container (without), sharing a fresh `/data`.
+pub fn default_runner_pod(
+    spec: &GiteaSpec,
+    image: Option<&str>,
+    runner_name: &str,
+    secret_name: &str,
+) -> PodSpec {
     let image = image
         .map(str::trim)
         .filter(|i| !i.is_empty())
         .unwrap_or(DEFAULT_IMAGE);
+    let binary = runner_binary(image);
+    let register = Container {
+        name: REGISTER_CONTAINER.to_string(),
+        image: Some(image.to_string()),
+        command: Some(vec!["sh".to_string(), "-c".to_string(), register_script(binary)]),
+        env: Some(plain_env(spec, runner_name)),
+        working_dir: Some(DATA_DIR.to_string()),
+        volume_mounts: Some(vec![
+            mount(DATA_VOLUME, DATA_DIR, false),
+            mount(TOKEN_VOLUME, TOKEN_DIR, true),
+        ]),
+        ..Container::default()
+    };
+    let runner = Container {
+        name: RUNNER_CONTAINER.to_string(),
+        image: Some(image.to_string()),
+        command: Some(vec![binary.to_string(), "daemon".to_string()]),
+        env: Some(plain_env(spec, runner_name)),
+        working_dir: Some(DATA_DIR.to_string()),
+        volume_mounts: Some(vec![mount(DATA_VOLUME, DATA_DIR, false)]),
+        ..Container::default()
+    };
     PodSpec {
-        containers: vec![Container {
-            name: RUNNER_CONTAINER.to_string(),
-            image: Some(image.to_string()),
-            env: Some(env),
-            volume_mounts: Some(vec![VolumeMount {
-                name: "data".to_string(),
-                mount_path: DATA_DIR.to_string(),
-                ..VolumeMount::default()
-            }]),
-            ..Container::default()
-        }],
-        volumes: Some(vec![Volume {
-            name: "data".to_string(),
-            empty_dir: Some(EmptyDirVolumeSource::default()),
-            ..Volume::default()
-        }]),
+        init_containers: Some(vec![register]),
+        containers: vec![runner],
+        volumes: Some(vec![
+            Volume {
+                name: DATA_VOLUME.to_string(),
+                empty_dir: Some(EmptyDirVolumeSource::default()),
+                ..Volume::default()
+            },
+            Volume {
+                name: TOKEN_VOLUME.to_string(),
+                secret: Some(SecretVolumeSource {
+                    secret_name: Some(secret_name.to_string()),
+                    items: Some(vec![KeyToPath {
+                        key: REGISTRATION_TOKEN_KEY.to_string(),
+                        path: REGISTRATION_TOKEN_KEY.to_string(),
+                        mode: None,
+                    }]),
+                    optional: Some(false),
+                    ..SecretVolumeSource::default()
+                }),
+                ..Volume::default()
+            },
+        ]),
         restart_policy: Some("Never".to_string()),
         ..PodSpec::default()
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use forgerunner_core::crd::GiteaScope;
-
-    fn spec() -> GiteaSpec {
-        GiteaSpec {
-            url: "https://git.example.com".into(),
-            scope: GiteaScope::Global,
-            org: None,
-            user: None,
-            repo: None,
-            credentials: "creds".into(),
-            labels: vec!["linux:host".into(), "ubuntu:docker://node:20".into()],
-            poll_interval_seconds: None,
-            webhook_secret: None,
-            ca_bundle_config_map: None,
-            proxy_url: None,
-        }
-    }
-
-    #[test]
-    fn pod_references_the_token_and_has_fresh_data() {
-        let pod = default_runner_pod(&spec(), None, "g-abcde", "g-abcde");
-        let c = &pod.containers[0];
-        assert_eq!(c.name, "runner");
-        assert_eq!(c.image.as_deref(), Some(DEFAULT_IMAGE));
-        let env = c.env.as_ref().unwrap();
-        let get = |n: &str| env.iter().find(|e| e.name == n).unwrap();
-        assert_eq!(
-            get("GITEA_RUNNER_LABELS").value.as_deref(),
-            Some("linux:host,ubuntu:docker://node:20")
-        );
-        assert_eq!(get("GITEA_RUNNER_NAME").value.as_deref(), Some("g-abcde"));
-        assert_eq!(get("GITEA_RUNNER_EPHEMERAL").value.as_deref(), Some("1"));
-        let tok = get("GITEA_RUNNER_REGISTRATION_TOKEN");
-        assert_eq!(tok.value, None);
-        let sel = tok.value_from.as_ref().unwrap().secret_key_ref.as_ref().unwrap();
-        assert_eq!(
-            (sel.name.as_str(), sel.key.as_str()),
-            ("g-abcde", REGISTRATION_TOKEN_KEY)
-        );
-        assert!(pod.volumes.unwrap()[0].empty_dir.is_some());
-        assert_eq!(c.volume_mounts.as_ref().unwrap()[0].mount_path, "/data");
-        assert_eq!(pod.restart_policy.as_deref(), Some("Never"));
-    }
-
-    #[test]
-    fn custom_image() {
-        let pod = default_runner_pod(&spec(), Some("gitea/runner:1.0.8"), "r", "r");
-        assert_eq!(pod.containers[0].image.as_deref(), Some("gitea/runner:1.0.8"));
-        let pod = default_runner_pod(&spec(), Some("  "), "r", "r");
-        assert_eq!(pod.containers[0].image.as_deref(), Some(DEFAULT_IMAGE));
-    }
+/// Carries `spec.gitea.caBundleConfigMap` and `spec.gitea.proxyUrl` into both containers, since
+/// both talk to Gitea (see `forgerunner_core::runner_pod_trust`).
+pub fn apply_trust(group: &RunnerGroupSpec, spec: &GiteaSpec, pod: &mut PodSpec) {
+    RunnerTrust::new(spec.ca_bundle_config_map.as_deref(), spec.proxy_url.as_deref()).apply(
+        pod,
+        &[REGISTER_CONTAINER, RUNNER_CONTAINER],
+        TrustStyle::Go,
+        group,
+    );
 }
+
+#[cfg(test)]
+mod tests;

@@ -386,7 +386,9 @@ async fn credentials_state_removal_and_ghosts() {
     let expected = fake.registration_token(&FakeScope::Repo("acme".into(), "app".into()));
     assert_eq!(creds.secret_data["registration_token"].expose(), expected);
     assert_eq!(creds.env["GITEA_RUNNER_LABELS"], "linux:host");
-    assert_eq!(creds.env["GITEA_RUNNER_EPHEMERAL"], "1");
+    // Ephemeral is a `register` flag now; no variable carries it (nor the token).
+    assert!(!creds.env.contains_key("GITEA_RUNNER_EPHEMERAL"));
+    assert!(creds.env.keys().all(|k| !k.contains("TOKEN")));
     assert!(!format!("{creds:?}").contains(&expected), "token never printed");
 
     // A fixed token from the Secret wins and costs no request.

@@ -4,33 +4,67 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use forgerunner_testkit::gitea::{
-    Conclusion, FakeConfig, FakeScope, GiteaFakeHandle, JobState, RunnerOptions, runner_behaviour,
+    Conclusion, FakeConfig, FakeScope, GiteaFakeHandle, JobState, REGISTRATION_TOKEN_FILE, RunnerOptions,
+    STATE_FILE, runner_behaviour,
 };
-use forgerunner_testkit::sim::behaviour::PodInfo;
+use forgerunner_testkit::sim::behaviour::{ContainerBehaviour, PodInfo, PodScratch};
 use tokio_util::sync::CancellationToken;
 
-fn pod(fake: &GiteaFakeHandle, name: &str, labels: &str, token: &str) -> PodInfo {
+/// The `register` init container of a runner pod; its scratch volumes are the pod's.
+fn register_pod(fake: &GiteaFakeHandle, name: &str, labels: &str, token: &str) -> PodInfo {
     PodInfo {
         namespace: "ns".into(),
         name: name.into(),
         labels: BTreeMap::new(),
         annotations: BTreeMap::new(),
-        image: "gitea/act_runner:latest".into(),
-        command: Vec::new(),
+        image: "gitea/runner:1.0.8".into(),
+        command: vec![
+            "sh".into(),
+            "-c".into(),
+            "exec gitea-runner register --no-interactive --ephemeral --instance \"$GITEA_INSTANCE_URL\" ..."
+                .into(),
+        ],
         args: Vec::new(),
         env: BTreeMap::from([
             ("GITEA_INSTANCE_URL".to_string(), fake.url()),
-            ("GITEA_RUNNER_REGISTRATION_TOKEN".to_string(), token.to_string()),
             ("GITEA_RUNNER_NAME".to_string(), name.to_string()),
             ("GITEA_RUNNER_LABELS".to_string(), labels.to_string()),
-            ("GITEA_RUNNER_EPHEMERAL".to_string(), "1".to_string()),
         ]),
-        files: BTreeMap::new(),
+        files: BTreeMap::from([(REGISTRATION_TOKEN_FILE.to_string(), format!("{token}\n"))]),
         cancel: CancellationToken::new(),
+        container: "register".into(),
+        init: true,
+        scratch: PodScratch::default().with_mounts(vec![("/data".into(), "data".into())]),
+    }
+}
+
+/// The `runner` container of the same pod: no token anywhere, the same `/data`.
+fn daemon_pod(register: &PodInfo) -> PodInfo {
+    let mut env = register.env.clone();
+    env.retain(|k, _| !k.contains("TOKEN"));
+    PodInfo {
+        command: vec!["gitea-runner".into(), "daemon".into()],
+        env,
+        files: BTreeMap::new(),
         container: "runner".into(),
         init: false,
-        scratch: Default::default(),
+        scratch: register
+            .scratch
+            .with_mounts(vec![("/data".into(), "data".into())]),
+        ..register.clone()
+    }
+}
+
+/// Runs register, then (if it succeeded) the daemon, as the kubelet would; the daemon's exit
+/// code, or register's when it failed.
+async fn run_pod(b: &Arc<dyn ContainerBehaviour>, register: PodInfo) -> i32 {
+    let daemon = daemon_pod(&register);
+    match b.run(register).await {
+        0 => b.run(daemon).await,
+        code => code,
     }
 }
 
@@ -48,7 +82,10 @@ async fn takes_one_matching_job_and_leaves() {
     let b = runner_behaviour(fake.clone(), RunnerOptions::default());
     let code = tokio::time::timeout(
         Duration::from_secs(30),
-        b.run(pod(&fake, "grp-abcde", "linux:host,x64:docker://node:20", &token)),
+        run_pod(
+            &b,
+            register_pod(&fake, "grp-abcde", "linux:host,x64:docker://node:20", &token),
+        ),
     )
     .await
     .unwrap();
@@ -70,9 +107,9 @@ async fn idle_runner_polls_until_its_pod_is_deleted() {
     let fake = start().await;
     let token = fake.registration_token(&FakeScope::Global);
     let b = runner_behaviour(fake.clone(), RunnerOptions::default());
-    let p = pod(&fake, "grp-idle0", "linux", &token);
+    let p = register_pod(&fake, "grp-idle0", "linux", &token);
     let cancel = p.cancel.clone();
-    let task = tokio::spawn(async move { b.run(p).await });
+    let task = tokio::spawn(async move { run_pod(&b, p).await });
     assert!(
         fake.wait_until(Duration::from_secs(20), |_, r| r.len() == 1)
             .await
@@ -97,8 +134,8 @@ async fn cancelled_job_ends_the_runner() {
         ..RunnerOptions::default()
     };
     let b = runner_behaviour(fake.clone(), opts);
-    let p = pod(&fake, "grp-canc0", "linux", &token);
-    let task = tokio::spawn(async move { b.run(p).await });
+    let p = register_pod(&fake, "grp-canc0", "linux", &token);
+    let task = tokio::spawn(async move { run_pod(&b, p).await });
     assert!(
         fake.wait_until(Duration::from_secs(20), |j, _| j[0].state == JobState::Running)
             .await
@@ -122,6 +159,52 @@ async fn bad_registration_token_fails_the_container() {
         ..RunnerOptions::default()
     };
     let b = runner_behaviour(fake.clone(), opts);
-    assert_eq!(b.run(pod(&fake, "grp-bad00", "linux", "wrong")).await, 1);
+    assert_eq!(
+        run_pod(&b, register_pod(&fake, "grp-bad00", "linux", "wrong")).await,
+        1
+    );
+    assert!(fake.runners().is_empty());
+}
+
+#[tokio::test]
+async fn register_writes_the_state_file_and_the_daemon_runs_from_it_alone() {
+    let fake = start().await;
+    let token = fake.registration_token(&FakeScope::Global);
+    let id = fake.queue_job("o/r", &["linux"]);
+    let b = runner_behaviour(fake.clone(), RunnerOptions::default());
+    let reg = register_pod(&fake, "grp-state", "linux:host", &token);
+    let daemon = daemon_pod(&reg);
+    assert_eq!(b.run(reg.clone()).await, 0);
+    let state: serde_json::Value = serde_json::from_str(&reg.read_scratch(STATE_FILE).unwrap()).unwrap();
+    assert_eq!(state["name"], "grp-state");
+    assert_eq!(state["ephemeral"], true);
+    assert_eq!(state["address"], fake.url().trim_end_matches('/'));
+    assert_eq!(state["labels"], serde_json::json!(["linux:host"]));
+    assert!(state["id"].as_i64().is_some() && !state["uuid"].as_str().unwrap().is_empty());
+    assert_ne!(
+        state["token"],
+        token.as_str(),
+        "the runner's own token, not the registration token"
+    );
+    assert_eq!(fake.runners().len(), 1);
+    // The daemon container has neither the token file nor any token env.
+    assert!(daemon.files.is_empty() && daemon.env.keys().all(|k| !k.contains("TOKEN")));
+    let code = tokio::time::timeout(Duration::from_secs(30), b.run(daemon))
+        .await
+        .unwrap();
+    assert_eq!(code, 0);
+    assert_eq!(fake.job(id).unwrap().state, JobState::Done(Conclusion::Success));
+    assert!(
+        fake.runners().is_empty(),
+        "ephemeral runner deleted after its job"
+    );
+}
+
+#[tokio::test]
+async fn daemon_without_a_state_file_fails() {
+    let fake = start().await;
+    let b = runner_behaviour(fake.clone(), RunnerOptions::default());
+    let reg = register_pod(&fake, "grp-nostate", "linux", "unused");
+    assert_eq!(b.run(daemon_pod(&reg)).await, 1);
     assert!(fake.runners().is_empty());
 }

@@ -14,8 +14,9 @@ use forgerunner_testkit::gitea::ADMIN_TOKEN;
 
 /// Image prefix of the default GitHub runner image; the simulated runner plays it.
 pub const GITHUB_RUNNER_IMAGE: &str = "ghcr.io/actions/";
-/// Image prefix of the default Gitea runner image; the simulated act_runner plays it.
-pub const GITEA_RUNNER_IMAGE: &str = "gitea/act_runner";
+/// Image prefixes of the Gitea runner images (Gitea Runner ≥ 1.0 and the legacy act_runner);
+/// the simulated runner plays both.
+pub const GITEA_RUNNER_IMAGES: [&str; 2] = forgerunner_testkit::gitea::RUNNER_IMAGE_PREFIXES;
 /// Image prefix of the default Forgejo runner image; the simulated forgejo-runner plays it.
 pub const FORGEJO_RUNNER_IMAGE: &str = forgerunner_testkit::forgejo::RUNNER_IMAGE_PREFIX;
 

@@ -150,10 +150,10 @@ impl World {
                 work: opts.work_time,
                 ..Default::default()
             };
-            sim.register_behaviour(
-                groups::GITEA_RUNNER_IMAGE,
-                forgerunner_testkit::gitea::runner_behaviour(fake.clone(), runner_opts),
-            );
+            let behaviour = forgerunner_testkit::gitea::runner_behaviour(fake.clone(), runner_opts);
+            for prefix in groups::GITEA_RUNNER_IMAGES {
+                sim.register_behaviour(prefix, behaviour.clone());
+            }
             Some(fake)
         } else {
             None

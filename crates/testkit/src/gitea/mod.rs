@@ -8,7 +8,8 @@
 //!   Gitea's rule: the oldest queued job in scope whose `runs-on` the runner's labels cover.
 //! - `workflow_job` webhooks with Gitea's headers and HMAC signature.
 //! - Fault injection and a request log ([`Fault`], [`LoggedRequest`]).
-//! - [`runner_behaviour`]: a `ContainerBehaviour` playing an ephemeral act_runner.
+//! - [`runner_behaviour`]: a `ContainerBehaviour` playing an ephemeral Gitea Runner (register
+//!   init container, then daemon).
 
 pub mod control;
 pub mod faults;
@@ -22,4 +23,6 @@ mod webhook;
 pub use control::{ADMIN_TOKEN, Delivery, FakeConfig, GiteaFakeHandle};
 pub use faults::{Fault, LoggedRequest};
 pub use model::{Conclusion, FakeJob, FakeRunner, FakeScope, JobState};
-pub use runner::{RunnerOptions, runner_behaviour};
+pub use runner::{
+    REGISTRATION_TOKEN_FILE, RUNNER_IMAGE_PREFIXES, RunnerOptions, STATE_FILE, runner_behaviour,
+};

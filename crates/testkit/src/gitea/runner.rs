@@ -1,16 +1,33 @@
-//! A simulated ephemeral act_runner: registers with the token from its environment, polls
-//! for one job, works on it, reports it done and exits 0 — or polls forever, like the real
-//! one, until its pod is deleted.
+//! A simulated Gitea Runner (`gitea-runner`, or the legacy `act_runner`) in the operator's
+//! two-container pod:
+//!
+//! - as the `register` init container (`pod.init`, or a command naming `register`): registers
+//!   at the fake with the token from the mounted file [`REGISTRATION_TOKEN_FILE`] (env
+//!   `GITEA_INSTANCE_URL`, `GITEA_RUNNER_NAME`, `GITEA_RUNNER_LABELS`; `--ephemeral` when the
+//!   command says so) and writes the state file [`STATE_FILE`] on the shared emptyDir, in the
+//!   real runner's JSON shape (`id`, `uuid`, `name`, `token`, `address`, `labels`,
+//!   `ephemeral`), then exits 0;
+//! - as the main container (`daemon`): reads [`STATE_FILE`], declares its labels with the
+//!   runner's own credentials, polls for one task, works on it, reports it done and exits 0 —
+//!   or polls forever, like the real one, until its pod is deleted. Without a state file it
+//!   exits 1 ("registration file not found").
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::control::GiteaFakeHandle;
 use crate::forge_common::rpc::RunnerClient;
 use crate::sim::behaviour::{ContainerBehaviour, PodInfo};
+
+/// Image prefixes to register the behaviour for: Gitea Runner ≥ 1.0 and the legacy image.
+pub const RUNNER_IMAGE_PREFIXES: [&str; 2] = ["gitea/runner", "gitea/act_runner"];
+/// Where the register container reads the registration token.
+pub const REGISTRATION_TOKEN_FILE: &str = "/var/run/gitea-runner/registration_token";
+/// The runner's state file (`runner.file`, relative to the working directory `/data`).
+pub const STATE_FILE: &str = "/data/.runner";
 
 /// How the simulated runner behaves.
 #[derive(Clone, Debug)]
@@ -39,12 +56,13 @@ impl Default for RunnerOptions {
     }
 }
 
-/// The behaviour for runner images; register it with the simulator for the Gitea image.
+/// The behaviour for runner images; register it with the simulator for each of
+/// [`RUNNER_IMAGE_PREFIXES`].
 pub fn runner_behaviour(fake: GiteaFakeHandle, opts: RunnerOptions) -> Arc<dyn ContainerBehaviour> {
-    Arc::new(ActRunner { _fake: fake, opts })
+    Arc::new(GiteaRunner { _fake: fake, opts })
 }
 
-struct ActRunner {
+struct GiteaRunner {
     /// Keeps the fake alive while runner pods may still talk to it.
     _fake: GiteaFakeHandle,
     opts: RunnerOptions,
@@ -53,54 +71,90 @@ struct ActRunner {
 /// Exit code of a process stopped by SIGTERM.
 const SIGTERM_EXIT: i32 = 143;
 
-impl ActRunner {
-    async fn register(&self, pod: &PodInfo) -> Option<RunnerClient> {
+/// Whether the container plays `register` (else `daemon`).
+fn is_register(pod: &PodInfo) -> bool {
+    pod.init
+        || pod
+            .command
+            .iter()
+            .chain(&pod.args)
+            .any(|a| a.split_whitespace().any(|w| w == "register"))
+}
+
+impl GiteaRunner {
+    /// `register`: the runner's state file content, or the exit code.
+    async fn register(&self, pod: &PodInfo) -> Result<Value, i32> {
         let env = |k: &str| pod.env.get(k).cloned().unwrap_or_default();
         let base = env("GITEA_INSTANCE_URL").trim_end_matches('/').to_string();
-        let token = env("GITEA_RUNNER_REGISTRATION_TOKEN");
+        let token = pod
+            .files
+            .get(REGISTRATION_TOKEN_FILE)
+            .map(|t| t.trim().to_string())
+            .unwrap_or_default();
         if base.is_empty() || token.is_empty() {
-            return None;
+            return Err(1);
         }
         let name = Some(env("GITEA_RUNNER_NAME"))
             .filter(|n| !n.is_empty())
             .unwrap_or(pod.name.clone());
-        // act_runner registers label *names*: `name:docker://img` → `name`.
+        // The runner registers label *names*: `name:docker://img` → `name`.
         let labels: Vec<String> = env("GITEA_RUNNER_LABELS")
             .split(',')
             .map(|l| l.split(':').next().unwrap_or_default().trim().to_string())
             .filter(|l| !l.is_empty())
             .collect();
-        let ephemeral = !env("GITEA_RUNNER_EPHEMERAL").is_empty();
-        let mut session = RunnerClient::new(&base).ok()?;
+        let ephemeral = pod
+            .command
+            .iter()
+            .chain(&pod.args)
+            .any(|a| a.contains("--ephemeral"));
+        let session = RunnerClient::new(&base).map_err(|_| 1)?;
         let body = json!({"name": name, "token": token, "labels": labels, "ephemeral": ephemeral});
         for _ in 0..self.opts.register_attempts.max(1) {
             if let Ok((200, v)) = session.call("Register", body.clone()).await {
-                let s = |k: &str| v["runner"][k].as_str().unwrap_or_default().to_string();
-                session.uuid = s("uuid");
-                session.token = s("token");
-                let _ = session.call("Declare", json!({"labels": labels})).await;
-                return Some(session);
+                let r = &v["runner"];
+                return Ok(json!({
+                    "id": r["id"], "uuid": r["uuid"], "name": name, "token": r["token"],
+                    "address": base, "labels": env("GITEA_RUNNER_LABELS").split(',').filter(|l| !l.is_empty()).collect::<Vec<_>>(),
+                    "ephemeral": r["ephemeral"].as_bool().unwrap_or(ephemeral),
+                }));
             }
             tokio::select! {
-                _ = pod.cancel.cancelled() => return None,
+                _ = pod.cancel.cancelled() => return Err(SIGTERM_EXIT),
                 _ = tokio::time::sleep(self.opts.register_retry) => {}
             }
         }
-        None
+        Err(1)
     }
-}
 
-#[async_trait]
-impl ContainerBehaviour for ActRunner {
-    async fn run(&self, pod: PodInfo) -> i32 {
-        let Some(session) = self.register(&pod).await else {
-            return if pod.cancel.is_cancelled() {
-                SIGTERM_EXIT
-            } else {
-                1
-            };
+    /// `daemon`: runs one job as the runner the state file names.
+    async fn daemon(&self, pod: &PodInfo) -> i32 {
+        let Some(state) = pod
+            .read_scratch(STATE_FILE)
+            .and_then(|s| serde_json::from_str::<Value>(&s).ok())
+        else {
+            return 1;
         };
-        // Poll until one task arrives (no idle limit, like act_runner's ephemeral mode).
+        let s = |k: &str| state[k].as_str().unwrap_or_default().to_string();
+        let Ok(mut session) = RunnerClient::new(&s("address")) else {
+            return 1;
+        };
+        session.uuid = s("uuid");
+        session.token = s("token");
+        let names: Vec<String> = state["labels"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(|l| l.split(':').next().unwrap_or_default().to_string())
+            .collect();
+        if !matches!(
+            session.call("Declare", json!({"labels": names})).await,
+            Ok((200, _))
+        ) {
+            return 1;
+        }
+        // Poll until one task arrives (no idle limit, like the runner's ephemeral mode).
         let task = loop {
             match session.call("FetchTask", json!({})).await {
                 Ok((200, v)) => {
@@ -108,7 +162,7 @@ impl ContainerBehaviour for ActRunner {
                         break id;
                     }
                 }
-                // The server removed us (ephemeral runner done or deleted): exit like act_runner.
+                // The server removed us (ephemeral runner done or deleted): exit like the runner.
                 Ok((401 | 404, _)) => return 0,
                 _ => {}
             }
@@ -117,6 +171,11 @@ impl ContainerBehaviour for ActRunner {
                 _ = tokio::time::sleep(self.opts.fetch_interval) => {}
             }
         };
+        self.work(pod, &session, task).await
+    }
+
+    async fn work(&self, pod: &PodInfo, session: &RunnerClient, task: i64) -> i32 {
+        let update = |result: &str| json!({"state": {"id": task, "result": result}});
         let deadline = tokio::time::Instant::now() + self.opts.work;
         loop {
             let now = tokio::time::Instant::now();
@@ -126,37 +185,40 @@ impl ContainerBehaviour for ActRunner {
             let nap = self.opts.heartbeat.min(deadline - now);
             tokio::select! {
                 _ = pod.cancel.cancelled() => {
-                    let _ = session
-                        .call("UpdateTask", json!({"state": {"id": task, "result": "RESULT_CANCELLED"}}))
-                        .await;
+                    let _ = session.call("UpdateTask", update("RESULT_CANCELLED")).await;
                     return SIGTERM_EXIT;
                 }
                 _ = tokio::time::sleep(nap) => {}
             }
-            let beat = session
-                .call(
-                    "UpdateTask",
-                    json!({"state": {"id": task, "result": "RESULT_UNSPECIFIED"}}),
-                )
-                .await;
+            let beat = session.call("UpdateTask", update("RESULT_UNSPECIFIED")).await;
             if let Ok((200, v)) = beat
                 && v["state"]["result"] == "RESULT_CANCELLED"
             {
-                let _ = session
-                    .call(
-                        "UpdateTask",
-                        json!({"state": {"id": task, "result": "RESULT_CANCELLED"}}),
-                    )
-                    .await;
+                let _ = session.call("UpdateTask", update("RESULT_CANCELLED")).await;
                 return 0;
             }
         }
-        let _ = session
-            .call(
-                "UpdateTask",
-                json!({"state": {"id": task, "result": "RESULT_SUCCESS"}}),
-            )
-            .await;
+        let _ = session.call("UpdateTask", update("RESULT_SUCCESS")).await;
         0
+    }
+}
+
+#[async_trait]
+impl ContainerBehaviour for GiteaRunner {
+    async fn run(&self, pod: PodInfo) -> i32 {
+        if !is_register(&pod) {
+            return self.daemon(&pod).await;
+        }
+        match self.register(&pod).await {
+            Ok(state) => {
+                if pod.write_scratch(STATE_FILE, &state.to_string()) {
+                    0
+                } else {
+                    // No writable /data: the real runner fails to save `.runner`.
+                    1
+                }
+            }
+            Err(code) => code,
+        }
     }
 }

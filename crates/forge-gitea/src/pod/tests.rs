@@ -1,0 +1,218 @@
+use super::*;
+use forgerunner_core::crd::{ForgeKind, GiteaScope, RunnerGroup};
+use forgerunner_core::forge::{Forge, ReconcileTrigger, RunnerCredentials};
+use forgerunner_core::metrics::Metrics;
+use forgerunner_core::runner_pod_trust::GO_CA_FILE;
+use std::sync::Arc;
+
+fn spec() -> GiteaSpec {
+    GiteaSpec {
+        url: "https://git.example.com".into(),
+        scope: GiteaScope::Global,
+        org: None,
+        user: None,
+        repo: None,
+        credentials: "creds".into(),
+        labels: vec!["linux:host".into(), "ubuntu:docker://node:20".into()],
+        poll_interval_seconds: None,
+        webhook_secret: None,
+        ca_bundle_config_map: None,
+        proxy_url: None,
+    }
+}
+
+fn env<'a>(c: &'a Container, name: &str) -> Option<&'a EnvVar> {
+    c.env.iter().flatten().find(|e| e.name == name)
+}
+
+/// Whether `c` could read the registration token: through env (value or reference) or a
+/// mount of the token volume.
+fn sees_token(c: &Container) -> bool {
+    let by_env = c.env.iter().flatten().any(|e| {
+        e.name.contains("TOKEN")
+            || e.value_from
+                .as_ref()
+                .and_then(|v| v.secret_key_ref.as_ref())
+                .is_some_and(|s| s.key == REGISTRATION_TOKEN_KEY)
+    });
+    let by_mount = c.volume_mounts.iter().flatten().any(|m| m.name == TOKEN_VOLUME);
+    by_env || by_mount
+}
+
+#[test]
+fn register_init_container_holds_the_token_and_the_runner_does_not() {
+    let pod = default_runner_pod(&spec(), None, "g-abcde", "g-abcde");
+    let init = pod.init_containers.as_ref().unwrap();
+    assert_eq!(init.len(), 1);
+    let reg = &init[0];
+    assert_eq!(reg.name, REGISTER_CONTAINER);
+    assert_eq!(reg.image.as_deref(), Some(DEFAULT_IMAGE));
+    assert_eq!(reg.working_dir.as_deref(), Some(DATA_DIR));
+    let script = &reg.command.as_ref().unwrap()[2];
+    assert!(script.starts_with("exec gitea-runner register --no-interactive --ephemeral"));
+    assert!(script.contains("$(cat /var/run/gitea-runner/registration_token)"));
+    let token_mount = reg
+        .volume_mounts
+        .iter()
+        .flatten()
+        .find(|m| m.name == TOKEN_VOLUME)
+        .unwrap();
+    assert_eq!(
+        (token_mount.mount_path.as_str(), token_mount.read_only),
+        (TOKEN_DIR, Some(true))
+    );
+
+    let c = &pod.containers[0];
+    assert_eq!(c.name, "runner");
+    assert_eq!(c.image.as_deref(), Some(DEFAULT_IMAGE));
+    assert_eq!(c.command.as_deref().unwrap(), ["gitea-runner", "daemon"]);
+    assert_eq!(c.working_dir.as_deref(), Some(DATA_DIR));
+    assert_eq!(
+        env(c, "GITEA_RUNNER_LABELS").unwrap().value.as_deref(),
+        Some("linux:host,ubuntu:docker://node:20")
+    );
+    assert_eq!(
+        env(c, "GITEA_RUNNER_NAME").unwrap().value.as_deref(),
+        Some("g-abcde")
+    );
+
+    // Only `register` can reach the token; the Secret volume holds just that key.
+    let all = pod.containers.iter().chain(init);
+    let seeing: Vec<&str> = all.filter(|c| sees_token(c)).map(|c| c.name.as_str()).collect();
+    assert_eq!(seeing, [REGISTER_CONTAINER]);
+    let vols = pod.volumes.as_ref().unwrap();
+    let secret = vols
+        .iter()
+        .find(|v| v.name == TOKEN_VOLUME)
+        .unwrap()
+        .secret
+        .as_ref()
+        .unwrap();
+    assert_eq!(secret.secret_name.as_deref(), Some("g-abcde"));
+    assert_eq!(secret.items.as_ref().unwrap()[0].key, REGISTRATION_TOKEN_KEY);
+    // Both share the fresh /data.
+    assert!(
+        vols.iter()
+            .find(|v| v.name == DATA_VOLUME)
+            .unwrap()
+            .empty_dir
+            .is_some()
+    );
+    for c in [reg, c] {
+        assert!(
+            c.volume_mounts
+                .iter()
+                .flatten()
+                .any(|m| m.name == DATA_VOLUME && m.mount_path == DATA_DIR)
+        );
+    }
+    assert_eq!(pod.restart_policy.as_deref(), Some("Never"));
+}
+
+#[test]
+fn custom_and_legacy_images() {
+    let pod = default_runner_pod(&spec(), Some("registry.local/gitea/runner:1.1.0"), "r", "r");
+    assert_eq!(
+        pod.containers[0].image.as_deref(),
+        Some("registry.local/gitea/runner:1.1.0")
+    );
+    assert_eq!(
+        pod.init_containers.as_ref().unwrap()[0].image.as_deref(),
+        Some("registry.local/gitea/runner:1.1.0")
+    );
+    let pod = default_runner_pod(&spec(), Some("  "), "r", "r");
+    assert_eq!(pod.containers[0].image.as_deref(), Some(DEFAULT_IMAGE));
+    let pod = default_runner_pod(&spec(), Some("gitea/act_runner:0.2.13"), "r", "r");
+    assert_eq!(
+        pod.containers[0].command.as_deref().unwrap(),
+        ["act_runner", "daemon"]
+    );
+    assert!(
+        pod.init_containers.as_ref().unwrap()[0].command.as_ref().unwrap()[2]
+            .starts_with("exec act_runner register")
+    );
+    assert_eq!(
+        runner_binary("docker.io/gitea/act_runner@sha256:abc"),
+        "act_runner"
+    );
+    assert_eq!(runner_binary("gitea/runner:1.0.8-dind-rootless"), "gitea-runner");
+    assert_eq!(runner_binary("localhost:5000/act_runner"), "act_runner");
+}
+
+fn group(gitea: GiteaSpec) -> RunnerGroup {
+    let mut spec: forgerunner_core::crd::RunnerGroupSpec = serde_json::from_value(serde_json::json!({
+        "forge": "gitea", "maxRunners": 2,
+    }))
+    .unwrap();
+    spec.forge = ForgeKind::Gitea;
+    spec.gitea = Some(gitea);
+    RunnerGroup::new("g", spec)
+}
+
+fn forge_pod(gitea: GiteaSpec) -> PodSpec {
+    let (trigger, _rx) = ReconcileTrigger::channel();
+    let forge = crate::GiteaForge::new(Arc::new(Metrics::default()), trigger);
+    let creds = RunnerCredentials {
+        secret_data: BTreeMap::new(),
+        env: BTreeMap::new(),
+        annotations: BTreeMap::new(),
+    };
+    forge.default_runner_pod(&group(gitea), "g-abcde", "g-abcde", &creds)
+}
+
+#[test]
+fn ca_bundle_and_proxy_reach_both_containers_only_when_set() {
+    let plain = forge_pod(spec());
+    for c in plain
+        .containers
+        .iter()
+        .chain(plain.init_containers.iter().flatten())
+    {
+        assert!(env(c, "HTTPS_PROXY").is_none() && env(c, "HTTP_PROXY").is_none());
+        assert!(
+            !c.volume_mounts
+                .iter()
+                .flatten()
+                .any(|m| m.mount_path == GO_CA_FILE)
+        );
+    }
+    let mut s = spec();
+    s.ca_bundle_config_map = Some("corp-ca".into());
+    s.proxy_url = Some("http://proxy.corp:3128".into());
+    let pod = forge_pod(s);
+    for c in pod.containers.iter().chain(pod.init_containers.iter().flatten()) {
+        assert_eq!(
+            env(c, "HTTPS_PROXY").unwrap().value.as_deref(),
+            Some("http://proxy.corp:3128")
+        );
+        assert_eq!(
+            env(c, "HTTP_PROXY").unwrap().value.as_deref(),
+            Some("http://proxy.corp:3128")
+        );
+        assert!(env(c, "NO_PROXY").is_some());
+        assert!(env(c, "SSL_CERT_DIR").is_none());
+        let m = c
+            .volume_mounts
+            .iter()
+            .flatten()
+            .find(|m| m.mount_path == GO_CA_FILE)
+            .unwrap();
+        assert_eq!(m.sub_path.as_deref(), Some("ca.crt"));
+    }
+    let cm = pod
+        .volumes
+        .iter()
+        .flatten()
+        .find_map(|v| v.config_map.as_ref())
+        .unwrap();
+    assert_eq!(cm.name, "corp-ca");
+}
+
+#[test]
+fn no_exit_code_means_outdated() {
+    let (trigger, _rx) = ReconcileTrigger::channel();
+    let forge = crate::GiteaForge::new(Arc::new(Metrics::default()), trigger);
+    for code in [1, 2, 7, 137, 143] {
+        assert_eq!(forge.runner_exit_meaning(code), None, "exit {code}");
+    }
+}

@@ -398,6 +398,7 @@ impl Forge for ForgejoForge {
             .unwrap_or_default();
         let mut pod =
             crate::pod::default_runner_pod(&labels, group.spec.image.as_deref(), secret_name, credentials);
+        crate::pod::apply_trust(&group.spec, &mut pod);
         // Container mode and the restricted Pod Security settings.
         crate::pod_security::finish_pod(&mut pod, &group.spec);
         pod

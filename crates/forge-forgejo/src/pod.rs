@@ -5,9 +5,12 @@
 //!   [--handle $(FORGEJO_JOB_HANDLE)] --label <label>…`. The runner's own token comes from the
 //!   runner Secret's key `token`, mounted read-only at `/var/run/forgejo-runner`; `--handle` is
 //!   given only when the runner is bound to a job.
-//! - **register** (Forgejo 11–14): a shell script runs `forgejo-runner register` with the
-//!   registration token from the Secret's key `registration-token` (same mount), then
-//!   `exec forgejo-runner one-job --wait`.
+//! - **register** (Forgejo 11–14): the init container [`REGISTER_CONTAINER`] runs
+//!   `forgejo-runner register` with the registration token from the Secret's key
+//!   `registration-token`, mounted there only, and leaves the runner's own identity in
+//!   `/data/.runner` on a shared emptyDir; the `runner` container then runs
+//!   `forgejo-runner one-job --wait` from that file, with no Secret mount, so workflow steps
+//!   cannot read the scope-wide registration token.
 //!
 //! The image is [`RUNNER_IMAGE`] unless `spec.image` says otherwise. Labels with `docker://`
 //! need a Docker daemon: `containerMode: dind` adds one ([`crate::pod_security`]). `host` labels
@@ -19,7 +22,9 @@ use k8s_openapi::api::core::v1::{
     Container, EmptyDirVolumeSource, EnvVar, KeyToPath, PodSpec, SecretVolumeSource, Volume, VolumeMount,
 };
 
+use forgerunner_core::crd::RunnerGroupSpec;
 use forgerunner_core::forge::RunnerCredentials;
+use forgerunner_core::runner_pod_trust::{RunnerTrust, TrustStyle};
 
 /// The runner image used when `spec.image` is empty: forgejo-runner 12.8.2, the first with
 /// `one-job --handle` and `--token-url`.
@@ -45,12 +50,12 @@ pub const ENV_RUNNER_LABELS: &str = "FORGEJO_RUNNER_LABELS";
 /// forgejo-runner's home and work directory; an emptyDir so every runner starts fresh.
 pub const DATA_DIR: &str = "/data";
 
-/// The token-path script: register with the shared token, then run one job.
-const REGISTER_SCRIPT: &str = r#"set -eu
-cd /data
-forgejo-runner register --no-interactive --instance "$FORGEJO_INSTANCE_URL" --token "$(cat /var/run/forgejo-runner/registration-token)" --name "$FORGEJO_RUNNER_NAME" --labels "$FORGEJO_RUNNER_LABELS"
-exec forgejo-runner one-job --wait
-"#;
+/// Name of the init container that registers a token-path runner.
+pub const REGISTER_CONTAINER: &str = "register";
+
+/// The token-path registration, run in `/data` by the init container: the token is read from
+/// the mounted file, so it is never in the pod spec or any environment.
+pub const REGISTER_SCRIPT: &str = r#"exec forgejo-runner register --no-interactive --instance "$FORGEJO_INSTANCE_URL" --token "$(cat /var/run/forgejo-runner/registration-token)" --name "$FORGEJO_RUNNER_NAME" --labels "$FORGEJO_RUNNER_LABELS""#;
 
 /// The one-job arguments; `bound` adds `--handle`.
 pub fn one_job_args(labels: &[String], bound: bool) -> Vec<String> {
@@ -92,8 +97,26 @@ fn secret_volume(secret_name: &str, key: &str) -> Volume {
     }
 }
 
+fn data_mount() -> VolumeMount {
+    VolumeMount {
+        name: "data".to_string(),
+        mount_path: DATA_DIR.to_string(),
+        ..VolumeMount::default()
+    }
+}
+
+fn secret_mount() -> VolumeMount {
+    VolumeMount {
+        name: "forgejo-runner-secret".to_string(),
+        mount_path: SECRET_DIR.to_string(),
+        read_only: Some(true),
+        ..VolumeMount::default()
+    }
+}
+
 /// The default pod for one runner. The shape follows what `credentials` hold: a runner token
-/// (v15, one-job) or a registration token (11–14, register). Secret material is only mounted.
+/// (v15, one-job) or a registration token (11–14, register). Secret material is only mounted,
+/// and on the token path only into the `register` init container.
 pub fn default_runner_pod(
     labels: &[String],
     image: Option<&str>,
@@ -101,20 +124,6 @@ pub fn default_runner_pod(
     credentials: &RunnerCredentials,
 ) -> PodSpec {
     let v15 = credentials.secret_data.contains_key(TOKEN_KEY);
-    let (command, args, key) = if v15 {
-        let bound = credentials.env.contains_key(ENV_JOB_HANDLE);
-        (
-            vec!["forgejo-runner".to_string()],
-            one_job_args(labels, bound),
-            TOKEN_KEY,
-        )
-    } else {
-        (
-            vec!["/bin/sh".to_string(), "-c".to_string()],
-            vec![REGISTER_SCRIPT.to_string()],
-            REGISTRATION_TOKEN_KEY,
-        )
-    };
     let env: Vec<EnvVar> = credentials
         .env
         .iter()
@@ -128,29 +137,42 @@ pub fn default_runner_pod(
         .map(str::trim)
         .filter(|i| !i.is_empty())
         .unwrap_or(RUNNER_IMAGE);
-    PodSpec {
-        containers: vec![Container {
-            name: RUNNER_CONTAINER.to_string(),
+    let runner = |args: Vec<String>, mounts: Vec<VolumeMount>| Container {
+        name: RUNNER_CONTAINER.to_string(),
+        image: Some(image.to_string()),
+        command: Some(vec!["forgejo-runner".to_string()]),
+        args: Some(args),
+        env: Some(env.clone()),
+        working_dir: Some(DATA_DIR.to_string()),
+        volume_mounts: Some(mounts),
+        ..Container::default()
+    };
+    let (containers, init, key) = if v15 {
+        let bound = credentials.env.contains_key(ENV_JOB_HANDLE);
+        let main = runner(one_job_args(labels, bound), vec![secret_mount(), data_mount()]);
+        (vec![main], None, TOKEN_KEY)
+    } else {
+        let register = Container {
+            name: REGISTER_CONTAINER.to_string(),
             image: Some(image.to_string()),
-            command: Some(command),
-            args: Some(args),
-            env: Some(env),
+            command: Some(vec!["/bin/sh".to_string(), "-c".to_string()]),
+            args: Some(vec![REGISTER_SCRIPT.to_string()]),
+            env: Some(env.clone()),
             working_dir: Some(DATA_DIR.to_string()),
-            volume_mounts: Some(vec![
-                VolumeMount {
-                    name: "forgejo-runner-secret".to_string(),
-                    mount_path: SECRET_DIR.to_string(),
-                    read_only: Some(true),
-                    ..VolumeMount::default()
-                },
-                VolumeMount {
-                    name: "data".to_string(),
-                    mount_path: DATA_DIR.to_string(),
-                    ..VolumeMount::default()
-                },
-            ]),
+            volume_mounts: Some(vec![secret_mount(), data_mount()]),
             ..Container::default()
-        }],
+        };
+        // `one-job` without connection flags reads the `.runner` file `register` left in /data.
+        let args = ["one-job", "--wait"].map(String::from).to_vec();
+        (
+            vec![runner(args, vec![data_mount()])],
+            Some(vec![register]),
+            REGISTRATION_TOKEN_KEY,
+        )
+    };
+    PodSpec {
+        init_containers: init,
+        containers,
         volumes: Some(vec![
             secret_volume(secret_name, key),
             Volume {
@@ -162,6 +184,21 @@ pub fn default_runner_pod(
         restart_policy: Some("Never".to_string()),
         ..PodSpec::default()
     }
+}
+
+/// Carries `spec.forgejo.caBundleConfigMap` and `spec.forgejo.proxyUrl` into the containers
+/// that talk to Forgejo (the runner and, on the token path, `register`); see
+/// `forgerunner_core::runner_pod_trust`.
+pub fn apply_trust(group: &RunnerGroupSpec, pod: &mut PodSpec) {
+    let Some(fj) = group.forgejo.as_ref() else {
+        return;
+    };
+    RunnerTrust::new(fj.ca_bundle_config_map.as_deref(), fj.proxy_url.as_deref()).apply(
+        pod,
+        &[REGISTER_CONTAINER, RUNNER_CONTAINER],
+        TrustStyle::Go,
+        group,
+    );
 }
 
 /// The plain environment of a token-path runner.

@@ -1,6 +1,6 @@
 //! The default pod, as built, played by the testkit's simulated forgejo-runner against the
-//! fake Forgejo: the v15 one-job shape (bound and unbound) and the 11–14 register shape must
-//! each take a job and exit 0.
+//! fake Forgejo: the v15 one-job shape (bound and unbound) and the 11–14 register shape (init
+//! container, then one-job from the state file) must each take a job and exit 0.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on broken setup
 
 mod common;
@@ -13,6 +13,8 @@ use forgerunner_core::crd::ForgejoScope;
 use forgerunner_core::forge::{Forge, RunnerCredentials};
 use forgerunner_testkit::forgejo::{ADMIN_TOKEN, RunnerOptions, runner_behaviour};
 use forgerunner_testkit::sim::PodInfo;
+use forgerunner_testkit::sim::behaviour::PodScratch;
+use k8s_openapi::api::core::v1::{Container, PodSpec};
 use tokio_util::sync::CancellationToken;
 
 /// What the kubelet would hand the runner container: `$(VAR)` expanded from the env, the
@@ -24,7 +26,26 @@ fn pod_info(
     creds: &RunnerCredentials,
 ) -> PodInfo {
     let pod = f.default_runner_pod(&c.group, name, name, creds);
-    let k = &pod.containers[0];
+    container_info(
+        &pod,
+        &pod.containers[0],
+        false,
+        name,
+        creds,
+        &PodScratch::default(),
+    )
+}
+
+/// What the kubelet would hand container `k` of `pod`: `$(VAR)` expanded from the env, the
+/// Secret's keys mounted as files where `k` mounts them, `emptyDir` mounts over `scratch`.
+fn container_info(
+    pod: &PodSpec,
+    k: &Container,
+    init: bool,
+    name: &str,
+    creds: &RunnerCredentials,
+    scratch: &PodScratch,
+) -> PodInfo {
     let env: BTreeMap<String, String> = k
         .env
         .iter()
@@ -36,17 +57,21 @@ fn pod_info(
             .fold(s.clone(), |acc, (k, v)| acc.replace(&format!("$({k})"), v))
     };
     let mut files = BTreeMap::new();
-    let mount = &k.volume_mounts.as_ref().unwrap()[0];
-    let vol = pod
-        .volumes
-        .as_ref()
-        .unwrap()
-        .iter()
-        .find(|v| v.name == mount.name)
-        .unwrap();
-    for item in vol.secret.as_ref().unwrap().items.iter().flatten() {
-        let value = creds.secret_data[&item.key].expose().to_string();
-        files.insert(format!("{}/{}", mount.mount_path, item.path), value);
+    let mut dirs = Vec::new();
+    for mount in k.volume_mounts.iter().flatten() {
+        let vol = pod
+            .volumes
+            .iter()
+            .flatten()
+            .find(|v| v.name == mount.name)
+            .unwrap();
+        if vol.empty_dir.is_some() {
+            dirs.push((mount.mount_path.clone(), vol.name.clone()));
+        }
+        for item in vol.secret.iter().flat_map(|s| s.items.iter().flatten()) {
+            let value = creds.secret_data[&item.key].expose().to_string();
+            files.insert(format!("{}/{}", mount.mount_path, item.path), value);
+        }
     }
     PodInfo {
         namespace: "ns".into(),
@@ -59,9 +84,9 @@ fn pod_info(
         env,
         files,
         cancel: CancellationToken::new(),
-        container: "runner".into(),
-        init: false,
-        scratch: Default::default(),
+        container: k.name.clone(),
+        init,
+        scratch: scratch.with_mounts(dirs),
     }
 }
 
@@ -131,10 +156,21 @@ async fn register_pod_on_14_takes_a_job_and_exits_zero() {
         ADMIN_TOKEN,
     );
     let creds = f.runner_credentials(&c, "web-aaaaa").await.unwrap();
-    let code = runner_behaviour(fake.clone(), opts())
-        .run(pod_info(&c, &f, "web-aaaaa", &creds))
-        .await;
-    assert_eq!(code, 0);
+    let pod = f.default_runner_pod(&c.group, "web-aaaaa", "web-aaaaa", &creds);
+    // The kubelet's order: the `register` init container, then the runner, sharing /data.
+    let scratch = PodScratch::default();
+    let sim = runner_behaviour(fake.clone(), opts());
+    let init = &pod.init_containers.as_ref().unwrap()[0];
+    assert_eq!(init.name, "register");
+    let reg = container_info(&pod, init, true, "web-aaaaa", &creds, &scratch);
+    assert!(
+        reg.files
+            .contains_key("/var/run/forgejo-runner/registration-token")
+    );
+    assert_eq!(sim.run(reg).await, 0);
+    let main = container_info(&pod, &pod.containers[0], false, "web-aaaaa", &creds, &scratch);
+    assert!(main.files.is_empty(), "the runner container sees no Secret file");
+    assert_eq!(sim.run(main).await, 0);
     assert_eq!(fake.job(a).unwrap().status.as_str(), "success");
     assert_eq!(fake.runners()[0].name, "web-aaaaa");
 }

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use forgerunner_testkit::forgejo::{
     Conclusion, FakeConfig, FakeScope, ForgejoFakeHandle, JobStatus, REGISTRATION_TOKEN_FILE,
-    RUNNER_IMAGE_PREFIX, RunnerOptions, TOKEN_FILE, runner_behaviour,
+    RUNNER_IMAGE_PREFIX, RunnerOptions, STATE_FILE, TOKEN_FILE, runner_behaviour,
 };
-use forgerunner_testkit::sim::behaviour::PodInfo;
+use forgerunner_testkit::sim::behaviour::{PodInfo, PodScratch};
 use tokio_util::sync::CancellationToken;
 
 const DEADLINE: Duration = Duration::from_secs(30);
@@ -199,15 +199,43 @@ async fn register_shape_on_forgejo_14() {
             "debian:docker://node:22,self-hosted:host".to_string(),
         ),
     ];
-    let script =
-        vec!["forgejo-runner register --no-interactive … && forgejo-runner one-job --wait".to_string()];
-    let p = pod(
+    let script = vec!["exec forgejo-runner register --no-interactive …".to_string()];
+    let mut reg = pod(
         &["/bin/sh", "-c"],
         script,
         &env,
         &[(REGISTRATION_TOKEN_FILE, token)],
     );
-    assert_eq!(run(&fake, RunnerOptions::default(), p).await, 0);
+    reg.container = "register".into();
+    reg.init = true;
+    reg.scratch = PodScratch::default().with_mounts(vec![("/data".into(), "data".into())]);
+    // The main container: `one-job --wait` from the state file, no token anywhere.
+    let mut main = pod(
+        &["forgejo-runner"],
+        vec!["one-job".into(), "--wait".into()],
+        &env,
+        &[],
+    );
+    main.scratch = reg.scratch.with_mounts(vec![("/data".into(), "data".into())]);
+    assert_eq!(
+        run(&fake, RunnerOptions::default(), main.clone()).await,
+        1,
+        "no state file yet"
+    );
+    assert_eq!(run(&fake, RunnerOptions::default(), reg.clone()).await, 0);
+    let state: serde_json::Value = serde_json::from_str(&main.read_scratch(STATE_FILE).unwrap()).unwrap();
+    assert_eq!(state["name"], "grp-reg01");
+    assert_eq!(state["address"], fake.url());
+    assert_eq!(
+        state["labels"],
+        serde_json::json!(["debian:docker://node:22", "self-hosted:host"])
+    );
+    assert_eq!(
+        fake.job(job).unwrap().status,
+        JobStatus::Waiting,
+        "register takes no job"
+    );
+    assert_eq!(run(&fake, RunnerOptions::default(), main).await, 0);
     assert_eq!(
         fake.job(job).unwrap().status,
         JobStatus::Done(Conclusion::Success)

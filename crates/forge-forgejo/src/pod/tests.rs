@@ -91,23 +91,62 @@ fn token_path_pod_contract() {
         ..creds(REGISTRATION_TOKEN_KEY, &[])
     };
     let pod = default_runner_pod(&labels(), None, "g-abcde", &c);
-    let k = &pod.containers[0];
+    let init = pod.init_containers.as_ref().expect("init containers");
+    assert_eq!(init.len(), 1);
+    let reg = &init[0];
+    assert_eq!(reg.name, REGISTER_CONTAINER);
     assert_eq!(
-        k.command.as_deref(),
+        reg.command.as_deref(),
         Some(&["/bin/sh".to_string(), "-c".to_string()][..])
     );
-    let script = &k.args.as_ref().expect("args")[0];
+    let script = &reg.args.as_ref().expect("args")[0];
     assert!(script.contains(
         r#"forgejo-runner register --no-interactive --instance "$FORGEJO_INSTANCE_URL" --token "$(cat /var/run/forgejo-runner/registration-token)" --name "$FORGEJO_RUNNER_NAME" --labels "$FORGEJO_RUNNER_LABELS""#
     ));
-    assert!(script.trim_end().ends_with("exec forgejo-runner one-job --wait"));
-    let env = k.env.as_ref().expect("env");
+    assert_eq!(reg.working_dir.as_deref(), Some(DATA_DIR));
+    let env = reg.env.as_ref().expect("env");
     let get = |n: &str| env.iter().find(|e| e.name == n).and_then(|e| e.value.clone());
     assert_eq!(
         get(ENV_RUNNER_LABELS).as_deref(),
         Some("debian:docker://node:22,self-hosted:host")
     );
     assert_eq!(get(ENV_RUNNER_NAME).as_deref(), Some("g-abcde"));
+
+    let k = &pod.containers[0];
+    assert_eq!(k.name, RUNNER_CONTAINER);
+    assert_eq!(k.command.as_deref(), Some(&["forgejo-runner".to_string()][..]));
+    assert_eq!(
+        k.args.as_deref(),
+        Some(&["one-job".to_string(), "--wait".to_string()][..])
+    );
+    assert_eq!(k.working_dir.as_deref(), Some(DATA_DIR));
+    let shares_data = |c: &Container| {
+        c.volume_mounts
+            .iter()
+            .flatten()
+            .any(|m| m.name == "data" && m.mount_path == DATA_DIR)
+    };
+    assert!(shares_data(reg) && shares_data(k));
+
+    // No container but `register` can reach the registration token.
+    let sees_secret = |c: &Container| {
+        c.volume_mounts
+            .iter()
+            .flatten()
+            .any(|m| m.name == "forgejo-runner-secret")
+            || c.env
+                .iter()
+                .flatten()
+                .any(|e| e.value_from.is_some() || e.name.contains("TOKEN"))
+    };
+    let seeing: Vec<&str> = pod
+        .containers
+        .iter()
+        .chain(init)
+        .filter(|c| sees_secret(c))
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(seeing, [REGISTER_CONTAINER]);
     let sec = pod.volumes.as_ref().expect("volumes")[0]
         .secret
         .clone()
@@ -117,4 +156,49 @@ fn token_path_pod_contract() {
         (item.key.as_str(), item.path.as_str()),
         ("registration-token", "registration-token")
     );
+    assert!(!format!("{pod:?}").contains("s3cr3t"), "no secret inlined");
+}
+
+#[test]
+fn ca_bundle_and_proxy_reach_the_containers_that_talk_to_forgejo() {
+    use forgerunner_core::runner_pod_trust::GO_CA_FILE;
+    let mut spec: RunnerGroupSpec = serde_json::from_value(serde_json::json!({
+        "forge": "forgejo", "maxRunners": 1,
+        "forgejo": {"url": "https://code.example.com", "scope": "global", "credentials": "c", "labels": ["debian"]},
+    }))
+    .expect("spec");
+    let c = RunnerCredentials {
+        env: register_env("https://code.example.com/", "g-abcde", &labels()),
+        ..creds(REGISTRATION_TOKEN_KEY, &[])
+    };
+    let has = |pod: &PodSpec, name: &str| {
+        pod.containers
+            .iter()
+            .chain(pod.init_containers.iter().flatten())
+            .all(|k| k.env.iter().flatten().any(|e| e.name == name))
+    };
+    let mut plain = default_runner_pod(&labels(), None, "g", &c);
+    apply_trust(&spec, &mut plain);
+    assert!(
+        !plain
+            .containers
+            .iter()
+            .any(|k| k.env.iter().flatten().any(|e| e.name == "HTTPS_PROXY"))
+    );
+    let fj = spec.forgejo.as_mut().expect("forgejo");
+    fj.proxy_url = Some("http://proxy:3128".into());
+    fj.ca_bundle_config_map = Some("corp-ca".into());
+    let mut pod = default_runner_pod(&labels(), None, "g", &c);
+    apply_trust(&spec, &mut pod);
+    assert!(has(&pod, "HTTPS_PROXY") && has(&pod, "HTTP_PROXY") && has(&pod, "NO_PROXY"));
+    for k in pod.containers.iter().chain(pod.init_containers.iter().flatten()) {
+        assert!(
+            k.volume_mounts
+                .iter()
+                .flatten()
+                .any(|m| m.mount_path == GO_CA_FILE),
+            "{}",
+            k.name
+        );
+    }
 }

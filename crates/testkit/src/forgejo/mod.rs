@@ -30,5 +30,5 @@ pub use assign::{TaskUpdate, runner_status};
 pub use control::{ADMIN_LOGIN, ADMIN_TOKEN, FakeConfig, ForgejoFakeHandle};
 pub use model::{Conclusion, FakeJob, FakeRunner, FakeScope, FakeTask, JobSpec, JobStatus};
 pub use runner::{RUNNER_IMAGE_PREFIX, RunnerOptions, runner_behaviour};
-pub use runner_args::{PodShape, REGISTRATION_TOKEN_FILE, TOKEN_FILE, parse_pod};
+pub use runner_args::{PodShape, REGISTRATION_TOKEN_FILE, STATE_FILE, TOKEN_FILE, parse_pod};
 pub use version::ForgejoVersion;

@@ -1,6 +1,7 @@
-//! A simulated forgejo-runner for the two pod shapes in [`super::runner_args`]: it declares
-//! its label names, polls for one task (bound to a job handle on the one-job path), works on it
-//! with log and task heartbeats, reports success and exits 0.
+//! A simulated forgejo-runner for the pod shapes in [`super::runner_args`]: `register` (an init
+//! container) registers and leaves the runner's state file; `one-job` declares its label names,
+//! polls for one task (bound to a job handle when given), works on it with log and task
+//! heartbeats, reports success and exits 0.
 //!
 //! Exit codes: 0 after a task (also when the job was cancelled at the forge); 2 for `one-job`
 //! without `--wait` when the first poll finds nothing; 143 when the pod is cancelled; 1 for a
@@ -13,7 +14,7 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use super::control::ForgejoFakeHandle;
-use super::runner_args::{PodShape, parse_pod};
+use super::runner_args::{PodShape, STATE_FILE, parse_pod};
 use crate::forge_common::rpc::RunnerClient;
 use crate::sim::behaviour::{ContainerBehaviour, PodInfo};
 
@@ -194,18 +195,24 @@ impl ForgejoRunner {
                 url,
                 name,
                 labels,
+                full_labels,
                 token,
             } => {
-                let mut c = RunnerClient::new(&url).map_err(|_| Exit(1))?;
+                let c = RunnerClient::new(&url).map_err(|_| Exit(1))?;
                 // `forgejo-runner register` on 11–14: never ephemeral.
                 let body = json!({"name": name, "token": token, "labels": labels, "ephemeral": false, "version": SIM_VERSION});
                 let v = self.first_call(pod, &c, "Register", body).await?;
-                let s = |k: &str| v["runner"][k].as_str().unwrap_or_default().to_string();
-                c.uuid = s("uuid");
-                c.token = s("token");
-                let declare = json!({"labels": labels, "version": SIM_VERSION});
-                self.first_call(pod, &c, "Declare", declare).await?;
-                (c, None, true, self.opts.fetch_interval)
+                let r = &v["runner"];
+                let state = json!({
+                    "id": r["id"], "uuid": r["uuid"], "name": name, "token": r["token"],
+                    "address": url, "labels": full_labels, "ephemeral": false,
+                });
+                // Registration ends here; `one-job` in the main container runs from the file.
+                return if pod.write_scratch(STATE_FILE, &state.to_string()) {
+                    Ok(0)
+                } else {
+                    Err(Exit(1))
+                };
             }
         };
         let task = self.poll(pod, &client, handle.as_deref(), wait, every).await?;

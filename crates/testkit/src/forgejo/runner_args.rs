@@ -6,10 +6,12 @@
 //!   H, "--label", L, …]`; `--handle`, `--wait` and `--fetch-interval` are optional, `--flag=value`
 //!   works too. `--url`, `--uuid`, `--token-url` must come together; `--token-url` accepts only
 //!   `file:<path>` (`$CREDENTIALS_DIRECTORY` expanded from the env) and the file must be mounted.
-//! - **register** (Forgejo 11–14): `command: ["/bin/sh", "-c"]` (the script is not read), env
-//!   `FORGEJO_INSTANCE_URL`, `FORGEJO_RUNNER_NAME` (default: the pod name),
+//!   Without any of the three, `one-job` runs as the runner of the state file [`STATE_FILE`]
+//!   (the legacy `.runner` in `/data`) a `register` container left on the shared emptyDir.
+//! - **register** (Forgejo 11–14, an init container): `command: ["/bin/sh", "-c"]` (the script
+//!   is not read), env `FORGEJO_INSTANCE_URL`, `FORGEJO_RUNNER_NAME` (default: the pod name),
 //!   `FORGEJO_RUNNER_LABELS` (comma-separated labels), and the registration token mounted at
-//!   `/var/run/forgejo-runner/registration-token`.
+//!   `/var/run/forgejo-runner/registration-token`; it writes [`STATE_FILE`] and exits.
 //!
 //! Labels follow forgejo-runner's syntax (`name[:scheme[:arg]]`); only the names are declared.
 
@@ -22,6 +24,8 @@ use crate::sim::behaviour::PodInfo;
 pub const TOKEN_FILE: &str = "/var/run/forgejo-runner/token";
 /// Where the register shape mounts the registration token.
 pub const REGISTRATION_TOKEN_FILE: &str = "/var/run/forgejo-runner/registration-token";
+/// The runner state file `register` writes and a flag-less `one-job` reads (working dir `/data`).
+pub const STATE_FILE: &str = "/data/.runner";
 
 /// The runner the pod asks for.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -43,7 +47,7 @@ pub enum PodShape {
         /// `--fetch-interval`, if given.
         fetch_interval: Option<Duration>,
     },
-    /// `forgejo-runner register` with a registration token, then one job (v11–14).
+    /// `forgejo-runner register` with a registration token (v11–14), writing [`STATE_FILE`].
     Register {
         /// Instance URL.
         url: String,
@@ -51,6 +55,8 @@ pub enum PodShape {
         name: String,
         /// Label names.
         labels: Vec<String>,
+        /// The labels as given (`name:scheme://arg`), as the state file keeps them.
+        full_labels: Vec<String>,
         /// Registration token.
         token: String,
     },
@@ -118,6 +124,9 @@ fn one_job(pod: &PodInfo, args: &[String]) -> Result<PodShape, String> {
             other => return Err(format!("unknown flag: {other}")),
         }
     }
+    if url.is_none() && uuid.is_none() && token_url.is_none() {
+        return from_state_file(pod, handle, labels, wait, fetch_interval);
+    }
     let (Some(url), Some(uuid), Some(token_url)) = (url, uuid, token_url) else {
         return Err("--url, --uuid and --token-url must be given together".to_string());
     };
@@ -139,6 +148,42 @@ fn one_job(pod: &PodInfo, args: &[String]) -> Result<PodShape, String> {
     })
 }
 
+/// `one-job` as the runner `register` left in [`STATE_FILE`]; `--label` flags override its labels.
+fn from_state_file(
+    pod: &PodInfo,
+    handle: Option<String>,
+    labels: Vec<String>,
+    wait: bool,
+    fetch_interval: Option<Duration>,
+) -> Result<PodShape, String> {
+    let text = pod
+        .read_scratch(STATE_FILE)
+        .ok_or_else(|| format!("{STATE_FILE}: no such file (register the runner first)"))?;
+    let state: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| format!("{STATE_FILE}: not a runner file: {e}"))?;
+    let field = |k: &str| state[k].as_str().unwrap_or_default().to_string();
+    let stored: Vec<&str> = state["labels"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(serde_json::Value::as_str)
+        .collect();
+    let labels = if labels.is_empty() {
+        names(stored)?
+    } else {
+        names(labels.iter().map(String::as_str))?
+    };
+    Ok(PodShape::OneJob {
+        url: field("address"),
+        uuid: field("uuid"),
+        token: field("token"),
+        handle,
+        labels,
+        wait,
+        fetch_interval,
+    })
+}
+
 fn register(pod: &PodInfo) -> Result<PodShape, String> {
     let env = |k: &str| pod.env.get(k).cloned().unwrap_or_default();
     let url = env("FORGEJO_INSTANCE_URL");
@@ -149,11 +194,17 @@ fn register(pod: &PodInfo) -> Result<PodShape, String> {
         .filter(|n| !n.is_empty())
         .unwrap_or_else(|| pod.name.clone());
     let raw = env("FORGEJO_RUNNER_LABELS");
-    let labels = names(raw.split(',').filter(|l| !l.is_empty()))?;
+    let full: Vec<String> = raw
+        .split(',')
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect();
+    let labels = names(full.iter().map(String::as_str))?;
     Ok(PodShape::Register {
         url,
         name,
         labels,
+        full_labels: full,
         token: file(pod, REGISTRATION_TOKEN_FILE)?,
     })
 }

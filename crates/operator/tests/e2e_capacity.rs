@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use common::e2e::{fail_with_output, start_operator, start_world};
 use forgerunner_core::RunnerGroup;
 use forgerunner_core::runner_job::TEMPLATE_HASH_ANNOTATION;
-use forgerunner_sandbox::world::groups::{GITEA_RUNNER_IMAGE, GiteaGroup, GiteaRunnerScope, GroupSize};
+use forgerunner_sandbox::world::groups::{GITEA_RUNNER_IMAGES, GiteaGroup, GiteaRunnerScope, GroupSize};
 use forgerunner_sandbox::world::operator::OperatorProcess;
 use forgerunner_sandbox::world::watch::JobWatch;
 use forgerunner_sandbox::world::{World, WorldOptions, wait_until};
@@ -288,7 +288,7 @@ async fn image_change_replaces_idle_runners_and_busy_ones_finish() {
         &world,
         NS,
         "roll",
-        serde_json::json!({"image": format!("{GITEA_RUNNER_IMAGE}:next")}),
+        serde_json::json!({"image": format!("{}:next", GITEA_RUNNER_IMAGES[0])}),
     )
     .await;
     wait_or_fail(

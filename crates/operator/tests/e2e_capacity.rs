@@ -334,3 +334,70 @@ async fn image_change_replaces_idle_runners_and_busy_ones_finish() {
     .await;
     let _ = job;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restricted_namespace_refuses_dind_and_says_so() {
+    const NS: &str = "e2e-psa";
+    let world = world(NS, Duration::from_millis(300)).await;
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(world.client.clone());
+    namespaces
+        .patch(
+            NS,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({
+                "metadata": {"labels": {"pod-security.kubernetes.io/enforce": "restricted"}}
+            })),
+        )
+        .await
+        .expect("label namespace");
+    let size = GroupSize {
+        min: 0,
+        max: 2,
+        idle_timeout_seconds: Some(600),
+        startup_timeout_seconds: None,
+    };
+    world
+        .add_gitea_group_with(NS, "psa", &gitea_group("psa"), &size)
+        .await
+        .expect("group");
+    patch_spec(
+        &world,
+        NS,
+        "psa",
+        serde_json::json!({"containerMode": {"type": "dind"}}),
+    )
+    .await;
+    let op = start_operator(&world, "gitea", "forgerunner-e2e-psa");
+    let jobs: Vec<i64> = (0..2)
+        .map(|_| world.queue_gitea_job(&["psa"]).expect("queue").id)
+        .collect();
+
+    wait_or_fail(&op, "Degraded=True PodRejected", || async {
+        condition(&world, NS, "psa", "Degraded")
+            .await
+            .is_some_and(|(s, r, m)| s == "True" && r == "PodRejected" && m.contains("violates PodSecurity"))
+    })
+    .await;
+    let events: Api<Event> = Api::namespaced(world.client.clone(), NS);
+    let warned = events
+        .list(&ListParams::default())
+        .await
+        .expect("events")
+        .items
+        .into_iter()
+        .any(|e| {
+            e.reason.as_deref() == Some("PodSecurityRestricted")
+                && e.note.as_deref().is_some_and(|n| n.contains("privileged"))
+        });
+    assert!(
+        warned,
+        "a PodSecurityRestricted Event names the privileged sidecar"
+    );
+
+    // Without the privileged sidecar the default pod passes, and the jobs run.
+    patch_spec(&world, NS, "psa", serde_json::json!({"containerMode": null})).await;
+    wait_or_fail(&op, "every job done without dind", || async {
+        world.gitea_progress(&["psa"]).done == jobs.len()
+    })
+    .await;
+}

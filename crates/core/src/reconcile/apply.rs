@@ -20,6 +20,7 @@ use crate::plan::{Plan, Removal, RemovalReason, RunnerPhase};
 use crate::runner_job::{
     BUSY_ANNOTATION, RunnerJobInput, build_runner_job, build_runner_secret, runner_name,
 };
+use crate::runner_pod::restricted_violations;
 use crate::startup::StartupFailure;
 
 /// Runner creations in flight at once for one group (forge calls and API writes overlap).
@@ -58,6 +59,8 @@ pub struct ApplyReport {
     pub stuck: Vec<(String, StartupFailure, String)>,
     /// Idle runners replaced because the spec changed.
     pub spec_replaced: u32,
+    /// How the pods created in this pass break the `restricted` Pod Security profile.
+    pub pod_security: Vec<String>,
     /// The first error met.
     pub first_error: Option<ReconcileError>,
 }
@@ -101,14 +104,20 @@ pub async fn apply_plan(t: &Target<'_>, plan: &Plan) -> ApplyReport {
         remove(t, removal, &mut report).await;
     }
     if plan.create > 0 {
-        let results: Vec<Result<String, ReconcileError>> = futures::stream::iter(0..plan.create)
-            .map(|_| create_runner(t))
-            .buffer_unordered(CREATE_PARALLELISM)
-            .collect()
-            .await;
+        let results: Vec<Result<(String, Vec<String>), ReconcileError>> =
+            futures::stream::iter(0..plan.create)
+                .map(|_| create_runner(t))
+                .buffer_unordered(CREATE_PARALLELISM)
+                .collect()
+                .await;
         for r in results {
             match r {
-                Ok(name) => report.created.push(name),
+                Ok((name, violations)) => {
+                    report.created.push(name);
+                    if report.pod_security.is_empty() {
+                        report.pod_security = violations;
+                    }
+                }
                 Err(e) => report.fail(e),
             }
         }
@@ -213,8 +222,9 @@ pub(super) fn post_params() -> PostParams {
     }
 }
 
-/// Creates one runner: credentials at the forge, then the Job, then its Secret.
-async fn create_runner(t: &Target<'_>) -> Result<String, ReconcileError> {
+/// Creates one runner: credentials at the forge, then the Job, then its Secret. Returns its name
+/// and how its pod breaks the `restricted` Pod Security profile (empty when it passes).
+async fn create_runner(t: &Target<'_>) -> Result<(String, Vec<String>), ReconcileError> {
     // The semaphore is never closed; if it were, creating without a permit is still correct.
     let _permit = CREATE_PERMITS.acquire().await.ok();
     let group = &t.group.group;
@@ -252,7 +262,18 @@ async fn create_runner(t: &Target<'_>) -> Result<String, ReconcileError> {
         }
     }
     info!(runner = %name, group = %t.group.key, "runner created");
-    Ok(name)
+    let violations = job
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .map(|pod| {
+            restricted_violations(pod)
+                .iter()
+                .map(ToString::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok((name, violations))
 }
 
 /// Removes everything of a deleted group: deregisters and deletes its runners. Returns the first

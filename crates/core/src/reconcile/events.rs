@@ -149,6 +149,33 @@ pub async fn scaling(ctx: &Context, group: &RunnerGroup, s: &PassSummary, r: &Ap
     }
 }
 
+/// Once per spec generation: the group's runner pods break the `restricted` Pod Security
+/// profile, so a namespace enforcing it refuses them (the refusal then shows as
+/// `Degraded=True PodRejected`).
+pub async fn pod_security(ctx: &Context, group: &RunnerGroup, violations: &[String]) {
+    let shown: Vec<&str> = violations.iter().take(3).map(String::as_str).collect();
+    let note = format!(
+        "runner pods do not meet the restricted Pod Security Standard ({}{}); a namespace enforcing \
+         restricted refuses them. Expected for containerMode dind (privileged sidecar); otherwise \
+         check spec.template's securityContext",
+        shown.join("; "),
+        if violations.len() > shown.len() {
+            "; …"
+        } else {
+            ""
+        }
+    );
+    publish(
+        ctx,
+        group,
+        EventType::Warning,
+        "PodSecurityRestricted",
+        "CreateRunners",
+        note,
+    )
+    .await;
+}
+
 /// The forge cleanup of a deleted group was given up.
 pub async fn cleanup_abandoned(ctx: &Context, group: &RunnerGroup, e: &ReconcileError) {
     let note = format!("forge cleanup skipped, runners may stay registered at the forge: {e}");

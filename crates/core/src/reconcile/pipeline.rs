@@ -408,6 +408,15 @@ async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, Reconcil
     };
     set_runner_gauges(ctx, &key, group.spec.forge.as_str(), &observed, &summary);
     events::scaling(ctx, group, &summary, &report).await;
+    let warn_pod_security = !report.pod_security.is_empty()
+        && ctx.with_memory(&key, |m| {
+            let first = m.pod_security_warned != group.metadata.generation;
+            m.pod_security_warned = group.metadata.generation;
+            first
+        });
+    if warn_pod_security {
+        events::pod_security(ctx, group, &report.pod_security).await;
+    }
     let may_defer = report.first_error.is_none();
     let deferred = write_status(
         ctx,

@@ -14,6 +14,7 @@ mod gc;
 mod openapi;
 mod ops;
 mod patch;
+mod pod_security;
 mod registry;
 mod schema;
 mod selector;

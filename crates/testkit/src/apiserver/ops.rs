@@ -316,6 +316,9 @@ impl Store {
             if !errs.is_empty() {
                 return Err(ApiError::invalid(&def.group, &def.kind, &name, &errs));
             }
+            if b == Builtin::Pod {
+                super::pod_security::admit(self.get(&namespace_key(ns)).as_deref(), &name, &obj)?;
+            }
         }
         if def.builtin == Some(Builtin::Crd) {
             crd::accept(self, &mut obj)?;
@@ -325,15 +328,7 @@ impl Store {
     }
 
     fn check_namespace_open(&self, ns: &str) -> ApiResult<()> {
-        let nk = ObjKey {
-            tk: super::registry::TypeKey {
-                group: String::new(),
-                plural: "namespaces".into(),
-            },
-            ns: String::new(),
-            name: ns.to_string(),
-        };
-        match self.get(&nk) {
+        match self.get(&namespace_key(ns)) {
             None => Err(ApiError::not_found("", "namespaces", ns)),
             Some(n) if n.pointer("/metadata/deletionTimestamp").is_some() => Err(ApiError::new(
                 Reason::Forbidden,
@@ -460,4 +455,16 @@ pub fn finalizer_list(obj: &Value) -> Vec<String> {
         .and_then(Value::as_array)
         .map(|a| a.iter().filter_map(|f| f.as_str().map(str::to_string)).collect())
         .unwrap_or_default()
+}
+
+/// The store key of the Namespace object `ns`.
+fn namespace_key(ns: &str) -> ObjKey {
+    ObjKey {
+        tk: super::registry::TypeKey {
+            group: String::new(),
+            plural: "namespaces".into(),
+        },
+        ns: String::new(),
+        name: ns.to_string(),
+    }
 }

@@ -197,6 +197,16 @@ async fn exercise_operator(world: &World) {
         .add_github_group(NS, "gh", &GroupSize::up_to(3))
         .await
         .expect("github group");
+    // Kubernetes mode: the operator keeps the hooks' ServiceAccount, Role and RoleBinding.
+    let groups: Api<RunnerGroup> = Api::namespaced(world.client.clone(), NS);
+    groups
+        .patch(
+            "gh",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(serde_json::json!({"spec": {"containerMode": {"type": "kubernetes"}}})),
+        )
+        .await
+        .expect("kubernetes mode");
     let gitea_size = GroupSize {
         min: 0,
         max: 3,
@@ -244,8 +254,29 @@ async fn exercise_operator(world: &World) {
         );
     }
 
+    let roles: Api<Role> = Api::namespaced(world.client.clone(), NS);
+    let role = roles.get("gh-runner").await.expect("the hooks' Role");
+    assert!(
+        role.rules
+            .iter()
+            .flatten()
+            .any(|r| r.resources.iter().flatten().any(|x| x == "pods/exec")),
+        "{role:?}"
+    );
+    assert_eq!(
+        role.metadata.owner_references.expect("owned")[0].kind,
+        "RunnerGroup",
+        "owned by the group, so it goes with it"
+    );
+    let bindings: Api<RoleBinding> = Api::namespaced(world.client.clone(), NS);
+    bindings.get("gh-runner").await.expect("the hooks' RoleBinding");
+    let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> = Api::namespaced(world.client.clone(), NS);
+    accounts
+        .get("gh-runner")
+        .await
+        .expect("the hooks' ServiceAccount");
+
     // Deleting the groups runs the finalizer's cleanup (forge side, then the finalizer patch).
-    let groups: Api<RunnerGroup> = Api::namespaced(world.client.clone(), NS);
     for name in ["gh", "gt"] {
         groups
             .delete(name, &DeleteParams::default())

@@ -11,7 +11,6 @@ pub mod plan;
 pub mod reconcile;
 pub mod runner_job;
 pub mod runner_pod;
-pub mod runner_pod_trust;
 pub mod startup;
 pub mod validate;
 

@@ -8,6 +8,7 @@
 pub mod dind;
 pub mod restricted;
 pub mod security;
+pub mod trust;
 
 use std::collections::BTreeMap;
 

@@ -24,7 +24,7 @@ use k8s_openapi::api::core::v1::{
 
 use forgerunner_core::crd::RunnerGroupSpec;
 use forgerunner_core::forge::RunnerCredentials;
-use forgerunner_core::runner_pod_trust::{RunnerTrust, TrustStyle};
+use forgerunner_core::runner_pod::trust::{RunnerTrust, TrustStyle};
 
 /// The runner image used when `spec.image` is empty: forgejo-runner 12.8.2, the first with
 /// `one-job --handle` and `--token-url`.
@@ -188,7 +188,7 @@ pub fn default_runner_pod(
 
 /// Carries `spec.forgejo.caBundleConfigMap` and `spec.forgejo.proxyUrl` into the containers
 /// that talk to Forgejo (the runner and, on the token path, `register`); see
-/// `forgerunner_core::runner_pod_trust`.
+/// `forgerunner_core::runner_pod::trust`.
 pub fn apply_trust(group: &RunnerGroupSpec, pod: &mut PodSpec) {
     let Some(fj) = group.forgejo.as_ref() else {
         return;

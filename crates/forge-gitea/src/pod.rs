@@ -27,7 +27,7 @@ use k8s_openapi::api::core::v1::{
 };
 
 use forgerunner_core::crd::{GiteaSpec, RunnerGroupSpec};
-use forgerunner_core::runner_pod_trust::{RunnerTrust, TrustStyle};
+use forgerunner_core::runner_pod::trust::{RunnerTrust, TrustStyle};
 
 /// The image used when `spec.image` is empty.
 pub const DEFAULT_IMAGE: &str = "gitea/runner:1.0.8";
@@ -167,7 +167,7 @@ pub fn default_runner_pod(
 }
 
 /// Carries `spec.gitea.caBundleConfigMap` and `spec.gitea.proxyUrl` into both containers, since
-/// both talk to Gitea (see `forgerunner_core::runner_pod_trust`).
+/// both talk to Gitea (see `forgerunner_core::runner_pod::trust`).
 pub fn apply_trust(group: &RunnerGroupSpec, spec: &GiteaSpec, pod: &mut PodSpec) {
     RunnerTrust::new(spec.ca_bundle_config_map.as_deref(), spec.proxy_url.as_deref()).apply(
         pod,

@@ -9,10 +9,10 @@
 //! the group reports outdated runners.
 //!
 //! `spec.github.caBundleConfigMap` and `spec.github.proxyUrl` reach the runner as ARC's
-//! `githubServerTLS` and proxy settings do (`forgerunner_core::runner_pod_trust`).
+//! `githubServerTLS` and proxy settings do (`forgerunner_core::runner_pod::trust`).
 
 use forgerunner_core::RunnerGroup;
-use forgerunner_core::runner_pod_trust::{RunnerTrust, TrustStyle};
+use forgerunner_core::runner_pod::trust::{RunnerTrust, TrustStyle};
 use k8s_openapi::api::core::v1::{Container, EnvVar, EnvVarSource, PodSpec, SecretKeySelector};
 
 /// Image used when `spec.image` is empty.
@@ -109,7 +109,7 @@ pub fn work_folder(group: &RunnerGroup) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use forgerunner_core::runner_pod_trust::NODE_CA_FILE;
+    use forgerunner_core::runner_pod::trust::NODE_CA_FILE;
 
     fn group(extra: serde_json::Value) -> RunnerGroup {
         let mut gh = serde_json::json!({"configUrl": "https://github.com/acme", "credentials": "c"});

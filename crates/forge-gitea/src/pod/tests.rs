@@ -2,7 +2,7 @@ use super::*;
 use forgerunner_core::crd::{ForgeKind, GiteaScope, RunnerGroup};
 use forgerunner_core::forge::{Forge, ReconcileTrigger, RunnerCredentials};
 use forgerunner_core::metrics::Metrics;
-use forgerunner_core::runner_pod_trust::GO_CA_FILE;
+use forgerunner_core::runner_pod::trust::GO_CA_FILE;
 use std::sync::Arc;
 
 fn spec() -> GiteaSpec {

@@ -137,6 +137,12 @@ fn check_common(spec: &RunnerGroupSpec, out: &mut Vec<SpecViolation>) {
             "must be at least 1 (or unset for the default)",
         ));
     }
+    if spec.startup_timeout_seconds == Some(0) {
+        out.push(violation(
+            "spec.startupTimeoutSeconds",
+            "must be at least 1 (or unset for the default)",
+        ));
+    }
     if spec.active_deadline_seconds.is_some_and(|s| s < 1) {
         out.push(violation(
             "spec.activeDeadlineSeconds",

@@ -92,17 +92,20 @@ fn min_equal_max_is_fine() {
 fn duration_bounds() {
     let mut s = github();
     s.idle_timeout_seconds = Some(0);
+    s.startup_timeout_seconds = Some(0);
     s.active_deadline_seconds = Some(0);
     s.ttl_seconds_after_finished = Some(-1);
     assert_eq!(
         fields(&s),
         [
             "spec.idleTimeoutSeconds",
+            "spec.startupTimeoutSeconds",
             "spec.activeDeadlineSeconds",
             "spec.ttlSecondsAfterFinished"
         ]
     );
     s.idle_timeout_seconds = Some(1);
+    s.startup_timeout_seconds = Some(1);
     s.active_deadline_seconds = Some(1);
     s.ttl_seconds_after_finished = Some(0);
     assert!(fields(&s).is_empty());

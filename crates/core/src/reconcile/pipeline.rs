@@ -25,7 +25,7 @@ use super::runner_rbac::{ensure_runner_rbac, rules_fingerprint};
 use super::startup_check::find_stuck;
 use super::status::{
     PassSummary, build_status, creation_held, error_conditions, failures_so_far, next_failure_count,
-    outdated_persists, startup_failure_persists, success_conditions,
+    outdated_persists, runner_started_since, startup_failure_persists, success_conditions,
 };
 use super::status_write::{StatusWrite, status_write};
 use super::{FIELD_MANAGER, FINALIZER};
@@ -375,14 +375,13 @@ async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, Reconcil
         .get_or_create(&forge_label)
         .inc_by(u64::from(removed));
     let failed_now = u32::try_from(report.failed_deleted.len()).unwrap_or(u32::MAX);
-    let any_started = observed
-        .iter()
-        .any(|r| matches!(r.phase, RunnerPhase::Running | RunnerPhase::Succeeded));
+    let recovered_since =
+        |since: Timestamp| report.succeeded_deleted > 0 || runner_started_since(&observed, since, now);
     let startup_failure = report
         .stuck
         .last()
         .map(|(_, cause, msg)| (*cause, msg.clone()))
-        .or_else(|| startup_failure_persists(prev, group.metadata.generation, any_started));
+        .or_else(|| startup_failure_persists(prev, group.metadata.generation, recovered_since));
     let summary = PassSummary {
         startup_failure,
         failed_now,

@@ -8,7 +8,7 @@ use crate::conditions::{
 use crate::crd::RunnerGroupStatus;
 use crate::error::ErrorCategory;
 use crate::forge::ForgeFacts;
-use crate::plan::{FAILURE_THROTTLE_THRESHOLD, RunnerCounts};
+use crate::plan::{FAILURE_THROTTLE_THRESHOLD, ObservedRunner, RunnerCounts, RunnerPhase};
 use crate::startup::StartupFailure;
 
 /// What one successful pass did, as far as the status cares.
@@ -229,20 +229,49 @@ pub fn outdated_persists(prev: Option<&RunnerGroupStatus>, generation: Option<i6
         && d.observed_generation == generation
 }
 
-/// The startup failure `Degraded` reported for the current generation, while no runner has
-/// started since: kept so the condition does not flap to healthy between two failed attempts.
+/// The startup failure `Degraded` reported for the current generation, while the group has not
+/// recovered since: kept so the condition does not flap to another reason (or to healthy)
+/// between two failed attempts.
+///
+/// `recovered_since(t)` says whether the group recovered after `t`, the last runner failure
+/// (or, without one recorded, when `Degraded` turned true): a runner created since then started,
+/// or a runner finished well. A runner that was already running before the failure is no sign
+/// of recovery: under a pod quota of one, the admitted runner runs while every other is refused.
 pub fn startup_failure_persists(
     prev: Option<&RunnerGroupStatus>,
     generation: Option<i64>,
-    any_started: bool,
+    recovered_since: impl FnOnce(jiff::Timestamp) -> bool,
 ) -> Option<(StartupFailure, String)> {
-    let d = prev.and_then(|s| find(&s.conditions, ConditionType::Degraded))?;
-    if any_started || d.status != ConditionStatus::True.as_str() || d.observed_generation != generation {
+    let st = prev?;
+    let d = find(&st.conditions, ConditionType::Degraded)?;
+    if d.status != ConditionStatus::True.as_str() || d.observed_generation != generation {
         return None;
     }
     let cause = StartupFailure::parse(&d.reason)?;
+    let since = st
+        .last_runner_failure_time
+        .as_ref()
+        .unwrap_or(&d.last_transition_time);
+    if recovered_since(since.0) {
+        return None;
+    }
     let last = d.message.split_once("; last: ").map_or("", |(_, m)| m);
     Some((cause, last.to_owned()))
+}
+
+/// Whether one of `runners` created at or after `since` has started (runs or finished well).
+/// Creation timestamps have whole seconds, so a runner created in the second of `since` counts.
+pub fn runner_started_since(
+    runners: &[ObservedRunner],
+    since: jiff::Timestamp,
+    now: jiff::Timestamp,
+) -> bool {
+    runners.iter().any(|r| {
+        let created = now
+            .as_second()
+            .saturating_sub(i64::try_from(r.age_seconds).unwrap_or(i64::MAX));
+        matches!(r.phase, RunnerPhase::Running | RunnerPhase::Succeeded) && created >= since.as_second()
+    })
 }
 
 /// Consecutive failures so far, as the pass starts: a spec change starts over (a new image
@@ -460,22 +489,86 @@ mod tests {
         );
         assert_eq!(st.last_runner_failure_time, Some(t(100)));
         assert_eq!(
-            startup_failure_persists(Some(&st), Some(3), false),
+            startup_failure_persists(Some(&st), Some(3), |_| false),
             Some((
                 StartupFailure::ImagePullFailed,
                 "Back-off pulling image \"x\"".into()
             ))
         );
         assert_eq!(
-            startup_failure_persists(Some(&st), Some(3), true),
+            startup_failure_persists(Some(&st), Some(3), |_| true),
             None,
             "a runner started"
         );
         assert_eq!(
-            startup_failure_persists(Some(&st), Some(4), false),
+            startup_failure_persists(Some(&st), Some(4), |_| false),
             None,
             "the spec changed"
         );
+    }
+
+    /// Under a pod quota of one, the admitted runner runs while the others are refused: that
+    /// runner predates the failure and is no sign of recovery, so `Degraded=QuotaExceeded`
+    /// stays instead of flapping to `RunnersFailing`/healthy on the next pass.
+    #[test]
+    fn startup_failure_persists_until_a_runner_created_since_starts_or_one_succeeds() {
+        let p = PassSummary {
+            startup_failure: Some((
+                StartupFailure::QuotaExceeded,
+                "pods \"q-abcde-x\" is forbidden: exceeded quota: pods-quota".into(),
+            )),
+            failed_runners: 2,
+            failed_now: 2,
+            ..PassSummary::default()
+        };
+        let st = build_status(None, Some(1), &success_conditions(&p), Some(&p), &t(1000));
+        let now = jiff::Timestamp::from_second(1003).expect("ts");
+        let at = |s: i64| jiff::Timestamp::from_second(s).expect("ts");
+        let runner = |phase, age_seconds| ObservedRunner {
+            name: "q-abcde".into(),
+            phase,
+            forge_state: crate::forge::ForgeRunnerState::Unknown,
+            age_seconds,
+            ever_busy: false,
+            stuck: None,
+            outdated: false,
+        };
+        let persists = |runners: &[ObservedRunner], succeeded: u32| {
+            startup_failure_persists(Some(&st), Some(1), |since| {
+                succeeded > 0 || runner_started_since(runners, since, now)
+            })
+        };
+        // The admitted runner was created 8 s before the failure (at 992) and runs.
+        let admitted = runner(RunnerPhase::Running, 11);
+        assert_eq!(
+            persists(std::slice::from_ref(&admitted), 0).map(|(c, _)| c),
+            Some(StartupFailure::QuotaExceeded),
+            "a runner running since before the failure does not clear it"
+        );
+        assert_eq!(
+            persists(&[admitted.clone(), runner(RunnerPhase::Pending, 1)], 0),
+            Some((
+                StartupFailure::QuotaExceeded,
+                "pods \"q-abcde-x\" is forbidden: exceeded quota: pods-quota".into()
+            )),
+            "a new runner still pending does not clear it"
+        );
+        assert_eq!(
+            persists(&[admitted.clone(), runner(RunnerPhase::Running, 3)], 0),
+            None,
+            "a runner created in the second of the failure started"
+        );
+        assert_eq!(persists(&[admitted], 1), None, "a runner finished well");
+        assert!(!runner_started_since(
+            &[runner(RunnerPhase::Failed, 1)],
+            at(1000),
+            now
+        ));
+        assert!(runner_started_since(
+            &[runner(RunnerPhase::Succeeded, 1)],
+            at(1000),
+            now
+        ));
     }
 
     #[test]

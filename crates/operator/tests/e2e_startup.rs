@@ -34,6 +34,9 @@ use kube::runtime::watcher;
 use tokio::task::JoinHandle;
 
 const DEADLINE: Duration = Duration::from_secs(120);
+/// Shorter than Gitea's offline threshold (one minute without contact), after which the
+/// operator's sweep of offline ghosts would deregister a runner anyway.
+const GHOST_DEADLINE: Duration = Duration::from_secs(30);
 /// Event (and `Degraded`) reasons of runners that did not start.
 const STARTUP_REASONS: [&str; 6] = [
     "ImagePullFailed",
@@ -91,7 +94,15 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    if wait_until(DEADLINE, what, check).await.is_err() {
+    wait_within(op, DEADLINE, what, check).await;
+}
+
+async fn wait_within<F, Fut>(op: &OperatorProcess, deadline: Duration, what: &str, check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    if wait_until(deadline, what, check).await.is_err() {
         fail_with_output(op, &format!("timed out waiting for {what}"));
     }
 }
@@ -574,7 +585,10 @@ async fn slow_image_pulls_are_not_failures() {
 /// itself (a person re-runs the workflow). So the evicted job ends `cancelled` — not left
 /// `in_progress` forever — and the ephemeral runner that reported it is deleted by Gitea. The
 /// idle runner had no task to report: it stays registered at Gitea unless the operator
-/// deregisters it, so that is the ghost this test catches.
+/// deregisters it, so that is the ghost this test catches (within 30 s: later, Gitea would show
+/// it offline and the operator's offline-ghost sweep would remove it anyway). (The fake's
+/// `delete_runner` does not fail the job of a runner deleted mid-task, and neither does real
+/// Gitea at once: such a job is only failed by Gitea's zombie-task cleanup, minutes later.)
 ///
 /// After the eviction both runner Jobs are deleted, no runner whose pod is gone is still
 /// registered at Gitea, the group creates new runners (the warm pool comes back) and later jobs
@@ -609,6 +623,20 @@ async fn evicted_runners_leave_no_ghost_and_the_group_recovers() {
         fake.job(first_job).is_some_and(|j| j.state == JobState::Running)
             && runners.len() == 2
             && runners.iter().filter(|r| r.task.is_none()).count() == 1
+    })
+    .await;
+    // The operator lists Gitea's runners after both registered (two listings later, so one
+    // started after): it knows the idle one, as it would after any poll interval. (A runner
+    // failing before any listing showed it is left to the offline-ghost path, a minute later.)
+    let listings = || {
+        fake.requests()
+            .iter()
+            .filter(|r| r.method == "GET" && r.path.ends_with("/actions/runners"))
+            .count()
+    };
+    let seen = listings();
+    wait_or_fail(&op, "the operator listing the registered runners", || async {
+        listings() >= seen + 2
     })
     .await;
     let runners = fake.runners();
@@ -647,11 +675,18 @@ async fn evicted_runners_leave_no_ghost_and_the_group_recovers() {
     let job = fake.job(first_job).expect("job");
     assert_eq!(job.state, JobState::Done(Conclusion::Cancelled), "evicted job");
     assert_eq!(job.runner_name, busy, "the evicted runner had the job");
-    // Both evicted runners go: their Jobs deleted, neither still registered at Gitea.
-    wait_or_fail(&op, "the evicted runners removed everywhere", || async {
-        job_names(&world, NS, GROUP).await.is_disjoint(&evicted)
-            && fake.runners().iter().all(|r| !evicted.contains(&r.name))
-    })
+    // Both evicted runners go: their Jobs deleted, neither still registered at Gitea — the
+    // idle one deregistered by the operator, well before Gitea would call it offline (60 s)
+    // and the ghost sweep would take it.
+    wait_within(
+        &op,
+        GHOST_DEADLINE,
+        "the evicted runners removed everywhere",
+        || async {
+            job_names(&world, NS, GROUP).await.is_disjoint(&evicted)
+                && fake.runners().iter().all(|r| !evicted.contains(&r.name))
+        },
+    )
     .await;
     // The warm pool comes back with a new runner (Gitea's view is never complete, so a
     // surplus replacement may idle beside it until the idle timeout).

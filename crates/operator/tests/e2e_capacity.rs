@@ -12,76 +12,16 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::e2e::{fail_with_output, start_operator, start_world};
-use forgerunner_core::RunnerGroup;
+use common::e2e::start_operator;
+use common::gitea_world::{condition, gitea_group, gitea_world as world, patch_spec, wait_or_fail};
 use forgerunner_core::runner_job::TEMPLATE_HASH_ANNOTATION;
-use forgerunner_sandbox::world::groups::{GITEA_RUNNER_IMAGES, GiteaGroup, GiteaRunnerScope, GroupSize};
-use forgerunner_sandbox::world::operator::OperatorProcess;
+use forgerunner_sandbox::world::groups::{GITEA_RUNNER_IMAGES, GroupSize};
 use forgerunner_sandbox::world::watch::JobWatch;
-use forgerunner_sandbox::world::{World, WorldOptions, wait_until};
 use k8s_openapi::api::events::v1::Event;
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams};
 
-const DEADLINE: Duration = Duration::from_secs(120);
 const BROKEN_REGISTRY: &str = "registry.invalid/";
-
-async fn world(namespace: &str, work_time: Duration) -> World {
-    let opts = WorldOptions {
-        github: false,
-        gitea: true,
-        forgejo: false,
-        work_time,
-        ..WorldOptions::default()
-    };
-    start_world(opts, namespace).await
-}
-
-fn gitea_group(label: &str) -> GiteaGroup {
-    GiteaGroup {
-        scope: GiteaRunnerScope::Global,
-        labels: vec![format!("{label}:host")],
-        poll_interval_seconds: 1,
-        webhook_secret: None,
-    }
-}
-
-async fn patch_spec(world: &World, namespace: &str, name: &str, spec: serde_json::Value) {
-    let api: Api<RunnerGroup> = Api::namespaced(world.client.clone(), namespace);
-    api.patch(
-        name,
-        &PatchParams::default(),
-        &Patch::Merge(serde_json::json!({ "spec": spec })),
-    )
-    .await
-    .expect("patch spec");
-}
-
-/// `(status, reason, message)` of the group's condition `type_`.
-async fn condition(
-    world: &World,
-    namespace: &str,
-    name: &str,
-    type_: &str,
-) -> Option<(String, String, String)> {
-    let group = world.group(namespace, name).await.ok()?;
-    group
-        .status?
-        .conditions
-        .into_iter()
-        .find(|c| c.type_ == type_)
-        .map(|c| (c.status, c.reason, c.message))
-}
-
-async fn wait_or_fail<F, Fut>(op: &OperatorProcess, what: &str, check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    if wait_until(DEADLINE, what, check).await.is_err() {
-        fail_with_output(op, &format!("timed out waiting for {what}"));
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unpullable_image_degrades_backs_off_and_recovers() {

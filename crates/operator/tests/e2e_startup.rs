@@ -18,22 +18,24 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::e2e::{fail_with_output, start_operator_with, start_world, wait_nothing_left};
+use common::e2e::{fail_with_output, start_operator_with, wait_nothing_left};
+use common::gitea_world::{
+    DEADLINE, gitea_group, gitea_world as world, patch_spec, wait_or_fail, wait_within,
+};
 use forgerunner_core::RunnerGroup;
-use forgerunner_sandbox::world::groups::{GITEA_RUNNER_IMAGE, GiteaGroup, GiteaRunnerScope, GroupSize};
+use forgerunner_sandbox::world::groups::{GITEA_RUNNER_IMAGES, GroupSize};
 use forgerunner_sandbox::world::operator::{OperatorProcess, OperatorSettings};
 use forgerunner_sandbox::world::watch::JobWatch;
-use forgerunner_sandbox::world::{GROUP_LABEL, MANAGED_BY_SELECTOR, World, WorldOptions, wait_until};
+use forgerunner_sandbox::world::{GROUP_LABEL, MANAGED_BY_SELECTOR, World};
 use forgerunner_testkit::gitea::{Conclusion, JobState};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
 use kube::Api;
-use kube::api::{ListParams, Patch, PatchParams};
+use kube::api::ListParams;
 use kube::runtime::watcher;
 use tokio::task::JoinHandle;
 
-const DEADLINE: Duration = Duration::from_secs(120);
 /// Shorter than Gitea's offline threshold (one minute without contact), after which the
 /// operator's sweep of offline ghosts would deregister a runner anyway.
 const GHOST_DEADLINE: Duration = Duration::from_secs(30);
@@ -47,26 +49,6 @@ const STARTUP_REASONS: [&str; 6] = [
     "StartupTimeout",
 ];
 
-async fn world(namespace: &str, work_time: Duration) -> World {
-    let opts = WorldOptions {
-        github: false,
-        gitea: true,
-        forgejo: false,
-        work_time,
-        ..WorldOptions::default()
-    };
-    start_world(opts, namespace).await
-}
-
-fn gitea_group(label: &str) -> GiteaGroup {
-    GiteaGroup {
-        scope: GiteaRunnerScope::Global,
-        labels: vec![format!("{label}:host")],
-        poll_interval_seconds: 1,
-        webhook_secret: None,
-    }
-}
-
 /// `forgerunner run` with only Gitea enabled, logging at `E2E_LOG_LEVEL` (default `info`).
 fn operator(world: &World, pod_name: &str) -> OperatorProcess {
     let settings = OperatorSettings {
@@ -76,35 +58,6 @@ fn operator(world: &World, pod_name: &str) -> OperatorProcess {
         ..OperatorSettings::default()
     };
     start_operator_with(world, &settings)
-}
-
-async fn patch_spec(world: &World, namespace: &str, name: &str, spec: serde_json::Value) {
-    let api: Api<RunnerGroup> = Api::namespaced(world.client.clone(), namespace);
-    api.patch(
-        name,
-        &PatchParams::default(),
-        &Patch::Merge(serde_json::json!({ "spec": spec })),
-    )
-    .await
-    .expect("patch spec");
-}
-
-async fn wait_or_fail<F, Fut>(op: &OperatorProcess, what: &str, check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    wait_within(op, DEADLINE, what, check).await;
-}
-
-async fn wait_within<F, Fut>(op: &OperatorProcess, deadline: Duration, what: &str, check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    if wait_until(deadline, what, check).await.is_err() {
-        fail_with_output(op, &format!("timed out waiting for {what}"));
-    }
 }
 
 /// `(status, reason, message)` of a `Degraded` condition.
@@ -505,7 +458,7 @@ async fn slow_image_pulls_are_not_failures() {
     let world = world(NS, Duration::from_millis(300)).await;
     world
         .sim
-        .slow_image_pulls(GITEA_RUNNER_IMAGE, Duration::from_secs(7))
+        .slow_image_pulls(GITEA_RUNNER_IMAGES[0], Duration::from_secs(7))
         .expect("slow pulls");
     let watch = JobWatch::start(world.client.clone(), NS);
     let size = GroupSize {

@@ -212,15 +212,11 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
             } else {
                 RemovalReason::Succeeded
             },
-            // A runner the forge saw finish is gone there already (ephemeral), and one that
-            // succeeded took its job and left. A failed runner may have registered after the
-            // forge's last listing (or died before taking a job): ask the forge, or it stays a
-            // ghost until the forge calls it offline.
-            deregister: match r.forge_state {
-                ForgeRunnerState::Finished => false,
-                ForgeRunnerState::Unknown => failed,
-                _ => true,
-            },
+            // A runner the forge saw finish is gone there already (ephemeral).
+            deregister: !matches!(
+                r.forge_state,
+                ForgeRunnerState::Unknown | ForgeRunnerState::Finished
+            ),
             delete_job: true,
             message: None,
         });

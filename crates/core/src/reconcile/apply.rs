@@ -165,12 +165,6 @@ async fn remove(t: &Target<'_>, r: &Removal, report: &mut ApplyReport) {
                     report.orphans_removed += 1;
                 }
             }
-            // A finished runner's pod is gone: the forge's "busy" is a job it has not noticed
-            // is lost yet. Its Job goes anyway; the forge lists the runner offline later and the
-            // ghost sweep deregisters it then.
-            Ok(RemoveOutcome::Busy) if finished => {
-                debug!(runner = %r.name, "finished runner still busy at the forge; deleting its Job");
-            }
             Ok(RemoveOutcome::Busy) => {
                 info!(runner = %r.name, reason = r.reason.as_str(), "runner took a job meanwhile; kept");
                 report.kept_busy += 1;

@@ -88,6 +88,9 @@ pub struct Target<'a> {
     pub group: &'a GroupContext,
     /// The group's runner Jobs as observed.
     pub observed: &'a [Arc<Job>],
+    /// Check new runner pods against the `restricted` profile (once per spec generation: every
+    /// runner of a generation has the same pod shape).
+    pub check_pod_security: bool,
 }
 
 fn is_status(e: &kube::Error, code: u16) -> bool {
@@ -266,6 +269,7 @@ async fn create_runner(t: &Target<'_>) -> Result<(String, Vec<String>), Reconcil
         .spec
         .as_ref()
         .and_then(|s| s.template.spec.as_ref())
+        .filter(|_| t.check_pod_security)
         .map(|pod| {
             restricted_violations(pod)
                 .iter()

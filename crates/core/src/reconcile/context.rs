@@ -46,8 +46,8 @@ pub struct GroupMemory {
     pub secrets_checked: bool,
     /// Fingerprint of the runner Role rules last applied (see `runner_rbac`).
     pub runner_rbac: Option<String>,
-    /// Generation whose runner pods were already reported as breaking `restricted`.
-    pub pod_security_warned: Option<i64>,
+    /// Generation whose runner pods were already checked against `restricted`.
+    pub pod_security_checked: Option<i64>,
 }
 
 /// A status written by this process, and the `resourceVersion` of the object it was based on.

@@ -308,6 +308,7 @@ async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, Reconcil
     let mut cluster = observe_runners(&jobs, &in_flight, &template_hash(&group.spec), now);
     let startup_timeout = Duration::from_secs(u64::from(group.spec.startup_timeout_seconds()));
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &key.namespace);
+    let check_pod_security = ctx.with_memory(&key, |m| m.pod_security_checked != group.metadata.generation);
     let events: Api<CoreEvent> = Api::namespaced(ctx.client.clone(), &key.namespace);
     let mut stuck = find_stuck(&pods, &events, &key.name, &cluster, startup_timeout).await;
     for r in &mut cluster {
@@ -337,10 +338,11 @@ async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, Reconcil
     let target = Target {
         jobs: Api::namespaced(ctx.client.clone(), &key.namespace),
         secrets: Api::namespaced(ctx.client.clone(), &key.namespace),
-        pods: Api::namespaced(ctx.client.clone(), &key.namespace),
+        pods,
         forge,
         group: &gctx,
         observed: &jobs,
+        check_pod_security,
     };
     if !ctx.with_memory(&key, |m| m.secrets_checked) {
         // Once per process: a predecessor killed between a runner's Job and its Secret.
@@ -407,13 +409,10 @@ async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, Reconcil
     };
     set_runner_gauges(ctx, &key, group.spec.forge.as_str(), &observed, &summary);
     events::scaling(ctx, group, &summary, &report).await;
-    let warn_pod_security = !report.pod_security.is_empty()
-        && ctx.with_memory(&key, |m| {
-            let first = m.pod_security_warned != group.metadata.generation;
-            m.pod_security_warned = group.metadata.generation;
-            first
-        });
-    if warn_pod_security {
+    if check_pod_security && !report.created.is_empty() {
+        ctx.with_memory(&key, |m| m.pod_security_checked = group.metadata.generation);
+    }
+    if !report.pod_security.is_empty() {
         events::pod_security(ctx, group, &report.pod_security).await;
     }
     let may_defer = report.first_error.is_none();
@@ -583,6 +582,7 @@ async fn cleanup_forge(group: &RunnerGroup, ctx: &Context) -> Result<(), Reconci
         forge,
         group: &gctx,
         observed: &jobs,
+        check_pod_security: false,
     };
     let removed = remove_all(&target).await;
     let shut = forge.shutdown(&gctx).await;

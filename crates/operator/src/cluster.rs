@@ -11,9 +11,20 @@ use kube::{Api, Client};
 /// How long start-up waits for the API server before giving up.
 const REACH_TIMEOUT: Duration = Duration::from_secs(20);
 
-/// Sent with every API request so audit logs (and the RBAC coverage test) can tell the
-/// operator's calls apart; kube sends no User-Agent of its own.
+/// Prefix of the User-Agent sent with every API request, so audit logs (and the RBAC coverage
+/// test) can tell the operator's calls apart; kube sends no User-Agent of its own.
 pub const USER_AGENT: &str = concat!("forgerunner/", env!("CARGO_PKG_VERSION"));
+
+/// The full User-Agent: [`USER_AGENT`] plus the replica's identity, so an audit log (or a test)
+/// can tell which of several replicas made a call, e.g. whether a deposed leader still writes.
+pub fn user_agent(identity: &str) -> String {
+    let clean: String = identity
+        .chars()
+        .filter(|c| c.is_ascii_graphic() && !matches!(c, '(' | ')'))
+        .take(63)
+        .collect();
+    format!("{USER_AGENT} ({clean})")
+}
 
 /// Why the operator cannot start against this cluster.
 #[derive(Debug, thiserror::Error)]
@@ -71,13 +82,14 @@ pub struct Cluster {
 
 /// Builds a client from the kubeconfig or the in-cluster environment and checks that the API
 /// server answers.
-pub async fn connect() -> Result<Cluster, StartupError> {
+pub async fn connect(identity: &str) -> Result<Cluster, StartupError> {
     let mut config = kube::Config::infer()
         .await
         .map_err(|e| StartupError::NoConfig(error_chain(&e)))?;
     config.headers.push((
         http::header::USER_AGENT,
-        http::HeaderValue::from_static(USER_AGENT),
+        http::HeaderValue::from_str(&user_agent(identity))
+            .unwrap_or_else(|_| http::HeaderValue::from_static(USER_AGENT)),
     ));
     let url = config.cluster_url.to_string().trim_end_matches('/').to_owned();
     let client = Client::try_from(config).map_err(|e| StartupError::Client {
@@ -159,6 +171,13 @@ mod tests {
     #[test]
     fn error_chain_is_one_line_with_sources() {
         assert_eq!(error_chain(&Outer(Inner)), "outer failed: inner broke");
+    }
+
+    #[test]
+    fn user_agent_names_the_replica_and_stays_a_valid_header() {
+        let ua = user_agent("forgerunner-7f9c (x)\n");
+        assert_eq!(ua, format!("{USER_AGENT} (forgerunner-7f9cx)"));
+        assert!(http::HeaderValue::from_str(&ua).is_ok());
     }
 
     #[test]

@@ -56,7 +56,8 @@ pub async fn run(config: Config) -> Result<(), RunError> {
 
 /// Runs the operator until `shutdown` fires (Ok) or a fatal error; the seam tests drive.
 pub async fn run_until(config: Config, shutdown: CancellationToken) -> Result<(), RunError> {
-    let cluster = cluster::connect().await?;
+    let identity = holder_identity();
+    let cluster = cluster::connect(&identity).await?;
     cluster::check_crd(&cluster, &config.watch_namespaces).await?;
     tracing::info!(api_server = %cluster.url, forges = ?config.forges, "connected; RunnerGroup CRD present");
 
@@ -83,7 +84,6 @@ pub async fn run_until(config: Config, shutdown: CancellationToken) -> Result<()
     let mut server = tokio::spawn(http::serve(listener, router, http_stop.clone()));
     tracing::info!(addr = %http_addr, "serving /healthz, /readyz, /metrics");
 
-    let identity = holder_identity();
     let elector = config.leader_election.enabled.then(|| {
         LeaderElector::new(
             cluster.client.clone(),

@@ -66,6 +66,8 @@ pub struct Fault {
     pub resource: Option<String>,
     /// Only this namespace.
     pub namespace: Option<String>,
+    /// Only clients whose User-Agent contains this text (one operator replica of several).
+    pub user_agent: Option<String>,
     /// The effect.
     pub action: FaultAction,
     /// How many requests it still affects (None = until cleared).
@@ -94,6 +96,7 @@ impl Fault {
             verb: None,
             resource: None,
             namespace: None,
+            user_agent: None,
             action,
             remaining: None,
         }
@@ -117,6 +120,12 @@ impl Fault {
         self
     }
 
+    /// Restricts to clients whose User-Agent contains `text`.
+    pub fn user_agent(mut self, text: &str) -> Fault {
+        self.user_agent = Some(text.to_string());
+        self
+    }
+
     /// Affects only the next `n` matching requests.
     pub fn times(mut self, n: u32) -> Fault {
         self.remaining = Some(n);
@@ -131,11 +140,28 @@ impl Fault {
         self
     }
 
-    fn matches(&self, verb: Verb, resource: &str, ns: Option<&str>) -> bool {
-        self.verb.is_none_or(|v| v == verb)
-            && self.resource.as_deref().is_none_or(|r| r == resource)
-            && self.namespace.as_deref().is_none_or(|n| Some(n) == ns)
+    fn matches(&self, req: &FaultTarget<'_>) -> bool {
+        self.verb.is_none_or(|v| v == req.verb)
+            && self.resource.as_deref().is_none_or(|r| r == req.resource)
+            && self.namespace.as_deref().is_none_or(|n| Some(n) == req.namespace)
+            && self
+                .user_agent
+                .as_deref()
+                .is_none_or(|ua| req.user_agent.contains(ua))
     }
+}
+
+/// What a fault is matched against: one request.
+#[derive(Clone, Copy, Debug)]
+pub struct FaultTarget<'a> {
+    /// The verb.
+    pub verb: Verb,
+    /// Resource, with `/subresource` when addressed.
+    pub resource: &'a str,
+    /// Namespace, if namespaced.
+    pub namespace: Option<&'a str>,
+    /// The client's User-Agent.
+    pub user_agent: &'a str,
 }
 
 /// The faults that hit one request.
@@ -167,9 +193,9 @@ impl Faults {
     }
 
     /// Consumes the faults matching a request.
-    pub fn hit(&mut self, verb: Verb, resource: &str, ns: Option<&str>) -> Hit {
+    pub fn hit(&mut self, req: &FaultTarget<'_>) -> Hit {
         let mut hit = Hit::default();
-        for f in self.list.iter_mut().filter(|f| f.matches(verb, resource, ns)) {
+        for f in self.list.iter_mut().filter(|f| f.matches(req)) {
             if f.remaining == Some(0) {
                 continue;
             }
@@ -211,6 +237,8 @@ pub struct RequestRecord {
     pub user_agent: String,
     /// HTTP status returned (200 for watches that started).
     pub status: u16,
+    /// When the request arrived (the server's monotonic clock).
+    pub at: std::time::Instant,
 }
 
 /// Everything the server was asked.
@@ -273,5 +301,30 @@ impl RequestLog {
         out.sort();
         out.dedup();
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target<'a>(ua: &'a str) -> FaultTarget<'a> {
+        FaultTarget {
+            verb: Verb::Update,
+            resource: "leases",
+            namespace: Some("ops"),
+            user_agent: ua,
+        }
+    }
+
+    #[test]
+    fn a_user_agent_fault_hits_only_that_replica() {
+        let mut faults = Faults::default();
+        faults.add(Fault::error(500).resource("leases").user_agent("(op-a)"));
+        assert_eq!(faults.hit(&target("forgerunner/0.1.0 (op-b)")).error, None);
+        assert_eq!(
+            faults.hit(&target("forgerunner/0.1.0 (op-a)")).error,
+            Some((500, None))
+        );
     }
 }

@@ -33,7 +33,7 @@ use std::sync::{Arc, Mutex};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-pub use faults::{Fault, FaultAction, RequestLog, RequestRecord, Verb};
+pub use faults::{Fault, FaultAction, FaultTarget, RequestLog, RequestRecord, Verb};
 pub use shared::ServerConfig;
 pub use store::StoreConfig;
 

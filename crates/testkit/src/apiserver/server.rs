@@ -11,7 +11,7 @@ use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use serde_json::Value;
 
 use super::discovery;
-use super::faults::{RequestRecord, Verb};
+use super::faults::{FaultTarget, RequestRecord, Verb};
 use super::registry::ResourceDef;
 use super::shared::{Shared, lock};
 use super::status::{ApiError, Reason};
@@ -145,6 +145,7 @@ pub async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response
         name: None,
         user_agent,
         status: 200,
+        at: std::time::Instant::now(),
     };
     let resp = match parse_target(&shared, &path) {
         None => discovery::serve(&shared, &path, &parts.headers),
@@ -167,7 +168,12 @@ pub async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response
                 ),
                 Some(verb) => {
                     record.verb = Some(verb);
-                    let hit = lock(&shared.faults).hit(verb, &record.resource, t.ns.as_deref());
+                    let hit = lock(&shared.faults).hit(&FaultTarget {
+                        verb,
+                        resource: &record.resource,
+                        namespace: t.ns.as_deref(),
+                        user_agent: &record.user_agent,
+                    });
                     if !hit.latency.is_zero() {
                         tokio::time::sleep(hit.latency).await;
                     }

@@ -5,6 +5,10 @@
 
 use std::fmt;
 
+use crate::validate::{
+    MAX_FORGE_NAME_LEN, MAX_LABEL_LEN, MAX_LABELS, MAX_OBJECT_NAME_LEN, MAX_REPO_LEN, MAX_RUNNERS_LIMIT,
+    MAX_URL_LEN,
+};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaimTemplate, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::{CustomResource, CustomResourceExt};
@@ -124,8 +128,8 @@ pub struct RunnerGroupSpec {
     #[serde(default)]
     #[schemars(range(min = 0), extend("format" = "int32"))]
     pub min_runners: u32,
-    /// Upper bound on runners of this group at any moment (at least 1).
-    #[schemars(range(min = 1), extend("format" = "int32"))]
+    /// Upper bound on runners of this group at any moment (1 to 1000).
+    #[schemars(range(min = 1, max = MAX_RUNNERS_LIMIT), extend("format" = "int32"))]
     pub max_runners: u32,
     /// Runner container image; defaults to the forge's official runner image.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -251,31 +255,31 @@ impl RunnerGroupSpec {
 pub struct GithubSpec {
     /// Organization, repository or enterprise URL, e.g. `https://github.com/my-org`
     /// (GHES and GHE.com hosts allowed).
-    #[schemars(length(min = 1, max = 2048))]
+    #[schemars(length(min = 1, max = MAX_URL_LEN))]
     pub config_url: String,
     /// Name of a Secret in this namespace with `github_token`, or `github_app_id`,
     /// `github_app_installation_id` and `github_app_private_key`.
-    #[schemars(length(min = 1, max = 253))]
+    #[schemars(length(min = 1, max = MAX_OBJECT_NAME_LEN))]
     pub credentials: String,
     /// Runner group the scale set joins; the default group when empty.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 255))]
+    #[schemars(length(max = MAX_FORGE_NAME_LEN))]
     pub runner_group: Option<String>,
     /// Scale set name, which is also the `runs-on` label; defaults to the RunnerGroup's name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 255))]
+    #[schemars(length(max = MAX_FORGE_NAME_LEN))]
     pub scale_set_name: Option<String>,
     /// Extra labels of the scale set.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 64), inner(length(min = 1, max = 256)))]
+    #[schemars(length(max = MAX_LABELS), inner(length(min = 1, max = MAX_LABEL_LEN)))]
     pub labels: Vec<String>,
     /// Name of a ConfigMap in this namespace whose key `ca.crt` holds extra trusted CA certificates.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 253))]
+    #[schemars(length(max = MAX_OBJECT_NAME_LEN))]
     pub ca_bundle_config_map: Option<String>,
     /// HTTP(S) proxy URL for calls to GitHub.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 2048))]
+    #[schemars(length(max = MAX_URL_LEN))]
     pub proxy_url: Option<String>,
 }
 
@@ -333,29 +337,29 @@ impl GiteaScope {
 ]))]
 pub struct GiteaSpec {
     /// Base URL of the Gitea instance, e.g. `https://gitea.example.com`.
-    #[schemars(length(min = 1, max = 2048))]
+    #[schemars(length(min = 1, max = MAX_URL_LEN))]
     pub url: String,
     /// Level the runners register at.
     pub scope: GiteaScope,
     /// Organization name, for `scope: org`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 255))]
+    #[schemars(length(max = MAX_FORGE_NAME_LEN))]
     pub org: Option<String>,
     /// User name, for `scope: user`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 255))]
+    #[schemars(length(max = MAX_FORGE_NAME_LEN))]
     pub user: Option<String>,
     /// Repository as `owner/name`, for `scope: repo`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 512))]
+    #[schemars(length(max = MAX_REPO_LEN))]
     pub repo: Option<String>,
     /// Name of a Secret in this namespace: key `token` holds the API token, optional key
     /// `registration_token` a fixed runner registration token.
-    #[schemars(length(min = 1, max = 253))]
+    #[schemars(length(min = 1, max = MAX_OBJECT_NAME_LEN))]
     pub credentials: String,
     /// Runner labels in act_runner form `name[:docker://image|:host]`; jobs whose `runs-on`
     /// labels are all among these names are served by this group.
-    #[schemars(length(min = 1, max = 64), inner(length(min = 1, max = 256)))]
+    #[schemars(length(min = 1, max = MAX_LABELS), inner(length(min = 1, max = MAX_LABEL_LEN)))]
     pub labels: Vec<String>,
     /// Seconds between polls of the queued jobs (default 5).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -363,16 +367,16 @@ pub struct GiteaSpec {
     pub poll_interval_seconds: Option<u32>,
     /// Name of a Secret whose key `secret` verifies `workflow_job` webhooks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 253))]
+    #[schemars(length(max = MAX_OBJECT_NAME_LEN))]
     pub webhook_secret: Option<String>,
     /// Name of a ConfigMap in this namespace whose key `ca.crt` holds extra trusted CA
     /// certificates, for the operator's calls and the runner pods.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 253))]
+    #[schemars(length(max = MAX_OBJECT_NAME_LEN))]
     pub ca_bundle_config_map: Option<String>,
     /// HTTP(S) proxy URL for calls to Gitea, from the operator and the runner pods.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 2048))]
+    #[schemars(length(max = MAX_URL_LEN))]
     pub proxy_url: Option<String>,
 }
 
@@ -418,30 +422,30 @@ pub type ForgejoScope = GiteaScope;
 ]))]
 pub struct ForgejoSpec {
     /// Base URL of the Forgejo instance, e.g. `https://forgejo.example.com`.
-    #[schemars(length(min = 1, max = 2048))]
+    #[schemars(length(min = 1, max = MAX_URL_LEN))]
     pub url: String,
     /// Level the runners register at.
     pub scope: ForgejoScope,
     /// Organization name, for `scope: org`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 255))]
+    #[schemars(length(max = MAX_FORGE_NAME_LEN))]
     pub org: Option<String>,
     /// User name, for `scope: user` (the token's own user).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 255))]
+    #[schemars(length(max = MAX_FORGE_NAME_LEN))]
     pub user: Option<String>,
     /// Repository as `owner/name`, for `scope: repo`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 512))]
+    #[schemars(length(max = MAX_REPO_LEN))]
     pub repo: Option<String>,
     /// Name of a Secret in this namespace: key `token` holds the API token, optional key
     /// `registration_token` a fixed runner registration token (Forgejo 11–14 only).
-    #[schemars(length(min = 1, max = 253))]
+    #[schemars(length(min = 1, max = MAX_OBJECT_NAME_LEN))]
     pub credentials: String,
     /// Runner labels in forgejo-runner form `name[:docker://image|:lxc://template|:host]`
     /// (no scheme means docker); jobs whose `runs-on` labels are all among these names are
     /// served by this group.
-    #[schemars(length(min = 1, max = 64), inner(length(min = 1, max = 256)))]
+    #[schemars(length(min = 1, max = MAX_LABELS), inner(length(min = 1, max = MAX_LABEL_LEN)))]
     pub labels: Vec<String>,
     /// Seconds between polls of the waiting jobs (default 5).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -449,11 +453,11 @@ pub struct ForgejoSpec {
     pub poll_interval_seconds: Option<u32>,
     /// Name of a ConfigMap in this namespace whose key `ca.crt` holds extra trusted CA certificates.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 253))]
+    #[schemars(length(max = MAX_OBJECT_NAME_LEN))]
     pub ca_bundle_config_map: Option<String>,
     /// HTTP(S) proxy URL for calls to Forgejo.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 2048))]
+    #[schemars(length(max = MAX_URL_LEN))]
     pub proxy_url: Option<String>,
 }
 

@@ -18,13 +18,25 @@ pub struct SpecViolation {
 }
 
 /// Longest URL the schema accepts (`maxLength` of `configUrl`, `url`, `proxyUrl`).
-const MAX_URL_LEN: usize = 2048;
+pub const MAX_URL_LEN: usize = 2048;
 /// Longest Kubernetes object name (DNS-1123 subdomain).
-const MAX_OBJECT_NAME_LEN: usize = 253;
+pub const MAX_OBJECT_NAME_LEN: usize = 253;
 /// Most labels the schema accepts on one group.
 pub const MAX_LABELS: usize = 64;
 /// Longest single label the schema accepts.
 pub const MAX_LABEL_LEN: usize = 256;
+/// Longest forge-side name the schema accepts (GitHub runner group and scale set, Gitea and
+/// Forgejo org and user): GitHub and Gitea both cap names at 255 characters.
+pub const MAX_FORGE_NAME_LEN: usize = 255;
+/// Longest `owner/name` repository the schema accepts (two forge names and the slash, rounded up).
+pub const MAX_REPO_LEN: usize = 512;
+/// Highest `maxRunners` the schema accepts.
+///
+/// Each runner is a Job, a pod and a Secret, and the operator keeps every runner Job in memory
+/// and creates runners one API call at a time: a thousand runners per group is far above what
+/// one group needs (split larger fleets into several groups, each with its own limit) and keeps
+/// a typo such as `maxRunners: 100000` from flooding the namespace and the forge.
+pub const MAX_RUNNERS_LIMIT: u32 = 1000;
 
 /// A violation of the rule at `field`.
 pub fn violation(field: &'static str, message: impl Into<String>) -> SpecViolation {
@@ -34,12 +46,18 @@ pub fn violation(field: &'static str, message: impl Into<String>) -> SpecViolati
     }
 }
 
-/// `http://` or `https://` followed by a non-empty host, like the CEL rule `^https?://[^/]+`.
+/// `http://` or `https://` followed by a non-empty host, like the CEL rule `^https?://[^/]+`,
+/// and no longer than the schema's `maxLength`.
 pub fn is_http_url(url: &str) -> bool {
     let rest = url
         .strip_prefix("https://")
         .or_else(|| url.strip_prefix("http://"));
-    rest.is_some_and(|host| !host.is_empty() && !host.starts_with('/')) && url.len() <= MAX_URL_LEN
+    rest.is_some_and(|host| !host.is_empty() && !host.starts_with('/')) && chars(url) <= MAX_URL_LEN
+}
+
+/// Length as the API server's `maxLength` counts it: characters, not bytes.
+pub fn chars(s: &str) -> usize {
+    s.chars().count()
 }
 
 /// A DNS-1123 subdomain: what Kubernetes accepts as a Secret or ConfigMap name.
@@ -56,7 +74,7 @@ pub fn is_object_name(name: &str) -> bool {
 /// the runner receives the list comma-separated). Gitea's and Forgejo's runners both accept it.
 pub fn is_runner_label(label: &str) -> bool {
     let plain = |s: &str| !s.is_empty() && !s.contains([',', ' '] as [char; 2]);
-    if label.len() > MAX_LABEL_LEN {
+    if chars(label) > MAX_LABEL_LEN {
         return false;
     }
     match label.split_once(':') {
@@ -101,6 +119,7 @@ pub fn check_container_mode(
 pub fn validate_spec(spec: &RunnerGroupSpec) -> Vec<SpecViolation> {
     let mut out = Vec::new();
     check_common(spec, &mut out);
+    check_name_lengths(spec, &mut out);
     let selected = spec.forge.block_field();
     let set = spec.forge_blocks_set();
     if !set.contains(&spec.forge) {
@@ -121,6 +140,12 @@ pub fn validate_spec(spec: &RunnerGroupSpec) -> Vec<SpecViolation> {
 fn check_common(spec: &RunnerGroupSpec, out: &mut Vec<SpecViolation>) {
     if spec.max_runners < 1 {
         out.push(violation("spec.maxRunners", "must be at least 1"));
+    }
+    if spec.max_runners > MAX_RUNNERS_LIMIT {
+        out.push(violation(
+            "spec.maxRunners",
+            format!("must be at most {MAX_RUNNERS_LIMIT} (split a larger fleet into several groups)"),
+        ));
     }
     if spec.min_runners > spec.max_runners {
         out.push(violation(
@@ -169,6 +194,33 @@ fn check_common(spec: &RunnerGroupSpec, out: &mut Vec<SpecViolation>) {
             "spec.image",
             "must not be empty (leave it unset for the forge's default)",
         ));
+    }
+}
+
+/// The `maxLength` of the free-text name fields of every forge block. The fields with a format
+/// (URLs, object names, labels) are checked with their format, by the block's forge.
+fn check_name_lengths(spec: &RunnerGroupSpec, out: &mut Vec<SpecViolation>) {
+    let mut check = |field: &'static str, value: Option<&String>, max: usize| {
+        if let Some(v) = value
+            && chars(v) > max
+        {
+            out.push(violation(field, format!("must be at most {max} characters")));
+        }
+    };
+    if let Some(gh) = &spec.github {
+        let max = MAX_FORGE_NAME_LEN;
+        check("spec.github.runnerGroup", gh.runner_group.as_ref(), max);
+        check("spec.github.scaleSetName", gh.scale_set_name.as_ref(), max);
+    }
+    if let Some(gt) = &spec.gitea {
+        check("spec.gitea.org", gt.org.as_ref(), MAX_FORGE_NAME_LEN);
+        check("spec.gitea.user", gt.user.as_ref(), MAX_FORGE_NAME_LEN);
+        check("spec.gitea.repo", gt.repo.as_ref(), MAX_REPO_LEN);
+    }
+    if let Some(fj) = &spec.forgejo {
+        check("spec.forgejo.org", fj.org.as_ref(), MAX_FORGE_NAME_LEN);
+        check("spec.forgejo.user", fj.user.as_ref(), MAX_FORGE_NAME_LEN);
+        check("spec.forgejo.repo", fj.repo.as_ref(), MAX_REPO_LEN);
     }
 }
 

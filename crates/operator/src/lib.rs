@@ -15,6 +15,8 @@ mod leader;
 mod lease;
 mod run;
 mod signals;
+#[cfg(test)]
+mod spec_bounds_tests;
 mod telemetry;
 
 use std::process::ExitCode;

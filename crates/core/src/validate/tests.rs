@@ -203,3 +203,44 @@ fn container_mode_support_is_the_forges_to_say() {
         }
     }
 }
+
+#[test]
+fn max_runners_has_an_upper_bound() {
+    let mut s = github();
+    s.max_runners = MAX_RUNNERS_LIMIT;
+    assert!(fields(&s).is_empty());
+    s.max_runners = MAX_RUNNERS_LIMIT + 1;
+    assert_eq!(fields(&s), ["spec.maxRunners"]);
+    let text = validate_spec(&s)[0].to_string();
+    assert!(text.contains("at most 1000"), "{text}");
+}
+
+#[test]
+fn forge_names_have_the_schemas_max_length() {
+    let long = |n: usize| Some("é".repeat(n));
+    let mut s = github();
+    if let Some(gh) = s.github.as_mut() {
+        // Characters, as the API server counts them, not bytes: 255 two-byte characters pass.
+        gh.runner_group = long(MAX_FORGE_NAME_LEN);
+        gh.scale_set_name = long(MAX_FORGE_NAME_LEN);
+    }
+    assert!(fields(&s).is_empty());
+    if let Some(gh) = s.github.as_mut() {
+        gh.runner_group = long(MAX_FORGE_NAME_LEN + 1);
+        gh.scale_set_name = long(MAX_FORGE_NAME_LEN + 1);
+    }
+    assert_eq!(
+        fields(&s),
+        ["spec.github.runnerGroup", "spec.github.scaleSetName"]
+    );
+    let mut s = gitea();
+    if let Some(gt) = s.gitea.as_mut() {
+        gt.org = long(MAX_FORGE_NAME_LEN + 1);
+        gt.user = long(MAX_FORGE_NAME_LEN + 1);
+        gt.repo = Some(format!("o/{}", "r".repeat(MAX_REPO_LEN - 1)));
+    }
+    assert_eq!(
+        fields(&s),
+        ["spec.gitea.org", "spec.gitea.user", "spec.gitea.repo"]
+    );
+}

@@ -23,10 +23,31 @@ pub const USER_ACTION_RETRY: Duration = Duration::from_secs(60);
 /// Cleanup attempts before the finalizer is released despite forge errors.
 pub const MAX_CLEANUP_ATTEMPTS: u32 = 5;
 
+/// Share of a retry delay that jitter may add or take away (±20 %).
+pub const BACKOFF_JITTER: f64 = 0.2;
+
 /// Exponential backoff for the `failures`-th consecutive failure (1-based): 1 s, 2 s, 4 s, … 5 min.
 pub fn backoff_delay(failures: u32) -> Duration {
     let exp = failures.saturating_sub(1).min(16);
     BACKOFF_BASE.saturating_mul(1u32 << exp).min(BACKOFF_MAX)
+}
+
+/// `delay` moved by up to ±[`BACKOFF_JITTER`] of itself, `unit` (in `[0, 1)`) picking where:
+/// 0 gives the shortest, 0.5 the delay itself. Groups that failed together (the forge or the API
+/// server was down) then retry spread out instead of all at the same instant.
+pub fn jittered(delay: Duration, unit: f64) -> Duration {
+    let unit = if unit.is_finite() {
+        unit.clamp(0.0, 1.0)
+    } else {
+        0.5
+    };
+    let factor = 1.0 - BACKOFF_JITTER + 2.0 * BACKOFF_JITTER * unit;
+    delay.mul_f64(factor)
+}
+
+/// [`jittered`] with a random `unit`.
+pub fn with_jitter(delay: Duration) -> Duration {
+    jittered(delay, rand::random::<f64>())
 }
 
 /// Per-group memory that only needs to live as long as the process.
@@ -116,13 +137,13 @@ impl Context {
         self.lock().remove(key);
     }
 
-    /// Counts a failure and returns the backoff delay for it.
+    /// Counts a failure and returns the backoff delay for it, with jitter.
     pub fn record_failure(&self, key: &GroupKey) -> Duration {
         let n = self.with_memory(key, |m| {
             m.failures = m.failures.saturating_add(1);
             m.failures
         });
-        backoff_delay(n)
+        with_jitter(backoff_delay(n))
     }
 
     /// Resets the failure count after a successful reconcile.
@@ -144,5 +165,73 @@ mod tests {
         assert_eq!(backoff_delay(10), BACKOFF_MAX);
         assert_eq!(backoff_delay(u32::MAX), BACKOFF_MAX);
         assert_eq!(backoff_delay(0), Duration::from_secs(1));
+    }
+
+    #[test]
+    fn jitter_stays_within_twenty_percent() {
+        let d = Duration::from_secs(100);
+        assert_eq!(jittered(d, 0.0), Duration::from_secs(80));
+        assert_eq!(jittered(d, 0.5), d);
+        assert_eq!(jittered(d, 1.0), Duration::from_secs(120));
+        // Out-of-range or broken samples never leave the band.
+        assert_eq!(jittered(d, -3.0), Duration::from_secs(80));
+        assert_eq!(jittered(d, 7.0), Duration::from_secs(120));
+        assert_eq!(jittered(d, f64::NAN), d);
+        assert_eq!(jittered(Duration::ZERO, 0.9), Duration::ZERO);
+        for n in [1, 5, 9, 10, 40] {
+            let base = backoff_delay(n);
+            for _ in 0..200 {
+                let j = with_jitter(base);
+                assert!(
+                    j >= base.mul_f64(0.8) && j <= base.mul_f64(1.2),
+                    "{n}: {j:?} vs {base:?}"
+                );
+            }
+        }
+    }
+
+    /// Groups failing together (one outage) must not all retry at the same instant.
+    #[tokio::test]
+    async fn failures_of_many_groups_retry_spread_out() {
+        forgerunner_testkit::apiserver::install_crypto_provider();
+        let config = kube::Config::new("http://127.0.0.1:9".parse().expect("url"));
+        let client = Client::try_from(config).expect("client");
+        let reporter = kube::runtime::events::Reporter {
+            controller: "test".into(),
+            instance: None,
+        };
+        let forges: Arc<dyn super::ForgeSet> = Arc::new(NoForges);
+        let ctx = Context::new(
+            client.clone(),
+            forges,
+            Arc::new(Metrics::default()),
+            Recorder::new(client, reporter),
+            kube::runtime::reflector::store::<Job>().0,
+            Arc::new(std::sync::atomic::AtomicBool::new(true)),
+        );
+        let delays: Vec<Duration> = (0..50)
+            .map(|i| {
+                ctx.record_failure(&GroupKey {
+                    namespace: "ci".into(),
+                    name: format!("g{i}"),
+                })
+            })
+            .collect();
+        let distinct: std::collections::BTreeSet<Duration> = delays.iter().copied().collect();
+        assert!(distinct.len() > 10, "first retries not spread: {distinct:?}");
+        for d in delays {
+            assert!(
+                d >= Duration::from_millis(800) && d <= Duration::from_millis(1200),
+                "{d:?}"
+            );
+        }
+    }
+
+    struct NoForges;
+
+    impl super::ForgeSet for NoForges {
+        fn enabled(&self) -> Vec<&dyn crate::forge::Forge> {
+            Vec::new()
+        }
     }
 }

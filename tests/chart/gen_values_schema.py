@@ -123,6 +123,20 @@ def schema():
                 "items": {"type": "string", "pattern": DNS_LABEL, "maxLength": 63},
                 "description": "namespaces to watch; empty means all",
             },
+            "forgeHosts": obj(
+                {
+                    "allowed": {
+                        "type": "array",
+                        "uniqueItems": True,
+                        "items": {
+                            "type": "string",
+                            "pattern": r"^(\*\.)?[A-Za-z0-9_]([-A-Za-z0-9_.]*[A-Za-z0-9_])?$",
+                            "maxLength": 253,
+                        },
+                        "description": "hosts (or *.domain) the operator may connect to for forge URLs; empty means any",
+                    }
+                }
+            ),
             "logFormat": {"type": "string", "enum": ["text", "json"]},
             "logLevel": {"type": "string", "minLength": 1, "pattern": r"^[A-Za-z0-9_:=,.\-]+$"},
             "leaderElection": obj(

@@ -53,8 +53,9 @@ def rendered_config(values):
         {"forges": {"enabled": ["gitea"]}},
         {"watchNamespaces": ["a", "b"], "logFormat": "text", "logLevel": "info,forgerunner=debug"},
         {"leaderElection": {"enabled": False, "leaseDurationSeconds": 30}},
+        {"forgeHosts": {"allowed": ["github.com", "*.example.com"]}},
     ],
-    ids=["defaults", "github", "gitea", "namespaced", "no-leader-election"],
+    ids=["defaults", "github", "gitea", "namespaced", "no-leader-election", "forge-hosts"],
 )
 def test_operator_accepts_rendered_config(tmp_path, values):
     binary = operator_binary()
@@ -71,3 +72,9 @@ def test_operator_rejects_a_bad_config(tmp_path):
     result = run_with_config(binary, tmp_path, rendered_config({}) + "bogus: 1\n")
     assert result.returncode == CONFIG_ERROR_EXIT
     assert "bogus" in result.stderr
+
+
+def test_forge_hosts_reach_the_config():
+    assert yaml.safe_load(rendered_config({}))["forgeHosts"] == {"allowed": []}
+    text = rendered_config({"forgeHosts": {"allowed": ["github.com", "*.example.com"]}})
+    assert yaml.safe_load(text)["forgeHosts"] == {"allowed": ["github.com", "*.example.com"]}

@@ -8,7 +8,7 @@ import k8s_objects
 from conftest import find, one
 
 NS = chartlib.NAMESPACE
-CONFIG_KEYS = {"forges", "watchNamespaces", "httpAddr", "logFormat", "logLevel", "leaderElection"}
+CONFIG_KEYS = {"forges", "watchNamespaces", "httpAddr", "logFormat", "logLevel", "leaderElection", "forgeHosts"}
 LEADER_KEYS = {"enabled", "leaseName", "leaseNamespace", "leaseDurationSeconds"}
 
 

@@ -87,6 +87,14 @@ watchNamespaces:
 {{- end }}
 {{- else }} []
 {{- end }}
+forgeHosts:
+  allowed:
+{{- if .Values.forgeHosts.allowed }}
+{{- range .Values.forgeHosts.allowed }}
+    - {{ . | quote }}
+{{- end }}
+{{- else }} []
+{{- end }}
 httpAddr: "0.0.0.0:8080"
 logFormat: {{ .Values.logFormat }}
 logLevel: {{ .Values.logLevel | quote }}

@@ -9,6 +9,8 @@ pub enum ErrorCategory {
     InvalidSpec,
     /// The group's forge is not enabled in this operator.
     ForgeDisabled,
+    /// The group's forge URL (or proxy) is not in the operator's host allowlist.
+    ForgeHostNotAllowed,
     /// The credentials Secret does not exist.
     SecretNotFound,
     /// The credentials Secret lacks keys or holds malformed values.
@@ -35,6 +37,7 @@ impl ErrorCategory {
         match self {
             ErrorCategory::InvalidSpec => "InvalidSpec",
             ErrorCategory::ForgeDisabled => "ForgeDisabled",
+            ErrorCategory::ForgeHostNotAllowed => "ForgeHostNotAllowed",
             ErrorCategory::SecretNotFound => "SecretNotFound",
             ErrorCategory::InvalidCredentials => "InvalidCredentials",
             ErrorCategory::Unauthorized => "Unauthorized",
@@ -53,6 +56,7 @@ impl ErrorCategory {
             self,
             ErrorCategory::InvalidSpec
                 | ErrorCategory::ForgeDisabled
+                | ErrorCategory::ForgeHostNotAllowed
                 | ErrorCategory::SecretNotFound
                 | ErrorCategory::InvalidCredentials
                 | ErrorCategory::Unauthorized

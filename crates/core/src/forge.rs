@@ -127,6 +127,16 @@ pub struct ClusterRefs {
     pub webhook_secret: Option<String>,
 }
 
+/// A URL the operator itself connects to for a group, and the spec field it comes from; checked
+/// against the operator's forge host allowlist ([`crate::forge_hosts`]) before any forge call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutboundUrl {
+    /// JSON path of the field, e.g. `spec.gitea.url`.
+    pub field: &'static str,
+    /// The URL as the spec gives it.
+    pub url: String,
+}
+
 /// Key of the webhook Secret that holds the shared HMAC secret.
 pub const WEBHOOK_SECRET_KEY: &str = "secret";
 
@@ -276,6 +286,13 @@ pub trait Forge: Send + Sync {
 
     /// What the forge's block of a valid `spec` names in the cluster, for the reconciler to read.
     fn cluster_refs(&self, spec: &RunnerGroupSpec) -> ClusterRefs;
+
+    /// The URLs of `spec` the operator connects to for this forge: its base URL and, when set,
+    /// its proxy. URLs the forge learns from the forge itself (e.g. GitHub's Actions service)
+    /// are not listed. The default lists none, which a configured host allowlist refuses.
+    fn outbound_urls(&self, _spec: &RunnerGroupSpec) -> Vec<OutboundUrl> {
+        Vec::new()
+    }
 
     /// How long a group may go without a pass when nothing wakes it (a push-style forge wakes
     /// the reconciler itself and only needs a safety resync; a poll-style one sets its poll).

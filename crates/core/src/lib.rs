@@ -5,6 +5,7 @@ pub mod conditions;
 pub mod crd;
 pub mod error;
 pub mod forge;
+pub mod forge_hosts;
 pub mod labels;
 pub mod metrics;
 pub mod plan;

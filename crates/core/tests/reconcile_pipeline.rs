@@ -228,6 +228,7 @@ impl Harness {
             namespaces: vec![],
             instance: "test-0".into(),
             concurrency: 4,
+            ..ControllerOptions::default()
         };
         let task = tokio::spawn({
             let (client, ready, shutdown) = (client.clone(), ready.clone(), shutdown.clone());

@@ -15,8 +15,8 @@ use forgerunner_core::crd::{
     DEFAULT_FORGEJO_POLL_INTERVAL_SECONDS, ForgeKind, ForgejoSpec, RunnerGroup, RunnerGroupSpec,
 };
 use forgerunner_core::forge::{
-    ClusterRefs, Forge, ForgeError, ForgeFacts, ForgeView, GroupContext, GroupKey, RemoveOutcome,
-    RunnerCredentials, RunnerRef, SecretValue,
+    ClusterRefs, Forge, ForgeError, ForgeFacts, ForgeView, GroupContext, GroupKey, OutboundUrl,
+    RemoveOutcome, RunnerCredentials, RunnerRef, SecretValue,
 };
 use forgerunner_core::metrics::Metrics;
 use forgerunner_core::validate::SpecViolation;
@@ -373,6 +373,21 @@ impl Forge for ForgejoForge {
             // Forgejo has no job-level webhook: polling only.
             webhook_secret: None,
         }
+    }
+
+    fn outbound_urls(&self, spec: &RunnerGroupSpec) -> Vec<OutboundUrl> {
+        let Some(fj) = spec.forgejo.as_ref() else {
+            return Vec::new();
+        };
+        let mut urls = vec![OutboundUrl {
+            field: "spec.forgejo.url",
+            url: fj.url.clone(),
+        }];
+        urls.extend(fj.proxy_url.iter().map(|p| OutboundUrl {
+            field: "spec.forgejo.proxyUrl",
+            url: p.clone(),
+        }));
+        urls
     }
 
     fn resync_interval(&self, spec: &RunnerGroupSpec) -> Duration {

@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use forgerunner_core::crd::{ForgeKind, GiteaSpec, RunnerGroup, RunnerGroupSpec};
 use forgerunner_core::forge::{
     ClusterRefs, Forge, ForgeError, ForgeFacts, ForgeRunnerState, ForgeView, GroupContext, GroupKey,
-    ReconcileTrigger, RemoveOutcome, RunnerCredentials, RunnerExit, RunnerRef, SecretValue,
+    OutboundUrl, ReconcileTrigger, RemoveOutcome, RunnerCredentials, RunnerExit, RunnerRef, SecretValue,
 };
 use forgerunner_core::metrics::Metrics;
 use forgerunner_core::validate::SpecViolation;
@@ -433,6 +433,21 @@ impl Forge for GiteaForge {
                 .and_then(|g| g.webhook_secret.clone())
                 .filter(|n| !n.is_empty()),
         }
+    }
+
+    fn outbound_urls(&self, spec: &RunnerGroupSpec) -> Vec<OutboundUrl> {
+        let Some(gt) = spec.gitea.as_ref() else {
+            return Vec::new();
+        };
+        let mut urls = vec![OutboundUrl {
+            field: "spec.gitea.url",
+            url: gt.url.clone(),
+        }];
+        urls.extend(gt.proxy_url.iter().map(|p| OutboundUrl {
+            field: "spec.gitea.proxyUrl",
+            url: p.clone(),
+        }));
+        urls
     }
 
     fn resync_interval(&self, spec: &RunnerGroupSpec) -> Duration {

@@ -12,6 +12,7 @@ use std::time::Duration;
 use figment::value::{Dict, Map, Value};
 use figment::{Figment, Metadata, Profile, Provider};
 use forgerunner_core::ForgeKind;
+use forgerunner_core::forge_hosts::{FORGE_HOSTS_SETTING, ForgeHostAllowlist};
 use serde::{Deserialize, Serialize};
 
 /// Prefix of every environment variable the configuration reads.
@@ -58,6 +59,8 @@ pub struct Config {
     pub log_level: String,
     /// Leader election.
     pub leader_election: LeaderElectionConfig,
+    /// Hosts a group's forge URL and proxy may point at (`forgeHosts.allowed`; empty: any).
+    pub forge_hosts: ForgeHostAllowlist,
 }
 
 /// Values given on the command line; `None` leaves the lower layers in charge.
@@ -115,7 +118,7 @@ enum EnvKind {
 }
 
 /// Environment variables the configuration reads, with the key each one sets.
-const ENV_KEYS: [(&str, &str, EnvKind); 9] = [
+const ENV_KEYS: [(&str, &str, EnvKind); 10] = [
     ("FORGES", "forges", EnvKind::Text),
     ("WATCH_NAMESPACES", "watchNamespaces", EnvKind::Text),
     ("HTTP_ADDR", "httpAddr", EnvKind::Text),
@@ -141,6 +144,7 @@ const ENV_KEYS: [(&str, &str, EnvKind); 9] = [
         "leaderElection.leaseDurationSeconds",
         EnvKind::Scalar,
     ),
+    ("FORGE_HOSTS_ALLOWED", FORGE_HOSTS_SETTING, EnvKind::Text),
 ];
 
 /// A list given either as a YAML sequence or as one comma-separated string (env and flags).
@@ -173,6 +177,13 @@ struct RawConfig {
     log_format: LogFormat,
     log_level: String,
     leader_election: RawLeaderElection,
+    forge_hosts: RawForgeHosts,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawForgeHosts {
+    allowed: NameList,
 }
 
 #[derive(Debug, Deserialize)]
@@ -287,6 +298,9 @@ fn defaults(env: &BTreeMap<String, String>) -> Dict {
     root.insert("logFormat".into(), Value::from("text".to_owned()));
     root.insert("logLevel".into(), Value::from("info".to_owned()));
     root.insert("leaderElection".into(), Value::from(leader));
+    let mut forge_hosts = Dict::new();
+    forge_hosts.insert("allowed".into(), Value::from(Vec::<Value>::new()));
+    root.insert("forgeHosts".into(), Value::from(forge_hosts));
     root
 }
 
@@ -412,6 +426,8 @@ fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
             ),
         )
     })?;
+    let forge_hosts = ForgeHostAllowlist::parse(&raw.forge_hosts.allowed.into_names())
+        .map_err(|e| ConfigError::key(FORGE_HOSTS_SETTING, e.to_string()))?;
     let le = raw.leader_election;
     if !is_dns_subdomain(&le.lease_name) {
         return Err(ConfigError::key(
@@ -444,6 +460,7 @@ fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
             lease_namespace: le.lease_namespace,
             lease_duration: Duration::from_secs(u64::from(le.lease_duration_seconds)),
         },
+        forge_hosts,
     })
 }
 

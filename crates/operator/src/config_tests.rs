@@ -289,3 +289,52 @@ fn forge_names_are_deduplicated_and_trimmed() {
     .expect("load");
     assert_eq!(c.forges, vec![ForgeKind::Github]);
 }
+
+#[test]
+fn forge_hosts_default_to_any() {
+    let c = load(None, &[], FlagOverrides::default()).expect("defaults load");
+    assert!(c.forge_hosts.allows_any());
+}
+
+#[test]
+fn forge_hosts_from_file_and_env() {
+    let c = load(
+        Some("forgeHosts:\n  allowed: [github.com, '*.example.com']\n"),
+        &[],
+        FlagOverrides::default(),
+    )
+    .expect("load");
+    assert!(c.forge_hosts.allows("github.com"));
+    assert!(c.forge_hosts.allows("gitea.example.com"));
+    assert!(!c.forge_hosts.allows("gitea.internal"));
+    let c = load(
+        Some("forgeHosts:\n  allowed: [github.com]\n"),
+        &[(
+            "FORGERUNNER_FORGE_HOSTS_ALLOWED",
+            "gitea.internal, forgejo.internal",
+        )],
+        FlagOverrides::default(),
+    )
+    .expect("load");
+    assert!(c.forge_hosts.allows("gitea.internal"));
+    assert!(c.forge_hosts.allows("forgejo.internal"));
+    assert!(
+        !c.forge_hosts.allows("github.com"),
+        "the environment replaces the file's list"
+    );
+}
+
+#[test]
+fn bad_forge_host_names_the_key() {
+    let err = load(
+        Some("forgeHosts:\n  allowed: ['https://github.com']\n"),
+        &[],
+        FlagOverrides::default(),
+    )
+    .expect_err("a URL is not a host");
+    let text = err.to_string();
+    assert!(text.starts_with("config key 'forgeHosts.allowed': "), "{text}");
+    assert!(text.contains("https://github.com"), "{text}");
+    let err = load(Some("forgeHosts:\n  denied: []\n"), &[], FlagOverrides::default()).expect_err("unknown");
+    assert_eq!(key_of(err), "forgeHosts.denied");
+}

@@ -52,6 +52,8 @@ pub struct Leadership {
     pub instance: String,
     /// Reconciles run at once.
     pub concurrency: u16,
+    /// Hosts the groups' forge URLs may point at (empty: any).
+    pub forge_hosts: forgerunner_core::forge_hosts::ForgeHostAllowlist,
     /// Readiness flags.
     pub readiness: Arc<Readiness>,
     /// `None` when leader election is disabled: lead at once, once.
@@ -156,6 +158,7 @@ impl Leadership {
                 namespaces: self.namespaces.clone(),
                 instance: self.instance.clone(),
                 concurrency: self.concurrency,
+                forge_hosts: self.forge_hosts.clone(),
             },
             synced,
             term.clone(),

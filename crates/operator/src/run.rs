@@ -102,6 +102,7 @@ pub async fn run_until(config: Config, shutdown: CancellationToken) -> Result<()
         namespaces: config.watch_namespaces.clone(),
         instance: identity,
         concurrency: CONTROLLER_CONCURRENCY,
+        forge_hosts: config.forge_hosts.clone(),
         readiness,
         elector,
         budget: StepDownBudget::default(),

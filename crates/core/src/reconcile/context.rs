@@ -12,6 +12,7 @@ use kube::runtime::reflector::Store;
 use super::ForgeSet;
 use super::observe::InFlight;
 use crate::forge::GroupKey;
+use crate::forge_hosts::ForgeHostAllowlist;
 use crate::metrics::Metrics;
 
 /// First retry delay after a failed reconcile.
@@ -96,6 +97,8 @@ pub struct Context {
     /// Whether `jobs` has listed once. Until then an empty store means "not known yet", not
     /// "no runners": planning on it would create runners beyond `maxRunners` after a restart.
     pub jobs_synced: Arc<std::sync::atomic::AtomicBool>,
+    /// Hosts the forge URLs of a group may point at (empty: any).
+    pub forge_hosts: ForgeHostAllowlist,
     memory: Mutex<HashMap<GroupKey, GroupMemory>>,
 }
 
@@ -116,8 +119,16 @@ impl Context {
             recorder,
             jobs,
             jobs_synced,
+            forge_hosts: ForgeHostAllowlist::default(),
             memory: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The context with the operator's forge host allowlist.
+    #[must_use]
+    pub fn with_forge_hosts(mut self, forge_hosts: ForgeHostAllowlist) -> Context {
+        self.forge_hosts = forge_hosts;
+        self
     }
 
     fn lock(&self) -> MutexGuard<'_, HashMap<GroupKey, GroupMemory>> {

@@ -6,6 +6,7 @@ use kube::runtime::finalizer;
 
 use crate::error::ErrorCategory;
 use crate::forge::ForgeError;
+use crate::forge_hosts::HostRefused;
 use crate::runner_job::RunnerJobError;
 
 /// Why a reconcile of one `RunnerGroup` failed.
@@ -17,6 +18,9 @@ pub enum ReconcileError {
     /// The group's forge is not enabled in this operator.
     #[error("forge {0} is not enabled in this operator (config key forges)")]
     ForgeDisabled(&'static str),
+    /// A URL of the spec leaves the operator's forge host allowlist; nothing was sent to it.
+    #[error(transparent)]
+    ForgeHostNotAllowed(#[from] HostRefused),
     /// The credentials Secret the spec names does not exist.
     #[error("Secret {namespace}/{name} named by the spec's credentials does not exist")]
     SecretNotFound {
@@ -65,6 +69,7 @@ impl ReconcileError {
         match self {
             ReconcileError::InvalidSpec(_) => ErrorCategory::InvalidSpec,
             ReconcileError::ForgeDisabled(_) => ErrorCategory::ForgeDisabled,
+            ReconcileError::ForgeHostNotAllowed(_) => ErrorCategory::ForgeHostNotAllowed,
             ReconcileError::SecretNotFound { .. } => ErrorCategory::SecretNotFound,
             ReconcileError::ConfigMapNotFound { .. } => ErrorCategory::ForgeConfig,
             ReconcileError::Forge(e) => e.category(),

@@ -36,6 +36,7 @@ use tracing::{debug, info, warn};
 
 use crate::crd::{RunnerGroup, RunnerGroupSpec};
 use crate::forge::{Forge, GroupKey};
+use crate::forge_hosts::ForgeHostAllowlist;
 use crate::metrics::Metrics;
 use crate::runner_job::MANAGED_BY_SELECTOR;
 
@@ -75,6 +76,8 @@ pub struct ControllerOptions {
     pub instance: String,
     /// Groups reconciled at once (0 = unbounded).
     pub concurrency: u16,
+    /// Hosts the groups' forge URLs may point at (empty: any).
+    pub forge_hosts: ForgeHostAllowlist,
 }
 
 /// Why the controller could not run.
@@ -186,14 +189,17 @@ pub async fn run_controller(
                 synced.store(true, Ordering::SeqCst);
             }
         }));
-        let ctx = Arc::new(Context::new(
-            client.clone(),
-            forges.clone(),
-            metrics.clone(),
-            recorder.clone(),
-            job_reader.clone(),
-            jobs_synced,
-        ));
+        let ctx = Arc::new(
+            Context::new(
+                client.clone(),
+                forges.clone(),
+                metrics.clone(),
+                recorder.clone(),
+                job_reader.clone(),
+                jobs_synced,
+            )
+            .with_forge_hosts(options.forge_hosts.clone()),
+        );
         let (gr, jr) = (group_reader.clone(), job_reader);
         readiness.push(async move { store_ready(&gr).await && store_ready(&jr).await });
         let controller = Controller::for_stream(groups, group_reader)

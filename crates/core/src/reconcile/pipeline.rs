@@ -16,7 +16,7 @@ use kube::{Resource, ResourceExt};
 use tracing::{debug, info, warn};
 
 use super::apply::{Target, apply_plan, remove_all};
-use super::context::{Context, MAX_CLEANUP_ATTEMPTS, USER_ACTION_RETRY, WrittenStatus};
+use super::context::{Context, MAX_CLEANUP_ATTEMPTS, USER_ACTION_RETRY, WrittenStatus, with_jitter};
 use super::error::ReconcileError;
 use super::events;
 use super::observe::{belongs_to, observe_runners, runner_refs, with_forge_states};
@@ -119,8 +119,10 @@ pub fn error_policy(group: Arc<RunnerGroup>, err: &ReconcileError, ctx: Arc<Cont
     warn!(group = %key, category = category.as_str(), error = %err, "reconcile failed");
     match category {
         // Only a spec change (or an operator restart with other forges) can help.
-        ErrorCategory::InvalidSpec | ErrorCategory::ForgeDisabled => Action::await_change(),
-        _ if category.needs_user_action() => Action::requeue(USER_ACTION_RETRY),
+        ErrorCategory::InvalidSpec | ErrorCategory::ForgeDisabled | ErrorCategory::ForgeHostNotAllowed => {
+            Action::await_change()
+        }
+        _ if category.needs_user_action() => Action::requeue(with_jitter(USER_ACTION_RETRY)),
         _ => Action::requeue(err.retry_after().map_or(delay, |d| d.max(delay))),
     }
 }
@@ -152,11 +154,15 @@ pub fn check_spec(group: &RunnerGroup, forge: Option<&dyn Forge>) -> Result<(), 
     }
 }
 
-/// The group's forge, its spec checked (the common rules even when the forge is disabled).
+/// The group's forge, its spec checked (the common rules even when the forge is disabled) and
+/// its URLs inside the operator's forge host allowlist. Cleanup goes through here too, so a
+/// refused group is never sent a request, not even on deletion.
 fn checked_forge<'a>(ctx: &'a Context, group: &RunnerGroup) -> Result<&'a dyn Forge, ReconcileError> {
     let forge = ctx.forges.for_spec(&group.spec);
     check_spec(group, forge)?;
-    forge.ok_or(ReconcileError::ForgeDisabled(group.spec.forge.as_str()))
+    let forge = forge.ok_or(ReconcileError::ForgeDisabled(group.spec.forge.as_str()))?;
+    ctx.forge_hosts.check(&forge.outbound_urls(&group.spec))?;
+    Ok(forge)
 }
 
 /// Reads what the forge's block names (credentials Secret, CA bundle) into the forge's group

@@ -173,7 +173,10 @@ pub fn error_conditions(category: ErrorCategory, message: &str) -> Vec<GroupCond
         | ErrorCategory::ForgeNotReady => {
             out.push(c(ConditionType::ForgeConnected, False, reason, message));
         }
-        ErrorCategory::InvalidSpec | ErrorCategory::ForgeDisabled | ErrorCategory::Kubernetes => {}
+        ErrorCategory::InvalidSpec
+        | ErrorCategory::ForgeDisabled
+        | ErrorCategory::ForgeHostNotAllowed
+        | ErrorCategory::Kubernetes => {}
     }
     out
 }

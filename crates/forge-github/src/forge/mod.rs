@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use forgerunner_core::crd::RunnerGroupSpec;
 use forgerunner_core::forge::{
-    ClusterRefs, ForgeFacts, ForgeRunnerState, ForgeView, GroupContext, GroupKey, ReconcileTrigger,
-    RemoveOutcome, RunnerCredentials, RunnerExit, RunnerRef,
+    ClusterRefs, ForgeFacts, ForgeRunnerState, ForgeView, GroupContext, GroupKey, OutboundUrl,
+    ReconcileTrigger, RemoveOutcome, RunnerCredentials, RunnerExit, RunnerRef,
 };
 use forgerunner_core::metrics::Metrics;
 use forgerunner_core::validate::SpecViolation;
@@ -254,6 +254,23 @@ impl Forge for GithubForge {
             ca_bundle_config_map: spec.github.as_ref().and_then(|g| g.ca_bundle_config_map.clone()),
             webhook_secret: None,
         }
+    }
+
+    fn outbound_urls(&self, spec: &RunnerGroupSpec) -> Vec<OutboundUrl> {
+        let Some(gh) = spec.github.as_ref() else {
+            return Vec::new();
+        };
+        // The API host (api.github.com for github.com, the same host for GHES) follows from
+        // configUrl; the Actions service URL comes from GitHub's own answer.
+        let mut urls = vec![OutboundUrl {
+            field: "spec.github.configUrl",
+            url: gh.config_url.clone(),
+        }];
+        urls.extend(gh.proxy_url.iter().map(|p| OutboundUrl {
+            field: "spec.github.proxyUrl",
+            url: p.clone(),
+        }));
+        urls
     }
 
     fn resync_interval(&self, _spec: &RunnerGroupSpec) -> std::time::Duration {

@@ -72,6 +72,8 @@ pub struct OperatorSettings {
     pub pod_name: String,
     /// Leader election on (needs a lease namespace; the world uses `default`).
     pub leader_election: bool,
+    /// Extra environment, e.g. `FORGERUNNER_FORGE_HOSTS_ALLOWED`.
+    pub env: Vec<(String, String)>,
 }
 
 impl Default for OperatorSettings {
@@ -81,6 +83,7 @@ impl Default for OperatorSettings {
             log_level: "info".into(),
             pod_name: "forgerunner-0".into(),
             leader_election: false,
+            env: Vec::new(),
         }
     }
 }
@@ -126,6 +129,7 @@ impl OperatorProcess {
                 "FORGERUNNER_LEADER_ELECTION_ENABLED",
                 settings.leader_election.to_string(),
             )
+            .envs(settings.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .env_remove("RUST_LOG")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

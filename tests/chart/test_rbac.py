@@ -5,18 +5,19 @@ from conftest import find, one
 
 NS = chartlib.NAMESPACE
 
-# (apiGroup, resource) → verbs, from the agreed contract; nothing more may be granted.
+# (apiGroup, resource) → verbs the operator uses (crates/operator/tests/rbac_coverage.rs checks
+# the same rules against what the operator really sends); nothing more may be granted.
 NAMESPACED_RULES = {
-    ("forgerunner.dev", "runnergroups"): {"get", "list", "watch", "patch", "update"},
-    ("forgerunner.dev", "runnergroups/status"): {"patch", "update"},
+    ("forgerunner.dev", "runnergroups"): {"list", "watch", "patch"},
+    ("forgerunner.dev", "runnergroups/status"): {"patch"},
     ("forgerunner.dev", "runnergroups/finalizers"): {"update"},
     ("batch", "jobs"): {"get", "list", "watch", "create", "delete", "patch"},
-    ("", "pods"): {"get", "list", "watch", "create", "delete"},
+    ("", "pods"): {"get", "list", "create", "delete"},
     ("", "pods/exec"): {"get", "create"},
     ("", "pods/log"): {"get", "list", "watch"},
     ("", "secrets"): {"get", "list", "create", "delete"},
     ("", "configmaps"): {"get"},
-    ("", "events"): {"create", "patch", "list"},
+    ("", "events"): {"list"},
     ("events.k8s.io", "events"): {"create", "patch"},
     ("", "serviceaccounts"): {"create", "patch"},
     ("rbac.authorization.k8s.io", "roles"): {"create", "patch"},
@@ -24,18 +25,17 @@ NAMESPACED_RULES = {
 }
 # Without rbac.runnerContainerHooks: no runner RBAC objects, and none of the hooks' permissions.
 WITHOUT_HOOKS = {
-    ("forgerunner.dev", "runnergroups"): {"get", "list", "watch", "patch", "update"},
-    ("forgerunner.dev", "runnergroups/status"): {"patch", "update"},
+    ("forgerunner.dev", "runnergroups"): {"list", "watch", "patch"},
+    ("forgerunner.dev", "runnergroups/status"): {"patch"},
     ("forgerunner.dev", "runnergroups/finalizers"): {"update"},
     ("batch", "jobs"): {"get", "list", "watch", "create", "delete", "patch"},
-    ("", "pods"): {"get", "list", "watch"},
-    ("", "secrets"): {"get", "create", "delete"},
+    ("", "pods"): {"list"},
+    ("", "secrets"): {"get", "create"},
     ("", "configmaps"): {"get"},
-    ("", "events"): {"create", "patch", "list"},
+    ("", "events"): {"list"},
     ("events.k8s.io", "events"): {"create", "patch"},
 }
-CRD_RULE = {("apiextensions.k8s.io", "customresourcedefinitions"): {"get"}}
-LEASE_RULE = {("coordination.k8s.io", "leases"): {"get", "create", "update", "patch"}}
+LEASE_RULE = {("coordination.k8s.io", "leases"): {"get", "create", "update"}}
 
 
 def grants(role):
@@ -56,9 +56,7 @@ def bound_subject(binding):
 def test_cluster_mode_grants_the_contract_rules(render):
     objects = render()
     role = one(objects, "ClusterRole", "forgerunner")
-    assert grants(role) == {**NAMESPACED_RULES, **CRD_RULE}
-    crd_rule = next(r for r in role["rules"] if r["apiGroups"] == ["apiextensions.k8s.io"])
-    assert crd_rule["resourceNames"] == ["runnergroups.forgerunner.dev"]
+    assert grants(role) == NAMESPACED_RULES
     binding = one(objects, "ClusterRoleBinding", "forgerunner")
     assert binding["roleRef"]["name"] == "forgerunner"
     assert bound_subject(binding) == ("ServiceAccount", "forgerunner", NS)
@@ -68,7 +66,7 @@ def test_cluster_mode_grants_the_contract_rules(render):
 
 def test_runner_container_hooks_rules_can_be_turned_off(render):
     objects = render({"rbac": {"runnerContainerHooks": False}})
-    assert grants(one(objects, "ClusterRole", "forgerunner")) == {**WITHOUT_HOOKS, **CRD_RULE}
+    assert grants(one(objects, "ClusterRole", "forgerunner")) == WITHOUT_HOOKS
 
 
 def test_no_wildcards_anywhere(render):
@@ -87,12 +85,9 @@ def test_namespaced_mode_grants_roles_per_namespace(render):
         binding = one(objects, "RoleBinding", "forgerunner", ns)
         assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "forgerunner"}
         assert bound_subject(binding) == ("ServiceAccount", "forgerunner", NS)
-    # The only cluster-wide grant left is reading the CRD object itself.
-    (cluster_role,) = find(objects, "ClusterRole")
-    assert grants(cluster_role) == CRD_RULE
-    assert cluster_role["metadata"]["name"] == "forgerunner-crd"
-    (cluster_binding,) = find(objects, "ClusterRoleBinding")
-    assert cluster_binding["roleRef"]["name"] == "forgerunner-crd"
+    # Nothing is granted cluster-wide: the start-up check lists RunnerGroups in a watched namespace.
+    assert find(objects, "ClusterRole") == []
+    assert find(objects, "ClusterRoleBinding") == []
 
 
 def test_leader_election_role_lives_in_the_release_namespace(render):

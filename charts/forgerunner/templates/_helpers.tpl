@@ -110,14 +110,14 @@ RBAC rules for namespaced resources, shared by the ClusterRole (all namespaces) 
 per-namespace Roles. Each rule says why the operator needs it; verbs are the minimum.
 */}}
 {{- define "forgerunner.namespacedRules" -}}
-# Watch RunnerGroups, and patch/update them to add and remove the forgerunner.dev/cleanup finalizer.
+# Watch RunnerGroups; add and remove the forgerunner.dev/cleanup finalizer with patches.
 - apiGroups: ["forgerunner.dev"]
   resources: ["runnergroups"]
-  verbs: ["get", "list", "watch", "patch", "update"]
+  verbs: ["list", "watch", "patch"]
 # Write observed state (conditions, runner counts) with server-side apply.
 - apiGroups: ["forgerunner.dev"]
   resources: ["runnergroups/status"]
-  verbs: ["patch", "update"]
+  verbs: ["patch"]
 # Set ownerReferences with blockOwnerDeletion on runner Jobs (OwnerReferencesPermissionEnforcement).
 - apiGroups: ["forgerunner.dev"]
   resources: ["runnergroups/finalizers"]
@@ -126,23 +126,24 @@ per-namespace Roles. Each rule says why the operator needs it; verbs are the min
 - apiGroups: ["batch"]
   resources: ["jobs"]
   verbs: ["get", "list", "watch", "create", "delete", "patch"]
-# Read runner pod phases, waiting reasons and exit codes to tell idle, busy, stuck and failed
-# runners apart.
+# List runner pods for their phases, waiting reasons and exit codes (idle, busy, stuck, failed).
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["get", "list", "watch"]
+  verbs: ["list"]
 # Read forge credentials (and, once after a restart, whether a pending runner has its Secret);
-# create and delete the per-runner Secret (JIT config / registration token).
+# create the per-runner Secret (JIT config / registration token; owned by the Job, so it goes
+# with it).
 - apiGroups: [""]
   resources: ["secrets"]
-  verbs: ["get", "create", "delete"]
+  verbs: ["get", "create"]
 # Read the Job controller's FailedCreate Events (a quota or admission refusing a runner pod).
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["list"]
 {{- if .Values.rbac.runnerContainerHooks }}
 # containerMode kubernetes / kubernetes-novolume (GitHub): the ServiceAccount, Role and
-# RoleBinding each such group's runners run as, applied server-side and owned by the group.
+# RoleBinding each such group's runners run as, applied server-side (create when new, patch
+# after) and owned by the group.
 - apiGroups: [""]
   resources: ["serviceaccounts"]
   verbs: ["create", "patch"]
@@ -151,10 +152,11 @@ per-namespace Roles. Each rule says why the operator needs it; verbs are the min
   resources: ["roles", "rolebindings"]
   verbs: ["create", "patch"]
 # Kubernetes only lets the operator grant what it holds itself: the runner container hooks'
-# own permissions (they start job pods, exec into them, read their logs, pass Secrets).
+# own permissions (they start, read and delete job pods, exec into them, read their logs,
+# pass job secrets through Secrets they create, list and delete).
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["create", "delete"]
+  verbs: ["get", "create", "delete"]
 # (the hooks exec into the job pod)
 - apiGroups: [""]
   resources: ["pods/exec"]
@@ -166,14 +168,15 @@ per-namespace Roles. Each rule says why the operator needs it; verbs are the min
 # (the hooks pass job secrets through Secrets they list and clean up)
 - apiGroups: [""]
   resources: ["secrets"]
-  verbs: ["list"]
+  verbs: ["list", "delete"]
 {{- end }}
-# Read the CA bundle ConfigMap a GitHub RunnerGroup may name (spec.github.caBundleConfigMap).
+# Read the CA bundle ConfigMap a RunnerGroup may name (spec.<forge>.caBundleConfigMap).
 - apiGroups: [""]
   resources: ["configmaps"]
   verbs: ["get"]
-# Report condition transitions as Events on the RunnerGroup.
-- apiGroups: ["", "events.k8s.io"]
+# Report condition transitions as Events on the RunnerGroup (events.k8s.io/v1; a repeated
+# Event is patched into a series).
+- apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]
 {{- end }}

@@ -1,17 +1,22 @@
-//! Issue 6: the RBAC rules the Helm chart grants with default values cover every call the
-//! operator makes.
+//! Issues 6 and 14: the RBAC rules the Helm chart grants with default values are exactly what
+//! the operator uses, checked both ways.
 //!
-//! The real binary runs a whole life cycle against the world: leader election, a GitHub and a
-//! Gitea group, jobs on both, a signed Gitea webhook (the webhook Secret read), deletion of both
-//! groups through the finalizer, and a graceful stop (lease release). The fake API server
-//! records every request with its User-Agent (`forgerunner/<version>`); each request the
-//! operator sent must be allowed by a Role or ClusterRole the chart binds to its ServiceAccount.
+//! The real binary runs a whole life cycle against the world: leader election, a GitHub group in
+//! `containerMode: kubernetes` and a Gitea group, jobs on both, a signed Gitea webhook (the
+//! webhook Secret read), deletion of both groups through the finalizer, and a graceful stop
+//! (lease release). The fake API server records every request with its User-Agent
+//! (`forgerunner/<version>`):
+//! - each request the operator sent must be allowed by a Role or ClusterRole the chart binds to
+//!   its ServiceAccount;
+//! - each verb the chart grants must be used: by a request of the run, by the rules of the Role
+//!   the operator created for the runner container hooks (Kubernetes only lets it grant what it
+//!   holds), or by a path the run cannot reach, listed in [`UNREACHED`] with the code using it.
 #![cfg(all(feature = "github", feature = "gitea"))]
 
 #[allow(dead_code)]
 mod common;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use common::chart;
@@ -34,6 +39,60 @@ const OPERATOR_NS: &str = "default";
 const DEADLINE: Duration = Duration::from_secs(180);
 const WEBHOOK_SECRET: &str = "rbac-hook-secret";
 const JOBS_PER_FORGE: usize = 3;
+
+/// Verbs the chart grants for calls this run cannot make, each with the code that needs it.
+/// (group, resource, verb, why).
+const UNREACHED: &[(&str, &str, &str, &str)] = &[
+    (
+        "forgerunner.dev",
+        "runnergroups/finalizers",
+        "update",
+        "admission (OwnerReferencesPermissionEnforcement) checks it when runner Jobs are created \
+         with the group's controller owner reference, which sets blockOwnerDeletion \
+         (crates/core/src/runner_job.rs group_owner_reference); the fake runs no admission plugin",
+    ),
+    (
+        "",
+        "configmaps",
+        "get",
+        "reading the CA bundle a group names (crates/core/src/reconcile/pipeline.rs group_context); \
+         the fakes serve plain HTTP, so no group here names one",
+    ),
+    (
+        "",
+        "events",
+        "list",
+        "reading the Job controller's FailedCreate Events of runners pending too long \
+         (crates/core/src/reconcile/startup_check.rs failed_create_messages); every runner here \
+         starts at once",
+    ),
+    (
+        "events.k8s.io",
+        "events",
+        "patch",
+        "kube's Recorder patches an Event into a series when it repeats \
+         (crates/core/src/reconcile/events.rs publish); a run may not repeat one",
+    ),
+    (
+        "",
+        "serviceaccounts",
+        "create",
+        "server-side apply of the hooks' ServiceAccount (crates/core/src/reconcile/runner_rbac.rs) \
+         is authorized as create when the object is new; the fake checks no verbs",
+    ),
+    (
+        "rbac.authorization.k8s.io",
+        "roles",
+        "create",
+        "as for serviceaccounts: the hooks' Role applied server-side (runner_rbac.rs)",
+    ),
+    (
+        "rbac.authorization.k8s.io",
+        "rolebindings",
+        "create",
+        "as for serviceaccounts: the hooks' RoleBinding applied server-side (runner_rbac.rs)",
+    ),
+];
 
 // ---------------------------------------------------------------------------------------------
 // What the chart grants.
@@ -180,8 +239,9 @@ fn chart_grants(objects: &[serde_json::Value]) -> Vec<Grant> {
 // ---------------------------------------------------------------------------------------------
 // The operator's life cycle.
 
-/// Runs groups, jobs, a webhook and group deletion, then stops the operator gracefully.
-async fn exercise_operator(world: &World) {
+/// Runs groups, jobs, a webhook and group deletion, then stops the operator gracefully; returns
+/// the rules of the Role the operator created for the runner container hooks.
+async fn exercise_operator(world: &World) -> Vec<PolicyRule> {
     let settings = OperatorSettings {
         leader_election: true,
         ..OperatorSettings::default()
@@ -264,7 +324,7 @@ async fn exercise_operator(world: &World) {
         "{role:?}"
     );
     assert_eq!(
-        role.metadata.owner_references.expect("owned")[0].kind,
+        role.metadata.owner_references.as_ref().expect("owned")[0].kind,
         "RunnerGroup",
         "owned by the group, so it goes with it"
     );
@@ -298,6 +358,22 @@ async fn exercise_operator(world: &World) {
     }
     // A graceful stop releases the lease: that call must be allowed too.
     op.stop(Duration::from_secs(20));
+    role.rules.unwrap_or_default()
+}
+
+/// Every (group, resource, verb) a rule names.
+fn triples(rules: &[PolicyRule]) -> BTreeSet<(String, String, String)> {
+    let mut out = BTreeSet::new();
+    for rule in rules {
+        for group in rule.api_groups.iter().flatten() {
+            for resource in rule.resources.iter().flatten() {
+                for verb in &rule.verbs {
+                    out.insert((group.clone(), resource.clone(), verb.clone()));
+                }
+            }
+        }
+    }
+    out
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -309,7 +385,7 @@ async fn chart_rbac_covers_every_call_the_operator_makes() {
 
     let world = World::start(WorldOptions::default()).await.expect("world starts");
     world.create_namespace(NS).await.expect("namespace");
-    exercise_operator(&world).await;
+    let hooks_rules = exercise_operator(&world).await;
 
     let log = world.api.requests();
     let footprint = log.rbac_footprint("forgerunner/");
@@ -380,5 +456,33 @@ async fn chart_rbac_covers_every_call_the_operator_makes() {
             .map(|(k, n)| format!("  {k} ×{n}"))
             .collect::<Vec<_>>()
             .join("\n")
+    );
+
+    // The other way: every verb the chart grants is used, or reached only off this run's paths.
+    let mut needed: BTreeSet<(String, String, String)> = footprint
+        .iter()
+        .map(|(g, r, v)| (g.clone(), r.clone(), v.as_str().to_owned()))
+        .collect();
+    // Creating the hooks' Role needs every permission in it (RBAC escalation prevention).
+    needed.extend(triples(&hooks_rules));
+    let granted = triples(&grants.iter().map(|g| g.rule.clone()).collect::<Vec<_>>());
+    for (g, r, v, why) in UNREACHED {
+        let entry = ((*g).to_owned(), (*r).to_owned(), (*v).to_owned());
+        assert!(
+            granted.contains(&entry),
+            "UNREACHED lists {v} {}/{r}, which the chart no longer grants: drop it ({why})",
+            group_name(g)
+        );
+        needed.insert(entry);
+    }
+    let unused: Vec<String> = granted
+        .difference(&needed)
+        .map(|(g, r, v)| format!("  {v} {}/{r}", group_name(g)))
+        .collect();
+    assert!(
+        unused.is_empty(),
+        "the chart grants verbs the operator never used (remove them, or list the code path \
+         in UNREACHED):\n{}",
+        unused.join("\n")
     );
 }

@@ -1,8 +1,22 @@
 //! What the forge backends' HTTP clients share: trusting a group's extra CA bundle and sending
-//! through its proxy (`caBundleConfigMap`, `proxyUrl`).
+//! through its proxy (`caBundleConfigMap`, `proxyUrl`), reading bodies with a size cap,
+//! bounding paged listings, clamping `Retry-After` and describing transport failures without
+//! the request URL.
 //!
 //! Its own crate because `core` knows no HTTP and forge crates never import each other, yet the
-//! GitHub, Gitea and Forgejo clients must treat these two settings the same way.
+//! GitHub, Gitea and Forgejo clients must treat these settings and limits the same way.
+
+pub mod body;
+pub mod listing;
+pub mod retry_after;
+#[cfg(any(test, feature = "testing"))]
+pub mod test_server;
+pub mod transport;
+
+pub use body::{BodyError, ByteSize, read_capped};
+pub use listing::{ListingBudget, ListingError, ListingLimits};
+pub use retry_after::{MAX_RETRY_AFTER, retry_after_secs};
+pub use transport::{TransportFailure, TransportKind};
 
 /// Why the trust settings cannot be applied to a client.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

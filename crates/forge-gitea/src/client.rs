@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use forgerunner_core::forge::SecretValue;
 use forgerunner_core::metrics::{ForgeRequestLabels, Metrics, Outcome};
-use forgerunner_http::TrustError;
-use reqwest::header::{ACCEPT, AUTHORIZATION, HeaderMap, RETRY_AFTER};
+use forgerunner_http::{BodyError, ListingBudget, ListingError, ListingLimits, TransportFailure, TrustError};
+use reqwest::header::{ACCEPT, AUTHORIZATION, HeaderMap};
 use reqwest::{Method, StatusCode};
 use serde::de::DeserializeOwned;
 use url::Url;
@@ -22,8 +22,13 @@ use crate::types::{
 
 /// Page size for every list (Gitea caps `limit` at 50 by default).
 pub const PAGE_LIMIT: u32 = 50;
-/// Stop paging after this many pages even if `total_count` says more (a misbehaving server).
-const MAX_PAGES: u32 = 400;
+/// Largest body of one list page: 50 items take tens of KiB, so only a hostile or broken
+/// server comes near it.
+const MAX_PAGE_BYTES: usize = 4 * 1024 * 1024;
+/// Largest body of any other answer (version, user, token, delete): a handful of fields.
+const MAX_SMALL_BYTES: usize = 64 * 1024;
+/// Wait assumed when a 429 names none (or an unreadable one).
+const DEFAULT_RETRY_AFTER_SECS: u64 = 10;
 
 /// Tunables of the HTTP client; the defaults suit production.
 #[derive(Clone, Debug)]
@@ -103,6 +108,13 @@ impl Operation {
     fn writes(self) -> bool {
         matches!(self, Operation::RegistrationToken | Operation::DeleteRunner)
     }
+
+    fn body_cap(self) -> usize {
+        match self {
+            Operation::ListJobs | Operation::ListRunners => MAX_PAGE_BYTES,
+            _ => MAX_SMALL_BYTES,
+        }
+    }
 }
 
 /// Result of deleting a runner.
@@ -133,20 +145,22 @@ impl std::fmt::Debug for GiteaClient {
     }
 }
 
-/// Parses `Retry-After` (seconds or an HTTP date); missing or odd values mean 10 s.
+/// `Retry-After` in seconds, clamped by the shared parser; missing or odd values mean 10 s.
 fn retry_after(headers: &HeaderMap) -> u64 {
-    let Some(v) = headers.get(RETRY_AFTER).and_then(|v| v.to_str().ok()) else {
-        return 10;
-    };
-    if let Ok(s) = v.trim().parse::<u64>() {
-        return s.min(3600);
+    forgerunner_http::retry_after_secs(headers).unwrap_or(DEFAULT_RETRY_AFTER_SECS)
+}
+
+fn transport_error(op: Operation, failure: &TransportFailure) -> GiteaError {
+    GiteaError::Transport {
+        operation: op.as_str(),
+        detail: failure.to_string(),
     }
-    match jiff::fmt::rfc2822::parse(v.trim()) {
-        Ok(at) => {
-            let secs = at.timestamp().as_second() - jiff::Timestamp::now().as_second();
-            secs.clamp(0, 3600) as u64
-        }
-        Err(_) => 10,
+}
+
+fn listing_error(op: Operation, e: ListingError) -> GiteaError {
+    GiteaError::TooLarge {
+        operation: op.words(),
+        what: e.to_string(),
     }
 }
 
@@ -255,14 +269,7 @@ impl GiteaClient {
         let resp = match sent {
             Ok(r) => r,
             Err(e) => {
-                let err = GiteaError::Transport {
-                    operation: op.as_str(),
-                    detail: if e.is_timeout() {
-                        "timed out".to_string()
-                    } else {
-                        e.without_url().to_string()
-                    },
-                };
+                let err = transport_error(op, &TransportFailure::from_reqwest(&e));
                 self.observe(op, err.outcome(), started);
                 return Err(err);
             }
@@ -270,16 +277,13 @@ impl GiteaClient {
         let status = resp.status();
         let headers = resp.headers().clone();
         let result = if status.is_success() {
-            match resp.bytes().await {
+            match forgerunner_http::read_capped(resp, op.body_cap()).await {
                 Ok(body) => decode(&body).ok_or(GiteaError::BadResponse(op.as_str())),
-                Err(e) => Err(GiteaError::Transport {
-                    operation: op.as_str(),
-                    detail: if e.is_timeout() {
-                        "timed out reading the body".to_string()
-                    } else {
-                        e.without_url().to_string()
-                    },
+                Err(e @ BodyError::TooLarge { .. }) => Err(GiteaError::TooLarge {
+                    operation: op.words(),
+                    what: e.to_string(),
                 }),
+                Err(BodyError::Read(f)) => Err(transport_error(op, &f)),
             }
         } else {
             Err(match status {
@@ -354,6 +358,19 @@ impl GiteaClient {
             .map(|(v, _)| v)
     }
 
+    /// One list page and the size of its body, which the listing's budget counts.
+    async fn get_page<T: DeserializeOwned>(
+        &self,
+        op: Operation,
+        url: Url,
+        scope: &Scope,
+    ) -> Result<(T, usize), GiteaError> {
+        let decode = |b: &[u8]| serde_json::from_slice::<T>(b).ok().map(|v| (v, b.len()));
+        self.request(op, Method::GET, url, Some(scope), &decode)
+            .await
+            .map(|(v, _)| v)
+    }
+
     /// The server's version string (`GET /version`).
     pub async fn version(&self) -> Result<String, GiteaError> {
         let v: ServerVersion = self
@@ -372,18 +389,23 @@ impl GiteaClient {
 
     /// Every job at `scope` whose status is one of `statuses` (API words, OR-ed), across all
     /// pages, deduplicated by id. Pages until the items seen reach `total_count`, since
-    /// Gitea 1.25/1.26 set no order and may cap `limit` lower than asked.
+    /// Gitea 1.25/1.26 set no order and may cap `limit` lower than asked. A listing over
+    /// [`ListingLimits::FORGE_DEFAULT`] fails whole (see [`ListingBudget`] for why).
     pub async fn list_jobs(&self, scope: &Scope, statuses: &[&str]) -> Result<Vec<WorkflowJob>, GiteaError> {
+        let op = Operation::ListJobs;
+        let mut budget = ListingBudget::new(ListingLimits::FORGE_DEFAULT);
         let mut by_id = BTreeMap::new();
         let mut seen = 0i64;
-        for page in 1..=MAX_PAGES {
+        loop {
+            let page = budget.next_page().map_err(|e| listing_error(op, e))?;
             let mut query: Vec<(&str, String)> = statuses.iter().map(|s| ("status", s.to_string())).collect();
             query.push(("page", page.to_string()));
             query.push(("limit", PAGE_LIMIT.to_string()));
             let url = self.url(&scope.jobs_path(), &query);
-            let body: WorkflowJobsPage = self.get_json(Operation::ListJobs, url, Some(scope)).await?;
-            let n = body.jobs.len() as i64;
-            seen += n;
+            let (body, bytes): (WorkflowJobsPage, usize) = self.get_page(op, url, scope).await?;
+            let n = body.jobs.len();
+            budget.charge(n, bytes).map_err(|e| listing_error(op, e))?;
+            seen += n as i64;
             for j in body.jobs {
                 by_id.insert(j.id, j);
             }
@@ -394,16 +416,20 @@ impl GiteaClient {
         Ok(by_id.into_values().collect())
     }
 
-    /// Every runner registered at `scope`, across pages.
+    /// Every runner registered at `scope`, across pages, within the same limits as jobs.
     pub async fn list_runners(&self, scope: &Scope) -> Result<Vec<Runner>, GiteaError> {
+        let op = Operation::ListRunners;
+        let mut budget = ListingBudget::new(ListingLimits::FORGE_DEFAULT);
         let mut by_id = BTreeMap::new();
         let mut seen = 0i64;
-        for page in 1..=MAX_PAGES {
+        loop {
+            let page = budget.next_page().map_err(|e| listing_error(op, e))?;
             let query = [("page", page.to_string()), ("limit", PAGE_LIMIT.to_string())];
             let url = self.url(&scope.runners_path(), &query);
-            let body: RunnersPage = self.get_json(Operation::ListRunners, url, Some(scope)).await?;
-            let n = body.runners.len() as i64;
-            seen += n;
+            let (body, bytes): (RunnersPage, usize) = self.get_page(op, url, scope).await?;
+            let n = body.runners.len();
+            budget.charge(n, bytes).map_err(|e| listing_error(op, e))?;
+            seen += n as i64;
             for r in body.runners {
                 by_id.insert(r.id, r);
             }
@@ -453,51 +479,4 @@ impl GiteaClient {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn urls_keep_subpaths_and_escape_segments() {
-        let c = GiteaClient::new(
-            "https://git.example.com/sub/",
-            SecretValue::new("t"),
-            Arc::new(Metrics::default()),
-            ClientOptions::default(),
-        )
-        .unwrap();
-        let u = c.url(
-            &["repos", "a b", "r", "actions", "jobs"],
-            &[("status", "queued".into())],
-        );
-        assert_eq!(
-            u.as_str(),
-            "https://git.example.com/sub/api/v1/repos/a%20b/r/actions/jobs?status=queued"
-        );
-        assert!(format!("{c:?}").contains("git.example.com"));
-    }
-
-    #[test]
-    fn rejects_bad_urls() {
-        for bad in ["", "gitea.local", "ftp://x", "mailto:a@b"] {
-            let r = GiteaClient::new(
-                bad,
-                SecretValue::new("t"),
-                Arc::default(),
-                ClientOptions::default(),
-            );
-            assert!(matches!(r, Err(GiteaError::Spec(_))), "{bad}");
-        }
-    }
-
-    #[test]
-    fn retry_after_forms() {
-        let mut h = HeaderMap::new();
-        assert_eq!(retry_after(&h), 10);
-        h.insert(RETRY_AFTER, "7".parse().unwrap());
-        assert_eq!(retry_after(&h), 7);
-        h.insert(RETRY_AFTER, "Wed, 21 Oct 2015 07:28:00 GMT".parse().unwrap());
-        assert_eq!(retry_after(&h), 0);
-        h.insert(RETRY_AFTER, "soon".parse().unwrap());
-        assert_eq!(retry_after(&h), 10);
-    }
-}
+mod tests;

@@ -43,12 +43,20 @@ pub enum GiteaError {
     Transport {
         /// The operation.
         operation: &'static str,
-        /// What failed (no secrets: reqwest errors carry no headers).
+        /// What failed: kind, origin and causes, never the URL's path or query.
         detail: String,
     },
     /// A 2xx body that does not decode.
     #[error("Gitea sent a malformed response to {0}")]
     BadResponse(&'static str),
+    /// A body or a paged listing over its cap; refused whole, never truncated.
+    #[error("Gitea returned a response too large to {operation}: {what}")]
+    TooLarge {
+        /// The operation, in words.
+        operation: &'static str,
+        /// Which cap it passed (never the body).
+        what: String,
+    },
     /// The server version cannot be used.
     #[error(transparent)]
     Version(#[from] VersionError),
@@ -85,12 +93,13 @@ impl GiteaError {
             GiteaError::RateLimited(_) => Outcome::RateLimited,
             GiteaError::Server(..) => Outcome::ServerError,
             GiteaError::Transport { .. } => Outcome::Transport,
-            GiteaError::BadResponse(_) => Outcome::BadResponse,
+            GiteaError::BadResponse(_) | GiteaError::TooLarge { .. } => Outcome::BadResponse,
             _ => Outcome::ClientError,
         }
     }
 
-    /// Whether a retry of the same request may succeed soon.
+    /// Whether a retry of the same request may succeed soon. An over-cap answer is not: the
+    /// same server would send it again, and each retry costs a cap's worth of download.
     pub fn is_transient(&self) -> bool {
         matches!(
             self,
@@ -110,9 +119,10 @@ impl From<GiteaError> for ForgeError {
             GiteaError::RateLimited(s) => ForgeError::RateLimited {
                 retry_after_seconds: s,
             },
-            GiteaError::Server(..) | GiteaError::Transport { .. } | GiteaError::BadResponse(_) => {
-                ForgeError::Unavailable(msg)
-            }
+            GiteaError::Server(..)
+            | GiteaError::Transport { .. }
+            | GiteaError::BadResponse(_)
+            | GiteaError::TooLarge { .. } => ForgeError::Unavailable(msg),
             GiteaError::Rejected(..)
             | GiteaError::Version(_)
             | GiteaError::Label(_)

@@ -62,3 +62,55 @@ pub async fn serve_huge(announce_length: bool) -> (u16, JoinHandle<usize>) {
     });
     (port, task)
 }
+
+/// What [`serve_json`]'s handler answers: extra headers and a JSON body (status 200).
+pub type JsonReply = (Vec<(String, String)>, String);
+
+/// Serves every connection on 127.0.0.1 (port 0), one request each (`connection: close`):
+/// `handler` gets the request target (path and query) and returns the reply. The counter
+/// counts requests served; the server lives as long as the runtime.
+pub async fn serve_json<F>(handler: F) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>)
+where
+    F: Fn(&str) -> JsonReply + Send + Sync + 'static,
+{
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind a local port");
+    let port = listener.local_addr().expect("local address").port();
+    let served = Arc::new(AtomicUsize::new(0));
+    let handler = Arc::new(handler);
+    let counter = served.clone();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let handler = handler.clone();
+            let counter = counter.clone();
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match socket.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let text = String::from_utf8_lossy(&head);
+                let target = text.split_whitespace().nth(1).unwrap_or("/").to_string();
+                let (headers, body) = handler(&target);
+                counter.fetch_add(1, Ordering::SeqCst);
+                let mut out = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: {}\r\n",
+                    body.len()
+                );
+                for (k, v) in headers {
+                    out.push_str(&format!("{k}: {v}\r\n"));
+                }
+                out.push_str("\r\n");
+                out.push_str(&body);
+                let _ = socket.write_all(out.as_bytes()).await;
+                let _ = socket.shutdown().await;
+            });
+        }
+    });
+    (port, served)
+}

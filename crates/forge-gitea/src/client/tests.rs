@@ -1,0 +1,142 @@
+use std::sync::atomic::Ordering;
+
+use forgerunner_http::test_server::{HUGE, serve_huge, serve_json};
+use reqwest::header::RETRY_AFTER;
+
+use super::*;
+
+#[test]
+fn urls_keep_subpaths_and_escape_segments() {
+    let c = GiteaClient::new(
+        "https://git.example.com/sub/",
+        SecretValue::new("t"),
+        Arc::new(Metrics::default()),
+        ClientOptions::default(),
+    )
+    .unwrap();
+    let u = c.url(
+        &["repos", "a b", "r", "actions", "jobs"],
+        &[("status", "queued".into())],
+    );
+    assert_eq!(
+        u.as_str(),
+        "https://git.example.com/sub/api/v1/repos/a%20b/r/actions/jobs?status=queued"
+    );
+    assert!(format!("{c:?}").contains("git.example.com"));
+}
+
+#[test]
+fn rejects_bad_urls() {
+    for bad in ["", "gitea.local", "ftp://x", "mailto:a@b"] {
+        let r = GiteaClient::new(
+            bad,
+            SecretValue::new("t"),
+            Arc::default(),
+            ClientOptions::default(),
+        );
+        assert!(matches!(r, Err(GiteaError::Spec(_))), "{bad}");
+    }
+}
+
+#[test]
+fn retry_after_forms() {
+    let mut h = HeaderMap::new();
+    assert_eq!(retry_after(&h), 10);
+    h.insert(RETRY_AFTER, "7".parse().unwrap());
+    assert_eq!(retry_after(&h), 7);
+    h.insert(RETRY_AFTER, "Wed, 21 Oct 2015 07:28:00 GMT".parse().unwrap());
+    assert_eq!(retry_after(&h), 0);
+    h.insert(RETRY_AFTER, "soon".parse().unwrap());
+    assert_eq!(retry_after(&h), 10);
+}
+
+fn local(port: u16) -> GiteaClient {
+    let opts = ClientOptions {
+        backoff: Duration::from_millis(1),
+        ..ClientOptions::default()
+    };
+    GiteaClient::new(
+        &format!("http://127.0.0.1:{port}"),
+        SecretValue::new("t"),
+        Arc::default(),
+        opts,
+    )
+    .unwrap()
+}
+
+fn org() -> Scope {
+    Scope::Org("acme".into())
+}
+
+#[test]
+fn retry_after_is_clamped() {
+    let mut h = HeaderMap::new();
+    h.insert(RETRY_AFTER, "999999".parse().unwrap());
+    assert_eq!(retry_after(&h), 3600);
+}
+
+#[tokio::test]
+async fn a_huge_page_is_refused_without_reading_it() {
+    for announce_length in [true, false] {
+        let (port, server) = serve_huge(announce_length).await;
+        let err = local(port).list_jobs(&org(), &["queued"]).await.unwrap_err();
+        assert!(matches!(err, GiteaError::TooLarge { .. }), "{err:?}");
+        assert_eq!(
+            err.to_string(),
+            "Gitea returned a response too large to list Actions jobs: the response body is larger than 4 MiB"
+        );
+        let sent = tokio::time::timeout(Duration::from_secs(60), server)
+            .await
+            .expect("the server notices the client left")
+            .unwrap();
+        assert!(sent < 40 * 1024 * 1024, "{sent} of {HUGE} bytes went out");
+        let forge = forgerunner_core::ForgeError::from(err);
+        assert_eq!(
+            forge.category(),
+            forgerunner_core::error::ErrorCategory::ForgeUnavailable
+        );
+    }
+}
+
+/// A page of `n` jobs numbered from `first`, claiming far more exist.
+fn jobs_page(first: i64, n: i64) -> String {
+    let jobs: Vec<String> = (first..first + n)
+        .map(|id| format!(r#"{{"id":{id},"status":"queued","labels":["x"]}}"#))
+        .collect();
+    format!(r#"{{"jobs":[{}],"total_count":1000000000}}"#, jobs.join(","))
+}
+
+fn page_number(target: &str) -> i64 {
+    target
+        .split(['?', '&'])
+        .find_map(|kv| kv.strip_prefix("page="))
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(1)
+}
+
+#[tokio::test]
+async fn a_listing_that_never_ends_fails_whole() {
+    // One new job per page, for ever: the page cap ends it.
+    let (port, served) = serve_json(|target| (vec![], jobs_page(page_number(target), 1))).await;
+    let err = local(port).list_jobs(&org(), &["queued"]).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "Gitea returned a response too large to list Actions jobs: the listing did not end within 400 pages"
+    );
+    assert_eq!(served.load(Ordering::SeqCst), 400);
+}
+
+#[tokio::test]
+async fn a_listing_with_too_many_items_fails_whole() {
+    let (port, served) = serve_json(|target| {
+        let page = page_number(target);
+        (vec![], jobs_page(page * 1000, 50))
+    })
+    .await;
+    let err = local(port).list_jobs(&org(), &["queued"]).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "Gitea returned a response too large to list Actions jobs: the listing holds more than 10000 items"
+    );
+    assert_eq!(served.load(Ordering::SeqCst), 201);
+}

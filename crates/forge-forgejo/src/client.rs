@@ -1,22 +1,27 @@
 //! The Forgejo REST transport: URLs, `Authorization: token …`, timeouts, bounded retries on
-//! 5xx/transport/garbage, 429 `Retry-After`, status mapping and size-capped body reads. The
-//! endpoints themselves are in `requests`.
+//! 5xx/transport/garbage, 429 `Retry-After` (clamped), status mapping and size-capped body
+//! reads. The endpoints themselves are in `requests`.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use forgerunner_core::forge::SecretValue;
 use forgerunner_core::metrics::{ForgeRequestLabels, Metrics, Outcome};
-use forgerunner_http::TrustError;
-use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, RETRY_AFTER};
+use forgerunner_http::{BodyError, TransportFailure, TrustError};
+use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap};
 use reqwest::{Method, StatusCode};
 use url::Url;
 
 use crate::error::ForgejoError;
 use crate::scope::Scope;
 
-/// Largest response body read; Forgejo's job list is unpaged, but 4 MiB is thousands of jobs.
-pub const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
+/// Largest body of a job list or a runner page: the job list is unpaged, but 4 MiB is
+/// thousands of jobs.
+pub const MAX_LIST_BYTES: usize = 4 * 1024 * 1024;
+/// Largest body of any other answer (version, token, one runner): a handful of fields.
+pub const MAX_SMALL_BYTES: usize = 64 * 1024;
+/// Wait assumed when a 429 names none (or an unreadable one).
+const DEFAULT_RETRY_AFTER_SECS: u64 = 10;
 
 /// Tunables of the HTTP client; the defaults suit production.
 #[derive(Clone, Debug)]
@@ -93,6 +98,13 @@ impl Operation {
     fn writes(self) -> bool {
         matches!(self, Operation::CreateRunner | Operation::DeleteRunner)
     }
+
+    fn body_cap(self) -> usize {
+        match self {
+            Operation::ListJobs | Operation::ListRunners => MAX_LIST_BYTES,
+            _ => MAX_SMALL_BYTES,
+        }
+    }
 }
 
 /// Result of deleting a runner.
@@ -138,31 +150,15 @@ impl std::fmt::Debug for ForgejoClient {
     }
 }
 
-/// Parses `Retry-After` (seconds or an HTTP date); missing or odd values mean 10 s.
+/// `Retry-After` in seconds, clamped by the shared parser; missing or odd values mean 10 s.
 pub(crate) fn retry_after(headers: &HeaderMap) -> u64 {
-    let Some(v) = headers.get(RETRY_AFTER).and_then(|v| v.to_str().ok()) else {
-        return 10;
-    };
-    if let Ok(s) = v.trim().parse::<u64>() {
-        return s.min(3600);
-    }
-    match jiff::fmt::rfc2822::parse(v.trim()) {
-        Ok(at) => {
-            let secs = at.timestamp().as_second() - jiff::Timestamp::now().as_second();
-            secs.clamp(0, 3600) as u64
-        }
-        Err(_) => 10,
-    }
+    forgerunner_http::retry_after_secs(headers).unwrap_or(DEFAULT_RETRY_AFTER_SECS)
 }
 
-fn transport_error(op: Operation, e: reqwest::Error) -> ForgejoError {
+fn transport_error(op: Operation, failure: &TransportFailure) -> ForgejoError {
     ForgejoError::Transport {
         operation: op.as_str(),
-        detail: if e.is_timeout() {
-            "timed out".to_string()
-        } else {
-            e.without_url().to_string()
-        },
+        detail: failure.to_string(),
     }
 }
 
@@ -246,19 +242,17 @@ impl ForgejoClient {
         }
     }
 
-    /// Reads the body, refusing more than [`MAX_BODY_BYTES`].
-    async fn read_capped(op: Operation, mut resp: reqwest::Response) -> Result<Vec<u8>, ForgejoError> {
-        if resp.content_length().is_some_and(|n| n > MAX_BODY_BYTES as u64) {
-            return Err(ForgejoError::BadResponse(op.as_str()));
-        }
-        let mut body = Vec::new();
-        while let Some(chunk) = resp.chunk().await.map_err(|e| transport_error(op, e))? {
-            if body.len() + chunk.len() > MAX_BODY_BYTES {
-                return Err(ForgejoError::BadResponse(op.as_str()));
-            }
-            body.extend_from_slice(&chunk);
-        }
-        Ok(body)
+    /// Reads the body within the operation's cap.
+    async fn read_capped(op: Operation, resp: reqwest::Response) -> Result<Vec<u8>, ForgejoError> {
+        forgerunner_http::read_capped(resp, op.body_cap())
+            .await
+            .map_err(|e| match e {
+                BodyError::TooLarge { .. } => ForgejoError::TooLarge {
+                    operation: op.words(),
+                    what: e.to_string(),
+                },
+                BodyError::Read(f) => transport_error(op, &f),
+            })
     }
 
     fn status_error(&self, t: Target<'_>, status: StatusCode, headers: &HeaderMap) -> ForgejoError {
@@ -312,7 +306,7 @@ impl ForgejoClient {
             req = req.header(CONTENT_TYPE, "application/json").body(b.to_string());
         }
         let result = match req.send().await {
-            Err(e) => Err(transport_error(t.op, e)),
+            Err(e) => Err(transport_error(t.op, &TransportFailure::from_reqwest(&e))),
             Ok(resp) => {
                 let status = resp.status();
                 let headers = resp.headers().clone();
@@ -378,62 +372,4 @@ impl ForgejoClient {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn client(url: &str) -> Result<ForgejoClient, ForgejoError> {
-        ForgejoClient::new(
-            url,
-            SecretValue::new("t"),
-            Arc::default(),
-            ClientOptions::default(),
-            None,
-            None,
-        )
-    }
-
-    #[test]
-    fn urls_keep_subpaths_and_escape_segments_and_labels() {
-        let c = client("https://code.example.com/sub/").expect("client");
-        let u = c.url(
-            &["api", "v1"],
-            &["repos", "a b", "r", "actions", "runners", "jobs"],
-            &[("labels", "debian,self hosted".into())],
-        );
-        assert_eq!(
-            u.as_str(),
-            "https://code.example.com/sub/api/v1/repos/a%20b/r/actions/runners/jobs?labels=debian%2Cself+hosted"
-        );
-        let d = format!("{c:?}");
-        assert!(d.contains("code.example.com") && !d.contains("\"t\""), "{d}");
-    }
-
-    #[test]
-    fn rejects_bad_urls_and_proxies() {
-        for bad in ["", "forgejo.local", "ftp://x", "mailto:a@b"] {
-            assert!(matches!(client(bad), Err(ForgejoError::Spec(_))), "{bad}");
-        }
-        let proxied = ForgejoClient::new(
-            "https://x",
-            SecretValue::new("t"),
-            Arc::default(),
-            ClientOptions::default(),
-            None,
-            Some("http://proxy.internal:3128"),
-        );
-        assert!(proxied.is_ok());
-    }
-
-    #[test]
-    fn retry_after_forms() {
-        let mut h = HeaderMap::new();
-        assert_eq!(retry_after(&h), 10);
-        h.insert(RETRY_AFTER, reqwest::header::HeaderValue::from_static("7"));
-        assert_eq!(retry_after(&h), 7);
-        h.insert(
-            RETRY_AFTER,
-            reqwest::header::HeaderValue::from_static("Wed, 21 Oct 2015 07:28:00 GMT"),
-        );
-        assert_eq!(retry_after(&h), 0);
-    }
-}
+mod tests;

@@ -48,12 +48,20 @@ pub enum ForgejoError {
     Transport {
         /// The operation.
         operation: &'static str,
-        /// What failed (no secrets: reqwest errors carry no headers).
+        /// What failed: kind, origin and causes, never the URL's path or query.
         detail: String,
     },
-    /// A 2xx body that does not decode, or is larger than the cap.
+    /// A 2xx body that does not decode.
     #[error("Forgejo sent a malformed response to {0}")]
     BadResponse(&'static str),
+    /// A body or a paged listing over its cap; refused whole, never truncated.
+    #[error("Forgejo returned a response too large to {operation}: {what}")]
+    TooLarge {
+        /// The operation, in words.
+        operation: &'static str,
+        /// Which cap it passed (never the body).
+        what: String,
+    },
     /// The server version cannot be used.
     #[error(transparent)]
     Version(#[from] VersionError),
@@ -80,12 +88,13 @@ impl ForgejoError {
             ForgejoError::RateLimited(_) => Outcome::RateLimited,
             ForgejoError::Server(..) => Outcome::ServerError,
             ForgejoError::Transport { .. } => Outcome::Transport,
-            ForgejoError::BadResponse(_) => Outcome::BadResponse,
+            ForgejoError::BadResponse(_) | ForgejoError::TooLarge { .. } => Outcome::BadResponse,
             _ => Outcome::ClientError,
         }
     }
 
-    /// Whether a retry of the same request may succeed soon.
+    /// Whether a retry of the same request may succeed soon. An over-cap answer is not: the
+    /// same server would send it again, and each retry costs a cap's worth of download.
     pub fn is_transient(&self) -> bool {
         matches!(
             self,
@@ -105,9 +114,10 @@ impl From<ForgejoError> for ForgeError {
             ForgejoError::RateLimited(s) => ForgeError::RateLimited {
                 retry_after_seconds: s,
             },
-            ForgejoError::Server(..) | ForgejoError::Transport { .. } | ForgejoError::BadResponse(_) => {
-                ForgeError::Unavailable(msg)
-            }
+            ForgejoError::Server(..)
+            | ForgejoError::Transport { .. }
+            | ForgejoError::BadResponse(_)
+            | ForgejoError::TooLarge { .. } => ForgeError::Unavailable(msg),
             ForgejoError::Rejected(..)
             | ForgejoError::Version(_)
             | ForgejoError::Label(_)

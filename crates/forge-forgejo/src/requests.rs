@@ -4,6 +4,7 @@ use reqwest::Method;
 use serde::de::DeserializeOwned;
 
 use forgerunner_core::forge::SecretValue;
+use forgerunner_http::{ListingBudget, ListingError, ListingLimits};
 
 use crate::client::{DeleteOutcome, ForgejoClient, Operation, Target};
 use crate::error::ForgejoError;
@@ -15,13 +16,23 @@ use crate::version::ForgejoVersion;
 
 /// Page size of the runner list (Forgejo's default `MAX_RESPONSE_ITEMS` is 50).
 const PAGE_LIMIT: usize = 50;
-/// Stop paging after this many pages even if `X-Total-Count` says more (a misbehaving server).
-const MAX_PAGES: usize = 200;
 
 const API: [&str; 2] = ["api", "v1"];
 
 fn json<T: DeserializeOwned>(b: &[u8]) -> Option<T> {
     serde_json::from_slice(b).ok()
+}
+
+/// Decodes a page and keeps its size, which the listing's budget counts.
+fn json_sized<T: DeserializeOwned>(b: &[u8]) -> Option<(T, usize)> {
+    serde_json::from_slice(b).ok().map(|v| (v, b.len()))
+}
+
+fn listing_error(op: Operation, e: ListingError) -> ForgejoError {
+    ForgejoError::TooLarge {
+        operation: op.words(),
+        what: e.to_string(),
+    }
 }
 
 impl ForgejoClient {
@@ -84,26 +95,34 @@ impl ForgejoClient {
         Ok(jobs.unwrap_or_default())
     }
 
-    /// Every runner registered at `scope` (v15), across pages.
+    /// Every runner registered at `scope` (v15), across pages. A listing over
+    /// [`ListingLimits::FORGE_DEFAULT`] fails whole (see [`ListingBudget`] for why).
     pub async fn list_runners(&self, v: ForgejoVersion, scope: &Scope) -> Result<Vec<Runner>, ForgejoError> {
         let t = Target {
             op: Operation::ListRunners,
             scope: Some(scope),
             missing: None,
         };
+        let mut budget = ListingBudget::new(ListingLimits::FORGE_DEFAULT);
         let mut all: Vec<Runner> = Vec::new();
-        for page in 1..=MAX_PAGES {
+        loop {
+            let page = budget.next_page().map_err(|e| listing_error(t.op, e))?;
             let query = [("page", page.to_string()), ("limit", PAGE_LIMIT.to_string())];
-            let (rows, headers): (Option<Vec<Runner>>, _) =
-                self.get(t, &API, &scope.runners_path(v), &query).await?;
+            let url = self.url(&API, &scope.runners_path(v), &query);
+            let reply = self
+                .request(t, Method::GET, url, None, &json_sized::<Option<Vec<Runner>>>)
+                .await?;
+            let (rows, bytes) = reply.value;
             let rows = rows.unwrap_or_default();
             let n = rows.len();
+            budget.charge(n, bytes).map_err(|e| listing_error(t.op, e))?;
             for r in rows {
                 if !all.iter().any(|x| x.id == r.id) {
                     all.push(r);
                 }
             }
-            let total = headers
+            let total = reply
+                .headers
                 .get("x-total-count")
                 .and_then(|h| h.to_str().ok())
                 .and_then(|s| s.trim().parse::<usize>().ok());

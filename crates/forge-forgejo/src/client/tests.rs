@@ -1,0 +1,161 @@
+use std::sync::atomic::Ordering;
+
+use forgerunner_http::test_server::{HUGE, JsonReply, serve_huge, serve_json};
+use reqwest::header::{HeaderValue, RETRY_AFTER};
+
+use super::*;
+use crate::version::ForgejoVersion;
+
+fn client(url: &str) -> Result<ForgejoClient, ForgejoError> {
+    ForgejoClient::new(
+        url,
+        SecretValue::new("t"),
+        Arc::default(),
+        ClientOptions::default(),
+        None,
+        None,
+    )
+}
+
+#[test]
+fn urls_keep_subpaths_and_escape_segments_and_labels() {
+    let c = client("https://code.example.com/sub/").expect("client");
+    let u = c.url(
+        &["api", "v1"],
+        &["repos", "a b", "r", "actions", "runners", "jobs"],
+        &[("labels", "debian,self hosted".into())],
+    );
+    assert_eq!(
+        u.as_str(),
+        "https://code.example.com/sub/api/v1/repos/a%20b/r/actions/runners/jobs?labels=debian%2Cself+hosted"
+    );
+    let d = format!("{c:?}");
+    assert!(d.contains("code.example.com") && !d.contains("\"t\""), "{d}");
+}
+
+#[test]
+fn rejects_bad_urls_and_proxies() {
+    for bad in ["", "forgejo.local", "ftp://x", "mailto:a@b"] {
+        assert!(matches!(client(bad), Err(ForgejoError::Spec(_))), "{bad}");
+    }
+    let proxied = ForgejoClient::new(
+        "https://x",
+        SecretValue::new("t"),
+        Arc::default(),
+        ClientOptions::default(),
+        None,
+        Some("http://proxy.internal:3128"),
+    );
+    assert!(proxied.is_ok());
+}
+
+#[test]
+fn retry_after_forms() {
+    let mut h = HeaderMap::new();
+    assert_eq!(retry_after(&h), 10);
+    h.insert(RETRY_AFTER, HeaderValue::from_static("7"));
+    assert_eq!(retry_after(&h), 7);
+    h.insert(
+        RETRY_AFTER,
+        HeaderValue::from_static("Wed, 21 Oct 2015 07:28:00 GMT"),
+    );
+    assert_eq!(retry_after(&h), 0);
+}
+
+fn local(port: u16) -> ForgejoClient {
+    let opts = ClientOptions {
+        backoff: Duration::from_millis(1),
+        ..ClientOptions::default()
+    };
+    ForgejoClient::new(
+        &format!("http://127.0.0.1:{port}"),
+        SecretValue::new("t"),
+        Arc::default(),
+        opts,
+        None,
+        None,
+    )
+    .expect("client")
+}
+
+const V15: ForgejoVersion = ForgejoVersion {
+    major: 15,
+    minor: 0,
+    patch: 0,
+};
+
+fn org() -> Scope {
+    Scope::Org("acme".into())
+}
+
+#[test]
+fn retry_after_is_clamped() {
+    let mut h = HeaderMap::new();
+    h.insert(RETRY_AFTER, HeaderValue::from_static("999999"));
+    assert_eq!(retry_after(&h), 3600);
+}
+
+#[tokio::test]
+async fn a_huge_job_list_is_refused_without_reading_it() {
+    for announce_length in [true, false] {
+        let (port, server) = serve_huge(announce_length).await;
+        let err = local(port)
+            .list_jobs(V15, &org(), &["x"])
+            .await
+            .expect_err("too large");
+        assert!(matches!(err, ForgejoError::TooLarge { .. }), "{err:?}");
+        assert_eq!(
+            err.to_string(),
+            "Forgejo returned a response too large to list waiting Actions jobs: the response body is larger than 4 MiB"
+        );
+        let sent = tokio::time::timeout(Duration::from_secs(60), server)
+            .await
+            .expect("the server notices the client left")
+            .expect("server task");
+        assert!(sent < 40 * 1024 * 1024, "{sent} of {HUGE} bytes went out");
+    }
+}
+
+fn page_number(target: &str) -> usize {
+    target
+        .split(['?', '&'])
+        .find_map(|kv| kv.strip_prefix("page="))
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(1)
+}
+
+/// A page of `n` runners numbered from `first`, and a total far above what exists.
+fn runners_page(first: usize, n: usize) -> JsonReply {
+    let rows: Vec<String> = (first..first + n)
+        .map(|id| format!(r#"{{"id":{id},"name":"r{id}","status":"online"}}"#))
+        .collect();
+    (
+        vec![("x-total-count".into(), "1000000000".into())],
+        format!("[{}]", rows.join(",")),
+    )
+}
+
+#[tokio::test]
+async fn a_runner_listing_that_never_ends_fails_whole() {
+    let (port, served) = serve_json(|target| runners_page(page_number(target), 1)).await;
+    let err = local(port)
+        .list_runners(V15, &org())
+        .await
+        .expect_err("never ends");
+    assert_eq!(
+        err.to_string(),
+        "Forgejo returned a response too large to list runners: the listing did not end within 400 pages"
+    );
+    assert_eq!(served.load(Ordering::SeqCst), 400);
+}
+
+#[tokio::test]
+async fn a_runner_listing_with_too_many_items_fails_whole() {
+    let (port, served) = serve_json(|target| runners_page(page_number(target) * 1000, 50)).await;
+    let err = local(port).list_runners(V15, &org()).await.expect_err("too many");
+    assert_eq!(
+        err.to_string(),
+        "Forgejo returned a response too large to list runners: the listing holds more than 10000 items"
+    );
+    assert_eq!(served.load(Ordering::SeqCst), 201);
+}

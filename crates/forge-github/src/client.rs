@@ -5,10 +5,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes_helpers::strip_bom;
+use bytes_helpers::{BOM, strip_bom};
 use forgerunner_core::forge::SecretValue;
 use forgerunner_core::metrics::{ForgeRequestLabels, Metrics};
-use reqwest::header::{HeaderMap, HeaderValue, RETRY_AFTER};
+use forgerunner_http::{BodyError, TransportFailure};
+use reqwest::header::{HeaderMap, HeaderValue};
 use reqwest::{Method, RequestBuilder};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -24,6 +25,11 @@ use crate::error::{ApiError, status_outcome, truncate};
 pub const API_VERSION: &str = "6.0-preview";
 /// Label value of the `forge` metric label.
 const FORGE: &str = "github";
+/// Largest success body read: a long-poll message with its job list or a runner lookup is
+/// tens of KiB, so only a hostile or broken server comes near 4 MiB.
+const MAX_REPLY_BYTES: usize = 4 * 1024 * 1024;
+/// Largest error body read: only its `message` (cut to a few hundred characters) is used.
+const MAX_ERROR_BYTES: usize = 64 * 1024;
 
 /// Timeouts and retry policy of the HTTP layer.
 #[derive(Clone, Debug)]
@@ -102,13 +108,22 @@ pub enum Auth<'a> {
     RemoteAuth(&'a SecretValue),
 }
 
-/// A successful response: its status and its body with any BOM removed.
-#[derive(Debug)]
+/// A successful response: its status and its body with any BOM removed. `Debug` shows the
+/// body's size only: bodies carry tokens and JIT configs.
 pub struct Reply {
     /// HTTP status (2xx).
     pub status: u16,
     /// Body bytes.
     pub body: Vec<u8>,
+}
+
+impl std::fmt::Debug for Reply {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reply")
+            .field("status", &self.status)
+            .field("body_bytes", &self.body.len())
+            .finish()
+    }
 }
 
 impl Reply {
@@ -195,21 +210,34 @@ impl GithubClient {
         let result = match request.send().await {
             Err(e) => Err(ApiError::Transport {
                 operation,
-                message: transport_message(&e),
+                message: TransportFailure::from_reqwest(&e).to_string(),
             }),
             Ok(resp) => {
                 let status = resp.status().as_u16();
                 let headers = resp.headers().clone();
-                match resp.bytes().await {
-                    Err(e) => Err(ApiError::Transport {
+                let ok = (200..300).contains(&status);
+                let cap = if ok { MAX_REPLY_BYTES } else { MAX_ERROR_BYTES };
+                match (forgerunner_http::read_capped(resp, cap).await, ok) {
+                    (Err(BodyError::Read(f)), _) => Err(ApiError::Transport {
                         operation,
-                        message: transport_message(&e),
+                        message: f.to_string(),
                     }),
-                    Ok(body) if (200..300).contains(&status) => Ok(Reply {
-                        status,
-                        body: strip_bom(&body).to_vec(),
+                    (Err(e @ BodyError::TooLarge { .. }), true) => Err(ApiError::TooLarge {
+                        operation,
+                        what: e.to_string(),
                     }),
-                    Ok(body) => Err(status_error(operation, status, &headers, strip_bom(&body))),
+                    // The status says what went wrong; an oversized explanation is dropped.
+                    (Err(BodyError::TooLarge { .. }), false) => {
+                        Err(status_error(operation, status, &headers, b""))
+                    }
+                    (Ok(body), true) => {
+                        let body = match body.strip_prefix(BOM) {
+                            Some(rest) => rest.to_vec(),
+                            None => body,
+                        };
+                        Ok(Reply { status, body })
+                    }
+                    (Ok(body), false) => Err(status_error(operation, status, &headers, strip_bom(&body))),
                 }
             }
         };
@@ -408,27 +436,12 @@ struct RegistrationReply {
     token: String,
 }
 
-fn transport_message(e: &reqwest::Error) -> String {
-    let kind = if e.is_timeout() {
-        "timeout"
-    } else if e.is_connect() {
-        "connect failed"
-    } else {
-        "request failed"
-    };
-    // reqwest's Display includes the URL, which carries no secret (tokens travel in headers).
-    truncate(&format!("{kind}: {e}"))
-}
-
 fn status_error(operation: &'static str, status: u16, headers: &HeaderMap, body: &[u8]) -> ApiError {
     let parsed: ErrorBody = serde_json::from_slice(body).unwrap_or_default();
     let message = parsed
         .message
         .unwrap_or_else(|| String::from_utf8_lossy(body).trim().to_string());
-    let retry_after = headers
-        .get(RETRY_AFTER)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok());
+    let retry_after = forgerunner_http::retry_after_secs(headers);
     let remaining_zero = headers
         .get("x-ratelimit-remaining")
         .and_then(|v| v.to_str().ok())
@@ -445,7 +458,8 @@ fn status_error(operation: &'static str, status: u16, headers: &HeaderMap, body:
             .parse::<i64>()
             .ok()?;
         let now = jiff::Timestamp::now().as_second();
-        (remaining_zero && reset > now).then(|| u64::try_from(reset - now).unwrap_or(60))
+        (remaining_zero && reset > now)
+            .then(|| forgerunner_http::retry_after::clamp_secs(u64::try_from(reset - now).unwrap_or(60)))
     });
     ApiError::Status {
         operation,
@@ -459,51 +473,14 @@ fn status_error(operation: &'static str, status: u16, headers: &HeaderMap, body:
 
 /// Byte helpers kept apart from the client for unit tests.
 pub mod bytes_helpers {
-    /// Removes a leading UTF-8 byte order mark, which the Actions service sends.
+    /// The UTF-8 byte order mark, which the Actions service sends before JSON.
+    pub const BOM: &[u8] = &[0xEF, 0xBB, 0xBF];
+
+    /// Removes a leading UTF-8 byte order mark.
     pub fn strip_bom(body: &[u8]) -> &[u8] {
-        body.strip_prefix(&[0xEF, 0xBB, 0xBF]).unwrap_or(body)
+        body.strip_prefix(BOM).unwrap_or(body)
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn strips_only_a_leading_bom() {
-        assert_eq!(strip_bom(b"\xEF\xBB\xBF{}"), b"{}");
-        assert_eq!(strip_bom(b"{}"), b"{}");
-        assert_eq!(strip_bom(b""), b"");
-    }
-
-    #[test]
-    fn status_errors_read_type_names_and_rate_limits() {
-        let mut h = HeaderMap::new();
-        let e = status_error(
-            "op",
-            409,
-            &h,
-            br#"{"typeName":"GitHub.X.AgentExistsException","message":"exists"}"#,
-        );
-        assert!(e.is_exception("AgentExistsException"));
-        assert!(!e.is_transient());
-        h.insert(RETRY_AFTER, HeaderValue::from_static("7"));
-        let e = status_error(
-            "op",
-            403,
-            &h,
-            br#"{"message":"You have exceeded a secondary rate limit"}"#,
-        );
-        assert!(matches!(
-            e,
-            ApiError::Status {
-                rate_limited: true,
-                retry_after: Some(7),
-                ..
-            }
-        ));
-        let e = status_error("op", 503, &HeaderMap::new(), b"upstream down");
-        assert!(matches!(&e, ApiError::Status { message, .. } if message == "upstream down"));
-        assert!(e.is_transient());
-    }
-}
+mod tests;

@@ -14,7 +14,7 @@ pub enum ApiError {
     Transport {
         /// Fixed operation name.
         operation: &'static str,
-        /// What went wrong (no secrets: reqwest errors name the URL only).
+        /// What went wrong: kind, origin and causes, never the URL's path or query.
         message: String,
     },
     /// A non-success HTTP status.
@@ -41,6 +41,14 @@ pub enum ApiError {
         /// Decode error.
         message: String,
     },
+    /// A body over its cap; refused unread, since whoever runs the server picks its size.
+    #[error("{operation}: GitHub returned a response too large: {what}")]
+    TooLarge {
+        /// Fixed operation name.
+        operation: &'static str,
+        /// Which cap it passed (never the body).
+        what: String,
+    },
     /// The credentials Secret is incomplete or malformed.
     #[error("{0}")]
     InvalidCredentials(String),
@@ -66,7 +74,8 @@ impl ApiError {
         matches!(self, ApiError::Status { type_name: Some(t), .. } if t.contains(needle))
     }
 
-    /// Whether a retry may succeed without anyone changing anything.
+    /// Whether a retry may succeed without anyone changing anything. An over-cap body is not
+    /// retried: the same server would send it again.
     pub fn is_transient(&self) -> bool {
         match self {
             ApiError::Transport { .. } | ApiError::BadResponse { .. } => true,
@@ -89,7 +98,7 @@ impl ApiError {
     pub fn outcome(&self) -> Outcome {
         match self {
             ApiError::Transport { .. } => Outcome::Transport,
-            ApiError::BadResponse { .. } => Outcome::BadResponse,
+            ApiError::BadResponse { .. } | ApiError::TooLarge { .. } => Outcome::BadResponse,
             ApiError::Status {
                 status, rate_limited, ..
             } => status_outcome(*status, *rate_limited),
@@ -131,7 +140,7 @@ impl From<ApiError> for ForgeError {
             ApiError::InvalidCredentials(m) => ForgeError::InvalidCredentials(m.clone()),
             ApiError::Config(m) => ForgeError::Config(m.clone()),
             ApiError::NotReady(m) => ForgeError::NotReady(m.clone()),
-            ApiError::Transport { .. } | ApiError::BadResponse { .. } => {
+            ApiError::Transport { .. } | ApiError::BadResponse { .. } | ApiError::TooLarge { .. } => {
                 ForgeError::Unavailable(e.to_string())
             }
             ApiError::Status {

@@ -1,0 +1,145 @@
+use forgerunner_core::ForgeError;
+use forgerunner_http::test_server::{HUGE, serve_huge};
+use reqwest::header::RETRY_AFTER;
+
+use super::*;
+
+#[test]
+fn strips_only_a_leading_bom() {
+    assert_eq!(strip_bom(b"\xEF\xBB\xBF{}"), b"{}");
+    assert_eq!(strip_bom(b"{}"), b"{}");
+    assert_eq!(strip_bom(b""), b"");
+}
+
+#[test]
+fn status_errors_read_type_names_and_rate_limits() {
+    let mut h = HeaderMap::new();
+    let e = status_error(
+        "op",
+        409,
+        &h,
+        br#"{"typeName":"GitHub.X.AgentExistsException","message":"exists"}"#,
+    );
+    assert!(e.is_exception("AgentExistsException"));
+    assert!(!e.is_transient());
+    h.insert(RETRY_AFTER, HeaderValue::from_static("7"));
+    let e = status_error(
+        "op",
+        403,
+        &h,
+        br#"{"message":"You have exceeded a secondary rate limit"}"#,
+    );
+    assert!(matches!(
+        e,
+        ApiError::Status {
+            rate_limited: true,
+            retry_after: Some(7),
+            ..
+        }
+    ));
+    let e = status_error("op", 503, &HeaderMap::new(), b"upstream down");
+    assert!(matches!(&e, ApiError::Status { message, .. } if message == "upstream down"));
+    assert!(e.is_transient());
+}
+
+fn client_with_no_retries() -> GithubClient {
+    let opts = HttpOptions {
+        max_retries: 0,
+        ..HttpOptions::default()
+    };
+    let http = build_transport(None, None, &opts).expect("transport");
+    GithubClient::new(
+        Arc::default(),
+        ConfigUrl::parse("https://github.com/acme").expect("config URL"),
+        AuthMethod::Pat(SecretValue::new("t")),
+        http,
+        opts,
+    )
+}
+
+async fn get(client: &GithubClient, url: &str) -> Result<Reply, ApiError> {
+    let url = Url::parse(url).expect("URL");
+    let token = SecretValue::new("t");
+    client
+        .execute("get_message", Duration::from_secs(30), || {
+            client.raw_request(Method::GET, url.clone(), Auth::Bearer(&token))
+        })
+        .await
+}
+
+#[test]
+fn retry_after_and_rate_limit_resets_are_clamped() {
+    let mut h = HeaderMap::new();
+    h.insert(RETRY_AFTER, HeaderValue::from_static("999999"));
+    let e = status_error("op", 429, &h, b"");
+    assert_eq!(e.retry_after(), Some(3600));
+    assert!(matches!(
+        ForgeError::from(e),
+        ForgeError::RateLimited {
+            retry_after_seconds: 3600
+        }
+    ));
+    let mut h = HeaderMap::new();
+    h.insert("x-ratelimit-remaining", HeaderValue::from_static("0"));
+    h.insert("x-ratelimit-reset", HeaderValue::from_static("99999999999"));
+    let e = status_error("op", 403, &h, br#"{"message":"API rate limit exceeded"}"#);
+    assert_eq!(e.retry_after(), Some(3600));
+}
+
+#[tokio::test]
+async fn transport_errors_name_no_path_or_query() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        l.local_addr().expect("addr").port()
+    };
+    let url = format!(
+        "http://127.0.0.1:{port}/_apis/runtime/queue/secret-queue/messages?sessionId=abc&token=hunter2"
+    );
+    let e = get(&client_with_no_retries(), &url)
+        .await
+        .expect_err("nothing listens");
+    let text = ForgeError::from(e.clone()).to_string();
+    assert!(matches!(e, ApiError::Transport { .. }), "{e:?}");
+    assert!(text.contains(&format!("127.0.0.1:{port}")), "{text}");
+    for leak in ["secret-queue", "sessionId", "hunter2", "_apis"] {
+        assert!(!text.contains(leak), "{leak} leaked into {text:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_huge_body_is_refused_without_reading_it() {
+    for announce_length in [true, false] {
+        let (port, server) = serve_huge(announce_length).await;
+        let e = get(&client_with_no_retries(), &format!("http://127.0.0.1:{port}/x"))
+            .await
+            .expect_err("too large");
+        assert_eq!(
+            e.to_string(),
+            "get_message: GitHub returned a response too large: the response body is larger than 4 MiB"
+        );
+        assert!(!e.is_transient());
+        assert!(matches!(ForgeError::from(e), ForgeError::Unavailable(_)));
+        let sent = tokio::time::timeout(Duration::from_secs(60), server)
+            .await
+            .expect("the server notices the client left")
+            .expect("server task");
+        assert!(sent < 40 * 1024 * 1024, "{sent} of {HUGE} bytes went out");
+    }
+}
+
+#[test]
+fn reply_debug_shows_no_body() {
+    let body = br#"{"token":"ghs_secret","encodedJITConfig":"eyJzZWNyZXQiOnRydWV9"}"#.to_vec();
+    let shown = format!(
+        "{:?}",
+        Reply {
+            status: 201,
+            body: body.clone()
+        }
+    );
+    assert_eq!(
+        shown,
+        format!("Reply {{ status: 201, body_bytes: {} }}", body.len())
+    );
+    assert!(!shown.contains(&format!("{body:?}")));
+}

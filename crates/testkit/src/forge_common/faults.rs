@@ -1,5 +1,5 @@
-//! Fault injection (status codes, latency, garbage bodies) and the request log, as one axum
-//! middleware that both forge fakes mount in front of all their routes.
+//! Fault injection (status codes, latency, garbage and huge bodies) and the request log, as one
+//! axum middleware that both forge fakes mount in front of all their routes.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -31,6 +31,9 @@ pub struct Fault {
     pub times: Option<u32>,
     /// Answer with a body that is not JSON (status `status`, or 200).
     pub garbage: bool,
+    /// Answer 200 with a body of this many bytes, streamed without `Content-Length` so the
+    /// client cannot refuse it up front (a hostile server pointed at by a group's URL).
+    pub huge_body: Option<usize>,
 }
 
 impl Fault {
@@ -57,6 +60,16 @@ impl Fault {
         Fault {
             path_contains: path.to_string(),
             garbage: true,
+            ..Fault::default()
+        }
+    }
+
+    /// Answers `200` with `bytes` of JSON whitespace, chunked, to requests whose path contains
+    /// `path`. The body is generated as it is sent, so the fake itself stays small.
+    pub fn huge_body(path: &str, bytes: usize) -> Fault {
+        Fault {
+            path_contains: path.to_string(),
+            huge_body: Some(bytes),
             ..Fault::default()
         }
     }
@@ -138,8 +151,27 @@ impl FaultTable {
     }
 }
 
+/// One chunk of a huge body: JSON whitespace, so a client that read it all fails to decode it.
+static HUGE_CHUNK: [u8; 64 * 1024] = [b' '; 64 * 1024];
+
+/// A body of `bytes` bytes made chunk by chunk as the client reads.
+fn huge_body(bytes: usize) -> Body {
+    let chunks = bytes.div_ceil(HUGE_CHUNK.len());
+    let stream = futures::stream::iter((0..chunks).map(move |i| {
+        let len = (bytes - i * HUGE_CHUNK.len()).min(HUGE_CHUNK.len());
+        Ok::<_, std::convert::Infallible>(bytes::Bytes::from_static(&HUGE_CHUNK[..len]))
+    }));
+    Body::from_stream(stream)
+}
+
 fn injected(f: &Fault) -> Option<Response> {
     let status = f.status.and_then(|s| StatusCode::from_u16(s).ok());
+    if let Some(bytes) = f.huge_body {
+        let mut r = Response::new(huge_body(bytes));
+        r.headers_mut()
+            .insert("content-type", HeaderValue::from_static("application/json"));
+        return Some(r);
+    }
     let mut r = if f.garbage {
         // Cut-off JSON with a JSON content type: what a proxy dropping the connection mid-body
         // or an HTML error page behind a misconfigured ingress looks like to a client.

@@ -14,6 +14,7 @@ pub mod runner_job;
 pub mod runner_pod;
 pub mod startup;
 pub mod validate;
+pub mod webhook;
 
 pub use crd::{ForgeKind, RunnerGroup, RunnerGroupSpec, RunnerGroupStatus};
 pub use error::ErrorCategory;

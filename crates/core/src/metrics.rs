@@ -78,6 +78,16 @@ pub struct ForgeLabels {
     pub forge: &'static str,
 }
 
+/// Labels of webhook delivery counters.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct WebhookLabels {
+    /// The forge the delivery's path names (`gitea`, …).
+    pub forge: &'static str,
+    /// A fixed outcome name: `accepted`, `duplicate`, `unauthorized`, `rejected`, `forwarded`,
+    /// `no_leader`, `shed`, `timeout`.
+    pub outcome: &'static str,
+}
+
 /// All forgerunner metrics, registered under the `forgerunner` prefix.
 #[derive(Debug)]
 pub struct Metrics {
@@ -103,6 +113,11 @@ pub struct Metrics {
     pub jobs_completed: Family<ForgeLabels, Counter>,
     /// Seconds from a job being queued at the forge to its runner Job being created.
     pub job_queue_to_runner: Family<ForgeLabels, Histogram>,
+    /// Webhook deliveries by forge and outcome.
+    pub webhook_deliveries: Family<WebhookLabels, Counter>,
+    /// Webhook signature (HMAC) checks computed; bounded per delivery whatever the number of
+    /// webhook Secrets.
+    pub webhook_signature_checks: Family<ForgeLabels, Counter>,
 }
 
 fn latency_histogram() -> Histogram {
@@ -162,6 +177,16 @@ impl Metrics {
             "Seconds from a job being queued to its runner Job being created",
             m.job_queue_to_runner.clone(),
         );
+        r.register(
+            "webhook_deliveries",
+            "Webhook deliveries by forge and outcome",
+            m.webhook_deliveries.clone(),
+        );
+        r.register(
+            "webhook_signature_checks",
+            "Webhook signature checks (HMAC computations)",
+            m.webhook_signature_checks.clone(),
+        );
         m
     }
 
@@ -189,6 +214,8 @@ impl Default for Metrics {
             jobs_started: Family::default(),
             jobs_completed: Family::default(),
             job_queue_to_runner: Family::new_with_constructor(latency_histogram),
+            webhook_deliveries: Family::default(),
+            webhook_signature_checks: Family::default(),
         }
     }
 }

@@ -17,6 +17,7 @@ use forgerunner_core::forge::{
 };
 use forgerunner_core::metrics::Metrics;
 use forgerunner_core::validate::SpecViolation;
+use forgerunner_core::webhook::RecentDeliveries;
 use k8s_openapi::api::core::v1::PodSpec;
 use sha2::{Digest, Sha256};
 
@@ -108,6 +109,8 @@ pub struct GiteaForge {
     pub(crate) announced: Mutex<AnnouncedState>,
     /// Per group, runners that finished after the cached listing was fetched.
     pub(crate) finished: Mutex<HashMap<GroupKey, FinishedSinceListing>>,
+    /// Ids of deliveries already acted on.
+    pub(crate) deliveries: RecentDeliveries,
 }
 
 pub(crate) fn cell_for<K: Clone + Eq + Hash, T>(
@@ -140,6 +143,7 @@ impl GiteaForge {
             groups: Mutex::default(),
             announced: Mutex::default(),
             finished: Mutex::default(),
+            deliveries: RecentDeliveries::default(),
         }
     }
 

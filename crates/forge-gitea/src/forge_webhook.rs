@@ -12,13 +12,23 @@ mod announced;
 use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
-use forgerunner_core::forge::{GroupKey, WebhookReply};
+use forgerunner_core::forge::{GroupKey, SecretValue, WebhookReply};
+use forgerunner_core::metrics::ForgeLabels;
+use forgerunner_core::webhook::delivery_id;
 use http::{HeaderMap, StatusCode};
 
 use self::announced::{Announced, GroupView};
 use crate::forge::{GiteaForge, ListingKey};
+use crate::scope::Scope;
 use crate::types::{JobStatus, WorkflowJob};
-use crate::webhook::{WORKFLOW_JOB_EVENT, WorkflowJobEvent, parse_workflow_job, verify_signature};
+use crate::webhook::{
+    DeliveryOrigin, WORKFLOW_JOB_EVENT, WorkflowJobEvent, delivery_origin, parse_workflow_job,
+    verify_signature,
+};
+
+/// Most distinct webhook secrets tried on one delivery, so an unauthenticated request costs at
+/// most this many HMACs whatever the number of groups.
+pub const MAX_SECRETS_PER_DELIVERY: usize = 4;
 
 /// What the deliveries told, per listing scope: the jobs announced since its cached listing.
 pub(crate) type AnnouncedState = HashMap<ListingKey, Announced>;
@@ -33,6 +43,15 @@ fn signature(headers: &HeaderMap) -> Option<&str> {
     })
 }
 
+/// Sort rank of a scope: the narrower, the sooner its secret is tried.
+fn specificity(scope: &Scope) -> u8 {
+    match scope {
+        Scope::Repo { .. } => 0,
+        Scope::Org(_) | Scope::User(_) => 1,
+        Scope::Global => 2,
+    }
+}
+
 /// The event name: `X-Gitea-Event`, else `X-GitHub-Event`.
 fn event_name(headers: &HeaderMap) -> Option<&str> {
     ["x-gitea-event", "x-github-event"]
@@ -44,8 +63,9 @@ impl GiteaForge {
     /// Handles one delivery to the webhook route: the HTTP status and body to answer.
     ///
     /// A delivery is trusted only if its signature verifies with the webhook secret of a group
-    /// this backend serves; verification comes first, so unauthenticated callers learn nothing
-    /// (401 for every unverified request). The groups the job concerns (scope and labels) among
+    /// this backend serves that can see the delivery's repository; verification comes first,
+    /// so unauthenticated callers learn nothing (401 for every unverified request). A delivery
+    /// whose id was already accepted is answered 200 and wakes nobody. The groups the job concerns (scope and labels) among
     /// those whose own secret verified it get the event, accounted on top of their cached
     /// listing, and a queued job wakes them. Bodies and secrets are never logged.
     pub fn receive_webhook(&self, headers: &HeaderMap, body: &[u8]) -> WebhookReply {
@@ -59,18 +79,21 @@ impl GiteaForge {
         let Some(sig) = signature(headers) else {
             return unauthorized();
         };
-        let verified: Vec<GroupKey> = match self.groups.lock() {
-            Ok(groups) => groups
-                .iter()
-                .filter(|(_, g)| {
-                    g.webhook_secret
-                        .as_ref()
-                        .is_some_and(|s| verify_signature(s.expose().as_bytes(), body, sig))
-                })
-                .map(|(k, _)| k.clone())
-                .collect(),
-            Err(_) => Vec::new(),
+        // Only the secrets of groups that can see the delivery's repository are tried, at most
+        // MAX_SECRETS_PER_DELIVERY of them: a forged delivery costs a bounded number of HMACs
+        // however many groups (and webhook Secrets) this backend serves.
+        let Some(origin) = delivery_origin(body) else {
+            return unauthorized();
         };
+        let candidates = self.candidate_secrets(&origin);
+        let labels = ForgeLabels { forge: "gitea" };
+        let verified: Vec<GroupKey> = candidates
+            .into_iter()
+            .find_map(|(secret, keys)| {
+                self.metrics.webhook_signature_checks.get_or_create(&labels).inc();
+                verify_signature(secret.expose().as_bytes(), body, sig).then_some(keys)
+            })
+            .unwrap_or_default();
         if verified.is_empty() {
             tracing::debug!("webhook delivery did not verify with any group's secret");
             return unauthorized();
@@ -83,6 +106,14 @@ impl GiteaForge {
             Ok(event) => event,
             Err(e) => return reply(StatusCode::BAD_REQUEST, format!("{e}\n")),
         };
+        // Remembered only now, verified and well formed: a forged or broken request cannot make
+        // a genuine delivery look like a duplicate.
+        if let Some(id) = delivery_id(headers)
+            && !self.deliveries.first_time(id, Instant::now())
+        {
+            tracing::debug!(job_id = event.job_id, "duplicate webhook delivery ignored");
+            return reply(StatusCode::OK, "{\"duplicate\":true}\n".to_owned());
+        }
         let keys: Vec<GroupKey> = self
             .concerned_groups(&event)
             .into_iter()
@@ -98,6 +129,39 @@ impl GiteaForge {
             StatusCode::ACCEPTED,
             format!("{{\"triggered\":{}}}\n", keys.len()),
         )
+    }
+
+    /// The distinct webhook secrets of groups that can see `origin`, each with the groups using
+    /// it: the most specific scopes first (repository, then owner, then instance), at most
+    /// [`MAX_SECRETS_PER_DELIVERY`] of them.
+    fn candidate_secrets(&self, origin: &DeliveryOrigin) -> Vec<(SecretValue, Vec<GroupKey>)> {
+        let Ok(groups) = self.groups.lock() else {
+            return Vec::new();
+        };
+        let mut in_scope: Vec<(u8, &GroupKey, &SecretValue)> = groups
+            .iter()
+            .filter(|(_, g)| origin.in_scope(&g.scope))
+            .filter_map(|(k, g)| g.webhook_secret.as_ref().map(|s| (specificity(&g.scope), k, s)))
+            .collect();
+        in_scope.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+        let mut out: Vec<(SecretValue, Vec<GroupKey>)> = Vec::new();
+        let mut left_out = 0usize;
+        for (_, key, secret) in in_scope {
+            if let Some((_, keys)) = out.iter_mut().find(|(s, _)| s.expose() == secret.expose()) {
+                keys.push(key.clone());
+            } else if out.len() < MAX_SECRETS_PER_DELIVERY {
+                out.push((secret.clone(), vec![key.clone()]));
+            } else {
+                left_out += 1;
+            }
+        }
+        if left_out > 0 {
+            tracing::debug!(
+                left_out,
+                "more distinct webhook secrets apply to one repository than are tried per delivery"
+            );
+        }
+        out
     }
 
     /// Groups (seen by `observe`) that a `workflow_job` event concerns: in scope and, for a
@@ -202,6 +266,7 @@ impl GiteaForge {
         if let Ok(mut s) = self.announced.lock() {
             s.clear();
         }
+        self.deliveries.clear();
     }
 }
 

@@ -25,6 +25,7 @@ pub mod webhook;
 pub use client::{ClientOptions, DeleteOutcome, GiteaClient};
 pub use error::GiteaError;
 pub use forge::{GiteaForge, GiteaOptions};
+pub use forge_webhook::MAX_SECRETS_PER_DELIVERY;
 pub use labels::{LabelError, LabelSet, RunnerLabel, parse_label, parse_labels};
 pub use runner_names::is_group_runner_name;
 pub use scope::Scope;

@@ -137,17 +137,70 @@ struct Payload {
     organization: Option<Login>,
 }
 
-/// Parses a `workflow_job` payload. Never panics on bad input.
-pub fn parse_workflow_job(body: &[u8]) -> Result<WorkflowJobEvent, WebhookError> {
-    let p: Payload = serde_json::from_slice(body).map_err(|e| WebhookError::Malformed(e.to_string()))?;
-    let (owner, repo) = match (p.repository.owner, p.repository.full_name.split_once('/')) {
-        (Some(o), _) if !o.login.is_empty() => (o.login, p.repository.name),
-        (_, Some((o, r))) => (o.to_string(), r.to_string()),
+/// Owner and name of a payload's repository: `owner.login` and `name`, else `full_name`.
+fn owner_and_name(r: Repository) -> Result<(String, String), WebhookError> {
+    let (owner, repo) = match (r.owner, r.full_name.split_once('/')) {
+        (Some(o), _) if !o.login.is_empty() => (o.login, r.name),
+        (_, Some((o, n))) => (o.to_string(), n.to_string()),
         _ => return Err(WebhookError::Malformed("repository has no owner".into())),
     };
     if repo.is_empty() {
         return Err(WebhookError::Malformed("repository has no name".into()));
     }
+    Ok((owner, repo))
+}
+
+/// Where a delivery comes from, read before its signature is checked so that only the secrets
+/// of groups that can see it are tried. Untrusted until the signature verifies.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeliveryOrigin {
+    /// Repository owner (or the organization of an organization-level event).
+    pub owner: String,
+    /// Repository name; `None` for events about an organization only.
+    pub repo: Option<String>,
+}
+
+impl DeliveryOrigin {
+    /// Whether a group at `scope` may own the webhook this delivery came from.
+    pub fn in_scope(&self, scope: &Scope) -> bool {
+        match (&self.repo, scope) {
+            (Some(repo), _) => scope.contains_repo(&self.owner, repo),
+            (None, Scope::Global) => true,
+            (None, Scope::Org(o) | Scope::User(o)) => *o == self.owner,
+            (None, Scope::Repo { .. }) => false,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct OriginPayload {
+    #[serde(default)]
+    repository: Option<Repository>,
+    #[serde(default)]
+    organization: Option<Login>,
+}
+
+/// Reads the origin of any event payload (`repository`, else `organization`); `None` when it
+/// names neither. Costs one JSON parse of a body already capped in size; never panics.
+pub fn delivery_origin(body: &[u8]) -> Option<DeliveryOrigin> {
+    let p: OriginPayload = serde_json::from_slice(body).ok()?;
+    match (p.repository, p.organization) {
+        (Some(r), _) => owner_and_name(r).ok().map(|(owner, repo)| DeliveryOrigin {
+            owner,
+            repo: Some(repo),
+        }),
+        (None, Some(o)) if !o.login.is_empty() => Some(DeliveryOrigin {
+            owner: o.login,
+            repo: None,
+        }),
+        _ => None,
+    }
+}
+
+/// Parses a `workflow_job` payload. Never panics on bad input.
+pub fn parse_workflow_job(body: &[u8]) -> Result<WorkflowJobEvent, WebhookError> {
+    let p: Payload = serde_json::from_slice(body).map_err(|e| WebhookError::Malformed(e.to_string()))?;
+    let (owner, repo) = owner_and_name(p.repository)?;
     Ok(WorkflowJobEvent {
         action: JobStatus::from_api(&p.action),
         job_id: p.workflow_job.id,
@@ -215,6 +268,40 @@ mod tests {
         assert_eq!(e.run_attempt, 0);
         assert_eq!(e.owner, "u");
         assert_eq!(e.organization, None);
+    }
+
+    #[test]
+    fn origin_of_repository_and_organization_events() {
+        let repo_event = br#"{"repository":{"name":"app","full_name":"acme/app","owner":{"login":"acme"}},
+            "organization":{"login":"acme"}}"#;
+        let o = delivery_origin(repo_event).unwrap();
+        assert_eq!((o.owner.as_str(), o.repo.as_deref()), ("acme", Some("app")));
+        assert!(o.in_scope(&Scope::Global));
+        assert!(o.in_scope(&Scope::Org("acme".into())));
+        assert!(!o.in_scope(&Scope::Org("other".into())));
+        let repo = |owner: &str, name: &str| Scope::Repo {
+            owner: owner.into(),
+            name: name.into(),
+        };
+        assert!(o.in_scope(&repo("acme", "app")));
+        assert!(!o.in_scope(&repo("acme", "web")));
+
+        let org_event = br#"{"organization":{"login":"acme"}}"#;
+        let o = delivery_origin(org_event).unwrap();
+        assert_eq!(o.repo, None);
+        assert!(o.in_scope(&Scope::Org("acme".into())));
+        assert!(o.in_scope(&Scope::Global));
+        assert!(!o.in_scope(&repo("acme", "app")));
+
+        for bad in [
+            &b""[..],
+            b"[]",
+            b"{}",
+            b"{\"repository\":{\"name\":\"x\"}}",
+            b"\xff",
+        ] {
+            assert_eq!(delivery_origin(bad), None);
+        }
     }
 
     #[test]

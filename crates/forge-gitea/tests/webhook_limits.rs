@@ -1,0 +1,176 @@
+//! What one webhook delivery may cost and do: an unauthenticated delivery costs a bounded
+//! number of signature checks however many groups (and webhook Secrets) the backend serves,
+//! and a delivery the forge sends twice (same delivery id) wakes its groups once.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on broken setup
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use forgerunner_core::crd::{GiteaScope, GiteaSpec};
+use forgerunner_core::forge::{GroupContext, GroupKey, ReconcileTrigger, SecretValue};
+use forgerunner_core::metrics::{ForgeLabels, Metrics};
+use forgerunner_gitea::{ClientOptions, GiteaForge, GiteaOptions, MAX_SECRETS_PER_DELIVERY, sign};
+use forgerunner_testkit::gitea::{ADMIN_TOKEN, FakeConfig, GiteaFakeHandle};
+use http::{HeaderMap, HeaderValue, StatusCode};
+use tokio::sync::mpsc::UnboundedReceiver;
+
+const REPO: &str = "acme/app";
+
+async fn fake() -> GiteaFakeHandle {
+    GiteaFakeHandle::start(FakeConfig {
+        version: "1.26.0".into(),
+        ..FakeConfig::default()
+    })
+    .await
+    .unwrap()
+}
+
+fn forge() -> (GiteaForge, Arc<Metrics>, UnboundedReceiver<GroupKey>) {
+    let (trigger, rx) = ReconcileTrigger::channel();
+    let metrics = Arc::new(Metrics::default());
+    let opts = GiteaOptions {
+        client: ClientOptions {
+            request_timeout: Duration::from_secs(5),
+            backoff: Duration::from_millis(10),
+            ..ClientOptions::default()
+        },
+        ..GiteaOptions::default()
+    };
+    (
+        GiteaForge::with_options(metrics.clone(), trigger, opts),
+        metrics,
+        rx,
+    )
+}
+
+/// A group `name` at `scope` (`org`/`repo` filled from [`REPO`] as the scope needs) whose
+/// webhook Secret holds `secret`.
+fn ctx(name: &str, url: &str, scope: GiteaScope, org: &str, secret: &str) -> GroupContext {
+    let gitea = GiteaSpec {
+        url: url.to_string(),
+        scope: scope.clone(),
+        org: matches!(scope, GiteaScope::Org).then(|| org.to_string()),
+        user: None,
+        repo: matches!(scope, GiteaScope::Repo).then(|| REPO.to_string()),
+        credentials: "creds".into(),
+        labels: vec!["linux".into()],
+        poll_interval_seconds: Some(300),
+        webhook_secret: Some("hook".into()),
+        ca_bundle_config_map: None,
+        proxy_url: None,
+    };
+    let mut c = common::group_context(name, gitea, ADMIN_TOKEN);
+    c.webhook_secret = Some(SecretValue::new(secret));
+    c
+}
+
+fn checks(metrics: &Metrics) -> u64 {
+    metrics
+        .webhook_signature_checks
+        .get_or_create(&ForgeLabels { forge: "gitea" })
+        .get()
+}
+
+fn headers(sig: &str, delivery: &str) -> HeaderMap {
+    let mut h = HeaderMap::new();
+    h.insert("x-gitea-event", HeaderValue::from_static("workflow_job"));
+    h.insert("x-gitea-signature", sig.parse().expect("header"));
+    h.insert("x-gitea-delivery", delivery.parse().expect("header"));
+    h
+}
+
+fn woken(rx: &mut UnboundedReceiver<GroupKey>) -> Vec<String> {
+    let mut out = Vec::new();
+    while let Ok(k) = rx.try_recv() {
+        out.push(k.name);
+    }
+    out
+}
+
+#[tokio::test]
+async fn forged_deliveries_cost_a_bounded_number_of_signature_checks() {
+    let fake = fake().await;
+    let (f, metrics, mut rx) = forge();
+    // Many groups, each with its own webhook Secret: some can see the repository (global),
+    // many cannot (another organization), and one is scoped to exactly this repository.
+    let mut groups = Vec::new();
+    for n in 0..40 {
+        groups.push(ctx(
+            &format!("global-{n}"),
+            &fake.url(),
+            GiteaScope::Global,
+            "",
+            &format!("g-{n}"),
+        ));
+    }
+    for n in 0..200 {
+        groups.push(ctx(
+            &format!("other-{n}"),
+            &fake.url(),
+            GiteaScope::Org,
+            "other",
+            &format!("o-{n}"),
+        ));
+    }
+    groups.push(ctx("exact", &fake.url(), GiteaScope::Repo, "", "exact-secret"));
+    for g in &groups {
+        // Remembered before any request: errors (an unknown org) do not matter here.
+        let _ = common::view(&f, g).await;
+    }
+    let _ = woken(&mut rx);
+
+    let id = fake.queue_job(REPO, &["linux"]);
+    let body = fake.workflow_job_payload(&fake.job(id).expect("job"));
+    let before = checks(&metrics);
+    let forged = 100u64;
+    for n in 0..forged {
+        let reply = f.receive_webhook(&headers(&"ab".repeat(32), &format!("forged-{n}")), &body);
+        assert_eq!(reply.status, StatusCode::UNAUTHORIZED, "{}", reply.body);
+    }
+    let spent = checks(&metrics) - before;
+    let bound = forged * MAX_SECRETS_PER_DELIVERY as u64;
+    assert!(
+        spent <= bound,
+        "{spent} signature checks for {forged} forged deliveries (bound {bound})"
+    );
+    assert!(spent > 0, "the checks are counted");
+    assert!(woken(&mut rx).is_empty(), "a forged delivery wakes nobody");
+
+    // The most specific group's secret is always among those tried.
+    let genuine = sign(b"exact-secret", &body);
+    let reply = f.receive_webhook(&headers(&genuine, "genuine-1"), &body);
+    assert_eq!(reply.status, StatusCode::ACCEPTED, "{}", reply.body);
+    assert_eq!(woken(&mut rx), ["exact"]);
+}
+
+#[tokio::test]
+async fn a_delivery_sent_twice_wakes_its_groups_once() {
+    let fake = fake().await;
+    let (f, _metrics, mut rx) = forge();
+    let g = ctx("g", &fake.url(), GiteaScope::Global, "", "s3cret");
+    common::view(&f, &g).await.expect("observe");
+    let id = fake.queue_job(REPO, &["linux"]);
+    let body = fake.workflow_job_payload(&fake.job(id).expect("job"));
+    let sig = sign(b"s3cret", &body);
+
+    let first = f.receive_webhook(&headers(&sig, "d-1"), &body);
+    assert_eq!(first.status, StatusCode::ACCEPTED, "{}", first.body);
+    assert_eq!(woken(&mut rx), ["g"]);
+    let again = f.receive_webhook(&headers(&sig, "d-1"), &body);
+    assert_eq!(again.status, StatusCode::OK, "{}", again.body);
+    assert!(woken(&mut rx).is_empty(), "the duplicate triggers nothing");
+    assert_eq!(
+        common::view(&f, &g).await.expect("observe").waiting_jobs,
+        1,
+        "the job is announced once"
+    );
+
+    // A forged request reusing a seen id is still refused, and a new id is a new delivery.
+    let forged = f.receive_webhook(&headers(&"00".repeat(32), "d-1"), &body);
+    assert_eq!(forged.status, StatusCode::UNAUTHORIZED);
+    let other = f.receive_webhook(&headers(&sig, "d-2"), &body);
+    assert_eq!(other.status, StatusCode::ACCEPTED, "{}", other.body);
+    assert_eq!(woken(&mut rx), ["g"]);
+}

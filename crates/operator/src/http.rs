@@ -1,20 +1,14 @@
-//! The HTTP server: `/healthz`, `/readyz`, `/metrics` and `POST /webhooks/<forge>`, which is
-//! routed to the forge that takes webhooks (Gitea's `workflow_job` today).
+//! The HTTP routes of health and metrics: `/healthz`, `/readyz`, `/metrics`. Webhooks are in
+//! [`crate::webhook_route`], the accept loop and its limits in [`crate::server`].
 
 use std::sync::Arc;
 
 use axum::Router;
-use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, Path, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::extract::State;
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use forgerunner_core::forge::MAX_WEBHOOK_BODY_BYTES;
-
-use crate::controller::ForgeSet;
+use axum::routing::get;
 use prometheus_client::registry::Registry;
-use tokio::net::TcpListener;
-use tokio_util::sync::CancellationToken;
 
 use crate::health::Readiness;
 
@@ -30,30 +24,6 @@ pub struct HttpState {
     pub registry: Arc<Registry>,
 }
 
-/// The webhook route: each delivery goes to the enabled forge the path names, which verifies
-/// and answers it; a forge that is not enabled, or takes no webhooks, is 404.
-pub fn webhook_router(forges: Arc<dyn ForgeSet>) -> Router {
-    Router::new()
-        .route("/webhooks/{forge}", post(receive_webhook))
-        .layer(DefaultBodyLimit::max(MAX_WEBHOOK_BODY_BYTES))
-        .with_state(forges)
-}
-
-async fn receive_webhook(
-    State(forges): State<Arc<dyn ForgeSet>>,
-    Path(forge): Path<String>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    match forges
-        .by_name(&forge)
-        .and_then(|f| f.receive_webhook(&headers, &body))
-    {
-        Some(reply) => (reply.status, reply.body).into_response(),
-        None => (StatusCode::NOT_FOUND, "no such webhook\n").into_response(),
-    }
-}
-
 /// The router of health and metrics.
 pub fn router(state: HttpState) -> Router {
     Router::new()
@@ -61,17 +31,6 @@ pub fn router(state: HttpState) -> Router {
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .with_state(state)
-}
-
-/// Serves `router` on `listener` until `shutdown` fires, then finishes in-flight requests.
-pub async fn serve(
-    listener: TcpListener,
-    router: Router,
-    shutdown: CancellationToken,
-) -> std::io::Result<()> {
-    axum::serve(listener, router)
-        .with_graceful_shutdown(async move { shutdown.cancelled().await })
-        .await
 }
 
 async fn healthz() -> &'static str {

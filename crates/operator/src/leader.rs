@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 use crate::controller::{ControllerError, ControllerOptions, ForgeSet, run_controller};
 use crate::forges;
 use crate::health::Readiness;
+use crate::leader_route::{LeaderRoute, Route};
 use crate::lease::{HoldEnd, LeaderElector};
 
 /// Bounds of each step of stepping down, so shutdown ends within the pod's grace period.
@@ -60,6 +61,8 @@ pub struct Leadership {
     pub elector: Option<LeaderElector>,
     /// Step-down bounds.
     pub budget: StepDownBudget,
+    /// Where webhook deliveries go: here while a term runs.
+    pub route: LeaderRoute,
 }
 
 /// Forwards the process-wide trigger stream to the current term's controller.
@@ -148,6 +151,7 @@ impl Leadership {
         let term = shutdown.child_token();
         let (tx, rx) = mpsc::unbounded_channel();
         relay.set(Some(tx));
+        self.route.set(Route::Local);
         let synced = self.readiness.leading();
         let mut controller = tokio::spawn(run_controller(
             self.client.clone(),
@@ -192,6 +196,8 @@ impl Leadership {
         // Stop taking work at once: on a lost lease another instance may already lead.
         term.cancel();
         relay.set(None);
+        // Until the next lease read names the new leader, deliveries are refused (503).
+        self.route.set(Route::Unknown);
         match &end {
             TermEnd::Lost => tracing::warn!("leadership lost; stopping the controller"),
             TermEnd::Shutdown => tracing::info!("shutting down the controller"),

@@ -17,6 +17,8 @@ use kube::{Api, Client};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::leader_route::{LeaderRoute, advertise};
+
 /// Where the lease lives and who we are.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LeaseSettings {
@@ -28,6 +30,9 @@ pub struct LeaseSettings {
     pub identity: String,
     /// How long a lease stays valid after its last renewal.
     pub duration: Duration,
+    /// Our webhook endpoint, advertised on the Lease while we lead so standbys can forward
+    /// deliveries to us; `None` advertises nothing.
+    pub advertise: Option<String>,
 }
 
 impl LeaseSettings {
@@ -101,6 +106,8 @@ pub struct LeaderElector {
     api: Api<Lease>,
     settings: LeaseSettings,
     observed: Option<Observation>,
+    /// Updated with the leader's advertised endpoint whenever another instance holds the lease.
+    route: LeaderRoute,
 }
 
 impl LeaderElector {
@@ -111,7 +118,14 @@ impl LeaderElector {
             api,
             settings,
             observed: None,
+            route: LeaderRoute::default(),
         }
+    }
+
+    /// Shares `route`: each read of a lease held by someone else updates it.
+    pub fn with_route(mut self, route: LeaderRoute) -> Self {
+        self.route = route;
+        self
     }
 
     /// Our settings.
@@ -180,6 +194,7 @@ impl LeaderElector {
         spec.acquire_time = None;
         spec.renew_time = None;
         lease.spec = Some(spec);
+        advertise(&mut lease.metadata.annotations, None);
         self.timed(
             self.api
                 .replace(&self.settings.name, &PostParams::default(), &lease),
@@ -218,7 +233,10 @@ impl LeaderElector {
             now.duration_since(since),
             lease_duration,
         ) {
-            Step::Wait => return Ok(Attempt::HeldBy(holder)),
+            Step::Wait => {
+                self.route.learn_from(lease.metadata.annotations.as_ref());
+                return Ok(Attempt::HeldBy(holder));
+            }
             Step::Renew => {}
             Step::Take => {
                 spec.holder_identity = Some(self.settings.identity.clone());
@@ -229,6 +247,10 @@ impl LeaderElector {
         spec.renew_time = stamp;
         spec.lease_duration_seconds = Some(self.duration_seconds());
         lease.spec = Some(spec);
+        advertise(
+            &mut lease.metadata.annotations,
+            self.settings.advertise.as_deref(),
+        );
         // The resourceVersion we read travels with the write: a stale view gets 409.
         match self
             .timed(
@@ -251,12 +273,14 @@ impl LeaderElector {
 
     async fn create(&mut self) -> Result<Attempt, LeaseError> {
         let stamp = Some(MicroTime(Timestamp::now()));
+        let mut metadata = ObjectMeta {
+            name: Some(self.settings.name.clone()),
+            namespace: Some(self.settings.namespace.clone()),
+            ..ObjectMeta::default()
+        };
+        advertise(&mut metadata.annotations, self.settings.advertise.as_deref());
         let lease = Lease {
-            metadata: ObjectMeta {
-                name: Some(self.settings.name.clone()),
-                namespace: Some(self.settings.namespace.clone()),
-                ..ObjectMeta::default()
-            },
+            metadata,
             spec: Some(LeaseSpec {
                 holder_identity: Some(self.settings.identity.clone()),
                 acquire_time: stamp.clone(),
@@ -360,6 +384,7 @@ mod tests {
             namespace: "n".into(),
             identity: "me".into(),
             duration: D,
+            advertise: None,
         };
         assert!(s.renew_interval() < s.renew_deadline());
         assert!(s.renew_deadline() < s.duration);

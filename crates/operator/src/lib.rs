@@ -9,15 +9,19 @@ mod cluster;
 mod config;
 mod controller;
 mod forges;
+mod forward;
 mod health;
 mod http;
 mod leader;
+mod leader_route;
 mod lease;
 mod run;
+mod server;
 mod signals;
 #[cfg(test)]
 mod spec_bounds_tests;
 mod telemetry;
+mod webhook_route;
 
 use std::process::ExitCode;
 

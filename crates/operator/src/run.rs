@@ -13,11 +13,15 @@ use crate::cluster::{self, StartupError};
 use crate::config::Config;
 use crate::controller::ForgeSet;
 use crate::forges::EnabledForges;
+use crate::forward::{ForwardError, Forwarder};
 use crate::health::Readiness;
 use crate::http::{self, HttpState};
 use crate::leader::{Leadership, LeadershipError, StepDownBudget};
+use crate::leader_route::{LeaderRoute, endpoint_url};
 use crate::lease::{LeaderElector, LeaseSettings, holder_identity};
+use crate::server::{self, ServerLimits};
 use crate::signals;
+use crate::webhook_route::{self, WebhookState};
 
 /// Reconciles run at once (not configurable yet).
 const CONTROLLER_CONCURRENCY: u16 = 16;
@@ -45,6 +49,9 @@ pub enum RunError {
     /// The signal handlers could not be installed.
     #[error("cannot install signal handlers: {0}")]
     Signals(std::io::Error),
+    /// The client relaying webhooks to the leader could not be built.
+    #[error(transparent)]
+    Forwarder(#[from] ForwardError),
 }
 
 /// Runs the operator until SIGTERM/SIGINT (Ok) or a fatal error.
@@ -74,15 +81,33 @@ pub async fn run_until(config: Config, shutdown: CancellationToken) -> Result<()
             addr: config.http_addr.to_string(),
             reason: e.to_string(),
         })?;
-    let http_addr = listener.local_addr().map(|a| a.to_string()).unwrap_or_default();
+    let local_addr = listener.local_addr().ok();
+    let http_addr = local_addr.map(|a| a.to_string()).unwrap_or_default();
+    // Standbys relay deliveries here while we lead; without POD_IP they cannot (503).
+    let pod_ip = std::env::var("POD_IP").ok();
+    let endpoint = local_addr.and_then(|a| endpoint_url(pod_ip.as_deref(), a.port()));
+    if endpoint.is_none() && config.leader_election.enabled {
+        tracing::warn!(
+            "POD_IP is not set to an IP address: standbys cannot forward webhook deliveries to this instance"
+        );
+    }
+    let limits = ServerLimits::default();
+    let route = LeaderRoute::default();
     let state = HttpState {
         readiness: readiness.clone(),
         registry: Arc::new(registry),
     };
-    let router = with_webhooks(http::router(state), &forges);
+    let webhooks = WebhookState::new(
+        forges.clone() as Arc<dyn ForgeSet>,
+        metrics.clone(),
+        route.clone(),
+        Forwarder::new(limits.forward_timeout)?,
+        &limits,
+    );
+    let router = http::router(state).merge(webhook_route::webhook_router(webhooks));
     let http_stop = CancellationToken::new();
-    let mut server = tokio::spawn(http::serve(listener, router, http_stop.clone()));
-    tracing::info!(addr = %http_addr, "serving /healthz, /readyz, /metrics");
+    let mut server = tokio::spawn(server::serve(listener, router, limits, http_stop.clone()));
+    tracing::info!(addr = %http_addr, "serving /healthz, /readyz, /metrics and webhooks");
 
     let elector = config.leader_election.enabled.then(|| {
         LeaderElector::new(
@@ -92,8 +117,10 @@ pub async fn run_until(config: Config, shutdown: CancellationToken) -> Result<()
                 namespace: config.leader_election.lease_namespace.clone(),
                 identity: identity.clone(),
                 duration: config.leader_election.lease_duration,
+                advertise: endpoint,
             },
         )
+        .with_route(route.clone())
     });
     let leadership = Leadership {
         client: cluster.client.clone(),
@@ -106,6 +133,7 @@ pub async fn run_until(config: Config, shutdown: CancellationToken) -> Result<()
         readiness,
         elector,
         budget: StepDownBudget::default(),
+        route,
     };
     let result = leadership.run(triggers, shutdown.clone()).await;
     // Background tasks (webhook caches) end with the process-wide token.
@@ -116,9 +144,4 @@ pub async fn run_until(config: Config, shutdown: CancellationToken) -> Result<()
     }
     tracing::info!("stopped");
     result.map_err(RunError::from)
-}
-
-/// Routes `POST /webhooks/<forge>` to the enabled forges; each answers its own deliveries.
-fn with_webhooks(router: axum::Router, forges: &Arc<EnabledForges>) -> axum::Router {
-    router.merge(http::webhook_router(forges.clone() as Arc<dyn ForgeSet>))
 }

@@ -125,6 +125,8 @@ impl OperatorProcess {
             .env("KUBECONFIG", kubeconfig)
             .env("POD_NAME", &settings.pod_name)
             .env("POD_NAMESPACE", "default")
+            // The chart sets it from status.podIP; here every instance is on loopback.
+            .env("POD_IP", "127.0.0.1")
             .env(
                 "FORGERUNNER_LEADER_ELECTION_ENABLED",
                 settings.leader_election.to_string(),

@@ -95,10 +95,10 @@ struct Running {
 
 impl Drop for Running {
     fn drop(&mut self) {
+        // Not joined: a connection the test left open may hold the server's drain, and the
+        // thread ends with the test process anyway.
         self.stop.cancel();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        drop(self.thread.take());
     }
 }
 

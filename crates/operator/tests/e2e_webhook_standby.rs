@@ -1,0 +1,207 @@
+//! End to end, webhooks with two replicas: two real `forgerunner` processes campaign for one
+//! Lease; the Gitea fake delivers signed `workflow_job` webhooks alternately to the standby and
+//! to the leader, as a Service in front of both would. The group polls only every 300 s, so a
+//! runner appearing within seconds of a job being queued can only come from a delivery, and
+//! every delivery must reach the leader: the standby relays it there and relays the answer.
+//!
+//! Debugging: `E2E_LOG=debug` sets the operators' log level, `E2E_DUMP=<file>` saves the output
+//! of the failing one.
+#![cfg(feature = "gitea")]
+
+#[allow(dead_code)]
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::e2e::{fail_with_output, start_operator_with, start_world};
+use forgerunner_sandbox::world::groups::GroupSize;
+use forgerunner_sandbox::world::operator::{OperatorProcess, OperatorSettings};
+use forgerunner_sandbox::world::watch::JobWatch;
+use forgerunner_sandbox::world::{World, WorldOptions, wait_until};
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::Api;
+
+const NS: &str = "e2e-standby";
+const GROUP: &str = "hooked";
+const LABELS: [&str; 1] = ["linux"];
+const WEBHOOK_SECRET: &str = "standby-hmac-secret";
+/// Far beyond every deadline below: a poll cannot explain any reaction this test waits for.
+const POLL_INTERVAL_SECONDS: u32 = 300;
+const JOBS: usize = 4;
+const ALL_JOBS: Duration = Duration::from_secs(90);
+const STARTUP: Duration = Duration::from_secs(60);
+/// The sandbox's lease: `forgerunner` in `default`.
+const LEASE: (&str, &str) = ("default", "forgerunner");
+
+async fn wait_or_fail<F, Fut>(op: &OperatorProcess, deadline: Instant, what: &str, check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let left = deadline.saturating_duration_since(Instant::now());
+    if wait_until(left, what, check).await.is_err() {
+        fail_with_output(op, &format!("timed out waiting for {what}"));
+    }
+}
+
+async fn lease_holder(world: &World) -> Option<String> {
+    let leases: Api<Lease> = Api::namespaced(world.client.clone(), LEASE.0);
+    leases
+        .get_opt(LEASE.1)
+        .await
+        .ok()
+        .flatten()
+        .and_then(|l| l.spec?.holder_identity)
+        .filter(|h| !h.is_empty())
+}
+
+async fn ready(world: &World) -> bool {
+    world.group(NS, GROUP).await.is_ok_and(|g| {
+        g.status.is_some_and(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True")
+        })
+    })
+}
+
+/// The status an unsigned delivery to `op` is answered with.
+async fn unsigned_delivery_status(op: &OperatorProcess) -> Option<u16> {
+    reqwest::Client::new()
+        .post(format!("http://{}/webhooks/gitea", op.http_addr()))
+        .header("x-gitea-event", "workflow_job")
+        .body(r#"{"repository":{"full_name":"acme/app"}}"#)
+        .timeout(Duration::from_secs(5))
+        .send()
+        .await
+        .ok()
+        .map(|r| r.status().as_u16())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn deliveries_to_the_standby_reach_the_leader() {
+    let opts = WorldOptions {
+        github: false,
+        gitea: true,
+        work_time: Duration::from_millis(300),
+        ..WorldOptions::default()
+    };
+    let world = start_world(opts, NS).await;
+    let fake = world.gitea.clone().expect("gitea fake");
+    let watch = JobWatch::start(world.client.clone(), NS);
+    let settings = |pod: &str| OperatorSettings {
+        forges: vec!["gitea".into()],
+        log_level: std::env::var("E2E_LOG").unwrap_or_else(|_| "info".into()),
+        pod_name: pod.to_owned(),
+        leader_election: true,
+    };
+    let first = start_operator_with(&world, &settings("forgerunner-a"));
+    wait_or_fail(&first, Instant::now() + STARTUP, "a leader", || async {
+        lease_holder(&world).await.is_some()
+    })
+    .await;
+    // The second replica starts once the first leads, so it is the standby.
+    let second = start_operator_with(&world, &settings("forgerunner-b"));
+    let holder = lease_holder(&world).await.expect("holder");
+    let (leader, standby) = if holder == "forgerunner-a" {
+        (&first, &second)
+    } else {
+        (&second, &first)
+    };
+    let size = GroupSize {
+        min: 0,
+        max: 2,
+        idle_timeout_seconds: Some(600),
+        startup_timeout_seconds: None,
+    };
+    world
+        .add_gitea_group(
+            NS,
+            GROUP,
+            &LABELS,
+            &size,
+            POLL_INTERVAL_SECONDS,
+            Some(WEBHOOK_SECRET),
+        )
+        .await
+        .expect("group");
+    wait_or_fail(leader, Instant::now() + STARTUP, "the group to be Ready", || {
+        ready(&world)
+    })
+    .await;
+    // The standby relays (the leader answers 401 to an unsigned delivery) once it has read
+    // the leader's endpoint from the Lease.
+    wait_or_fail(
+        standby,
+        Instant::now() + STARTUP,
+        "the standby to relay",
+        || async { unsigned_delivery_status(standby).await == Some(401) },
+    )
+    .await;
+    assert!(world.runner_jobs(NS, Some(GROUP)).await.expect("jobs").is_empty());
+
+    let started = Instant::now();
+    let deadline = started + ALL_JOBS;
+    for n in 1..=JOBS {
+        // Odd jobs are delivered to the standby, even ones to the leader.
+        let target = if n % 2 == 1 { standby } else { leader };
+        fake.set_webhook(
+            &format!("http://{}/webhooks/gitea", target.http_addr()),
+            WEBHOOK_SECRET,
+        );
+        let queued = world.queue_gitea_job(&LABELS).expect("queue");
+        wait_or_fail(leader, deadline, &format!("a runner Job for job {n}"), || async {
+            watch.group(GROUP).created.len() >= n
+        })
+        .await;
+        eprintln!(
+            "job {n} via {} got a runner Job in {:?}",
+            target.http_addr(),
+            queued.at.elapsed()
+        );
+        wait_or_fail(leader, deadline, &format!("job {n} done"), || async {
+            world.gitea_progress(&LABELS).done == n
+        })
+        .await;
+        wait_or_fail(leader, deadline, &format!("runner of job {n} gone"), || async {
+            world
+                .runner_jobs(NS, Some(GROUP))
+                .await
+                .is_ok_and(|j| j.is_empty())
+        })
+        .await;
+    }
+    let tally = watch.group(GROUP);
+    assert_eq!(
+        tally.created.len(),
+        JOBS,
+        "one runner per job: {:?}",
+        tally.created
+    );
+
+    // Every delivery, to either replica, was accepted by the leader.
+    wait_or_fail(
+        leader,
+        Instant::now() + Duration::from_secs(10),
+        "every delivery",
+        || async { fake.deliveries().iter().filter(|d| d.action == "queued").count() >= JOBS },
+    )
+    .await;
+    let all = fake.deliveries();
+    let refused: Vec<_> = all.iter().filter(|d| d.status != 202).collect();
+    assert!(refused.is_empty(), "deliveries not answered 202: {refused:?}");
+    let metrics = reqwest::get(format!("http://{}/metrics", standby.http_addr()))
+        .await
+        .expect("standby metrics")
+        .text()
+        .await
+        .expect("metrics text");
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("forgerunner_webhook_deliveries_total{")
+                && l.contains("outcome=\"forwarded\"")
+                && !l.ends_with(" 0")),
+        "the standby counts its relayed deliveries:\n{metrics}"
+    );
+}

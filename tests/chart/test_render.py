@@ -137,12 +137,14 @@ def test_pod_identity_comes_from_the_downward_api(render):
     env = {e["name"]: e for e in container["env"]}
     assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
     assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
+    # The leader advertises http://$POD_IP:8080 so standbys can forward webhook deliveries.
+    assert env["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
 
 
 def test_extra_env_is_appended(render):
     _, container = operator_container(render({"extraEnv": [{"name": "HTTPS_PROXY", "value": "http://proxy:3128"}]}))
     names = [e["name"] for e in container["env"]]
-    assert names == ["POD_NAME", "POD_NAMESPACE", "HTTPS_PROXY"]
+    assert names == ["POD_NAME", "POD_NAMESPACE", "POD_IP", "HTTPS_PROXY"]
 
 
 def test_image_digest_wins_over_tag(render):
@@ -191,9 +193,27 @@ def test_network_policy_is_optional_and_allows_dns_and_ports(render):
     policy = one(render({"networkPolicy": {"enabled": True, "egress": {"ports": [443, 3000]}}}), "NetworkPolicy")
     assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
     egress_ports = [p["port"] for rule in policy["spec"]["egress"] for p in rule["ports"]]
-    assert egress_ports == [53, 53, 443, 3000]
+    assert egress_ports == [53, 53, "http", 443, 3000]
     ingress = policy["spec"]["ingress"]
-    assert ingress == [{"ports": [{"port": "http", "protocol": "TCP"}]}]
+    assert ingress[0] == {"ports": [{"port": "http", "protocol": "TCP"}]}
+
+
+def test_network_policy_lets_operator_pods_reach_each_other(render):
+    # Standbys forward webhook deliveries to the leader's HTTP port.
+    objects = render({"networkPolicy": {"enabled": True, "ingress": {"from": [{"ipBlock": {"cidr": "10.0.0.0/8"}}]}}})
+    policy = one(objects, "NetworkPolicy")
+    pod_labels = one(objects, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    http = [{"port": "http", "protocol": "TCP"}]
+
+    def selects_operator_pods(peers):
+        return any(
+            all(pod_labels.get(k) == v for k, v in p.get("podSelector", {}).get("matchLabels", {}).items())
+            and p.get("podSelector", {}).get("matchLabels")
+            for p in peers
+        )
+
+    assert any(r["ports"] == http and selects_operator_pods(r.get("from", [])) for r in policy["spec"]["ingress"])
+    assert any(r["ports"] == http and selects_operator_pods(r.get("to", [])) for r in policy["spec"]["egress"])
 
 
 def test_network_policy_ingress_peers(render):

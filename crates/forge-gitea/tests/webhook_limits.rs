@@ -50,7 +50,7 @@ fn forge() -> (GiteaForge, Arc<Metrics>, UnboundedReceiver<GroupKey>) {
 fn ctx(name: &str, url: &str, scope: GiteaScope, org: &str, secret: &str) -> GroupContext {
     let gitea = GiteaSpec {
         url: url.to_string(),
-        scope: scope.clone(),
+        scope,
         org: matches!(scope, GiteaScope::Org).then(|| org.to_string()),
         user: None,
         repo: matches!(scope, GiteaScope::Repo).then(|| REPO.to_string()),

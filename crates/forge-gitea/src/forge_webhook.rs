@@ -82,10 +82,7 @@ impl GiteaForge {
         // Only the secrets of groups that can see the delivery's repository are tried, at most
         // MAX_SECRETS_PER_DELIVERY of them: a forged delivery costs a bounded number of HMACs
         // however many groups (and webhook Secrets) this backend serves.
-        let Some(origin) = delivery_origin(body) else {
-            return unauthorized();
-        };
-        let candidates = self.candidate_secrets(&origin);
+        let candidates = self.candidate_secrets(delivery_origin(body).as_ref());
         let labels = ForgeLabels { forge: "gitea" };
         let verified: Vec<GroupKey> = candidates
             .into_iter()
@@ -133,14 +130,15 @@ impl GiteaForge {
 
     /// The distinct webhook secrets of groups that can see `origin`, each with the groups using
     /// it: the most specific scopes first (repository, then owner, then instance), at most
-    /// [`MAX_SECRETS_PER_DELIVERY`] of them.
-    fn candidate_secrets(&self, origin: &DeliveryOrigin) -> Vec<(SecretValue, Vec<GroupKey>)> {
+    /// [`MAX_SECRETS_PER_DELIVERY`] of them. A payload naming no repository or organization
+    /// (a system-wide event) can only come from a hook of a `global` group.
+    fn candidate_secrets(&self, origin: Option<&DeliveryOrigin>) -> Vec<(SecretValue, Vec<GroupKey>)> {
         let Ok(groups) = self.groups.lock() else {
             return Vec::new();
         };
         let mut in_scope: Vec<(u8, &GroupKey, &SecretValue)> = groups
             .iter()
-            .filter(|(_, g)| origin.in_scope(&g.scope))
+            .filter(|(_, g)| origin.map_or(g.scope == Scope::Global, |o| o.in_scope(&g.scope)))
             .filter_map(|(k, g)| g.webhook_secret.as_ref().map(|s| (specificity(&g.scope), k, s)))
             .collect();
         in_scope.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));

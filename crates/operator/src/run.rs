@@ -107,7 +107,7 @@ pub async fn run_until(config: Config, shutdown: CancellationToken) -> Result<()
     let router = http::router(state).merge(webhook_route::webhook_router(webhooks));
     let http_stop = CancellationToken::new();
     let mut server = tokio::spawn(server::serve(listener, router, limits, http_stop.clone()));
-    tracing::info!(addr = %http_addr, "serving /healthz, /readyz, /metrics and webhooks");
+    tracing::info!(addr = %http_addr, "serving /healthz, /readyz, /metrics");
 
     let elector = config.leader_election.enabled.then(|| {
         LeaderElector::new(

@@ -94,6 +94,7 @@ async fn deliveries_to_the_standby_reach_the_leader() {
         log_level: std::env::var("E2E_LOG").unwrap_or_else(|_| "info".into()),
         pod_name: pod.to_owned(),
         leader_election: true,
+        env: Vec::new(),
     };
     let first = start_operator_with(&world, &settings("forgerunner-a"));
     wait_or_fail(&first, Instant::now() + STARTUP, "a leader", || async {

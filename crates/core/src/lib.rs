@@ -4,6 +4,7 @@
 pub mod conditions;
 pub mod crd;
 pub mod error;
+pub mod fence;
 pub mod forge;
 pub mod forge_hosts;
 pub mod labels;
@@ -18,4 +19,5 @@ pub mod webhook;
 
 pub use crd::{ForgeKind, RunnerGroup, RunnerGroupSpec, RunnerGroupStatus};
 pub use error::ErrorCategory;
+pub use fence::{Fence, Fenced};
 pub use forge::{Forge, ForgeError, GroupContext, GroupKey};

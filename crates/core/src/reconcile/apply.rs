@@ -15,6 +15,7 @@ use tracing::{debug, info, warn};
 use super::FIELD_MANAGER;
 use super::error::ReconcileError;
 use super::runner_exit::failed_runner_outdated;
+use crate::fence::Fence;
 use crate::forge::{Forge, GroupContext, RemoveOutcome, RunnerRef};
 use crate::plan::{Plan, Removal, RemovalReason, RunnerPhase};
 use crate::runner_job::{
@@ -84,6 +85,8 @@ pub struct Target<'a> {
     pub pods: Api<Pod>,
     /// The group's backend.
     pub forge: &'a dyn Forge,
+    /// Checked before each forge write (see [`crate::fence`]).
+    pub fence: &'a Fence,
     /// The group as the forge sees it.
     pub group: &'a GroupContext,
     /// The group's runner Jobs as observed.
@@ -161,6 +164,9 @@ async fn remove(t: &Target<'_>, r: &Removal, report: &mut ApplyReport) {
         }
     }
     if r.deregister {
+        if let Err(e) = t.fence.check() {
+            return report.fail(e.into());
+        }
         let rr = runner_ref(t.observed, &r.name);
         match t.forge.remove_runner(t.group, &rr).await {
             Ok(RemoveOutcome::Removed) => {
@@ -232,6 +238,8 @@ async fn create_runner(t: &Target<'_>) -> Result<(String, Vec<String>), Reconcil
     let _permit = CREATE_PERMITS.acquire().await.ok();
     let group = &t.group.group;
     let name = runner_name(&t.group.key.name);
+    // Checked after the permit: the wait for it may outlast the lease.
+    t.fence.check()?;
     let creds = t.forge.runner_credentials(t.group, &name).await?;
     let job = build_runner_job(RunnerJobInput {
         group,
@@ -248,7 +256,10 @@ async fn create_runner(t: &Target<'_>) -> Result<(String, Vec<String>), Reconcil
                 annotations: creds.annotations.clone(),
                 phase: RunnerPhase::Pending,
             };
-            if let Err(fe) = t.forge.remove_runner(t.group, &rr).await {
+            // A deposed leader leaves the ghost to the new leader's sweep.
+            if t.fence.is_held()
+                && let Err(fe) = t.forge.remove_runner(t.group, &rr).await
+            {
                 debug!(runner = %name, error = %fe, "could not deregister runner whose Job failed");
             }
             return Err(ReconcileError::kube("create job")(e));
@@ -292,6 +303,7 @@ pub async fn remove_all(t: &Target<'_>) -> Result<u32, ReconcileError> {
         .map(|name| (name.to_owned(), runner_ref(t.observed, name)))
         .collect();
     for (name, rr) in &refs {
+        t.fence.check()?;
         if let Err(e) = t.forge.remove_runner(t.group, rr).await {
             first.get_or_insert(e.into());
         }

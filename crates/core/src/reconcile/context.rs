@@ -11,6 +11,7 @@ use kube::runtime::reflector::Store;
 
 use super::ForgeSet;
 use super::observe::InFlight;
+use crate::fence::Fence;
 use crate::forge::GroupKey;
 use crate::forge_hosts::ForgeHostAllowlist;
 use crate::metrics::Metrics;
@@ -99,6 +100,8 @@ pub struct Context {
     pub jobs_synced: Arc<std::sync::atomic::AtomicBool>,
     /// Hosts the forge URLs of a group may point at (empty: any).
     pub forge_hosts: ForgeHostAllowlist,
+    /// Checked before every forge write: a deposed leader must not register or remove runners.
+    pub fence: Fence,
     memory: Mutex<HashMap<GroupKey, GroupMemory>>,
 }
 
@@ -120,6 +123,7 @@ impl Context {
             jobs,
             jobs_synced,
             forge_hosts: ForgeHostAllowlist::default(),
+            fence: Fence::open(),
             memory: Mutex::new(HashMap::new()),
         }
     }
@@ -128,6 +132,13 @@ impl Context {
     #[must_use]
     pub fn with_forge_hosts(mut self, forge_hosts: ForgeHostAllowlist) -> Context {
         self.forge_hosts = forge_hosts;
+        self
+    }
+
+    /// The same context, writing to the forge only while `fence` is held.
+    #[must_use]
+    pub fn with_fence(mut self, fence: Fence) -> Context {
+        self.fence = fence;
         self
     }
 

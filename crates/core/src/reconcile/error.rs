@@ -5,6 +5,7 @@ use std::time::Duration;
 use kube::runtime::finalizer;
 
 use crate::error::ErrorCategory;
+use crate::fence::Fenced;
 use crate::forge::ForgeError;
 use crate::forge_hosts::HostRefused;
 use crate::runner_job::RunnerJobError;
@@ -52,6 +53,9 @@ pub enum ReconcileError {
     /// A runner Job or Secret could not be built (object not read from the API server).
     #[error(transparent)]
     Build(#[from] RunnerJobError),
+    /// This replica lost the leader lease: the forge write was not attempted.
+    #[error(transparent)]
+    Fenced(#[from] Fenced),
     /// The finalizer helper failed; wraps apply and cleanup errors.
     // Boxed: the finalizer error contains this type.
     #[error(transparent)]
@@ -73,7 +77,10 @@ impl ReconcileError {
             ReconcileError::SecretNotFound { .. } => ErrorCategory::SecretNotFound,
             ReconcileError::ConfigMapNotFound { .. } => ErrorCategory::ForgeConfig,
             ReconcileError::Forge(e) => e.category(),
-            ReconcileError::Kube { .. } | ReconcileError::Build(_) => ErrorCategory::Kubernetes,
+            // Never shown: a fenced replica's status and Event writes are refused too.
+            ReconcileError::Kube { .. } | ReconcileError::Build(_) | ReconcileError::Fenced(_) => {
+                ErrorCategory::Kubernetes
+            }
             ReconcileError::Finalizer(e) => match e.as_ref() {
                 finalizer::Error::ApplyFailed(inner) | finalizer::Error::CleanupFailed(inner) => {
                     inner.category()

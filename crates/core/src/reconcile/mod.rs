@@ -31,10 +31,12 @@ use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::mpsc;
+use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::crd::{RunnerGroup, RunnerGroupSpec};
+use crate::fence::Fence;
 use crate::forge::{Forge, GroupKey};
 use crate::forge_hosts::ForgeHostAllowlist;
 use crate::metrics::Metrics;
@@ -78,6 +80,8 @@ pub struct ControllerOptions {
     pub concurrency: u16,
     /// Hosts the groups' forge URLs may point at (empty: any).
     pub forge_hosts: ForgeHostAllowlist,
+    /// Checked before every forge write; open when leader election is off.
+    pub fence: Fence,
 }
 
 /// Why the controller could not run.
@@ -156,9 +160,12 @@ pub async fn run_controller(
     let recorder = Recorder::new(client.clone(), reporter);
 
     let mut senders: HashMap<Option<String>, mpsc::UnboundedSender<ObjectRef<RunnerGroup>>> = HashMap::new();
-    let mut tasks = Vec::new();
+    // Every task is owned by a JoinSet: dropping this future (the leader aborting a deposed
+    // term) aborts them all, so no reconcile outlives its term.
+    let mut controllers = JoinSet::new();
+    let mut scopes_by_task = HashMap::new();
+    let mut helpers = JoinSet::new();
     let mut readiness = Vec::new();
-    let mut tasks_sync = Vec::new();
     for scope in scopes {
         let (tx, rx) = mpsc::unbounded_channel();
         senders.insert(scope.clone(), tx);
@@ -184,11 +191,11 @@ pub async fn run_controller(
             .touched_objects();
         let jobs_synced = Arc::new(AtomicBool::new(false));
         let (synced, jobs_store) = (jobs_synced.clone(), job_reader.clone());
-        tasks_sync.push(tokio::spawn(async move {
+        helpers.spawn(async move {
             if store_ready(&jobs_store).await {
                 synced.store(true, Ordering::SeqCst);
             }
-        }));
+        });
         let ctx = Arc::new(
             Context::new(
                 client.clone(),
@@ -198,7 +205,8 @@ pub async fn run_controller(
                 job_reader.clone(),
                 jobs_synced,
             )
-            .with_forge_hosts(options.forge_hosts.clone()),
+            .with_forge_hosts(options.forge_hosts.clone())
+            .with_fence(options.fence.clone()),
         );
         let (gr, jr) = (group_reader.clone(), job_reader);
         readiness.push(async move { store_ready(&gr).await && store_ready(&jr).await });
@@ -210,9 +218,9 @@ pub async fn run_controller(
             .with_config(ControllerConfig::default().concurrency(options.concurrency))
             .graceful_shutdown_on(shutdown.clone().cancelled_owned());
         let label = scope.clone().unwrap_or_else(|| "all namespaces".to_owned());
-        tasks.push((
-            label.clone(),
-            tokio::spawn(async move {
+        let task = controllers.spawn({
+            let label = label.clone();
+            async move {
                 info!(scope = %label, "controller started");
                 controller
                     .run(pipeline::reconcile, pipeline::error_policy, ctx)
@@ -224,12 +232,13 @@ pub async fn run_controller(
                     })
                     .await;
                 info!(scope = %label, "controller stopped");
-            }),
-        ));
+            }
+        });
+        scopes_by_task.insert(task.id(), label);
     }
 
     let ready_flag = ready.clone();
-    let ready_task = tokio::spawn(async move {
+    helpers.spawn(async move {
         if futures::future::join_all(readiness)
             .await
             .into_iter()
@@ -239,19 +248,18 @@ pub async fn run_controller(
             info!("caches synced; ready");
         }
     });
-    let forward = tokio::spawn(forward_triggers(triggers, senders, shutdown.clone()));
+    helpers.spawn(forward_triggers(triggers, senders, shutdown.clone()));
 
     let mut result = Ok(());
-    for (scope, task) in tasks {
-        if let Err(source) = task.await {
+    while let Some(joined) = controllers.join_next().await {
+        if let Err(source) = joined {
+            let scope = scopes_by_task.remove(&source.id()).unwrap_or_default();
             warn!(%scope, error = %source, "controller task failed");
             result = Err(ControllerError::Task { scope, source });
         }
     }
     ready.store(false, Ordering::SeqCst);
-    ready_task.abort();
-    forward.abort();
-    tasks_sync.iter().for_each(tokio::task::JoinHandle::abort);
+    helpers.abort_all();
     result
 }
 

@@ -32,6 +32,7 @@ pub async fn restore_missing_secrets(t: &Target<'_>) -> Result<u32, ReconcileErr
         {
             continue;
         }
+        t.fence.check()?;
         let creds = t.forge.runner_credentials(t.group, &name).await?;
         let secret = build_runner_secret(job, &creds)?;
         t.secrets

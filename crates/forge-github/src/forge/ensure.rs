@@ -213,6 +213,11 @@ impl GithubForge {
         }
         // A finished or stale listener has already released its session (or lost it).
         st.listener = None;
+        // A deposed leader's late reconcile must not start a listener beside the new leader's.
+        if !self.opts.fence.is_held() {
+            tracing::debug!(group = %ctx.key, "not leading; GitHub listener not started");
+            return;
+        }
         let config = ListenerConfig {
             key: ctx.key.clone(),
             scale_set_id: id,
@@ -220,6 +225,7 @@ impl GithubForge {
             backoff: self.opts.listener_backoff,
             conflict_backoff: self.opts.conflict_backoff,
             shutdown_timeout: self.opts.shutdown_timeout,
+            fence: self.opts.fence.clone(),
         };
         st.listener = Some(Listener::spawn(
             client.clone(),

@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use forgerunner_core::Fence;
+
 use crate::backoff::Backoff;
 use crate::client::HttpOptions;
 
@@ -18,6 +20,9 @@ pub struct GithubOptions {
     pub shutdown_timeout: Duration,
     /// Session owner name: env `POD_NAME`, else `HOSTNAME`, else `forgerunner`.
     pub owner_name: String,
+    /// The leader's fence: no listener starts, opens a session or takes a job while it is not
+    /// held. Open by default (no leader election).
+    pub fence: Fence,
 }
 
 impl Default for GithubOptions {
@@ -39,6 +44,7 @@ impl Default for GithubOptions {
             },
             shutdown_timeout: Duration::from_secs(10),
             owner_name,
+            fence: Fence::open(),
         }
     }
 }

@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use forgerunner_core::Fence;
 use forgerunner_core::forge::{GroupKey, ReconcileTrigger};
 use forgerunner_core::metrics::{ForgeLabels, Metrics};
 use tokio::task::JoinHandle;
@@ -39,6 +40,9 @@ pub struct ListenerConfig {
     pub conflict_backoff: Backoff,
     /// How long shutdown waits for the session delete.
     pub shutdown_timeout: Duration,
+    /// The leader's fence: once it lapses the listener takes no more jobs, deletes its session
+    /// (releasing our own claim is always allowed) and ends.
+    pub fence: Fence,
 }
 
 /// What the listener has learned, read by `Forge::demand`.
@@ -163,6 +167,15 @@ impl Task {
         self.trigger.wake(self.config.key.clone());
     }
 
+    /// True once the leader's fence lapsed: from then on this listener only winds down.
+    fn fenced(&self) -> bool {
+        let fenced = !self.config.fence.is_held();
+        if fenced {
+            tracing::info!(group = %self.config.key, "not leading any more; the GitHub listener stops");
+        }
+        fenced
+    }
+
     fn record_error(&self, e: &ApiError) {
         tracing::warn!(group = %self.config.key, error = %e, "GitHub listener error");
         self.shared.lock().last_error = Some(e.to_string());
@@ -179,11 +192,12 @@ impl Task {
     async fn run(self) {
         let mut attempt = 0u32;
         loop {
-            if self.cancel.is_cancelled() {
+            if self.cancel.is_cancelled() || self.fenced() {
                 return;
             }
             let created = tokio::select! {
                 () = self.cancel.cancelled() => return,
+                () = self.config.fence.lapsed() => return,
                 r = session::create(&self.client, self.config.scale_set_id, &self.config.owner) => r,
             };
             let session = match created {
@@ -247,6 +261,7 @@ impl Task {
             let capacity = self.shared.max_capacity.load(Ordering::Relaxed);
             let polled = tokio::select! {
                 () = self.cancel.cancelled() => return SessionEnd::Cancelled,
+                () = self.config.fence.lapsed() => return SessionEnd::Cancelled,
                 r = poll::get_message(&self.client, session, last_id, capacity) => r,
             };
             let result = match polled {
@@ -256,6 +271,8 @@ impl Task {
                     st.last_error = None;
                     Ok(())
                 }
+                // Unacked, the message goes to the next session: the new leader's.
+                Ok(Some(_)) if self.fenced() => return SessionEnd::Cancelled,
                 Ok(Some(msg)) => {
                     last_id = msg.id;
                     // Not cancellable: a shutdown must not leave a message half handled.
@@ -332,7 +349,8 @@ impl Task {
         })
         .await?;
         let ids = msg.available_ids();
-        if !ids.is_empty() {
+        // Jobs left unacquired are offered again to whoever holds the next session.
+        if !ids.is_empty() && !self.fenced() {
             let acquired = self
                 .with_queue_token(session, |s| {
                     let client = self.client.clone();

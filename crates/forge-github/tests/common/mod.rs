@@ -48,6 +48,7 @@ pub fn fast_options() -> GithubOptions {
         },
         shutdown_timeout: Duration::from_secs(5),
         owner_name: "forgerunner-test".into(),
+        ..GithubOptions::default()
     }
 }
 

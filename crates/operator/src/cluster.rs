@@ -5,8 +5,18 @@ use std::error::Error as StdError;
 use std::time::Duration;
 
 use forgerunner_core::RunnerGroup;
+use http::Request;
 use kube::api::ListParams;
+use kube::client::retry::RetryPolicy;
+use kube::client::{Body, ClientBuilder};
 use kube::{Api, Client};
+use tower::buffer::BufferLayer;
+use tower::retry::RetryLayer;
+
+use crate::fence_layer::FenceLayer;
+
+/// Requests queued for the client stack at once (kube's own client buffer has the same bound).
+const BUFFER: usize = 1024;
 
 /// How long start-up waits for the API server before giving up.
 const REACH_TIMEOUT: Duration = Duration::from_secs(20);
@@ -81,8 +91,8 @@ pub struct Cluster {
 }
 
 /// Builds a client from the kubeconfig or the in-cluster environment and checks that the API
-/// server answers.
-pub async fn connect(identity: &str) -> Result<Cluster, StartupError> {
+/// server answers. Every write goes through `fence` (see [`crate::fence_layer`]).
+pub async fn connect(identity: &str, fence: &FenceLayer) -> Result<Cluster, StartupError> {
     let mut config = kube::Config::infer()
         .await
         .map_err(|e| StartupError::NoConfig(error_chain(&e)))?;
@@ -92,10 +102,19 @@ pub async fn connect(identity: &str) -> Result<Cluster, StartupError> {
             .unwrap_or_else(|_| http::HeaderValue::from_static(USER_AGENT)),
     ));
     let url = config.cluster_url.to_string().trim_end_matches('/').to_owned();
-    let client = Client::try_from(config).map_err(|e| StartupError::Client {
+    // kube's own retry layer sits below any layer added here, so a retried write would skip the
+    // fence; retry above the fence instead, with the same policy.
+    config.default_retry = false;
+    let builder = ClientBuilder::try_from(config).map_err(|e| StartupError::Client {
         url: url.clone(),
         reason: error_chain(&e),
     })?;
+    let client = builder
+        // Retries clone the service below them; the buffer makes the boxed stack cloneable.
+        .with_layer(&BufferLayer::<Request<Body>>::new(BUFFER))
+        .with_layer(fence)
+        .with_layer(&RetryLayer::new(RetryPolicy::server_retry()))
+        .build();
     match tokio::time::timeout(REACH_TIMEOUT, client.apiserver_version()).await {
         Ok(Ok(_)) => Ok(Cluster { client, url }),
         Ok(Err(e)) => Err(StartupError::Unreachable {

@@ -42,6 +42,11 @@ pub struct LeaderElectionConfig {
     pub lease_namespace: String,
     /// How long a lease stays valid after its last renewal.
     pub lease_duration: Duration,
+    /// A leader steps down (and stops writing) when its last successful lease write was sent
+    /// this long ago; less than `lease_duration`.
+    pub renew_deadline: Duration,
+    /// How often the leader renews and a standby retries; less than `renew_deadline`.
+    pub retry_period: Duration,
 }
 
 /// The operator's validated configuration.
@@ -118,7 +123,7 @@ enum EnvKind {
 }
 
 /// Environment variables the configuration reads, with the key each one sets.
-const ENV_KEYS: [(&str, &str, EnvKind); 10] = [
+const ENV_KEYS: [(&str, &str, EnvKind); 12] = [
     ("FORGES", "forges", EnvKind::Text),
     ("WATCH_NAMESPACES", "watchNamespaces", EnvKind::Text),
     ("HTTP_ADDR", "httpAddr", EnvKind::Text),
@@ -145,6 +150,16 @@ const ENV_KEYS: [(&str, &str, EnvKind); 10] = [
         EnvKind::Scalar,
     ),
     ("FORGE_HOSTS_ALLOWED", FORGE_HOSTS_SETTING, EnvKind::Text),
+    (
+        "LEADER_ELECTION_RENEW_DEADLINE_SECONDS",
+        "leaderElection.renewDeadlineSeconds",
+        EnvKind::Scalar,
+    ),
+    (
+        "LEADER_ELECTION_RETRY_PERIOD_SECONDS",
+        "leaderElection.retryPeriodSeconds",
+        EnvKind::Scalar,
+    ),
 ];
 
 /// A list given either as a YAML sequence or as one comma-separated string (env and flags).
@@ -193,6 +208,12 @@ struct RawLeaderElection {
     lease_name: String,
     lease_namespace: String,
     lease_duration_seconds: u32,
+    /// Unset: two thirds of the duration (10 s for 15 s, as client-go).
+    #[serde(default)]
+    renew_deadline_seconds: Option<u32>,
+    /// Unset: a fifth of the renew deadline (2 s for 10 s, as client-go).
+    #[serde(default)]
+    retry_period_seconds: Option<u32>,
 }
 
 /// Forges built into this binary (cargo features `github`, `gitea` and `forgejo`).
@@ -441,13 +462,14 @@ fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
             format!("'{}' is not a valid namespace name", le.lease_namespace),
         ));
     }
-    // Renewals happen every third of the duration; below 3 s they would hammer the API server.
+    // Below 3 s the derived retry period would hammer the API server.
     if !(3..=3600).contains(&le.lease_duration_seconds) {
         return Err(ConfigError::key(
             "leaderElection.leaseDurationSeconds",
             format!("{} is out of range (3..=3600)", le.lease_duration_seconds),
         ));
     }
+    let (renew_deadline, retry_period) = lease_timing(&le)?;
     Ok(Config {
         forges,
         watch_namespaces,
@@ -459,9 +481,44 @@ fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
             lease_name: le.lease_name,
             lease_namespace: le.lease_namespace,
             lease_duration: Duration::from_secs(u64::from(le.lease_duration_seconds)),
+            renew_deadline,
+            retry_period,
         },
         forge_hosts,
     })
+}
+
+/// The renew deadline and retry period, set or derived; a leader must stop before a standby may
+/// take over, and must get more than one renewal attempt before it stops.
+fn lease_timing(le: &RawLeaderElection) -> Result<(Duration, Duration), ConfigError> {
+    let duration = Duration::from_secs(u64::from(le.lease_duration_seconds));
+    let deadline = match le.renew_deadline_seconds {
+        Some(s) if u64::from(s) >= duration.as_secs() || s == 0 => {
+            return Err(ConfigError::key(
+                "leaderElection.renewDeadlineSeconds",
+                format!(
+                    "{s} must be at least 1 and less than leaderElection.leaseDurationSeconds ({})",
+                    le.lease_duration_seconds
+                ),
+            ));
+        }
+        Some(s) => Duration::from_secs(u64::from(s)),
+        None => duration * 2 / 3,
+    };
+    let retry = match le.retry_period_seconds {
+        Some(s) if s == 0 || Duration::from_secs(u64::from(s)) >= deadline => {
+            return Err(ConfigError::key(
+                "leaderElection.retryPeriodSeconds",
+                format!(
+                    "{s} must be at least 1 and less than the renew deadline ({} s)",
+                    deadline.as_secs_f32()
+                ),
+            ));
+        }
+        Some(s) => Duration::from_secs(u64::from(s)),
+        None => deadline / 5,
+    };
+    Ok((deadline, retry))
 }
 
 fn validate_forges(names: Vec<String>) -> Result<Vec<ForgeKind>, ConfigError> {

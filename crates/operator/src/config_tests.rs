@@ -43,6 +43,49 @@ fn defaults_apply_without_any_layer() {
     assert_eq!(c.leader_election.lease_name, "forgerunner");
     assert_eq!(c.leader_election.lease_namespace, "default");
     assert_eq!(c.leader_election.lease_duration, Duration::from_secs(15));
+    assert_eq!(c.leader_election.renew_deadline, Duration::from_secs(10));
+    assert_eq!(c.leader_election.retry_period, Duration::from_secs(2));
+}
+
+#[test]
+fn lease_timing_is_derived_from_the_duration_unless_set() {
+    let env = [("FORGERUNNER_LEADER_ELECTION_LEASE_DURATION_SECONDS", "3")];
+    let c = load(None, &env, FlagOverrides::default()).expect("load");
+    assert_eq!(c.leader_election.renew_deadline, Duration::from_secs(2));
+    assert_eq!(c.leader_election.retry_period, Duration::from_millis(400));
+    let c = load(
+        Some("leaderElection:\n  leaseDurationSeconds: 8\n  renewDeadlineSeconds: 5\n"),
+        &[("FORGERUNNER_LEADER_ELECTION_RETRY_PERIOD_SECONDS", "1")],
+        FlagOverrides::default(),
+    )
+    .expect("load");
+    assert_eq!(c.leader_election.lease_duration, Duration::from_secs(8));
+    assert_eq!(c.leader_election.renew_deadline, Duration::from_secs(5));
+    assert_eq!(c.leader_election.retry_period, Duration::from_secs(1));
+}
+
+#[test]
+fn lease_timing_must_let_the_leader_stop_before_a_takeover() {
+    let cases: [(&str, &str); 5] = [
+        ("leaseDurationSeconds: 15\n  renewDeadlineSeconds: 15", "leaderElection.renewDeadlineSeconds"),
+        ("leaseDurationSeconds: 15\n  renewDeadlineSeconds: 0", "leaderElection.renewDeadlineSeconds"),
+        ("renewDeadlineSeconds: 4\n  retryPeriodSeconds: 4", "leaderElection.retryPeriodSeconds"),
+        ("retryPeriodSeconds: 0", "leaderElection.retryPeriodSeconds"),
+        // One attempt per deadline is not enough.
+        ("renewDeadlineSeconds: 1\n  retryPeriodSeconds: 1", "leaderElection.retryPeriodSeconds"),
+    ];
+    for (block, key) in cases {
+        let file = format!("leaderElection:\n  {block}\n");
+        let err = load(Some(&file), &[], FlagOverrides::default()).expect_err(block);
+        assert_eq!(key_of(err), key, "{block}");
+    }
+    let c = load(
+        Some("leaderElection:\n  renewDeadlineSeconds: 1\n"),
+        &[],
+        FlagOverrides::default(),
+    )
+    .expect("a 1 s deadline with its derived retry period");
+    assert_eq!(c.leader_election.retry_period, Duration::from_millis(200));
 }
 
 #[test]

@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use forgerunner_core::ForgeKind;
+use forgerunner_core::{Fence, ForgeKind};
 use forgerunner_core::forge::{Forge, ReconcileTrigger};
 use forgerunner_core::metrics::Metrics;
 
@@ -29,7 +29,14 @@ impl EnabledForges {
     /// that are not compiled in, so those are skipped here.
     // `trigger` serves only the forges that push (GitHub's listener, Gitea's webhooks).
     #[cfg_attr(not(any(feature = "github", feature = "gitea")), allow(unused_variables))]
-    pub fn new(enabled: &[ForgeKind], metrics: &Arc<Metrics>, trigger: &ReconcileTrigger) -> Self {
+    /// `fence` keeps a deposed leader's GitHub listeners from starting or taking jobs.
+    #[cfg_attr(not(feature = "github"), allow(unused_variables))]
+    pub fn new(
+        enabled: &[ForgeKind],
+        metrics: &Arc<Metrics>,
+        trigger: &ReconcileTrigger,
+        fence: &Fence,
+    ) -> Self {
         #[cfg_attr(
             not(any(feature = "github", feature = "gitea", feature = "forgejo")),
             allow(unused_mut)
@@ -39,9 +46,14 @@ impl EnabledForges {
             match kind {
                 #[cfg(feature = "github")]
                 ForgeKind::Github => {
-                    set.github = Some(forgerunner_github::GithubForge::new(
+                    let opts = forgerunner_github::GithubOptions {
+                        fence: fence.clone(),
+                        ..forgerunner_github::GithubOptions::default()
+                    };
+                    set.github = Some(forgerunner_github::GithubForge::with_options(
                         metrics.clone(),
                         trigger.clone(),
+                        opts,
                     ));
                 }
                 #[cfg(feature = "gitea")]
@@ -108,10 +120,11 @@ mod tests {
     fn only_enabled_forges_are_served() {
         let metrics = Arc::new(Metrics::default());
         let (trigger, _rx) = ReconcileTrigger::channel();
-        let none = EnabledForges::new(&[], &metrics, &trigger);
+        let fence = Fence::open();
+        let none = EnabledForges::new(&[], &metrics, &trigger, &fence);
         assert!(none.kinds().is_empty());
         for kind in crate::config::compiled_forges() {
-            let one = EnabledForges::new(&[kind], &metrics, &trigger);
+            let one = EnabledForges::new(&[kind], &metrics, &trigger, &fence);
             assert_eq!(one.kinds(), vec![kind]);
             assert_eq!(one.get(kind).map(|f| f.kind()), Some(kind));
         }

@@ -7,9 +7,10 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use forgerunner_core::GroupKey;
+use forgerunner_core::{Fence, GroupKey};
 use forgerunner_core::metrics::Metrics;
 use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::controller::{ControllerError, ControllerOptions, ForgeSet, run_controller};
@@ -59,6 +60,9 @@ pub struct Leadership {
     pub readiness: Arc<Readiness>,
     /// `None` when leader election is disabled: lead at once, once.
     pub elector: Option<LeaderElector>,
+    /// Held while the elector's lease is fresh (always, without an election); every write path
+    /// checks it.
+    pub fence: Fence,
     /// Step-down bounds.
     pub budget: StepDownBudget,
     /// Where webhook deliveries go: here while a term runs.
@@ -163,6 +167,7 @@ impl Leadership {
                 instance: self.instance.clone(),
                 concurrency: self.concurrency,
                 forge_hosts: self.forge_hosts.clone(),
+                fence: self.fence.clone(),
             },
             synced,
             term.clone(),
@@ -203,13 +208,8 @@ impl Leadership {
             TermEnd::Shutdown => tracing::info!("shutting down the controller"),
             TermEnd::Failed(e) => tracing::error!(error = %e, "the controller failed"),
         }
-        if finished.is_none()
-            && tokio::time::timeout(self.budget.controller, &mut controller)
-                .await
-                .is_err()
-        {
-            tracing::warn!("the controller did not stop in time; abandoning it");
-            controller.abort();
+        if finished.is_none() {
+            self.stop_controller(&end, &mut controller).await;
         }
         if tokio::time::timeout(self.budget.forges, forges::shutdown_all(self.forges.as_ref()))
             .await
@@ -218,5 +218,31 @@ impl Leadership {
             tracing::warn!("forge sessions did not close in time");
         }
         end
+    }
+
+    /// Stops a term's controller. On a lost lease at once: a standby may lead soon and every
+    /// write already fails, so nothing is worth finishing; aborting drops in-flight reconciles
+    /// with their forge calls (run_controller owns its tasks, so they all go). On shutdown the
+    /// lease is still ours until released: let passes finish within the budget.
+    async fn stop_controller(&self, end: &TermEnd, controller: &mut JoinHandle<Result<(), ControllerError>>) {
+        if !matches!(end, TermEnd::Lost) {
+            if tokio::time::timeout(self.budget.controller, &mut *controller)
+                .await
+                .is_ok()
+            {
+                return;
+            }
+            tracing::warn!("the controller did not stop in time; aborting it");
+        }
+        controller.abort();
+        // Aborted tasks end at their next await; one stuck in blocking code cannot write anyway
+        // (every write path checks the fence), so it is left behind rather than killing the
+        // process and the standby it now is.
+        if tokio::time::timeout(self.budget.controller, &mut *controller)
+            .await
+            .is_err()
+        {
+            tracing::error!("the aborted controller has not stopped; its writes stay fenced");
+        }
     }
 }

@@ -4,8 +4,11 @@
 //! that both see a free lease cannot both win: the second write gets 409 Conflict. Expiry is
 //! judged the way client-go does it, from when *we* last saw the record change (a local
 //! monotonic clock), so clock skew between nodes cannot make a follower steal a live lease.
-//! A leader that cannot renew within two thirds of the duration steps down by itself, before
-//! any follower may take over.
+//!
+//! Timing follows client-go: a leader renews every retry period; its renew deadline counts from
+//! the instant its last successful write was sent (no follower can have seen the record change
+//! earlier), each renewal attempt is cut off at that deadline, and the leader steps down at it,
+//! before any follower may take over. The [`Fence`] mirrors the deadline for every write path.
 
 use std::time::Duration;
 
@@ -14,6 +17,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{ObjectMeta, PostParams};
 use kube::{Api, Client};
+use forgerunner_core::Fence;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -33,24 +37,31 @@ pub struct LeaseSettings {
     /// Our webhook endpoint, advertised on the Lease while we lead so standbys can forward
     /// deliveries to us; `None` advertises nothing.
     pub advertise: Option<String>,
+    /// A leader whose last successful write was sent this long ago steps down; less than
+    /// `duration`, so it stops before a follower may take over.
+    pub renew_deadline: Duration,
+    /// Leaders renew, and followers look at the lease, this often; less than `renew_deadline`.
+    pub retry_period: Duration,
 }
 
 impl LeaseSettings {
-    /// Leaders renew this often.
-    pub fn renew_interval(&self) -> Duration {
-        self.duration / 3
+    /// When a leader whose successful write was sent at `sent` must step down.
+    pub fn step_down_at(&self, sent: Instant) -> Instant {
+        sent + self.renew_deadline
     }
 
-    /// Followers look at the lease this often.
-    pub fn retry_interval(&self) -> Duration {
-        (self.duration / 5).max(Duration::from_millis(200))
+    /// Until when the fence holds after a successful write sent at `sent`: a little before the
+    /// step-down, so that a write admitted at the last moment still reaches the API server
+    /// before the deadline.
+    pub fn fence_until(&self, sent: Instant) -> Instant {
+        self.step_down_at(sent) - write_margin(self.renew_deadline)
     }
+}
 
-    /// A leader that has not renewed for this long steps down: strictly less than the
-    /// duration, so it stops before a follower can take over.
-    pub fn renew_deadline(&self) -> Duration {
-        self.duration * 2 / 3
-    }
+/// Time left for a write admitted just before the fence closes to arrive: a tenth of the
+/// renew deadline, at most one second.
+fn write_margin(renew_deadline: Duration) -> Duration {
+    (renew_deadline / 10).min(Duration::from_secs(1))
 }
 
 /// A failed Lease API call.
@@ -108,17 +119,22 @@ pub struct LeaderElector {
     observed: Option<Observation>,
     /// Updated with the leader's advertised endpoint whenever another instance holds the lease.
     route: LeaderRoute,
+    /// When our last successful acquiring or renewing write was sent.
+    renewed_at: Option<Instant>,
+    fence: Fence,
 }
 
 impl LeaderElector {
-    /// An elector for the lease `settings` names.
-    pub fn new(client: Client, settings: LeaseSettings) -> Self {
+    /// An elector for the lease `settings` names; it holds `fence` while it leads.
+    pub fn new(client: Client, settings: LeaseSettings, fence: Fence) -> Self {
         let api = Api::namespaced(client, &settings.namespace);
         LeaderElector {
             api,
             settings,
             observed: None,
             route: LeaderRoute::default(),
+            renewed_at: None,
+            fence,
         }
     }
 
@@ -151,38 +167,59 @@ impl LeaderElector {
             }
             tokio::select! {
                 _ = cancel.cancelled() => return false,
-                _ = tokio::time::sleep(self.settings.retry_interval()) => {}
+                _ = tokio::time::sleep(self.settings.retry_period) => {}
             }
         }
     }
 
     /// Renews until leadership is lost or `cancel` fires. Call only after [`Self::acquire`].
+    ///
+    /// Steps down (revoking the fence) at the renew deadline itself: a renewal still under way
+    /// then is abandoned rather than awaited.
     pub async fn hold(&mut self, cancel: &CancellationToken) -> HoldEnd {
-        let mut last_renewed = Instant::now();
         loop {
-            let wait = self.settings.renew_interval();
+            let Some(deadline) = self.renewed_at.map(|t| self.settings.step_down_at(t)) else {
+                return self.step_down("never acquired");
+            };
             tokio::select! {
                 _ = cancel.cancelled() => return HoldEnd::Cancelled,
-                _ = tokio::time::sleep(wait) => {}
+                _ = tokio::time::sleep_until(deadline) => return self.step_down("not renewed by its deadline"),
+                _ = tokio::time::sleep(self.settings.retry_period) => {}
             }
-            let started = Instant::now();
-            match self.attempt().await {
-                Ok(Attempt::Leading) => last_renewed = started,
-                Ok(Attempt::HeldBy(holder)) => {
+            let attempt = tokio::select! {
+                _ = cancel.cancelled() => return HoldEnd::Cancelled,
+                a = tokio::time::timeout_at(deadline, self.attempt()) => a,
+            };
+            match attempt {
+                Err(_) => return self.step_down("not renewed by its deadline"),
+                Ok(Ok(Attempt::Leading)) => {}
+                Ok(Ok(Attempt::HeldBy(holder))) => {
                     tracing::warn!(lease = %self.settings.name, %holder, "lost the lease to another instance");
-                    return HoldEnd::Lost;
+                    return self.step_down("held by another instance");
                 }
-                Err(e) => tracing::warn!(lease = %self.settings.name, error = %e, "cannot renew the lease"),
-            }
-            if last_renewed.elapsed() >= self.settings.renew_deadline() {
-                tracing::warn!(lease = %self.settings.name, "lease not renewed in time; stepping down");
-                return HoldEnd::Lost;
+                Ok(Err(e)) => tracing::warn!(lease = %self.settings.name, error = %e, "cannot renew the lease"),
             }
         }
     }
 
+    fn step_down(&mut self, why: &'static str) -> HoldEnd {
+        self.fence.revoke();
+        self.renewed_at = None;
+        tracing::warn!(lease = %self.settings.name, reason = why, "stepping down; every write is fenced");
+        HoldEnd::Lost
+    }
+
+    /// Records a successful acquiring or renewing write sent at `sent`.
+    fn renewed(&mut self, sent: Instant) {
+        self.renewed_at = Some(sent);
+        self.fence.hold_until(self.settings.fence_until(sent));
+    }
+
     /// Gives the lease up if we hold it, so a standby can take over at once.
     pub async fn release(&mut self) -> Result<(), LeaseError> {
+        // From here on this replica writes nothing but the lease itself.
+        self.fence.revoke();
+        self.renewed_at = None;
         let Some(mut lease) = self.timed(self.api.get_opt(&self.settings.name)).await? else {
             return Ok(());
         };
@@ -252,6 +289,7 @@ impl LeaderElector {
             self.settings.advertise.as_deref(),
         );
         // The resourceVersion we read travels with the write: a stale view gets 409.
+        let sent = Instant::now();
         match self
             .timed(
                 self.api
@@ -264,6 +302,7 @@ impl LeaderElector {
                     resource_version: written.metadata.resource_version,
                     since: Instant::now(),
                 });
+                self.renewed(sent);
                 Ok(Attempt::Leading)
             }
             Err(LeaseError::Kube(kube::Error::Api(s))) if s.code == 409 => Ok(Attempt::HeldBy(holder)),
@@ -290,12 +329,14 @@ impl LeaderElector {
                 ..LeaseSpec::default()
             }),
         };
+        let sent = Instant::now();
         match self.timed(self.api.create(&PostParams::default(), &lease)).await {
             Ok(written) => {
                 self.observed = Some(Observation {
                     resource_version: written.metadata.resource_version,
                     since: Instant::now(),
                 });
+                self.renewed(sent);
                 Ok(Attempt::Leading)
             }
             // Someone created it between our read and our write.
@@ -308,9 +349,10 @@ impl LeaderElector {
         i32::try_from(self.settings.duration.as_secs()).unwrap_or(i32::MAX)
     }
 
-    /// Bounds one API call so a hung connection cannot outlive the renew deadline.
+    /// Bounds one API call so a hung connection cannot stall a campaign (a leader's whole
+    /// renewal is bounded by its deadline as well).
     async fn timed<T>(&self, call: impl Future<Output = Result<T, kube::Error>>) -> Result<T, LeaseError> {
-        match tokio::time::timeout(self.settings.renew_interval(), call).await {
+        match tokio::time::timeout(self.settings.renew_deadline, call).await {
             Ok(result) => result.map_err(LeaseError::from),
             Err(_) => Err(LeaseError::Timeout),
         }
@@ -346,48 +388,5 @@ pub fn holder_identity() -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const D: Duration = Duration::from_secs(15);
-
-    #[test]
-    fn we_renew_our_own_lease() {
-        assert_eq!(decide(Some("me"), "me", Duration::ZERO, D), Step::Renew);
-        assert_eq!(decide(Some("me"), "me", D * 10, D), Step::Renew);
-    }
-
-    #[test]
-    fn a_free_lease_is_taken_at_once() {
-        assert_eq!(decide(None, "me", Duration::ZERO, D), Step::Take);
-        assert_eq!(decide(Some(""), "me", Duration::ZERO, D), Step::Take);
-    }
-
-    #[test]
-    fn a_fresh_foreign_lease_is_left_alone() {
-        assert_eq!(decide(Some("other"), "me", Duration::ZERO, D), Step::Wait);
-        assert_eq!(
-            decide(Some("other"), "me", D - Duration::from_millis(1), D),
-            Step::Wait
-        );
-    }
-
-    #[test]
-    fn a_foreign_lease_unchanged_for_its_duration_is_taken() {
-        assert_eq!(decide(Some("other"), "me", D, D), Step::Take);
-    }
-
-    #[test]
-    fn leaders_stop_before_followers_may_take_over() {
-        let s = LeaseSettings {
-            name: "l".into(),
-            namespace: "n".into(),
-            identity: "me".into(),
-            duration: D,
-            advertise: None,
-        };
-        assert!(s.renew_interval() < s.renew_deadline());
-        assert!(s.renew_deadline() < s.duration);
-        assert!(s.retry_interval() < s.duration);
-    }
-}
+#[path = "lease_tests.rs"]
+mod tests;

@@ -8,6 +8,7 @@ mod cli;
 mod cluster;
 mod config;
 mod controller;
+mod fence_layer;
 mod forges;
 mod forward;
 mod health;

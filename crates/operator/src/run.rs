@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use forgerunner_core::Fence;
 use forgerunner_core::forge::ReconcileTrigger;
 use forgerunner_core::metrics::Metrics;
 use prometheus_client::registry::Registry;
@@ -12,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use crate::cluster::{self, StartupError};
 use crate::config::Config;
 use crate::controller::ForgeSet;
+use crate::fence_layer::{FenceLayer, LeaseRef};
 use crate::forges::EnabledForges;
 use crate::forward::{ForwardError, Forwarder};
 use crate::health::Readiness;
@@ -64,14 +66,26 @@ pub async fn run(config: Config) -> Result<(), RunError> {
 /// Runs the operator until `shutdown` fires (Ok) or a fatal error; the seam tests drive.
 pub async fn run_until(config: Config, shutdown: CancellationToken) -> Result<(), RunError> {
     let identity = holder_identity();
-    let cluster = cluster::connect(&identity).await?;
+    let le = &config.leader_election;
+    // Without an election this replica always leads; with one it writes only while its lease is
+    // fresh, and the Lease itself stays writable so it can campaign.
+    let (fence, lease) = if le.enabled {
+        let lease = LeaseRef {
+            namespace: le.lease_namespace.clone(),
+            name: le.lease_name.clone(),
+        };
+        (Fence::closed(), Some(lease))
+    } else {
+        (Fence::open(), None)
+    };
+    let cluster = cluster::connect(&identity, &FenceLayer::new(fence.clone(), lease)).await?;
     cluster::check_crd(&cluster, &config.watch_namespaces).await?;
     tracing::info!(api_server = %cluster.url, forges = ?config.forges, "connected; RunnerGroup CRD present");
 
     let mut registry = Registry::default();
     let metrics = Arc::new(Metrics::register(&mut registry));
     let (trigger, triggers) = ReconcileTrigger::channel();
-    let forges = Arc::new(EnabledForges::new(&config.forges, &metrics, &trigger));
+    let forges = Arc::new(EnabledForges::new(&config.forges, &metrics, &trigger, &fence));
     let readiness = Arc::new(Readiness::new());
     tracing::info!(forges = ?forges.kinds(), "forge backends ready");
 
@@ -109,16 +123,19 @@ pub async fn run_until(config: Config, shutdown: CancellationToken) -> Result<()
     let mut server = tokio::spawn(server::serve(listener, router, limits, http_stop.clone()));
     tracing::info!(addr = %http_addr, "serving /healthz, /readyz, /metrics");
 
-    let elector = config.leader_election.enabled.then(|| {
+    let elector = le.enabled.then(|| {
         LeaderElector::new(
             cluster.client.clone(),
             LeaseSettings {
-                name: config.leader_election.lease_name.clone(),
-                namespace: config.leader_election.lease_namespace.clone(),
+                name: le.lease_name.clone(),
+                namespace: le.lease_namespace.clone(),
                 identity: identity.clone(),
-                duration: config.leader_election.lease_duration,
+                duration: le.lease_duration,
+                renew_deadline: le.renew_deadline,
+                retry_period: le.retry_period,
                 advertise: endpoint,
             },
+            fence.clone(),
         )
         .with_route(route.clone())
     });
@@ -132,6 +149,7 @@ pub async fn run_until(config: Config, shutdown: CancellationToken) -> Result<()
         forge_hosts: config.forge_hosts.clone(),
         readiness,
         elector,
+        fence,
         budget: StepDownBudget::default(),
         route,
     };

@@ -72,7 +72,7 @@ pub struct OperatorSettings {
     pub pod_name: String,
     /// Leader election on (needs a lease namespace; the world uses `default`).
     pub leader_election: bool,
-    /// Extra environment, e.g. `FORGERUNNER_FORGE_HOSTS_ALLOWED`.
+    /// Extra environment, e.g. `FORGERUNNER_FORGE_HOSTS_ALLOWED` or `FORGERUNNER_LEADER_ELECTION_*` timings.
     pub env: Vec<(String, String)>,
 }
 

@@ -14,6 +14,7 @@ use forgerunner_core::forge::{
     ClusterRefs, Forge, ForgeError, ForgeRunnerState, ForgeView, GroupContext, GroupKey, ReconcileTrigger,
     RemoveOutcome, RunnerCredentials, RunnerExit, RunnerRef, SecretValue,
 };
+use forgerunner_core::Fence;
 use forgerunner_core::metrics::Metrics;
 use forgerunner_core::reconcile::{ControllerOptions, FINALIZER, ForgeSet, run_controller};
 use forgerunner_core::runner_job::{FORGE_LABEL, GROUP_LABEL, MANAGED_BY_SELECTOR};
@@ -206,6 +207,10 @@ impl Harness {
     }
 
     async fn start_with(enabled: Option<ForgeKind>) -> Harness {
+        Harness::start_fenced(enabled, Fence::open()).await
+    }
+
+    async fn start_fenced(enabled: Option<ForgeKind>, fence: Fence) -> Harness {
         // Logs only when RUST_LOG is set; a second init in the same binary is a no-op.
         let _ = tracing_subscriber::fmt()
             .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
@@ -228,7 +233,7 @@ impl Harness {
             namespaces: vec![],
             instance: "test-0".into(),
             concurrency: 4,
-            ..ControllerOptions::default()
+            fence,
         };
         let task = tokio::spawn({
             let (client, ready, shutdown) = (client.clone(), ready.clone(), shutdown.clone());
@@ -768,5 +773,79 @@ async fn a_runner_left_without_its_secret_by_a_crash_gets_it() {
         ["pool-crash"],
         "the leftover covers the job: no second runner"
     );
+    h.stop().await;
+}
+
+/// Waits `within` for `cond` and says whether it ever held: for things that must not happen.
+async fn happens_within<F, Fut>(within: Duration, mut cond: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + within;
+    while tokio::time::Instant::now() < deadline {
+        if cond().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aborting_the_controller_stops_every_reconcile() {
+    let h = Harness::start(true).await;
+    h.create_secret("creds").await;
+    h.create_group("pool", gitea_spec(0, 3, 600)).await;
+    wait_for("the first pass", || async {
+        h.condition("pool", "Ready").await.is_some()
+    })
+    .await;
+    // A deposed leader aborts its controller: nothing of it may go on reconciling.
+    h.task.abort();
+    wait_for("the controller task to end", || async { h.task.is_finished() }).await;
+    h.forge.jobs.store(2, Ordering::SeqCst);
+    h.trigger.wake(GroupKey {
+        namespace: NS.into(),
+        name: "pool".into(),
+    });
+    h.groups()
+        .patch(
+            "pool",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"maxRunners": 4}})),
+        )
+        .await
+        .expect("patch");
+    let created = happens_within(Duration::from_secs(3), || async {
+        !h.runner_jobs("pool").await.is_empty()
+    })
+    .await;
+    assert!(!created, "an aborted controller created runners");
+    assert!(h.forge.issued.lock().expect("lock").is_empty());
+    h.server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_fence_no_runner_is_registered_at_the_forge() {
+    let fence = Fence::closed();
+    let h = Harness::start_fenced(Some(ForgeKind::Gitea), fence.clone()).await;
+    h.create_secret("creds").await;
+    h.forge.jobs.store(2, Ordering::SeqCst);
+    h.create_group("pool", gitea_spec(0, 3, 600)).await;
+    wait_for("a fenced pass", || async {
+        h.condition("pool", "Ready")
+            .await
+            .is_some_and(|(s, _, m)| s == "False" && m.contains("does not hold the leader lease"))
+    })
+    .await;
+    assert!(h.forge.issued.lock().expect("lock").is_empty(), "credentials issued while fenced");
+    assert!(h.runner_jobs("pool").await.is_empty());
+    // Holding the fence again lets the same controller work.
+    fence.hold_until(tokio::time::Instant::now() + Duration::from_secs(3600));
+    wait_for("2 runner jobs", || async {
+        h.runner_jobs("pool").await.len() == 2
+    })
+    .await;
     h.stop().await;
 }

@@ -148,6 +148,8 @@ def schema():
                         "maxLength": 253,
                     },
                     "leaseDurationSeconds": {"type": "integer", "minimum": 5, "maximum": 300},
+                    "renewDeadlineSeconds": {"type": ["integer", "null"], "minimum": 1, "maximum": 299},
+                    "retryPeriodSeconds": {"type": ["integer", "null"], "minimum": 1, "maximum": 298},
                 }
             ),
             "serviceAccount": obj(

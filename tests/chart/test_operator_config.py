@@ -54,8 +54,9 @@ def rendered_config(values):
         {"watchNamespaces": ["a", "b"], "logFormat": "text", "logLevel": "info,forgerunner=debug"},
         {"leaderElection": {"enabled": False, "leaseDurationSeconds": 30}},
         {"forgeHosts": {"allowed": ["github.com", "*.example.com"]}},
+        {"leaderElection": {"leaseDurationSeconds": 20, "renewDeadlineSeconds": 12, "retryPeriodSeconds": 3}},
     ],
-    ids=["defaults", "github", "gitea", "namespaced", "no-leader-election", "forge-hosts"],
+    ids=["defaults", "github", "gitea", "namespaced", "no-leader-election", "forge-hosts", "lease-timing"],
 )
 def test_operator_accepts_rendered_config(tmp_path, values):
     binary = operator_binary()

@@ -9,7 +9,14 @@ from conftest import find, one
 
 NS = chartlib.NAMESPACE
 CONFIG_KEYS = {"forges", "watchNamespaces", "httpAddr", "logFormat", "logLevel", "leaderElection", "forgeHosts"}
-LEADER_KEYS = {"enabled", "leaseName", "leaseNamespace", "leaseDurationSeconds"}
+LEADER_KEYS = {
+    "enabled",
+    "leaseName",
+    "leaseNamespace",
+    "leaseDurationSeconds",
+    "renewDeadlineSeconds",
+    "retryPeriodSeconds",
+}
 
 
 def config_of(objects):
@@ -97,6 +104,13 @@ def test_config_follows_values(render):
     assert config["watchNamespaces"] == ["a"]
     assert config["leaderElection"]["leaseName"] == "other"
     assert config["leaderElection"]["leaseDurationSeconds"] == 30
+
+
+def test_lease_timing_is_passed_only_when_set(render):
+    timing = {"leaseDurationSeconds": 20, "renewDeadlineSeconds": 12, "retryPeriodSeconds": 3}
+    config = config_of(render({"leaderElection": timing}))
+    assert {k: config["leaderElection"][k] for k in timing} == timing
+    assert "renewDeadlineSeconds" not in config_of(render())["leaderElection"]
 
 
 def test_config_change_rolls_the_pods(render):

@@ -103,6 +103,12 @@ leaderElection:
   leaseName: {{ include "forgerunner.leaseName" . }}
   leaseNamespace: {{ .Release.Namespace }}
   leaseDurationSeconds: {{ .Values.leaderElection.leaseDurationSeconds }}
+  {{- with .Values.leaderElection.renewDeadlineSeconds }}
+  renewDeadlineSeconds: {{ . }}
+  {{- end }}
+  {{- with .Values.leaderElection.retryPeriodSeconds }}
+  retryPeriodSeconds: {{ . }}
+  {{- end }}
 {{- end }}
 
 {{/*

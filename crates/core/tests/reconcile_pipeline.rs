@@ -9,12 +9,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use forgerunner_core::Fence;
 use forgerunner_core::crd::{ForgeKind, RunnerGroup, RunnerGroupSpec};
 use forgerunner_core::forge::{
     ClusterRefs, Forge, ForgeError, ForgeRunnerState, ForgeView, GroupContext, GroupKey, ReconcileTrigger,
     RemoveOutcome, RunnerCredentials, RunnerExit, RunnerRef, SecretValue,
 };
-use forgerunner_core::Fence;
 use forgerunner_core::metrics::Metrics;
 use forgerunner_core::reconcile::{ControllerOptions, FINALIZER, ForgeSet, run_controller};
 use forgerunner_core::runner_job::{FORGE_LABEL, GROUP_LABEL, MANAGED_BY_SELECTOR};
@@ -839,7 +839,10 @@ async fn without_the_fence_no_runner_is_registered_at_the_forge() {
             .is_some_and(|(s, _, m)| s == "False" && m.contains("does not hold the leader lease"))
     })
     .await;
-    assert!(h.forge.issued.lock().expect("lock").is_empty(), "credentials issued while fenced");
+    assert!(
+        h.forge.issued.lock().expect("lock").is_empty(),
+        "credentials issued while fenced"
+    );
     assert!(h.runner_jobs("pool").await.is_empty());
     // Holding the fence again lets the same controller work.
     fence.hold_until(tokio::time::Instant::now() + Duration::from_secs(3600));

@@ -67,12 +67,24 @@ fn lease_timing_is_derived_from_the_duration_unless_set() {
 #[test]
 fn lease_timing_must_let_the_leader_stop_before_a_takeover() {
     let cases: [(&str, &str); 5] = [
-        ("leaseDurationSeconds: 15\n  renewDeadlineSeconds: 15", "leaderElection.renewDeadlineSeconds"),
-        ("leaseDurationSeconds: 15\n  renewDeadlineSeconds: 0", "leaderElection.renewDeadlineSeconds"),
-        ("renewDeadlineSeconds: 4\n  retryPeriodSeconds: 4", "leaderElection.retryPeriodSeconds"),
+        (
+            "leaseDurationSeconds: 15\n  renewDeadlineSeconds: 15",
+            "leaderElection.renewDeadlineSeconds",
+        ),
+        (
+            "leaseDurationSeconds: 15\n  renewDeadlineSeconds: 0",
+            "leaderElection.renewDeadlineSeconds",
+        ),
+        (
+            "renewDeadlineSeconds: 4\n  retryPeriodSeconds: 4",
+            "leaderElection.retryPeriodSeconds",
+        ),
         ("retryPeriodSeconds: 0", "leaderElection.retryPeriodSeconds"),
         // One attempt per deadline is not enough.
-        ("renewDeadlineSeconds: 1\n  retryPeriodSeconds: 1", "leaderElection.retryPeriodSeconds"),
+        (
+            "renewDeadlineSeconds: 1\n  retryPeriodSeconds: 1",
+            "leaderElection.retryPeriodSeconds",
+        ),
     ];
     for (block, key) in cases {
         let file = format!("leaderElection:\n  {block}\n");

@@ -137,7 +137,13 @@ mod tests {
 
     #[test]
     fn a_holder_may_do_anything() {
-        for m in [Method::GET, Method::POST, Method::PUT, Method::PATCH, Method::DELETE] {
+        for m in [
+            Method::GET,
+            Method::POST,
+            Method::PUT,
+            Method::PATCH,
+            Method::DELETE,
+        ] {
             assert!(admits(&m, JOBS, true, Some(&lease())), "{m}");
         }
     }
@@ -147,29 +153,58 @@ mod tests {
         let l = lease();
         for m in [Method::POST, Method::PUT, Method::PATCH, Method::DELETE] {
             assert!(!admits(&m, JOBS, false, Some(&l)), "{m} jobs");
-            assert!(!admits(&m, "/api/v1/namespaces/ci/secrets/x", false, Some(&l)), "{m} secret");
-            assert!(!admits(&m, "/apis/events.k8s.io/v1/namespaces/ci/events", false, Some(&l)), "{m} event");
+            assert!(
+                !admits(&m, "/api/v1/namespaces/ci/secrets/x", false, Some(&l)),
+                "{m} secret"
+            );
+            assert!(
+                !admits(&m, "/apis/events.k8s.io/v1/namespaces/ci/events", false, Some(&l)),
+                "{m} event"
+            );
         }
         assert!(admits(&Method::GET, JOBS, false, Some(&l)));
         assert!(admits(&Method::GET, &format!("{JOBS}?watch=true"), false, None));
         assert!(admits(&Method::POST, LEASES, false, Some(&l)), "create the lease");
-        assert!(admits(&Method::PUT, &format!("{LEASES}/forgerunner"), false, Some(&l)));
-        assert!(admits(&Method::DELETE, &format!("{LEASES}/forgerunner"), false, Some(&l)));
+        assert!(admits(
+            &Method::PUT,
+            &format!("{LEASES}/forgerunner"),
+            false,
+            Some(&l)
+        ));
+        assert!(admits(
+            &Method::DELETE,
+            &format!("{LEASES}/forgerunner"),
+            false,
+            Some(&l)
+        ));
     }
 
     #[test]
     fn other_leases_are_fenced_like_anything_else() {
         let l = lease();
         assert!(!admits(&Method::PUT, &format!("{LEASES}/other"), false, Some(&l)));
-        assert!(!admits(&Method::PUT, &format!("{LEASES}/forgerunner-x"), false, Some(&l)));
-        assert!(!admits(&Method::PUT, &format!("{LEASES}/forgerunner/x"), false, Some(&l)));
+        assert!(!admits(
+            &Method::PUT,
+            &format!("{LEASES}/forgerunner-x"),
+            false,
+            Some(&l)
+        ));
+        assert!(!admits(
+            &Method::PUT,
+            &format!("{LEASES}/forgerunner/x"),
+            false,
+            Some(&l)
+        ));
         assert!(!admits(
             &Method::PUT,
             "/apis/coordination.k8s.io/v1/namespaces/ci/leases/forgerunner",
             false,
             Some(&l)
         ));
-        assert!(!admits(&Method::POST, LEASES, false, None), "no lease without election");
+        assert!(
+            !admits(&Method::POST, LEASES, false, None),
+            "no lease without election"
+        );
     }
 
     #[tokio::test]
@@ -184,7 +219,10 @@ mod tests {
         let mut svc = FenceLayer::new(fence.clone(), Some(lease())).layer(inner);
         let post = || Request::post(JOBS).body(()).expect("request");
         let err = svc.call(post()).await.expect_err("refused");
-        assert!(err.to_string().contains("refusing POST /apis/batch/v1/namespaces/ci/jobs"));
+        assert!(
+            err.to_string()
+                .contains("refusing POST /apis/batch/v1/namespaces/ci/jobs")
+        );
         assert!(err.to_string().contains("does not hold the leader lease"));
         assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 0);
         fence.hold_until(tokio::time::Instant::now() + std::time::Duration::from_secs(60));

@@ -7,9 +7,9 @@
 
 use std::sync::Arc;
 
-use forgerunner_core::{Fence, ForgeKind};
 use forgerunner_core::forge::{Forge, ReconcileTrigger};
 use forgerunner_core::metrics::Metrics;
+use forgerunner_core::{Fence, ForgeKind};
 
 use crate::controller::ForgeSet;
 

@@ -7,8 +7,8 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use forgerunner_core::{Fence, GroupKey};
 use forgerunner_core::metrics::Metrics;
+use forgerunner_core::{Fence, GroupKey};
 use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;

@@ -12,12 +12,12 @@
 
 use std::time::Duration;
 
+use forgerunner_core::Fence;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{ObjectMeta, PostParams};
 use kube::{Api, Client};
-use forgerunner_core::Fence;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -197,7 +197,9 @@ impl LeaderElector {
                     tracing::warn!(lease = %self.settings.name, %holder, "lost the lease to another instance");
                     return self.step_down("held by another instance");
                 }
-                Ok(Err(e)) => tracing::warn!(lease = %self.settings.name, error = %e, "cannot renew the lease"),
+                Ok(Err(e)) => {
+                    tracing::warn!(lease = %self.settings.name, error = %e, "cannot renew the lease")
+                }
             }
         }
     }

@@ -102,7 +102,12 @@ fn ok(object: &serde_json::Value) -> Response<Body> {
 
 async fn serve(state: Arc<Mutex<FakeLease>>, req: Request<Body>) -> Response<Body> {
     let method = req.method().clone();
-    let body = req.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+    let body = req
+        .into_body()
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
     let writes = state.lock().expect("lock").writes.unwrap_or(Writes::Ok);
     if method != Method::GET {
         match writes {
@@ -175,11 +180,18 @@ async fn a_renewal_hanging_past_the_deadline_is_cut_off_at_it() {
     // Two renewals succeed (at 2 s and 4 s), then every write hangs.
     tokio::time::sleep(Duration::from_millis(4500)).await;
     assert!(fence.is_held_at(start + Duration::from_millis(12_900)));
-    assert!(!fence.is_held_at(start + Duration::from_secs(13)), "fence closes 1 s early");
+    assert!(
+        !fence.is_held_at(start + Duration::from_secs(13)),
+        "fence closes 1 s early"
+    );
     set_writes(&state, Writes::Hang);
     let (end, at) = holder.await.expect("hold");
     assert_eq!(end, HoldEnd::Lost);
-    assert_eq!(at - start, Duration::from_secs(14), "steps down at 4 s + the 10 s deadline");
+    assert_eq!(
+        at - start,
+        Duration::from_secs(14),
+        "steps down at 4 s + the 10 s deadline"
+    );
     assert!(!fence.is_held());
 }
 

@@ -138,7 +138,9 @@ async fn a_deposed_leader_stops_writing_before_the_standby_leads() {
 
     let drained = wait_until(DRAIN, "every job done and nothing left", || async {
         let p = world.gitea_progress(LABELS);
-        p.done == jobs && p.registered_runners == 0 && world.runner_jobs(NS, None).await.is_ok_and(|j| j.is_empty())
+        p.done == jobs
+            && p.registered_runners == 0
+            && world.runner_jobs(NS, None).await.is_ok_and(|j| j.is_empty())
     })
     .await;
     if drained.is_err() {
@@ -180,7 +182,11 @@ async fn a_deposed_leader_stops_writing_before_the_standby_leads() {
     );
 
     let tally = watch.group("gt");
-    assert!(tally.peak_active <= MAX as usize, "peak {} > max {MAX}", tally.peak_active);
+    assert!(
+        tally.peak_active <= MAX as usize,
+        "peak {} > max {MAX}",
+        tally.peak_active
+    );
     // One runner per job; polling may race a runner picking its job (a spare runner, removed
     // by the idle timeout the drain waited out), never a runner made twice.
     assert!(

@@ -234,6 +234,7 @@ impl Harness {
             instance: "test-0".into(),
             concurrency: 4,
             fence,
+            ..ControllerOptions::default()
         };
         let task = tokio::spawn({
             let (client, ready, shutdown) = (client.clone(), ready.clone(), shutdown.clone());

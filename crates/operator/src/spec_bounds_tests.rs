@@ -246,6 +246,7 @@ async fn every_schema_bound_has_a_twin_in_validation() {
         &forgerunner_core::ForgeKind::ALL,
         &Arc::new(Metrics::default()),
         &trigger,
+        &forgerunner_core::fence::Fence::open(),
     );
 
     let mut disagreements = Vec::new();

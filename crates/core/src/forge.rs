@@ -331,6 +331,25 @@ pub trait Forge: Send + Sync {
     /// Releases forge-side resources of a deleted group (sessions, scale sets, caches).
     async fn shutdown(&self, group: &GroupContext) -> Result<(), ForgeError>;
 
+    /// Stops the group's background work (GitHub: its listener and message session) and
+    /// forgets what this process keeps for it: per-group state, and cached clients, tokens and
+    /// listings no other group uses. Needs no credentials, so a group whose Secret is already
+    /// gone is released all the same; bounded in time even when the forge drops traffic.
+    ///
+    /// Idempotent. The reconciler calls it first when a group is deleted, before any forge
+    /// cleanup, so nothing keeps acting for the group (acquiring jobs, polling) while cleanup
+    /// runs or after it gives up; and again when it releases the finalizer, because cleanup
+    /// calls may have cached a client for the group meanwhile.
+    async fn release(&self, _key: &GroupKey) {}
+
+    /// What a deleted group whose forge cleanup did not finish may have left at the forge, and
+    /// how a person removes it; quoted in the cleanup Events.
+    fn cleanup_hint(&self, _spec: &RunnerGroupSpec) -> String {
+        "runners of the group may stay registered at the forge: remove them in the forge's runner \
+         settings"
+            .to_owned()
+    }
+
     /// What the exit code of a failed runner container means, if the forge gives it a meaning
     /// the user should hear about (e.g. an outdated runner). Called only for failed runners.
     fn runner_exit_meaning(&self, _exit_code: i32) -> Option<RunnerExit> {

@@ -88,6 +88,15 @@ pub struct WebhookLabels {
     pub outcome: &'static str,
 }
 
+/// Labels of the forge cache gauge.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct CacheLabels {
+    /// The forge (`spec.forge`).
+    pub forge: &'static str,
+    /// What is cached: `clients`, `listings`, `tokens` or `groups` (per-group state).
+    pub kind: &'static str,
+}
+
 /// All forgerunner metrics, registered under the `forgerunner` prefix.
 #[derive(Debug)]
 pub struct Metrics {
@@ -118,6 +127,9 @@ pub struct Metrics {
     /// Webhook signature (HMAC) checks computed; bounded per delivery whatever the number of
     /// webhook Secrets.
     pub webhook_signature_checks: Family<ForgeLabels, Counter>,
+    /// Entries in a forge backend's in-memory maps keyed by what groups name (clients per CA
+    /// and proxy, tokens, listings, per-group state); back to 0 when no group uses the forge.
+    pub forge_cache_entries: Family<CacheLabels, Gauge>,
 }
 
 fn latency_histogram() -> Histogram {
@@ -187,7 +199,21 @@ impl Metrics {
             "Webhook signature checks (HMAC computations)",
             m.webhook_signature_checks.clone(),
         );
+        r.register(
+            "forge_cache_entries",
+            "Entries in a forge backend's caches by kind (clients, listings, tokens, groups)",
+            m.forge_cache_entries.clone(),
+        );
         m
+    }
+
+    /// Sets the forge cache gauge of `forge` to `entries` per kind.
+    pub fn set_cache_entries(&self, forge: &'static str, entries: &[(&'static str, usize)]) {
+        for (kind, n) in entries {
+            self.forge_cache_entries
+                .get_or_create(&CacheLabels { forge, kind })
+                .set(i64::try_from(*n).unwrap_or(i64::MAX));
+        }
     }
 
     /// Records one forge request.
@@ -216,6 +242,7 @@ impl Default for Metrics {
             job_queue_to_runner: Family::new_with_constructor(latency_histogram),
             webhook_deliveries: Family::default(),
             webhook_signature_checks: Family::default(),
+            forge_cache_entries: Family::default(),
         }
     }
 }

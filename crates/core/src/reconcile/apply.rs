@@ -3,7 +3,6 @@
 //! Every step is attempted even when an earlier one failed; the first error is reported so the
 //! status can say what went wrong and the reconcile is retried with backoff.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use futures::StreamExt;
@@ -289,31 +288,4 @@ async fn create_runner(t: &Target<'_>) -> Result<(String, Vec<String>), Reconcil
         })
         .unwrap_or_default();
     Ok((name, violations))
-}
-
-/// Removes everything of a deleted group: deregisters and deletes its runners. Returns the first
-/// error; every runner is attempted.
-pub async fn remove_all(t: &Target<'_>) -> Result<u32, ReconcileError> {
-    let mut first: Option<ReconcileError> = None;
-    let mut removed = 0;
-    let refs: BTreeMap<String, RunnerRef> = t
-        .observed
-        .iter()
-        .filter_map(|j| j.metadata.name.as_deref())
-        .map(|name| (name.to_owned(), runner_ref(t.observed, name)))
-        .collect();
-    for (name, rr) in &refs {
-        t.fence.check()?;
-        if let Err(e) = t.forge.remove_runner(t.group, rr).await {
-            first.get_or_insert(e.into());
-        }
-        match t.jobs.delete(name, &DeleteParams::background()).await {
-            Ok(_) => removed += 1,
-            Err(e) if is_status(&e, 404) => {}
-            Err(e) => {
-                first.get_or_insert(ReconcileError::kube("delete job")(e));
-            }
-        }
-    }
-    first.map_or(Ok(removed), Err)
 }

@@ -22,8 +22,6 @@ pub const BACKOFF_BASE: Duration = Duration::from_secs(1);
 pub const BACKOFF_MAX: Duration = Duration::from_secs(300);
 /// Retry delay for errors only a person can fix (Secrets are not watched, so we poll).
 pub const USER_ACTION_RETRY: Duration = Duration::from_secs(60);
-/// Cleanup attempts before the finalizer is released despite forge errors.
-pub const MAX_CLEANUP_ATTEMPTS: u32 = 5;
 
 /// Share of a retry delay that jitter may add or take away (±20 %).
 pub const BACKOFF_JITTER: f64 = 0.2;
@@ -57,8 +55,8 @@ pub fn with_jitter(delay: Duration) -> Duration {
 pub struct GroupMemory {
     /// Consecutive failed reconciles (drives the backoff).
     pub failures: u32,
-    /// Cleanup attempts so far.
-    pub cleanup_attempts: u32,
+    /// Progress of the cleanup of a deleted group.
+    pub cleanup: Option<super::cleanup::CleanupState>,
     /// Writes the store may not show yet.
     pub in_flight: InFlight,
     /// The status this process wrote last, until the store shows a newer object.

@@ -8,7 +8,6 @@ use tracing::debug;
 
 use super::apply::ApplyReport;
 use super::context::Context;
-use super::error::ReconcileError;
 use super::status::PassSummary;
 use crate::conditions::{ConditionReason, ConditionType};
 use crate::crd::RunnerGroup;
@@ -16,7 +15,8 @@ use crate::crd::RunnerGroup;
 /// Most "runner did not start" Events one pass publishes.
 const MAX_STUCK_EVENTS: usize = 3;
 
-async fn publish(
+/// Publishes one Event on `group`; best effort.
+pub(super) async fn publish(
     ctx: &Context,
     group: &RunnerGroup,
     type_: EventType,
@@ -171,20 +171,6 @@ pub async fn pod_security(ctx: &Context, group: &RunnerGroup, violations: &[Stri
         EventType::Warning,
         "PodSecurityRestricted",
         "CreateRunners",
-        note,
-    )
-    .await;
-}
-
-/// The forge cleanup of a deleted group was given up.
-pub async fn cleanup_abandoned(ctx: &Context, group: &RunnerGroup, e: &ReconcileError) {
-    let note = format!("forge cleanup skipped, runners may stay registered at the forge: {e}");
-    publish(
-        ctx,
-        group,
-        EventType::Warning,
-        "CleanupAbandoned",
-        "Cleanup",
         note,
     )
     .await;

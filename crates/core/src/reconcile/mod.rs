@@ -5,6 +5,7 @@
 //! writes the status by server-side apply; see [`pipeline`].
 
 pub mod apply;
+pub mod cleanup;
 pub mod context;
 pub mod error;
 pub mod events;

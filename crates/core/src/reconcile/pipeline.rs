@@ -11,12 +11,12 @@ use k8s_openapi::api::core::v1::{ConfigMap, Event as CoreEvent, Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
-use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
 use kube::{Resource, ResourceExt};
-use tracing::{debug, info, warn};
+use tracing::{debug, warn};
 
-use super::apply::{Target, apply_plan, remove_all};
-use super::context::{Context, MAX_CLEANUP_ATTEMPTS, USER_ACTION_RETRY, WrittenStatus, with_jitter};
+use super::apply::{Target, apply_plan};
+use super::cleanup::{cleanup, needs_cleanup};
+use super::context::{Context, USER_ACTION_RETRY, WrittenStatus, with_jitter};
 use super::error::ReconcileError;
 use super::events;
 use super::observe::{belongs_to, observe_runners, runner_refs, with_forge_states};
@@ -43,7 +43,8 @@ use crate::validate::validate_spec;
 /// Longest group name: it is also a label value.
 const MAX_GROUP_NAME: usize = 63;
 
-fn group_key(g: &RunnerGroup) -> GroupKey {
+/// The group's identity.
+pub(super) fn group_key(g: &RunnerGroup) -> GroupKey {
     GroupKey {
         namespace: g.namespace().unwrap_or_default(),
         name: g.name_any(),
@@ -60,18 +61,19 @@ pub async fn reconcile(group: Arc<RunnerGroup>, ctx: Arc<Context>) -> Result<Act
         .inc();
     let ns = group.namespace().unwrap_or_default();
     let api: Api<RunnerGroup> = Api::namespaced(ctx.client.clone(), &ns);
-    let group = match ensure_finalizer(&api, group).await {
-        Ok(g) => g,
-        Err(e) => return Err(e),
-    };
-    let result = finalizer(&api, FINALIZER, group, |event| async {
-        match event {
-            FinalizerEvent::Apply(g) => apply(g, &ctx).await,
-            FinalizerEvent::Cleanup(g) => cleanup(g, &ctx).await,
+    // Deletion is handled here rather than by `kube::runtime::finalizer`, which releases the
+    // finalizer as soon as cleanup returns Ok: cleanup needs to keep it while the runner Jobs
+    // disappear and while the forge gets its budget, without reporting a failure for it.
+    let result = if needs_cleanup(&group) {
+        cleanup(group, &ctx).await
+    } else if group.metadata.deletion_timestamp.is_some() {
+        Ok(Action::await_change())
+    } else {
+        match ensure_finalizer(&api, group).await {
+            Ok(g) => apply(g, &ctx).await,
+            Err(e) => Err(e),
         }
-    })
-    .await
-    .map_err(ReconcileError::from);
+    };
     ctx.metrics
         .reconcile_duration
         .get_or_create(&ReconcileLabels { forge: forge_label })
@@ -167,7 +169,7 @@ fn checked_forge<'a>(ctx: &'a Context, group: &RunnerGroup) -> Result<&'a dyn Fo
 
 /// Reads what the forge's block names (credentials Secret, CA bundle) into the forge's group
 /// context.
-async fn group_context(
+pub(super) async fn group_context(
     ctx: &Context,
     forge: &dyn Forge,
     group: &RunnerGroup,
@@ -485,7 +487,8 @@ fn set_runner_gauges(
     }
 }
 
-fn clear_runner_gauges(ctx: &Context, key: &GroupKey, forge: &'static str) {
+/// Drops the runner gauges of a deleted group.
+pub(super) fn clear_runner_gauges(ctx: &Context, key: &GroupKey, forge: &'static str) {
     for state in ["idle", "busy", "pending", "failed"] {
         ctx.metrics.runners.remove(&RunnerLabels {
             forge,
@@ -551,50 +554,4 @@ async fn write_status(
     });
     events::transitions(ctx, group, &changed).await;
     None
-}
-
-async fn cleanup(group: Arc<RunnerGroup>, ctx: &Context) -> Result<Action, ReconcileError> {
-    let key = group_key(&group);
-    clear_runner_gauges(ctx, &key, group.spec.forge.as_str());
-    let attempt = ctx.with_memory(&key, |m| {
-        m.cleanup_attempts = m.cleanup_attempts.saturating_add(1);
-        m.cleanup_attempts
-    });
-    let result = cleanup_forge(&group, ctx).await;
-    match result {
-        Ok(()) => {
-            info!(group = %key, "cleaned up");
-            ctx.forget(&key);
-            Ok(Action::await_change())
-        }
-        Err(e) if attempt >= MAX_CLEANUP_ATTEMPTS || e.category().needs_user_action() => {
-            // Never hold a deletion hostage to a forge that is gone or misconfigured.
-            warn!(group = %key, error = %e, attempt, "giving up forge cleanup; releasing the finalizer");
-            events::cleanup_abandoned(ctx, &group, &e).await;
-            ctx.forget(&key);
-            Ok(Action::await_change())
-        }
-        Err(e) => Err(e),
-    }
-}
-
-async fn cleanup_forge(group: &RunnerGroup, ctx: &Context) -> Result<(), ReconcileError> {
-    let forge = checked_forge(ctx, group)?;
-    let gctx = group_context(ctx, forge, group).await?;
-    let jobs = group_jobs(ctx, group);
-    let target = Target {
-        jobs: Api::namespaced(ctx.client.clone(), &gctx.key.namespace),
-        secrets: Api::namespaced(ctx.client.clone(), &gctx.key.namespace),
-        pods: Api::namespaced(ctx.client.clone(), &gctx.key.namespace),
-        forge,
-        fence: &ctx.fence,
-        group: &gctx,
-        observed: &jobs,
-        check_pod_security: false,
-    };
-    let removed = remove_all(&target).await;
-    let shut = forge.shutdown(&gctx).await;
-    removed?;
-    shut?;
-    Ok(())
 }

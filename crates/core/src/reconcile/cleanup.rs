@@ -25,7 +25,7 @@ use super::events;
 use super::observe::{belongs_to, job_annotations, job_phase};
 use super::pipeline::{check_spec, clear_runner_gauges, group_context, group_key};
 use crate::crd::RunnerGroup;
-use crate::forge::{Forge, GroupContext, GroupKey, RunnerRef};
+use crate::forge::{Forge, ForgeError, GroupContext, GroupKey, RunnerRef};
 use crate::runner_job::GROUP_LABEL;
 
 /// How long after its `deletionTimestamp` a group waits for the forge. A healthy forge cleans
@@ -204,7 +204,7 @@ async fn forge_step(
             .map(|c| c.pending.values().cloned().collect())
             .unwrap_or_default()
     });
-    let results: Vec<(String, Result<(), String>)> = futures::stream::iter(pending)
+    let results: Vec<(String, Result<(), ForgeFailure>)> = futures::stream::iter(pending)
         .map(|rr| deregister(forge, &gctx, rr, deadline))
         .buffer_unordered(REMOVE_PARALLELISM)
         .collect()
@@ -232,16 +232,42 @@ async fn forge_step(
                 }
             }),
             Ok(Err(e)) => {
-                first_error.get_or_insert(e.to_string());
+                first_error.get_or_insert(ForgeFailure::from(&e));
             }
             Err(_) => {
-                first_error.get_or_insert(timed_out("releasing the group"));
+                first_error.get_or_insert(ForgeFailure::timed_out("releasing the group"));
             }
         }
     }
     match first_error {
         None => ForgeStep::Clean,
-        Some(e) => ForgeStep::Failed(e),
+        Some(f) if f.permanent => ForgeStep::Impossible(f.message),
+        Some(f) => ForgeStep::Failed(f.message),
+    }
+}
+
+/// A failed forge call: what to tell, and whether retrying can help.
+struct ForgeFailure {
+    message: String,
+    /// Only a person can fix it (credentials rejected, scope gone): no retry.
+    permanent: bool,
+}
+
+impl ForgeFailure {
+    fn timed_out(what: &str) -> ForgeFailure {
+        ForgeFailure {
+            message: timed_out(what),
+            permanent: false,
+        }
+    }
+}
+
+impl From<&ForgeError> for ForgeFailure {
+    fn from(e: &ForgeError) -> ForgeFailure {
+        ForgeFailure {
+            message: e.to_string(),
+            permanent: e.category().needs_user_action(),
+        }
     }
 }
 
@@ -250,12 +276,12 @@ async fn deregister(
     gctx: &GroupContext,
     rr: RunnerRef,
     deadline: tokio::time::Instant,
-) -> (String, Result<(), String>) {
+) -> (String, Result<(), ForgeFailure>) {
     // Busy or gone alike: the runner's Job is deleted next, which ends it either way.
     let r = match tokio::time::timeout_at(deadline, forge.remove_runner(gctx, &rr)).await {
         Ok(Ok(_)) => Ok(()),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err(timed_out("deregistering runners")),
+        Ok(Err(e)) => Err(ForgeFailure::from(&e)),
+        Err(_) => Err(ForgeFailure::timed_out("deregistering runners")),
     };
     (rr.name, r)
 }

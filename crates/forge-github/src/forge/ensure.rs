@@ -5,8 +5,9 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 
 use forgerunner_core::RunnerGroup;
-use forgerunner_core::forge::GroupContext;
+use forgerunner_core::forge::{GroupContext, GroupKey};
 
+use super::transports::trust_key;
 use super::{GithubForge, GroupState, ScaleSetInfo};
 use crate::auth::AuthMethod;
 use crate::client::{GithubClient, build_transport};
@@ -66,7 +67,7 @@ impl GithubForge {
         let spec = github_spec(&ctx.group)?;
         let config = ConfigUrl::parse(&spec.config_url).map_err(|e| ApiError::Config(e.to_string()))?;
         let auth = AuthMethod::from_credentials(&ctx.credentials)?;
-        let http = self.transport(ctx.ca_bundle.as_deref(), spec.proxy_url.as_deref())?;
+        let http = self.transport(&ctx.key, ctx.ca_bundle.as_deref(), spec.proxy_url.as_deref())?;
         Ok(GithubClient::new(
             self.metrics.clone(),
             config,
@@ -76,22 +77,22 @@ impl GithubForge {
         ))
     }
 
-    /// The shared transport for this CA bundle and proxy (built on first use).
-    fn transport(&self, ca_bundle: Option<&str>, proxy: Option<&str>) -> Result<reqwest::Client, ApiError> {
-        let mut h = DefaultHasher::new();
-        ca_bundle.hash(&mut h);
-        proxy.hash(&mut h);
-        let key = h.finish();
-        let mut transports = self
+    /// The shared transport for this CA bundle and proxy (built on first use); `group` uses
+    /// it from now on, and a transport no group uses any more is dropped.
+    fn transport(
+        &self,
+        group: &GroupKey,
+        ca_bundle: Option<&str>,
+        proxy: Option<&str>,
+    ) -> Result<reqwest::Client, ApiError> {
+        let key = trust_key(ca_bundle, proxy);
+        let http = self
             .transports
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(http) = transports.get(&key) {
-            return Ok(http.clone());
-        }
-        let http = build_transport(ca_bundle, proxy, &self.opts.http)?;
-        transports.insert(key, http.clone());
-        Ok(http)
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get_or_build(group, key, || build_transport(ca_bundle, proxy, &self.opts.http));
+        self.report_cache();
+        http
     }
 
     /// Makes sure the group has a current client (rebuilt when URL, credentials, CA or proxy

@@ -3,6 +3,7 @@
 
 mod ensure;
 mod options;
+mod transports;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -41,6 +42,9 @@ struct GroupState {
     listener: Option<Listener>,
 }
 
+/// How long a release waits for a group's state lock before it gives up on the listener there.
+const RELEASE_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// How often a group is reconciled when the listener wakes nobody (a safety net: the listener
 /// wakes the group's reconcile whenever the statistics change).
 pub const RESYNC: std::time::Duration = std::time::Duration::from_secs(60);
@@ -52,7 +56,7 @@ pub struct GithubForge {
     opts: GithubOptions,
     groups: Mutex<HashMap<GroupKey, Arc<tokio::sync::Mutex<GroupState>>>>,
     /// HTTP transports by (CA bundle, proxy), shared by the groups' clients.
-    transports: Mutex<HashMap<u64, reqwest::Client>>,
+    transports: Mutex<transports::Transports>,
 }
 
 impl std::fmt::Debug for GithubForge {
@@ -88,6 +92,48 @@ impl GithubForge {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         groups.entry(key.clone()).or_default().clone()
+    }
+
+    /// Sets the cache gauge: transports and groups with state.
+    fn report_cache(&self) {
+        let transports = self
+            .transports
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .len();
+        let groups = self
+            .groups
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .len();
+        self.metrics
+            .set_cache_entries("github", &[("clients", transports), ("groups", groups)]);
+    }
+
+    /// Stops the group's listener (bounded) and forgets its state and transport.
+    async fn release_inner(&self, key: &GroupKey) {
+        let removed = self
+            .groups
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(key);
+        if let Some(entry) = removed {
+            // A pass holding the lock against a forge that drops traffic must not block us:
+            // the listener is what has to stop, and it is only taken out under the lock.
+            let listener = match tokio::time::timeout(RELEASE_LOCK_WAIT, entry.lock()).await {
+                Ok(mut st) => st.listener.take(),
+                Err(_) => None,
+            };
+            if let Some(l) = listener {
+                l.stop_within(self.opts.shutdown_timeout.saturating_mul(2)).await;
+                tracing::info!(group = %key, "GitHub listener stopped");
+            }
+        }
+        self.transports
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .release(key);
+        self.report_cache();
     }
 
     async fn observe_inner(&self, ctx: &GroupContext, runners: &[RunnerRef]) -> Result<ForgeView, ApiError> {
@@ -335,16 +381,31 @@ impl Forge for GithubForge {
     }
 
     async fn shutdown(&self, group: &GroupContext) -> Result<(), ForgeError> {
+        // Errors go to the reconciler, which bounds the retries and tells the user what is
+        // left (the finalizer is never held beyond its cleanup budget).
         match self.shutdown_inner(group).await {
             Ok(()) => Ok(()),
-            // Nothing a retry could fix: do not hold the group's finalizer hostage.
-            Err(e @ (ApiError::InvalidCredentials(_) | ApiError::Config(_))) => {
-                tracing::warn!(group = %group.key, error = %e, "cannot clean up the GitHub scale set; leaving it");
-                Ok(())
-            }
             Err(e) if e.status() == Some(404) => Ok(()),
             Err(e) => Err(map_err(e)),
         }
+    }
+
+    async fn release(&self, key: &GroupKey) {
+        self.release_inner(key).await;
+    }
+
+    fn cleanup_hint(&self, spec: &RunnerGroupSpec) -> String {
+        let name = spec
+            .github
+            .as_ref()
+            .and_then(|g| g.scale_set_name.as_deref())
+            .filter(|n| !n.trim().is_empty())
+            .map_or_else(|| "named after the group".to_owned(), |n| format!("'{n}'"));
+        format!(
+            "the runner scale set {name} and its runners may remain at GitHub: delete them under \
+             Settings → Actions → Runners of the configUrl's repository, organization or \
+             enterprise (GitHub also drops ephemeral runners that never connect)"
+        )
     }
 
     async fn shutdown_all(&self) {
@@ -362,6 +423,11 @@ impl Forge for GithubForge {
             }
         });
         futures::future::join_all(stops).await;
+        self.transports
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clear();
+        self.report_cache();
     }
 }
 

@@ -143,6 +143,17 @@ impl Listener {
         self.cancel.cancel();
         let _ = self.task.await;
     }
+
+    /// Like [`Listener::stop`], but waits at most `limit` and then aborts the task: a message
+    /// being handled is not cancellable, and against a forge that drops traffic it could hold
+    /// up the release of a deleted group for minutes.
+    pub async fn stop_within(mut self, limit: Duration) {
+        self.cancel.cancel();
+        if tokio::time::timeout(limit, &mut self.task).await.is_err() {
+            self.task.abort();
+            tracing::warn!(scale_set_id = self.scale_set_id, "GitHub listener did not stop in time; aborted");
+        }
+    }
 }
 
 struct Task {

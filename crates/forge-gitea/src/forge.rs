@@ -75,6 +75,13 @@ pub(crate) struct ListingKey {
     scope: Scope,
 }
 
+impl ListingKey {
+    /// The instance the scope is listed on.
+    pub(crate) fn instance(&self) -> &InstanceKey {
+        &self.instance
+    }
+}
+
 /// What the webhook path needs to know about a group seen by `observe`.
 #[derive(Clone)]
 pub(crate) struct GroupInfo {
@@ -266,16 +273,23 @@ impl GiteaForge {
     }
 
     fn remember(&self, ctx: &GroupContext, r: &Resolved<'_>) {
-        if let Ok(mut g) = self.groups.lock() {
-            g.insert(
-                ctx.key.clone(),
-                GroupInfo {
-                    scope: r.scope.clone(),
-                    labels: r.labels.clone(),
-                    webhook_secret: ctx.webhook_secret.clone(),
-                    listing: r.listing.clone(),
-                },
-            );
+        let before = match self.groups.lock() {
+            Ok(mut g) => g
+                .insert(
+                    ctx.key.clone(),
+                    GroupInfo {
+                        scope: r.scope.clone(),
+                        labels: r.labels.clone(),
+                        webhook_secret: ctx.webhook_secret.clone(),
+                        listing: r.listing.clone(),
+                    },
+                )
+                .map(|old| old.listing),
+            Err(_) => return,
+        };
+        if before.is_some_and(|old| old != r.listing) {
+            // New token, CA bundle, proxy or scope: what only the old one used goes.
+            self.prune();
         }
     }
 
@@ -341,6 +355,8 @@ impl GiteaForge {
                 }),
             Err(_) => 0,
         };
+        // This pass's listings are cached by now.
+        self.report_cache();
         let ghosts: BTreeSet<String> = runners
             .iter()
             .filter(|x| !x.is_online() && !x.busy && is_group_runner_name(group, &x.name))
@@ -377,6 +393,7 @@ impl GiteaForge {
                         r.instance.client.registration_token(&r.scope),
                     )
                     .await?;
+                self.report_cache();
                 (*t).clone()
             }
         };
@@ -527,13 +544,19 @@ impl Forge for GiteaForge {
     }
 
     async fn shutdown(&self, group: &GroupContext) -> Result<(), ForgeError> {
-        if let Ok(mut g) = self.groups.lock() {
-            g.remove(&group.key);
-        }
-        if let Ok(mut f) = self.finished.lock() {
-            f.remove(&group.key);
-        }
+        self.release_group(&group.key);
         Ok(())
+    }
+
+    async fn release(&self, key: &GroupKey) {
+        self.release_group(key);
+    }
+
+    fn cleanup_hint(&self, _spec: &RunnerGroupSpec) -> String {
+        "runners named after the group may stay registered at Gitea: delete them under Settings → \
+         Actions → Runners of the group's scope (site administration, organization, user or \
+         repository)"
+            .to_owned()
     }
 
     fn receive_webhook(
@@ -546,26 +569,6 @@ impl Forge for GiteaForge {
 
     async fn shutdown_all(&self) {
         // A new leader starts from nothing: forget groups and every cached listing and token.
-        for m in [&self.groups] {
-            if let Ok(mut g) = m.lock() {
-                g.clear();
-            }
-        }
-        if let Ok(mut m) = self.jobs.lock() {
-            m.clear();
-        }
-        if let Ok(mut m) = self.runners.lock() {
-            m.clear();
-        }
-        if let Ok(mut m) = self.tokens.lock() {
-            m.clear();
-        }
-        if let Ok(mut m) = self.finished.lock() {
-            m.clear();
-        }
-        self.forget_announced();
-        if let Ok(mut m) = self.instances.lock() {
-            m.clear();
-        }
+        self.forget_all();
     }
 }

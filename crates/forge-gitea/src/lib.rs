@@ -15,6 +15,7 @@ mod forge_webhook;
 pub mod labels;
 pub mod pod;
 pub mod pod_security;
+mod release;
 mod runner_names;
 pub mod scope;
 pub mod types;

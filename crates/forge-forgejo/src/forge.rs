@@ -34,6 +34,7 @@ use crate::types::{RunJob, Runner};
 use crate::version::{ForgejoVersion, Mode, VersionError};
 
 mod actions;
+mod release;
 
 /// Tunables of the backend; the defaults suit production.
 #[derive(Clone, Debug)]
@@ -117,6 +118,8 @@ pub struct ForgejoForge {
     tokens: Cells<ScopeKey, SecretValue>,
     /// Per group: bindings, finished runners, creations, offline times.
     pub(crate) books: Mutex<HashMap<GroupKey, GroupBook>>,
+    /// Per group, the listing it uses (and with it its scope and instance).
+    users: Mutex<HashMap<GroupKey, JobsKey>>,
 }
 
 fn cell_for<K: Clone + Eq + Hash, T>(map: &Cells<K, T>, key: &K) -> Arc<Cell<T>> {
@@ -149,6 +152,7 @@ impl ForgejoForge {
             runners: Mutex::default(),
             tokens: Mutex::default(),
             books: Mutex::default(),
+            users: Mutex::default(),
         }
     }
 
@@ -183,12 +187,14 @@ impl ForgejoForge {
             scope: scope.clone(),
         };
         let names: Vec<String> = labels.names().map(str::to_string).collect();
+        let jobs_key = JobsKey {
+            scope: scope_key.clone(),
+            labels: names,
+        };
+        self.track(&ctx.key, &jobs_key);
         Ok(Resolved {
             spec,
-            jobs_key: JobsKey {
-                scope: scope_key.clone(),
-                labels: names,
-            },
+            jobs_key,
             scope_key,
             scope,
             labels,
@@ -283,6 +289,7 @@ impl ForgejoForge {
                 r.instance.client.registration_token(&r.scope),
             )
             .await?;
+        self.report_cache();
         Ok((*got.value).clone())
     }
 
@@ -332,6 +339,8 @@ impl ForgejoForge {
                 observe::view_token(&r.labels, book, refs, jobs_listing, now)
             }),
         };
+        // This pass's listings and book are cached by now.
+        self.report_cache();
         Ok(ForgeView {
             waiting_jobs: seen.waiting_jobs,
             runners: seen.runners,
@@ -440,10 +449,19 @@ impl Forge for ForgejoForge {
     }
 
     async fn shutdown(&self, group: &GroupContext) -> Result<(), ForgeError> {
-        if let Ok(mut b) = self.books.lock() {
-            b.remove(&group.key);
-        }
+        self.release_group(&group.key);
         Ok(())
+    }
+
+    async fn release(&self, key: &GroupKey) {
+        self.release_group(key);
+    }
+
+    fn cleanup_hint(&self, _spec: &RunnerGroupSpec) -> String {
+        "runners named after the group may stay registered at Forgejo: delete them under Settings \
+         → Actions → Runners of the group's scope, or let Forgejo's cron.cleanup_offline_runners \
+         remove them"
+            .to_owned()
     }
 
     async fn shutdown_all(&self) {
@@ -453,5 +471,7 @@ impl Forge for ForgejoForge {
         clear(&self.runners);
         clear(&self.tokens);
         clear(&self.instances);
+        clear(&self.users);
+        self.report_cache();
     }
 }

@@ -1,0 +1,58 @@
+//! What a deleted group, or a group that moved to other credentials, leaves in memory: the
+//! clients, listings and tokens only it used are dropped, and the cache gauge shows it.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on broken setup
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{fake, group_context, spec};
+use forgerunner_core::crd::ForgejoScope;
+use forgerunner_core::forge::{Forge, GroupContext};
+use forgerunner_core::metrics::{CacheLabels, Metrics};
+use forgerunner_forgejo::ForgejoForge;
+use forgerunner_testkit::forgejo::ADMIN_TOKEN;
+
+fn all(m: &Metrics) -> [i64; 4] {
+    ["clients", "listings", "tokens", "groups"].map(|kind| {
+        m.forge_cache_entries
+            .get_or_create(&CacheLabels {
+                forge: "forgejo",
+                kind,
+            })
+            .get()
+    })
+}
+
+fn ctx(name: &str, url: &str, token: &str) -> GroupContext {
+    group_context(name, spec(url, ForgejoScope::Repo, Some("o/r"), &["debian"]), token)
+}
+
+#[tokio::test]
+async fn release_and_credential_change_drop_what_only_that_group_used() {
+    // 14: the registration-token path, so a token is cached too.
+    let fake = fake("14.0.2+gitea-1.22.0").await;
+    fake.add_repo("o/r");
+    let metrics = Arc::new(Metrics::default());
+    let f = ForgejoForge::new(metrics.clone());
+    let other = fake.add_token("o");
+    let (a, b) = (ctx("a", &fake.url(), ADMIN_TOKEN), ctx("b", &fake.url(), &other));
+    for c in [&a, &b] {
+        f.observe(c, &[]).await.expect("observe");
+        f.runner_credentials(c, &format!("{}-abcde", c.key.name))
+            .await
+            .expect("credentials");
+    }
+    assert_eq!(all(&metrics), [2, 2, 2, 4], "a client, listing and token per token");
+
+    // b's Secret now holds another token: what only the old one used goes.
+    let b2 = ctx("b", &fake.url(), &fake.add_token("o"));
+    f.observe(&b2, &[]).await.expect("observe");
+    assert_eq!(all(&metrics), [2, 2, 1, 4], "b's old client, listing and token are gone");
+
+    f.release(&a.key).await;
+    assert_eq!(all(&metrics), [1, 1, 0, 2], "only b's entries are left");
+    f.release(&b2.key).await;
+    f.release(&b2.key).await;
+    assert_eq!(all(&metrics), [0, 0, 0, 0], "nothing left once no group uses the forge");
+}

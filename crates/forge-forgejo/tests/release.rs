@@ -25,7 +25,11 @@ fn all(m: &Metrics) -> [i64; 4] {
 }
 
 fn ctx(name: &str, url: &str, token: &str) -> GroupContext {
-    group_context(name, spec(url, ForgejoScope::Repo, Some("o/r"), &["debian"]), token)
+    group_context(
+        name,
+        spec(url, ForgejoScope::Repo, Some("o/r"), &["debian"]),
+        token,
+    )
 }
 
 #[tokio::test]
@@ -43,16 +47,28 @@ async fn release_and_credential_change_drop_what_only_that_group_used() {
             .await
             .expect("credentials");
     }
-    assert_eq!(all(&metrics), [2, 2, 2, 4], "a client, listing and token per token");
+    assert_eq!(
+        all(&metrics),
+        [2, 2, 2, 4],
+        "a client, listing and token per token"
+    );
 
     // b's Secret now holds another token: what only the old one used goes.
     let b2 = ctx("b", &fake.url(), &fake.add_token("o"));
     f.observe(&b2, &[]).await.expect("observe");
-    assert_eq!(all(&metrics), [2, 2, 1, 4], "b's old client, listing and token are gone");
+    assert_eq!(
+        all(&metrics),
+        [2, 2, 1, 4],
+        "b's old client, listing and token are gone"
+    );
 
     f.release(&a.key).await;
     assert_eq!(all(&metrics), [1, 1, 0, 2], "only b's entries are left");
     f.release(&b2.key).await;
     f.release(&b2.key).await;
-    assert_eq!(all(&metrics), [0, 0, 0, 0], "nothing left once no group uses the forge");
+    assert_eq!(
+        all(&metrics),
+        [0, 0, 0, 0],
+        "nothing left once no group uses the forge"
+    );
 }

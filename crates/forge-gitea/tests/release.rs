@@ -66,11 +66,19 @@ async fn release_and_credential_change_drop_what_only_that_group_used() {
     let b2 = ctx("b", &fake.url(), &rotated);
     pass(&f, &b2).await;
     f.observe(&a, &[]).await.expect("observe");
-    assert_eq!(all(&metrics)[..3], [2, 4, 2], "clients, listings, tokens of a and the new b");
+    assert_eq!(
+        all(&metrics)[..3],
+        [2, 4, 2],
+        "clients, listings, tokens of a and the new b"
+    );
 
     f.release(&a.key).await;
     assert_eq!(all(&metrics), [1, 2, 1, 2], "only b's entries are left");
     f.release(&b2.key).await;
     f.release(&b2.key).await;
-    assert_eq!(all(&metrics), [0, 0, 0, 0], "nothing left once no group uses the forge");
+    assert_eq!(
+        all(&metrics),
+        [0, 0, 0, 0],
+        "nothing left once no group uses the forge"
+    );
 }

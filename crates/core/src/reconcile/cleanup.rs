@@ -138,17 +138,18 @@ fn remaining_budget(group: &RunnerGroup, now: Timestamp, first_attempt: bool) ->
         .and_then(|t| now.duration_since(t.0).try_into().ok())
         .unwrap_or(Duration::ZERO);
     let left = CLEANUP_BUDGET.saturating_sub(since_deletion);
-    if first_attempt { left.max(FIRST_ATTEMPT_MIN) } else { left }
+    if first_attempt {
+        left.max(FIRST_ATTEMPT_MIN)
+    } else {
+        left
+    }
 }
 
 /// The group's runner Jobs, straight from the API server: the decision to release the
 /// finalizer must not rest on a store that lags.
 async fn list_group_jobs(api: &Api<Job>, group: &RunnerGroup) -> Result<Vec<Arc<Job>>, ReconcileError> {
     let lp = ListParams::default().labels(&format!("{GROUP_LABEL}={}", group.name_any()));
-    let list = api
-        .list(&lp)
-        .await
-        .map_err(ReconcileError::kube("list jobs"))?;
+    let list = api.list(&lp).await.map_err(ReconcileError::kube("list jobs"))?;
     Ok(list
         .items
         .into_iter()
@@ -342,7 +343,11 @@ async fn report(
     } else {
         let shown: Vec<&str> = pending.iter().take(NAMES_SHOWN).map(String::as_str).collect();
         let more = pending.len().saturating_sub(shown.len());
-        let more = if more > 0 { format!(" and {more} more") } else { String::new() };
+        let more = if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        };
         format!(" Not deregistered: {}{more}.", shown.join(", "))
     };
     if final_step {
@@ -350,7 +355,15 @@ async fn report(
         let note = format!(
             "Gave up cleaning up at the forge ({why}); the runner Jobs are deleted. {hint}.{runners}"
         );
-        events::publish(ctx, group, EventType::Warning, "CleanupAbandoned", "Cleanup", note).await;
+        events::publish(
+            ctx,
+            group,
+            EventType::Warning,
+            "CleanupAbandoned",
+            "Cleanup",
+            note,
+        )
+        .await;
     } else {
         warn!(group = %key, reason = %why, "forge cleanup failed; runner Jobs deleted anyway");
         let note = format!(
@@ -358,7 +371,15 @@ async fn report(
              retried for up to {}s after deletion. If it keeps failing: {hint}.{runners}",
             CLEANUP_BUDGET.as_secs()
         );
-        events::publish(ctx, group, EventType::Warning, "CleanupIncomplete", "Cleanup", note).await;
+        events::publish(
+            ctx,
+            group,
+            EventType::Warning,
+            "CleanupIncomplete",
+            "Cleanup",
+            note,
+        )
+        .await;
     }
 }
 
@@ -372,8 +393,7 @@ async fn remove_finalizer(ctx: &Context, group: &RunnerGroup) -> Result<(), Reco
     let patch = serde_json::json!({
         "metadata": {"finalizers": rest, "resourceVersion": group.resource_version()}
     });
-    let api: Api<RunnerGroup> =
-        Api::namespaced(ctx.client.clone(), &group.namespace().unwrap_or_default());
+    let api: Api<RunnerGroup> = Api::namespaced(ctx.client.clone(), &group.namespace().unwrap_or_default());
     match api
         .patch(&group.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
         .await

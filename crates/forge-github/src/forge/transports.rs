@@ -90,7 +90,8 @@ mod tests {
         let (a, b) = (trust_key(Some("ca-a"), None), trust_key(None, Some("http://p:1")));
         assert_ne!(a, b);
         t.get_or_build(&key("g1"), a, client).expect("a");
-        t.get_or_build(&key("g2"), a, || Err(())).expect("shared, not rebuilt");
+        t.get_or_build(&key("g2"), a, || Err(()))
+            .expect("shared, not rebuilt");
         t.get_or_build(&key("g3"), b, client).expect("b");
         assert_eq!(t.len(), 2);
         // g3 changes its proxy: its old transport goes with nobody else on it.

@@ -151,7 +151,10 @@ impl Listener {
         self.cancel.cancel();
         if tokio::time::timeout(limit, &mut self.task).await.is_err() {
             self.task.abort();
-            tracing::warn!(scale_set_id = self.scale_set_id, "GitHub listener did not stop in time; aborted");
+            tracing::warn!(
+                scale_set_id = self.scale_set_id,
+                "GitHub listener did not stop in time; aborted"
+            );
         }
     }
 }

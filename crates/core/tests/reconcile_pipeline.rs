@@ -853,3 +853,50 @@ async fn without_the_fence_no_runner_is_registered_at_the_forge() {
     .await;
     h.stop().await;
 }
+
+/// A runner whose Secret cannot be written never starts: its Job is deleted and the runner the
+/// forge registered for it is deregistered too, instead of staying behind as a ghost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runner_whose_secret_fails_is_deregistered_with_its_job() {
+    use forgerunner_testkit::apiserver::{Fault, Verb};
+    let h = Harness::start(true).await;
+    h.create_secret("creds").await;
+    h.server
+        .inject(Fault::error(500).verb(Verb::Create).resource("secrets").times(1));
+    h.forge.jobs.store(1, Ordering::SeqCst);
+    h.create_group("pool", gitea_spec(0, 1, 600)).await;
+
+    let secrets: Api<Secret> = Api::namespaced(h.client.clone(), NS);
+    // The retry creates a runner that gets its Secret.
+    wait_for("a runner with its Secret", || async {
+        let jobs = h.runner_jobs("pool").await;
+        let mut with_secret = false;
+        for j in &jobs {
+            let name = j.metadata.name.clone().unwrap_or_default();
+            with_secret |= secrets.get_opt(&name).await.ok().flatten().is_some();
+        }
+        with_secret
+    })
+    .await;
+    let first = h
+        .forge
+        .issued
+        .lock()
+        .expect("lock")
+        .first()
+        .cloned()
+        .expect("a runner issued");
+    let live: Vec<String> = h
+        .runner_jobs("pool")
+        .await
+        .into_iter()
+        .filter_map(|j| j.metadata.name)
+        .collect();
+    assert!(!live.contains(&first), "the runner without a Secret lost its Job");
+    assert!(
+        h.forge.removed().contains(&first),
+        "the runner without a Secret is deregistered at the forge: removed {:?}",
+        h.forge.removed()
+    );
+    h.stop().await;
+}

@@ -246,21 +246,25 @@ async fn create_runner(t: &Target<'_>) -> Result<(String, Vec<String>), Reconcil
         default_pod: t.forge.default_runner_pod(group, &name, &name, &creds),
         credentials: &creds,
     })?;
+    // The forge may have registered the name already (JIT, a runner row); a runner that will
+    // never start is deregistered so it does not stay behind as a ghost.
+    let deregister = || async {
+        let rr = RunnerRef {
+            name: name.clone(),
+            annotations: creds.annotations.clone(),
+            phase: RunnerPhase::Pending,
+        };
+        // A deposed leader leaves the ghost to the new leader's sweep.
+        if t.fence.is_held()
+            && let Err(fe) = t.forge.remove_runner(t.group, &rr).await
+        {
+            debug!(runner = %name, error = %fe, "could not deregister a runner that will never start");
+        }
+    };
     let created = match t.jobs.create(&post_params(), &job).await {
         Ok(j) => j,
         Err(e) => {
-            // The forge may have registered the name already (JIT); do not leave a ghost.
-            let rr = RunnerRef {
-                name: name.clone(),
-                annotations: creds.annotations.clone(),
-                phase: RunnerPhase::Pending,
-            };
-            // A deposed leader leaves the ghost to the new leader's sweep.
-            if t.fence.is_held()
-                && let Err(fe) = t.forge.remove_runner(t.group, &rr).await
-            {
-                debug!(runner = %name, error = %fe, "could not deregister runner whose Job failed");
-            }
+            deregister().await;
             return Err(ReconcileError::kube("create job")(e));
         }
     };
@@ -269,8 +273,10 @@ async fn create_runner(t: &Target<'_>) -> Result<(String, Vec<String>), Reconcil
         Ok(_) => {}
         Err(e) if is_status(&e, 409) => {}
         Err(e) => {
-            // A pod without its Secret never starts; remove the Job rather than leak it.
+            // A pod without its Secret never starts; remove the Job rather than leak it, and
+            // its registration with it.
             let _ = t.jobs.delete(&name, &DeleteParams::background()).await;
+            deregister().await;
             return Err(ReconcileError::kube("create secret")(e));
         }
     }

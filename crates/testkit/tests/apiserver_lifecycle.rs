@@ -148,6 +148,37 @@ async fn owner_deletion_collects_dependents_background_foreground_orphan() {
     srv.shutdown().await;
 }
 
+/// A dependent created after its owner is gone (a controller acting on a stale cache) is
+/// collected, as the real garbage collector collects dependents of a dangling owner; one whose
+/// owner lives stays.
+#[tokio::test]
+async fn a_dependent_of_an_owner_already_gone_is_collected() {
+    let srv = FakeApiServer::start().await.expect("start");
+    let cms: Api<ConfigMap> = Api::namespaced(srv.client().expect("client"), "default");
+    let owner = cms
+        .create(&PostParams::default(), &cm("gone", None, &[]))
+        .await
+        .expect("owner");
+    let live = cms
+        .create(&PostParams::default(), &cm("live", None, &[]))
+        .await
+        .expect("live owner");
+    cms.delete("gone", &DeleteParams::background())
+        .await
+        .expect("delete owner");
+    cms.create(&PostParams::default(), &cm("late-child", Some(&owner), &[]))
+        .await
+        .expect("the create itself succeeds, as on a real server");
+    cms.create(&PostParams::default(), &cm("kept-child", Some(&live), &[]))
+        .await
+        .expect("kept child");
+    eventually("the dangling dependent to be collected", || async {
+        cms.get_opt("late-child").await.expect("get").is_none()
+    })
+    .await;
+    assert!(cms.get_opt("kept-child").await.expect("get").is_some());
+}
+
 #[tokio::test]
 async fn jobs_orphan_pods_by_default_like_batch_v1() {
     let srv = FakeApiServer::start().await.expect("start");

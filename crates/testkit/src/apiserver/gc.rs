@@ -218,6 +218,17 @@ impl Store {
         }
     }
 
+    /// Collects a just-created object whose owners are all gone already (a controller acting on
+    /// a stale cache, e.g. a pod for a Job deleted a moment before), as the real garbage
+    /// collector does with dependents of a dangling owner.
+    pub(super) fn collect_if_orphaned(&mut self, key: &ObjKey) {
+        let Some(obj) = self.get(key) else { return };
+        let owners = owner_uids(&obj);
+        if !owners.is_empty() && owners.iter().all(|o| self.key_of_uid(o).is_none()) {
+            self.delete_dependent(key, Propagation::Background);
+        }
+    }
+
     /// Removes an object, then collects dependents whose owners are all gone, releases owners
     /// waiting in foreground deletion and finishes terminating namespaces.
     pub fn remove_and_collect(&mut self, key: &ObjKey) -> Option<Arc<Value>> {

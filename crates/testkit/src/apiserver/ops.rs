@@ -324,7 +324,9 @@ impl Store {
             crd::accept(self, &mut obj)?;
         }
         self.set_managed(def, &mut obj, None, ctx, "");
-        Ok(self.put(&key, obj))
+        let created = self.put(&key, obj);
+        self.collect_if_orphaned(&key);
+        Ok(created)
     }
 
     fn check_namespace_open(&self, ns: &str) -> ApiResult<()> {

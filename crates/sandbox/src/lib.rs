@@ -6,4 +6,5 @@
 //! the fakes, never build the operator binary.
 
 pub mod bench;
+pub mod chaos;
 pub mod world;

@@ -3,13 +3,11 @@
 
 use std::time::{Duration, Instant};
 
-use scaleset::ScaleSetId;
-
 use super::report::Report;
 use crate::world::groups::GroupSize;
 use crate::world::operator::{OperatorCommand, OperatorProcess, OperatorSettings};
 use crate::world::watch::JobWatch;
-use crate::world::workload::{Progress, Queued};
+use crate::world::workload::{ForgeTarget as Target, Progress, Queued};
 use crate::world::{World, WorldError, WorldOptions, wait_until};
 use forgerunner_testkit::apiserver::Verb;
 
@@ -51,13 +49,6 @@ impl BenchForge {
             BenchForge::GiteaWebhook => "webhook",
         }
     }
-}
-
-/// A group's forge-side handle.
-enum Target {
-    Github { scale_set: ScaleSetId, label: String },
-    Gitea { label: String },
-    Forgejo { label: String },
 }
 
 /// A prepared run.
@@ -191,20 +182,12 @@ impl Harness {
 
     /// Queues one job for group `idx`.
     pub fn queue(&self, idx: usize) -> Result<Queued, WorldError> {
-        match &self.targets[idx] {
-            Target::Github { scale_set, label } => self.world.queue_github_job(*scale_set, label),
-            Target::Gitea { label } => self.world.queue_gitea_job(&[label]),
-            Target::Forgejo { label } => self.world.queue_forgejo_job(&[label]),
-        }
+        self.targets[idx].queue(&self.world)
     }
 
     /// Where group `idx`'s jobs stand.
     pub fn progress(&self, idx: usize) -> Progress {
-        match &self.targets[idx] {
-            Target::Github { scale_set, .. } => self.world.github_progress(*scale_set),
-            Target::Gitea { label } => self.world.gitea_progress(&[label]),
-            Target::Forgejo { label } => self.world.forgejo_progress(&[label]),
-        }
+        self.targets[idx].progress(&self.world)
     }
 
     /// Waits until group `idx` has had `n` runner Jobs created.

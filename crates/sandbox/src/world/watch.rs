@@ -26,7 +26,14 @@ pub struct GroupTally {
     pub succeeded: BTreeSet<String>,
     /// Runner Jobs that failed.
     pub failed: BTreeSet<String>,
+    /// The job each runner Job was made for, where its forge binds runners to jobs (the
+    /// [`BINDING_ANNOTATION`] value, by runner Job name).
+    pub bindings: BTreeMap<String, String>,
 }
+
+/// Annotation binding a runner Job to one forge job (Forgejo 15's job handle); two runner Jobs
+/// with the same value are two runners for one job.
+pub const BINDING_ANNOTATION: &str = "forgerunner.dev/forgejo-job-handle";
 
 /// A background watch of every runner Job in a namespace.
 pub struct JobWatch {
@@ -100,6 +107,14 @@ fn record(tally: &mut BTreeMap<String, GroupTally>, job: &Job, deleted: bool) {
     let t = tally.entry(group).or_default();
     if !t.created.iter().any(|(n, _)| *n == name) {
         t.created.push((name.clone(), Instant::now()));
+    }
+    if let Some(binding) = job
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(BINDING_ANNOTATION))
+    {
+        t.bindings.insert(name.clone(), binding.clone());
     }
     match (deleted, finished(job)) {
         (_, Some(ok)) => {

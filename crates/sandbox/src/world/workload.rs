@@ -165,6 +165,49 @@ impl World {
     }
 }
 
+/// Where one group's jobs are queued and counted at its forge: the scale set (GitHub) or the
+/// `runs-on` label its runners carry (Gitea, Forgejo).
+#[derive(Clone, Debug)]
+pub enum ForgeTarget {
+    /// A GitHub scale set; jobs ask for `label` (the scale set's name).
+    Github {
+        /// The scale set.
+        scale_set: ScaleSetId,
+        /// The label jobs ask for.
+        label: String,
+    },
+    /// Gitea jobs whose `runs-on` is exactly `label`.
+    Gitea {
+        /// The label.
+        label: String,
+    },
+    /// Forgejo jobs whose `runs-on` is exactly `label`.
+    Forgejo {
+        /// The label.
+        label: String,
+    },
+}
+
+impl ForgeTarget {
+    /// Queues one job for this target.
+    pub fn queue(&self, world: &World) -> Result<Queued, WorldError> {
+        match self {
+            ForgeTarget::Github { scale_set, label } => world.queue_github_job(*scale_set, label),
+            ForgeTarget::Gitea { label } => world.queue_gitea_job(&[label]),
+            ForgeTarget::Forgejo { label } => world.queue_forgejo_job(&[label]),
+        }
+    }
+
+    /// Where this target's jobs stand.
+    pub fn progress(&self, world: &World) -> Progress {
+        match self {
+            ForgeTarget::Github { scale_set, .. } => world.github_progress(*scale_set),
+            ForgeTarget::Gitea { label } => world.gitea_progress(&[label]),
+            ForgeTarget::Forgejo { label } => world.forgejo_progress(&[label]),
+        }
+    }
+}
+
 /// Latency from each queued job to a runner Job appearing, matching jobs to runner Jobs in
 /// order (the n-th job queued is served by the n-th runner created). Exact when jobs are
 /// queued one at a time; a fair estimate for bursts.

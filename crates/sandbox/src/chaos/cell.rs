@@ -240,6 +240,25 @@ impl Cell {
             .join("\n")
     }
 
+    /// With `CHAOS_DUMP=<dir>`, saves every replica's whole output there as
+    /// `<scenario>-<forge>-<replica>.log`, to trace a failed cell.
+    pub fn dump_output(&self, scenario: super::Scenario) {
+        let Some(dir) = std::env::var_os("CHAOS_DUMP") else {
+            return;
+        };
+        let dir = std::path::PathBuf::from(dir);
+        let _ = std::fs::create_dir_all(&dir);
+        for r in &self.replicas {
+            let file = dir.join(format!(
+                "{}-{}-{}.log",
+                scenario.name(),
+                self.forge.name(),
+                r.name
+            ));
+            let _ = std::fs::write(file, r.process.output().join("\n"));
+        }
+    }
+
     /// An error saying `what` did not happen, with the operators' output.
     pub fn no_progress(&self, what: &str) -> ChaosError {
         ChaosError::NoProgress {

@@ -272,6 +272,28 @@ impl Cell {
         if left.total() > 0 {
             notes.push(self.describe_leftovers().await);
         }
+        if bound_twice > 0 {
+            let mut by_binding: BTreeMap<&String, Vec<&String>> = BTreeMap::new();
+            for (job, binding) in &tally.bindings {
+                by_binding.entry(binding).or_default().push(job);
+            }
+            by_binding.retain(|_, jobs| jobs.len() > 1);
+            let tasks: Vec<String> = self.world.forgejo.as_ref().map_or_else(Vec::new, |f| {
+                f.tasks()
+                    .into_iter()
+                    .filter(|t| by_binding.contains_key(&t.handle))
+                    .map(|t| {
+                        format!(
+                            "task {} of job {} on {}: {:?}",
+                            t.id, t.job_id, t.runner_name, t.result
+                        )
+                    })
+                    .collect()
+            });
+            notes.push(format!(
+                "runner Jobs bound to one job: {by_binding:?}; its tasks: {tasks:?}"
+            ));
+        }
         Outcome {
             scenario: scenario.name().to_owned(),
             forge: self.forge.name().to_owned(),

@@ -157,6 +157,7 @@ pub async fn run_cell(
     outcome.recovery = recovery;
     if !drained || !outcome.is_clean() {
         outcome.log_tail = cell.log_tail();
+        cell.dump_output(scenario);
     }
     cell.stop();
     Ok(outcome)

@@ -252,6 +252,7 @@ async fn node_lost(cell: &mut Cell) -> Result<InjectedFault, ChaosError> {
     let pods = cell.pods().await?;
     let at = Instant::now();
     let mut interrupted = BTreeSet::new();
+    let mut lost = Vec::new();
     for (runner, job) in busy.into_iter().take(PODS_LOST) {
         // A runner's name is its Job's; the pod carries the Job's name as a label.
         let pod = pods.iter().find_map(|p| {
@@ -269,13 +270,15 @@ async fn node_lost(cell: &mut Cell) -> Result<InjectedFault, ChaosError> {
             .is_ok()
         {
             interrupted.insert(job);
+            lost.push(format!("{runner} (job {job})"));
         }
     }
     Ok(InjectedFault {
         at,
         notes: vec![format!(
-            "{} busy runner pods deleted mid-job (their jobs end failed or cancelled at the forge)",
-            interrupted.len()
+            "{} busy runner pods deleted mid-job: {} (their jobs end failed or cancelled at the forge)",
+            interrupted.len(),
+            lost.join(", ")
         )],
         interrupted,
     })

@@ -45,6 +45,10 @@ pub struct GroupBook {
     observed: BTreeMap<String, String>,
     /// Handles whose bound runner succeeded; kept while a listing still shows them waiting.
     finished_handles: BTreeSet<String>,
+    /// Handles whose bound runner failed, with when a pass first saw it: the runner may have
+    /// taken its job before failing, so only a job listing fetched after that can tell whether
+    /// the job still waits for a runner.
+    failed_handles: BTreeMap<String, Instant>,
     /// Unbound runners that succeeded, with when a pass first saw it.
     finished_unbound: BTreeMap<String, Instant>,
     /// Runners this process created, with when.
@@ -74,6 +78,15 @@ impl GroupBook {
         self.handed_out.retain(|_, (name, at)| {
             !stored.contains(name.as_str()) && now.duration_since(*at) < HANDED_OUT_GRACE
         });
+        for h in refs
+            .iter()
+            .filter(|r| r.phase == RunnerPhase::Failed)
+            .filter_map(job_handle)
+        {
+            self.failed_handles.entry(h.to_string()).or_insert(now);
+        }
+        self.failed_handles
+            .retain(|_, at| now.duration_since(*at) < CREATED_MEMORY);
         for r in refs.iter().filter(|r| r.phase == RunnerPhase::Succeeded) {
             match job_handle(r) {
                 Some(h) => {
@@ -95,7 +108,14 @@ impl GroupBook {
     pub fn covered(&mut self, waiting: &BTreeSet<&str>, listing_at: Instant) -> u32 {
         self.finished_handles.retain(|h| waiting.contains(h.as_str()));
         self.finished_unbound.retain(|_, at| *at >= listing_at);
-        let n = self.finished_handles.len() + self.finished_unbound.len();
+        // A job whose bound runner failed after the listing was fetched may have been taken
+        // (and ended) by that runner: it waits for no new runner until a fresher listing says so.
+        let failed_since = self
+            .failed_handles
+            .iter()
+            .filter(|(h, at)| waiting.contains(h.as_str()) && listing_at < **at)
+            .count();
+        let n = self.finished_handles.len() + self.finished_unbound.len() + failed_since;
         u32::try_from(n).unwrap_or(u32::MAX)
     }
 
@@ -109,23 +129,32 @@ impl GroupBook {
         u32::try_from(n).unwrap_or(u32::MAX)
     }
 
-    /// Whether `handle` is bound to a live runner or done as far as we know.
-    fn taken(&self, handle: &str) -> bool {
+    /// Whether `handle` is bound to a live runner or done as far as we know, or its runner
+    /// failed after the listing at `listing_at` was fetched (that listing cannot say whether
+    /// the runner had taken the job first).
+    fn taken(&self, handle: &str, listing_at: Instant) -> bool {
         self.observed.contains_key(handle)
             || self.handed_out.contains_key(handle)
             || self.finished_handles.contains(handle)
+            || self
+                .failed_handles
+                .get(handle)
+                .is_some_and(|failed| listing_at < *failed)
     }
 
-    /// Binds `runner` to the first of `handles` (oldest job first) that is free; `None` when
-    /// every one is taken. The caller holds the book's lock, so two creations never get the
-    /// same handle.
+    /// Binds `runner` to the first of `handles` (oldest job first, from a listing fetched at
+    /// `listing_at`) that is free; `None` when every one is taken. The caller holds the book's
+    /// lock, so two creations never get the same handle.
     pub fn bind<'a>(
         &mut self,
         handles: impl IntoIterator<Item = &'a str>,
+        listing_at: Instant,
         runner: &str,
         now: Instant,
     ) -> Option<String> {
-        let h = handles.into_iter().find(|h| !h.is_empty() && !self.taken(h))?;
+        let h = handles
+            .into_iter()
+            .find(|h| !h.is_empty() && !self.taken(h, listing_at))?;
         self.handed_out.insert(h.to_string(), (runner.to_string(), now));
         Some(h.to_string())
     }
@@ -186,12 +215,12 @@ mod tests {
     fn a_runner_created_in_flight_keeps_its_handle() {
         let mut b = GroupBook::default();
         let now = Instant::now();
-        assert_eq!(b.bind(["h1", "h2"], "g-aaaaa", now).as_deref(), Some("h1"));
+        assert_eq!(b.bind(["h1", "h2"], now, "g-aaaaa", now).as_deref(), Some("h1"));
         b.sync(&[r("g-aaaaa", RunnerPhase::Pending, None)], now);
-        assert_eq!(b.bind(["h1", "h2"], "g-bbbbb", now).as_deref(), Some("h2"));
+        assert_eq!(b.bind(["h1", "h2"], now, "g-bbbbb", now).as_deref(), Some("h2"));
         // The store shows the Job with its annotation: the binding is read from it.
         b.sync(&[r("g-aaaaa", RunnerPhase::Pending, Some("h1"))], now);
-        assert_eq!(b.bind(["h1"], "g-ccccc", now), None);
+        assert_eq!(b.bind(["h1"], now, "g-ccccc", now), None);
     }
 
     #[test]
@@ -199,18 +228,42 @@ mod tests {
         let mut b = GroupBook::default();
         let now = Instant::now();
         b.sync(&[r("g-aaaaa", RunnerPhase::Running, Some("h1"))], now);
-        assert_eq!(b.bind(["h1", "h2", "h3"], "g-bbbbb", now).as_deref(), Some("h2"));
-        assert_eq!(b.bind(["h1", "h2", "h3"], "g-ccccc", now).as_deref(), Some("h3"));
-        assert_eq!(b.bind(["h1", "h2", "h3"], "g-ddddd", now), None);
+        assert_eq!(
+            b.bind(["h1", "h2", "h3"], now, "g-bbbbb", now).as_deref(),
+            Some("h2")
+        );
+        assert_eq!(
+            b.bind(["h1", "h2", "h3"], now, "g-ccccc", now).as_deref(),
+            Some("h3")
+        );
+        assert_eq!(b.bind(["h1", "h2", "h3"], now, "g-ddddd", now), None);
         b.unbind("h3");
-        assert_eq!(b.bind(["h3"], "g-eeeee", now).as_deref(), Some("h3"));
-        // A failed runner frees its handle once its Job is seen.
+        assert_eq!(b.bind(["h3"], now, "g-eeeee", now).as_deref(), Some("h3"));
+        // A failed runner frees its handle once its Job is seen, for a listing fetched since.
         b.sync(&[r("g-aaaaa", RunnerPhase::Failed, Some("h1"))], now);
-        assert_eq!(b.bind(["h1"], "g-fffff", now).as_deref(), Some("h1"));
+        assert_eq!(b.bind(["h1"], now, "g-fffff", now).as_deref(), Some("h1"));
         // Handouts whose Job never appears expire.
         let later = now + HANDED_OUT_GRACE;
         b.sync(&[], later);
-        assert_eq!(b.bind(["h2"], "g-ggggg", later).as_deref(), Some("h2"));
+        assert_eq!(b.bind(["h2"], later, "g-ggggg", later).as_deref(), Some("h2"));
+    }
+
+    /// A runner lost while it worked on its job fails; a job listing fetched before that still
+    /// shows its job waiting (from before the runner took it), and must not bind a second
+    /// runner to the job. A listing fetched after the failure can.
+    #[test]
+    fn a_failed_runners_handle_is_free_only_for_a_listing_fetched_after_the_failure() {
+        let mut b = GroupBook::default();
+        let listing = Instant::now();
+        let now = listing + Duration::from_millis(5);
+        b.sync(&[r("g-aaaaa", RunnerPhase::Running, Some("h1"))], listing);
+        b.sync(&[r("g-aaaaa", RunnerPhase::Failed, Some("h1"))], now);
+        assert_eq!(b.bind(["h1"], listing, "g-bbbbb", now), None);
+        // Nor does that listing count the job as waiting for a new runner.
+        assert_eq!(b.covered(&["h1", "h2"].into(), listing), 1);
+        let fresh = now + Duration::from_millis(1);
+        assert_eq!(b.covered(&["h1", "h2"].into(), fresh), 0);
+        assert_eq!(b.bind(["h1"], fresh, "g-bbbbb", fresh).as_deref(), Some("h1"));
     }
 
     #[test]
@@ -221,7 +274,7 @@ mod tests {
         b.sync(&[r("g-aaaaa", RunnerPhase::Succeeded, Some("h1"))], now);
         let waiting: BTreeSet<&str> = ["h1", "h2"].into();
         assert_eq!(b.covered(&waiting, listing), 1);
-        assert_eq!(b.bind(["h1", "h2"], "g-bbbbb", now).as_deref(), Some("h2"));
+        assert_eq!(b.bind(["h1", "h2"], now, "g-bbbbb", now).as_deref(), Some("h2"));
         // The Job is cleaned up: still remembered while the listing shows h1 waiting.
         b.sync(&[], now);
         assert_eq!(b.covered(&waiting, listing), 1);

@@ -58,6 +58,7 @@ impl ForgejoForge {
         let handle = self.with_book(&ctx.key, |b| {
             b.bind(
                 oldest_first.iter().map(|j| j.handle.as_str()),
+                jobs.at,
                 runner_name,
                 Instant::now(),
             )

@@ -95,7 +95,8 @@ pub struct Target<'a> {
     pub check_pod_security: bool,
 }
 
-fn is_status(e: &kube::Error, code: u16) -> bool {
+/// Whether `e` is the API server answering `code`.
+pub(super) fn is_status(e: &kube::Error, code: u16) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == code)
 }
 
@@ -143,7 +144,8 @@ async fn mark_busy(t: &Target<'_>, name: &str, report: &mut ApplyReport) {
     }
 }
 
-fn runner_ref(observed: &[Arc<Job>], name: &str) -> RunnerRef {
+/// How the forge should see the runner of the Job `name` among `observed`.
+pub(super) fn runner_ref(observed: &[Arc<Job>], name: &str) -> RunnerRef {
     let job = observed.iter().find(|j| j.metadata.name.as_deref() == Some(name));
     RunnerRef {
         name: name.to_owned(),

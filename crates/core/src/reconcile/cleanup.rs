@@ -19,10 +19,11 @@ use kube::{Resource, ResourceExt};
 use tracing::{info, warn};
 
 use super::FINALIZER;
+use super::apply::runner_ref;
 use super::context::Context;
 use super::error::ReconcileError;
 use super::events;
-use super::observe::{belongs_to, job_annotations, job_phase};
+use super::observe::belongs_to;
 use super::pipeline::{check_spec, clear_runner_gauges, group_context, group_key};
 use crate::crd::RunnerGroup;
 use crate::forge::{Forge, ForgeError, GroupContext, GroupKey, RunnerRef};
@@ -156,15 +157,6 @@ async fn list_group_jobs(api: &Api<Job>, group: &RunnerGroup) -> Result<Vec<Arc<
         .filter(|j| belongs_to(j, group))
         .map(Arc::new)
         .collect())
-}
-
-fn runner_ref(jobs: &[Arc<Job>], name: &str) -> RunnerRef {
-    let job = jobs.iter().find(|j| j.metadata.name.as_deref() == Some(name));
-    RunnerRef {
-        name: name.to_owned(),
-        annotations: job_annotations(jobs, name),
-        phase: job.map_or(crate::plan::RunnerPhase::Pending, |j| job_phase(j)),
-    }
 }
 
 /// Deregisters the pending runners and releases the group at the forge, every call bounded by

@@ -63,7 +63,7 @@ pub struct GroupMemory {
     pub written_status: Option<WrittenStatus>,
     /// When this process last wrote the status (count-only changes are rate-limited by it).
     pub last_status_write: Option<std::time::Instant>,
-    /// Pending runner Jobs have been checked for a Secret a crashed process never wrote.
+    /// Pending runner Jobs have been checked for a missing Secret since the last failed pass.
     pub secrets_checked: bool,
     /// Fingerprint of the runner Role rules last applied (see `runner_rbac`).
     pub runner_rbac: Option<String>,

@@ -20,7 +20,7 @@ use super::context::{Context, USER_ACTION_RETRY, WrittenStatus, with_jitter};
 use super::error::ReconcileError;
 use super::events;
 use super::observe::{belongs_to, observe_runners, runner_refs, with_forge_states};
-use super::repair::restore_missing_secrets;
+use super::repair::retire_runners_without_secret;
 use super::runner_rbac::{ensure_runner_rbac, rules_fingerprint};
 use super::startup_check::find_stuck;
 use super::status::{
@@ -353,14 +353,27 @@ async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, Reconcil
         observed: &jobs,
         check_pod_security,
     };
-    if !ctx.with_memory(&key, |m| m.secrets_checked) {
-        // Once per process: a predecessor killed between a runner's Job and its Secret.
-        match restore_missing_secrets(&target).await {
-            Ok(_) => ctx.with_memory(&key, |m| m.secrets_checked = true),
-            Err(e) => warn!(group = %key, error = %e, "could not check runner Secrets; retrying next pass"),
+    // A predecessor killed between a runner's Job and its Secret, or a failed pass whose Secret
+    // write and undo both failed, leaves a Job that can never start.
+    let retired = if ctx.with_memory(&key, |m| m.secrets_checked) {
+        Vec::new()
+    } else {
+        match retire_runners_without_secret(&target).await {
+            Ok(names) => {
+                ctx.with_memory(&key, |m| m.secrets_checked = true);
+                names
+            }
+            Err(e) => {
+                warn!(group = %key, error = %e, "could not check runner Secrets; retrying next pass");
+                Vec::new()
+            }
         }
-    }
+    };
     let mut report = apply_plan(&target, &the_plan).await;
+    report.deleted.extend(retired);
+    if report.first_error.is_some() {
+        ctx.with_memory(&key, |m| m.secrets_checked = false);
+    }
     ctx.with_memory(&key, |m| {
         m.in_flight.created.extend(report.created.iter().cloned());
         // A runner removed before the store ever listed it must stop counting as created:

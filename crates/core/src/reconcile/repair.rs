@@ -1,27 +1,28 @@
-//! Crash recovery for runner Jobs a previous process created but did not finish setting up.
+//! Runner Jobs left without their Secret: a previous process (or a pass whose Secret write and
+//! undo both failed) created the Job but not the Secret it needs.
 //!
-//! A runner is a Job plus a Secret owned by it, written one after the other. A process killed
-//! between the two leaves a Job whose pod can never start (its Secret is missing), yet it counts
-//! as a pending runner and holds a job's place until the idle timeout. The first pass of a new
-//! process for a group gives every such Job its Secret, so its runner starts and takes that job.
+//! Such a Job's pod can never start, yet it counts as a pending runner and holds a job's place
+//! until the startup timeout. It is retired at once: its Job deleted and its forge registration
+//! removed, so the next pass creates a complete runner. Re-issuing credentials for it instead is
+//! wrong on forges that bind a runner to one job when it is registered (Forgejo 15's job
+//! handle): the Job's pod would keep the old binding while the new registration took another job.
 
 use kube::ResourceExt;
-use kube::api::{Patch, PatchParams};
-use tracing::info;
+use kube::api::DeleteParams;
+use tracing::{debug, info};
 
-use super::apply::Target;
+use super::apply::{Target, is_status, runner_ref};
 use super::error::ReconcileError;
 use super::observe::job_phase;
 use crate::plan::RunnerPhase;
-use crate::runner_job::build_runner_secret;
 
-/// Writes the missing Secret of each pending runner Job; returns how many it wrote.
+/// Deletes each pending runner Job whose Secret is missing and deregisters its runner; returns
+/// the names of the Jobs deleted.
 ///
-/// Runs once per group per process: it reads one Secret per pending runner. The runner's new
-/// forge ids (a fresh JIT registration replaces the one the crash orphaned) go onto the Job so
-/// removal deregisters the right one.
-pub async fn restore_missing_secrets(t: &Target<'_>) -> Result<u32, ReconcileError> {
-    let mut restored = 0;
+/// Reads one Secret per pending runner, so the reconciler runs it on a group's first pass in a
+/// process and after a pass whose writes failed, not on every pass.
+pub async fn retire_runners_without_secret(t: &Target<'_>) -> Result<Vec<String>, ReconcileError> {
+    let mut retired = Vec::new();
     for job in t.observed.iter().filter(|j| job_phase(j) == RunnerPhase::Pending) {
         let name = job.name_any();
         if t.secrets
@@ -33,21 +34,21 @@ pub async fn restore_missing_secrets(t: &Target<'_>) -> Result<u32, ReconcileErr
             continue;
         }
         t.fence.check()?;
-        let creds = t.forge.runner_credentials(t.group, &name).await?;
-        let secret = build_runner_secret(job, &creds)?;
-        t.secrets
-            .create(&super::apply::post_params(), &secret)
-            .await
-            .map_err(ReconcileError::kube("create secret"))?;
-        if !creds.annotations.is_empty() {
-            let patch = serde_json::json!({"metadata": {"annotations": creds.annotations}});
-            t.jobs
-                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-                .map_err(ReconcileError::kube("annotate job"))?;
+        match t.jobs.delete(&name, &DeleteParams::background()).await {
+            Ok(_) => {}
+            Err(e) if is_status(&e, 404) => {}
+            Err(e) => return Err(ReconcileError::kube("delete job")(e)),
         }
-        info!(runner = %name, group = %t.group.key, "restored the Secret of a runner a previous process left without one");
-        restored += 1;
+        // Best effort: a registration the forge keeps is a ghost its next sweep removes.
+        if let Err(e) = t
+            .forge
+            .remove_runner(t.group, &runner_ref(t.observed, &name))
+            .await
+        {
+            debug!(runner = %name, error = %e, "could not deregister a runner left without its Secret");
+        }
+        info!(runner = %name, group = %t.group.key, "removed a runner Job left without its Secret");
+        retired.push(name);
     }
-    Ok(restored)
+    Ok(retired)
 }

@@ -28,9 +28,13 @@ pub struct ServerLimits {
     pub body_timeout: Duration,
     /// Connections open at once; more are closed at once.
     pub max_connections: usize,
-    /// Webhook deliveries handled at once (buffered bodies included); more are answered 503
-    /// with `Retry-After`.
+    /// Webhook deliveries handled at once (buffered bodies included); more wait for a turn.
     pub max_webhooks_in_flight: usize,
+    /// How long a delivery may wait for a turn before it is answered 503 with `Retry-After`:
+    /// a forge sends a burst of deliveries when many jobs are queued at once, and most forges
+    /// never redeliver, so a burst is queued briefly rather than shed at once. Waiting holds
+    /// only a connection (bounded by `max_connections`), never a buffered body.
+    pub webhook_queue_wait: Duration,
     /// Deliveries verified (HMAC) at once, on blocking threads: fewer than the cores, so a
     /// flood cannot take the CPU the async workers need for `/healthz`.
     pub max_verifications: usize,
@@ -45,6 +49,7 @@ impl Default for ServerLimits {
             body_timeout: Duration::from_secs(10),
             max_connections: 512,
             max_webhooks_in_flight: 32,
+            webhook_queue_wait: Duration::from_secs(5),
             max_verifications: std::thread::available_parallelism()
                 .map_or(1, |n| n.get().saturating_sub(1))
                 .max(1),

@@ -265,6 +265,7 @@ async fn a_webhook_flood_is_shed_and_healthz_keeps_answering() {
     let limits = ServerLimits {
         max_webhooks_in_flight: 16,
         max_verifications: 1,
+        webhook_queue_wait: Duration::ZERO,
         ..quick_limits()
     };
     let costly = forge(Duration::from_millis(20));

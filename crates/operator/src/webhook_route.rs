@@ -46,6 +46,8 @@ pub struct WebhookState {
     pub verifications: Arc<Semaphore>,
     /// Bound on reading one body.
     pub body_timeout: Duration,
+    /// Bound on waiting for a slot.
+    pub queue_wait: Duration,
 }
 
 impl WebhookState {
@@ -65,6 +67,7 @@ impl WebhookState {
             slots: Arc::new(Semaphore::new(limits.max_webhooks_in_flight.max(1))),
             verifications: Arc::new(Semaphore::new(limits.max_verifications.max(1))),
             body_timeout: limits.body_timeout,
+            queue_wait: limits.webhook_queue_wait,
         }
     }
 
@@ -103,7 +106,9 @@ async fn receive_webhook(
     Path(forge): Path<String>,
     request: Request,
 ) -> Response {
-    let Ok(_slot) = state.slots.clone().try_acquire_owned() else {
+    // A zero wait still takes a free slot: the timeout polls the acquisition first.
+    let Ok(Ok(_slot)) = tokio::time::timeout(state.queue_wait, state.slots.clone().acquire_owned()).await
+    else {
         state.count(&forge, "shed");
         return refuse(StatusCode::SERVICE_UNAVAILABLE, "too many deliveries at once\n");
     };

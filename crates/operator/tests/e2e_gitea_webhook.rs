@@ -13,11 +13,11 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::e2e::{fail_with_output, start_operator_with, start_world};
+use common::e2e::{start_operator_with, start_world, wait_until_or_fail};
 use forgerunner_sandbox::world::groups::GroupSize;
-use forgerunner_sandbox::world::operator::{OperatorProcess, OperatorSettings};
+use forgerunner_sandbox::world::operator::OperatorSettings;
 use forgerunner_sandbox::world::watch::JobWatch;
-use forgerunner_sandbox::world::{World, WorldOptions, wait_until};
+use forgerunner_sandbox::world::{World, WorldOptions};
 use forgerunner_testkit::gitea::GiteaFakeHandle;
 
 const NS: &str = "e2e-webhook";
@@ -31,18 +31,6 @@ const JOBS: usize = 5;
 const ALL_JOBS: Duration = Duration::from_secs(60);
 /// Startup: the operator's caches and the group's first poll.
 const STARTUP: Duration = Duration::from_secs(60);
-
-/// Waits for `check` until `deadline`, failing with the operator's output.
-async fn wait_or_fail<F, Fut>(op: &OperatorProcess, deadline: Instant, what: &str, check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let left = deadline.saturating_duration_since(Instant::now());
-    if wait_until(left, what, check).await.is_err() {
-        fail_with_output(op, &format!("timed out waiting for {what}"));
-    }
-}
 
 async fn ready(world: &World) -> bool {
     world.group(NS, GROUP).await.is_ok_and(|g| {
@@ -106,7 +94,7 @@ async fn webhooks_serve_jobs_long_before_the_next_poll() {
         .await
         .expect("group");
     // Ready means the first poll is done: from here on only the webhook can bring news.
-    wait_or_fail(&op, Instant::now() + STARTUP, "the group to be Ready", || {
+    wait_until_or_fail(&op, Instant::now() + STARTUP, "the group to be Ready", || {
         ready(&world)
     })
     .await;
@@ -124,17 +112,17 @@ async fn webhooks_serve_jobs_long_before_the_next_poll() {
     for n in 1..=JOBS {
         let queued = world.queue_gitea_job(&LABELS).expect("queue");
         ids.push(queued.id);
-        wait_or_fail(&op, deadline, &format!("a runner Job for job {n}"), || async {
+        wait_until_or_fail(&op, deadline, &format!("a runner Job for job {n}"), || async {
             watch.group(GROUP).created.len() >= n
         })
         .await;
         latencies.push(queued.at.elapsed());
-        wait_or_fail(&op, deadline, &format!("job {n} done"), || async {
+        wait_until_or_fail(&op, deadline, &format!("job {n} done"), || async {
             world.gitea_progress(&LABELS).done == n
         })
         .await;
         // The runner is ephemeral: its Job goes, and the next job finds the group quiet.
-        wait_or_fail(&op, deadline, &format!("runner of job {n} gone"), || async {
+        wait_until_or_fail(&op, deadline, &format!("runner of job {n} gone"), || async {
             world
                 .runner_jobs(NS, Some(GROUP))
                 .await
@@ -165,7 +153,7 @@ async fn webhooks_serve_jobs_long_before_the_next_poll() {
 
     // Every job was announced (queued) and finished (completed) by a delivery the operator
     // accepted; deliveries are posted in the background, so wait for the last ones.
-    wait_or_fail(
+    wait_until_or_fail(
         &op,
         Instant::now() + Duration::from_secs(10),
         "every delivery",

@@ -13,11 +13,11 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::e2e::{fail_with_output, start_operator_with, start_world};
+use common::e2e::{start_operator_with, start_world, wait_until_or_fail};
 use forgerunner_sandbox::world::groups::GroupSize;
 use forgerunner_sandbox::world::operator::{OperatorProcess, OperatorSettings};
 use forgerunner_sandbox::world::watch::JobWatch;
-use forgerunner_sandbox::world::{World, WorldOptions, wait_until};
+use forgerunner_sandbox::world::{World, WorldOptions};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
 
@@ -32,17 +32,6 @@ const ALL_JOBS: Duration = Duration::from_secs(90);
 const STARTUP: Duration = Duration::from_secs(60);
 /// The sandbox's lease: `forgerunner` in `default`.
 const LEASE: (&str, &str) = ("default", "forgerunner");
-
-async fn wait_or_fail<F, Fut>(op: &OperatorProcess, deadline: Instant, what: &str, check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let left = deadline.saturating_duration_since(Instant::now());
-    if wait_until(left, what, check).await.is_err() {
-        fail_with_output(op, &format!("timed out waiting for {what}"));
-    }
-}
 
 async fn lease_holder(world: &World) -> Option<String> {
     let leases: Api<Lease> = Api::namespaced(world.client.clone(), LEASE.0);
@@ -97,7 +86,7 @@ async fn deliveries_to_the_standby_reach_the_leader() {
         env: Vec::new(),
     };
     let first = start_operator_with(&world, &settings("forgerunner-a"));
-    wait_or_fail(&first, Instant::now() + STARTUP, "a leader", || async {
+    wait_until_or_fail(&first, Instant::now() + STARTUP, "a leader", || async {
         lease_holder(&world).await.is_some()
     })
     .await;
@@ -126,13 +115,13 @@ async fn deliveries_to_the_standby_reach_the_leader() {
         )
         .await
         .expect("group");
-    wait_or_fail(leader, Instant::now() + STARTUP, "the group to be Ready", || {
+    wait_until_or_fail(leader, Instant::now() + STARTUP, "the group to be Ready", || {
         ready(&world)
     })
     .await;
     // The standby relays (the leader answers 401 to an unsigned delivery) once it has read
     // the leader's endpoint from the Lease.
-    wait_or_fail(
+    wait_until_or_fail(
         standby,
         Instant::now() + STARTUP,
         "the standby to relay",
@@ -151,7 +140,7 @@ async fn deliveries_to_the_standby_reach_the_leader() {
             WEBHOOK_SECRET,
         );
         let queued = world.queue_gitea_job(&LABELS).expect("queue");
-        wait_or_fail(leader, deadline, &format!("a runner Job for job {n}"), || async {
+        wait_until_or_fail(leader, deadline, &format!("a runner Job for job {n}"), || async {
             watch.group(GROUP).created.len() >= n
         })
         .await;
@@ -160,11 +149,11 @@ async fn deliveries_to_the_standby_reach_the_leader() {
             target.http_addr(),
             queued.at.elapsed()
         );
-        wait_or_fail(leader, deadline, &format!("job {n} done"), || async {
+        wait_until_or_fail(leader, deadline, &format!("job {n} done"), || async {
             world.gitea_progress(&LABELS).done == n
         })
         .await;
-        wait_or_fail(leader, deadline, &format!("runner of job {n} gone"), || async {
+        wait_until_or_fail(leader, deadline, &format!("runner of job {n} gone"), || async {
             world
                 .runner_jobs(NS, Some(GROUP))
                 .await
@@ -181,7 +170,7 @@ async fn deliveries_to_the_standby_reach_the_leader() {
     );
 
     // Every delivery, to either replica, was accepted by the leader.
-    wait_or_fail(
+    wait_until_or_fail(
         leader,
         Instant::now() + Duration::from_secs(10),
         "every delivery",

@@ -2,13 +2,25 @@
 //! end-to-end run: waiting for nothing to be left, failing with the operator's own output so a
 //! red test explains itself.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use forgerunner_sandbox::world::operator::{OperatorCommand, OperatorProcess, OperatorSettings};
 use forgerunner_sandbox::world::{World, WorldOptions, wait_until};
 use k8s_openapi::api::batch::v1::Job;
 use kube::Api;
 use kube::api::ListParams;
+
+/// Waits for `check` until `deadline`, failing with the operator's output.
+pub async fn wait_until_or_fail<F, Fut>(op: &OperatorProcess, deadline: Instant, what: &str, check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let left = deadline.saturating_duration_since(Instant::now());
+    if wait_until(left, what, check).await.is_err() {
+        fail_with_output(op, &format!("timed out waiting for {what}"));
+    }
+}
 
 /// Lines of operator output a failure message shows.
 pub const OUTPUT_LINES: usize = 40;

@@ -263,9 +263,17 @@ impl Cell {
     pub async fn count(&self, scenario: Scenario, jobs: usize, fault: &InjectedFault) -> Outcome {
         let (ends, ran_twice) = self.job_ends();
         let tally = self.watch.group(super::cell::GROUP);
-        // Forgejo 15 binds each runner to one job's handle: two runner Jobs for one handle are
-        // two runners for one job, even if only one of them got to run it.
-        let bound_twice = repeats(tally.bindings.values());
+        // Forgejo 15 binds each runner to one job's handle: two started runner Jobs for one
+        // handle are two runners for one job, even if only one of them got to run it. A Job
+        // deleted before its pod ever started (one left without its Secret is replaced) never
+        // was a runner.
+        let started_bindings: BTreeMap<String, String> = tally
+            .bindings
+            .iter()
+            .filter(|(job, _)| tally.started.contains(*job))
+            .map(|(job, binding)| (job.clone(), binding.clone()))
+            .collect();
+        let bound_twice = repeats(started_bindings.values());
         let left = self.leaks().await;
         let (_, orphans) = self.registered_runners();
         let mut notes = fault.notes.clone();
@@ -274,7 +282,7 @@ impl Cell {
         }
         if bound_twice > 0 {
             let mut by_binding: BTreeMap<&String, Vec<&String>> = BTreeMap::new();
-            for (job, binding) in &tally.bindings {
+            for (job, binding) in &started_bindings {
                 by_binding.entry(binding).or_default().push(job);
             }
             by_binding.retain(|_, jobs| jobs.len() > 1);

@@ -29,6 +29,9 @@ pub struct GroupTally {
     /// The job each runner Job was made for, where its forge binds runners to jobs (the
     /// [`BINDING_ANNOTATION`] value, by runner Job name).
     pub bindings: BTreeMap<String, String>,
+    /// Runner Jobs whose pod ever got ready or finished: those that could run a job (a Job
+    /// deleted before its pod started never could).
+    pub started: BTreeSet<String>,
 }
 
 /// Annotation binding a runner Job to one forge job (Forgejo 15's job handle); two runner Jobs
@@ -115,6 +118,10 @@ fn record(tally: &mut BTreeMap<String, GroupTally>, job: &Job, deleted: bool) {
         .and_then(|a| a.get(BINDING_ANNOTATION))
     {
         t.bindings.insert(name.clone(), binding.clone());
+    }
+    let ready = job.status.as_ref().and_then(|s| s.ready).unwrap_or(0) > 0;
+    if ready || finished(job).is_some() {
+        t.started.insert(name.clone());
     }
     match (deleted, finished(job)) {
         (_, Some(ok)) => {

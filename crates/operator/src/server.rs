@@ -47,7 +47,10 @@ impl Default for ServerLimits {
         ServerLimits {
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(10),
-            max_connections: 512,
+            // A forge queuing many jobs at once sends a delivery per job, each on its own
+            // connection: 1000 at once must fit. An idle HTTP/1 connection costs tens of KiB,
+            // so this bounds a deliberate flood to a few tens of MiB.
+            max_connections: 2048,
             max_webhooks_in_flight: 32,
             webhook_queue_wait: Duration::from_secs(5),
             max_verifications: std::thread::available_parallelism()

@@ -8,6 +8,7 @@ use std::time::Instant;
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use kube::Api;
+use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use tokio::task::JoinHandle;
 
@@ -65,7 +66,9 @@ impl JobWatch {
         let sink = tally.clone();
         let task = tokio::spawn(async move {
             let config = watcher::Config::default().labels(MANAGED_BY_SELECTOR);
-            let mut stream = watcher::watcher(api, config).boxed();
+            // Backoff: once the world's API server is gone, an unbacked watcher retries in a
+            // loop that never yields, and the runtime's shutdown waits on it forever.
+            let mut stream = watcher::watcher(api, config).default_backoff().boxed();
             while let Some(event) = stream.next().await {
                 let Ok(event) = event else { continue };
                 let Ok(mut tally) = sink.lock() else { return };

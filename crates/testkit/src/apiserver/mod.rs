@@ -15,6 +15,7 @@ mod openapi;
 mod ops;
 mod patch;
 mod pod_security;
+pub mod protobuf;
 mod registry;
 mod schema;
 mod selector;

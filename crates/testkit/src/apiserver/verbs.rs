@@ -20,7 +20,7 @@ use super::server::{Params, Target, error_response, json_response, wants_table};
 use super::shared::{Shared, lock};
 use super::status::{ApiError, ApiResult, Reason, success_status};
 use super::store::ObjKey;
-use super::{table, watch};
+use super::{protobuf, table, watch};
 
 /// Routes one parsed request to its handler.
 pub fn dispatch(
@@ -128,6 +128,14 @@ fn parse_body(body: &[u8]) -> ApiResult<Value> {
         .map_err(|e| ApiError::bad_request(format!("the body of the request could not be decoded: {e}")))
 }
 
+/// The object of a create or update: JSON or YAML, or Kubernetes protobuf by its Content-Type.
+fn parse_object(headers: &HeaderMap, body: &[u8]) -> ApiResult<Value> {
+    if protobuf::is_protobuf(headers) {
+        return protobuf::decode(body).map_err(|e| e.to_api_error());
+    }
+    parse_body(body)
+}
+
 fn get(shared: &Shared, t: &Target, headers: &HeaderMap) -> ApiResult<Response> {
     let key = key_for(t)?;
     let obj = lock(&shared.store)
@@ -226,7 +234,7 @@ fn create(
             "create is not supported on this subresource",
         ));
     }
-    let obj = parse_body(body)?;
+    let obj = parse_object(headers, body)?;
     let mut ctx = write_ctx(params, headers, false);
     let ns = t.ns.clone().unwrap_or_default();
     if t.def.namespaced && ns.is_empty() {
@@ -245,7 +253,7 @@ fn update(
     headers: &HeaderMap,
     body: &[u8],
 ) -> ApiResult<Response> {
-    let obj = parse_body(body)?;
+    let obj = parse_object(headers, body)?;
     let mut ctx = write_ctx(params, headers, false);
     let key = key_for(t)?;
     let status_only = t.sub.as_deref() == Some("status");

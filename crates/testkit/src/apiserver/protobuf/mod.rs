@@ -1,0 +1,168 @@
+//! Protobuf request bodies (`application/vnd.kubernetes.protobuf`), as kubectl's typed `create`
+//! subcommands and client-go send them: the envelope is unwrapped, the object decoded with the
+//! `k8s-pb` prost types and converted to the JSON the JSON path would have received.
+//!
+//! Responses stay JSON: kubectl's Accept lists `application/json` after protobuf.
+
+mod basic;
+mod envelope;
+mod json;
+mod pod;
+mod volume;
+mod workloads;
+
+use http::{HeaderMap, header};
+use prost::Message;
+use serde_json::Value;
+
+use self::json::ToJson;
+use super::status::{ApiError, Reason};
+
+pub use envelope::{Envelope, wrap};
+
+/// The media type of Kubernetes protobuf bodies.
+pub const CONTENT_TYPE: &str = "application/vnd.kubernetes.protobuf";
+
+/// Why a protobuf body could not be turned into JSON.
+#[derive(Debug, thiserror::Error)]
+pub enum ProtoError {
+    /// The body lacks the `k8s\0` prefix.
+    #[error("the protobuf body does not start with the k8s\\0 envelope prefix")]
+    NoMagic,
+    /// The `runtime.Unknown` envelope is malformed.
+    #[error("the protobuf envelope could not be decoded: {0}")]
+    Envelope(String),
+    /// No decoder for this apiVersion/kind.
+    #[error(
+        "the fake API server cannot decode protobuf for {api_version}, Kind={kind}; send it as application/json"
+    )]
+    UnsupportedKind {
+        /// The envelope's apiVersion.
+        api_version: String,
+        /// The envelope's kind.
+        kind: String,
+    },
+    /// The object's bytes are not a valid message of its kind.
+    #[error("the protobuf {kind} could not be decoded: {message}")]
+    Object {
+        /// The envelope's kind.
+        kind: String,
+        /// The prost decode error.
+        message: String,
+    },
+    /// A set field whose conversion is not implemented.
+    #[error(
+        "protobuf field {field} is not supported by the fake API server; send the object as application/json"
+    )]
+    UnsupportedField {
+        /// Field path, outermost first.
+        field: &'static str,
+    },
+    /// A field's value has no JSON form.
+    #[error("protobuf field {field} could not be converted: {message}")]
+    Field {
+        /// Field path.
+        field: String,
+        /// What was wrong.
+        message: String,
+    },
+}
+
+impl ProtoError {
+    /// Adds the enclosing field's name to a field error's path.
+    pub fn within(self, parent: &str) -> ProtoError {
+        match self {
+            ProtoError::Field { field, message } if !parent.is_empty() => ProtoError::Field {
+                field: format!("{parent}.{field}"),
+                message,
+            },
+            other => other,
+        }
+    }
+
+    /// The API error the server answers with: 415 for what it cannot decode, 400 for garbage.
+    pub fn to_api_error(&self) -> ApiError {
+        let reason = match self {
+            ProtoError::UnsupportedKind { .. } | ProtoError::UnsupportedField { .. } => {
+                Reason::UnsupportedMediaType
+            }
+            _ => Reason::BadRequest,
+        };
+        ApiError::new(reason, self.to_string())
+    }
+}
+
+/// Whether a request body is Kubernetes protobuf, by its Content-Type.
+pub fn is_protobuf(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| ct.trim().starts_with(CONTENT_TYPE))
+}
+
+type Decoder = fn(&[u8]) -> Result<Value, ProtoError>;
+
+/// The kinds this server decodes, by apiVersion and kind.
+const DECODERS: &[(&str, &str, Decoder)] = &[
+    ("v1", "Namespace", decode_as::<k8s_pb::api::core::v1::Namespace>),
+    ("v1", "Secret", decode_as::<k8s_pb::api::core::v1::Secret>),
+    ("v1", "ConfigMap", decode_as::<k8s_pb::api::core::v1::ConfigMap>),
+    (
+        "v1",
+        "ServiceAccount",
+        decode_as::<k8s_pb::api::core::v1::ServiceAccount>,
+    ),
+    ("v1", "Pod", decode_as::<k8s_pb::api::core::v1::Pod>),
+    ("v1", "Event", decode_as::<k8s_pb::api::core::v1::Event>),
+    ("batch/v1", "Job", decode_as::<k8s_pb::api::batch::v1::Job>),
+    (
+        "rbac.authorization.k8s.io/v1",
+        "Role",
+        decode_as::<k8s_pb::api::rbac::v1::Role>,
+    ),
+    (
+        "rbac.authorization.k8s.io/v1",
+        "RoleBinding",
+        decode_as::<k8s_pb::api::rbac::v1::RoleBinding>,
+    ),
+    (
+        "coordination.k8s.io/v1",
+        "Lease",
+        decode_as::<k8s_pb::api::coordination::v1::Lease>,
+    ),
+    (
+        "events.k8s.io/v1",
+        "Event",
+        decode_as::<k8s_pb::api::events::v1::Event>,
+    ),
+];
+
+fn decode_as<T>(raw: &[u8]) -> Result<Value, ProtoError>
+where
+    T: Message + Default + ToJson + k8s_pb::Resource,
+{
+    let msg = T::decode(raw).map_err(|e| ProtoError::Object {
+        kind: T::KIND.to_string(),
+        message: e.to_string(),
+    })?;
+    let mut obj = match msg.to_json()? {
+        Some(Value::Object(m)) => m,
+        _ => serde_json::Map::new(),
+    };
+    obj.insert("apiVersion".into(), Value::from(T::API_VERSION));
+    obj.insert("kind".into(), Value::from(T::KIND));
+    Ok(Value::Object(obj))
+}
+
+/// Decodes a protobuf request body into the JSON object the JSON path expects.
+pub fn decode(body: &[u8]) -> Result<Value, ProtoError> {
+    let env = envelope::unwrap(body)?;
+    let (_, _, decoder) = DECODERS
+        .iter()
+        .find(|(v, k, _)| *v == env.api_version && *k == env.kind)
+        .ok_or_else(|| ProtoError::UnsupportedKind {
+            api_version: env.api_version.clone(),
+            kind: env.kind.clone(),
+        })?;
+    decoder(&env.raw)
+}

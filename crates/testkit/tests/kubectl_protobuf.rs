@@ -1,0 +1,209 @@
+//! The real kubectl (v1.32) typed `create` subcommands send protobuf bodies; the fake API server
+//! decodes them, stores the same objects as the JSON path would, and answers in JSON.
+
+use std::path::Path;
+use std::process::Command;
+
+use base64::Engine;
+use forgerunner_testkit::apiserver::FakeApiServer;
+
+const KUBECTL: &str = "/usr/bin/kubectl";
+
+/// Runs kubectl with the fake's kubeconfig off the async runtime; returns (success, stdout+stderr).
+async fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String, String) {
+    let kc = kubeconfig.to_path_buf();
+    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    tokio::task::spawn_blocking(move || {
+        let out = Command::new(KUBECTL)
+            .args(&args)
+            .env("KUBECONFIG", &kc)
+            .env("HOME", kc.parent().unwrap_or(Path::new("/tmp")))
+            .output()
+            .expect("run kubectl");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    })
+    .await
+    .expect("join")
+}
+
+async fn must(kc: &Path, args: &[&str]) -> String {
+    let (ok, out, err) = kubectl(kc, args).await;
+    assert!(ok, "kubectl {} failed:\n{out}\n{err}", args.join(" "));
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_typed_create_subcommands_succeed() {
+    if !Path::new(KUBECTL).exists() {
+        eprintln!("skipping: {KUBECTL} not installed");
+        return;
+    }
+    let srv = FakeApiServer::start().await.expect("start");
+    let dir = tempfile::tempdir().expect("tmp");
+    let kc = dir.path().join("kubeconfig");
+    srv.write_kubeconfig(&kc).expect("kubeconfig");
+
+    let out = must(&kc, &["create", "namespace", "ci"]).await;
+    assert!(out.contains("namespace/ci created"), "{out}");
+    let secret_value = "tok=en with spaces/and+symbols";
+    let literal = format!("--from-literal=github_token={secret_value}");
+    must(
+        &kc,
+        &["-n", "ci", "create", "secret", "generic", "gh-creds", &literal],
+    )
+    .await;
+    must(
+        &kc,
+        &[
+            "-n",
+            "ci",
+            "create",
+            "configmap",
+            "settings",
+            "--from-literal=mode=fast",
+        ],
+    )
+    .await;
+    must(&kc, &["-n", "ci", "create", "serviceaccount", "runner"]).await;
+    must(
+        &kc,
+        &[
+            "-n",
+            "ci",
+            "create",
+            "job",
+            "once",
+            "--image=busybox:1.36",
+            "--",
+            "echo",
+            "hi",
+        ],
+    )
+    .await;
+    must(
+        &kc,
+        &[
+            "-n",
+            "ci",
+            "create",
+            "role",
+            "reader",
+            "--verb=get,list",
+            "--resource=pods",
+        ],
+    )
+    .await;
+    must(
+        &kc,
+        &[
+            "-n",
+            "ci",
+            "create",
+            "rolebinding",
+            "reader",
+            "--role=reader",
+            "--serviceaccount=ci:runner",
+        ],
+    )
+    .await;
+
+    // The Secret's data round-trips as base64 of the literal.
+    let data = must(
+        &kc,
+        &[
+            "-n",
+            "ci",
+            "get",
+            "secret",
+            "gh-creds",
+            "-o",
+            "jsonpath={.data.github_token}",
+        ],
+    )
+    .await;
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(data.trim())
+        .expect("base64 data");
+    assert_eq!(String::from_utf8_lossy(&decoded), secret_value);
+
+    let mode = must(
+        &kc,
+        &[
+            "-n",
+            "ci",
+            "get",
+            "configmap",
+            "settings",
+            "-o",
+            "jsonpath={.data.mode}",
+        ],
+    )
+    .await;
+    assert_eq!(mode, "fast");
+    let image = must(
+        &kc,
+        &[
+            "-n",
+            "ci",
+            "get",
+            "job",
+            "once",
+            "-o",
+            "jsonpath={.spec.template.spec.containers[0].image}",
+        ],
+    )
+    .await;
+    assert_eq!(image, "busybox:1.36");
+    let cmd = must(
+        &kc,
+        &[
+            "-n",
+            "ci",
+            "get",
+            "job",
+            "once",
+            "-o",
+            "jsonpath={.spec.template.spec.containers[0].command}",
+        ],
+    )
+    .await;
+    assert_eq!(cmd, r#"["echo","hi"]"#);
+    let subject = must(
+        &kc,
+        &[
+            "-n",
+            "ci",
+            "get",
+            "rolebinding",
+            "reader",
+            "-o",
+            "jsonpath={.subjects[0].name}/{.roleRef.kind}",
+        ],
+    )
+    .await;
+    assert_eq!(subject, "runner/Role");
+    let verbs = must(
+        &kc,
+        &[
+            "-n",
+            "ci",
+            "get",
+            "role",
+            "reader",
+            "-o",
+            "jsonpath={.rules[0].verbs}",
+        ],
+    )
+    .await;
+    assert_eq!(verbs, r#"["get","list"]"#);
+    let sa = must(
+        &kc,
+        &["-n", "ci", "get", "serviceaccount", "runner", "-o", "name"],
+    )
+    .await;
+    assert_eq!(sa.trim(), "serviceaccount/runner");
+}

@@ -123,3 +123,210 @@ json_struct! {
     core::PodResourceClaim { name, resource_claim_name, resource_claim_template_name }
     core::WorkloadReference { name, pod_group, pod_group_replica_key }
 }
+
+#[cfg(test)]
+mod tests {
+    use k8s_pb::api::core::v1 as core;
+    use k8s_pb::apimachinery::pkg::api::resource::Quantity;
+    use k8s_pb::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use k8s_pb::apimachinery::pkg::util::intstr::IntOrString;
+    use serde_json::{Value, json};
+
+    use super::super::json::ToJson;
+
+    fn s(v: &str) -> Option<String> {
+        Some(v.to_string())
+    }
+
+    fn local(name: &str) -> Option<core::LocalObjectReference> {
+        Some(core::LocalObjectReference { name: s(name) })
+    }
+
+    /// A pod that sets the fields whose JSON names are not plain lower camel case, the inlined
+    /// structs and the special scalar types.
+    fn rich_pod() -> core::Pod {
+        let probe = core::Probe {
+            handler: Some(core::ProbeHandler {
+                http_get: Some(core::HttpGetAction {
+                    path: s("/healthz"),
+                    port: Some(IntOrString {
+                        r#type: Some(1),
+                        int_val: None,
+                        str_val: s("http"),
+                    }),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            period_seconds: Some(5),
+            ..Default::default()
+        };
+        let container = core::Container {
+            name: s("runner"),
+            image: s("ghcr.io/actions/runner:2"),
+            command: vec!["/run.sh".into()],
+            ports: vec![core::ContainerPort {
+                name: s("http"),
+                container_port: Some(8080),
+                host_ip: s("127.0.0.1"),
+                ..Default::default()
+            }],
+            env_from: vec![core::EnvFromSource {
+                config_map_ref: Some(core::ConfigMapEnvSource {
+                    local_object_reference: local("settings"),
+                    optional: Some(true),
+                }),
+                ..Default::default()
+            }],
+            env: vec![core::EnvVar {
+                name: s("TOKEN"),
+                value_from: Some(core::EnvVarSource {
+                    secret_key_ref: Some(core::SecretKeySelector {
+                        local_object_reference: local("gh"),
+                        key: s("token"),
+                        optional: None,
+                    }),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }],
+            resources: Some(core::ResourceRequirements {
+                limits: [("memory".to_string(), Quantity { string: s("64Mi") })].into(),
+                ..Default::default()
+            }),
+            liveness_probe: Some(probe),
+            security_context: Some(core::SecurityContext {
+                capabilities: Some(core::Capabilities {
+                    add: vec![],
+                    drop: vec!["ALL".into()],
+                }),
+                se_linux_options: Some(core::SeLinuxOptions {
+                    r#type: s("spc_t"),
+                    ..Default::default()
+                }),
+                allow_privilege_escalation: Some(false),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let volume = |name: &str, source: core::VolumeSource| core::Volume {
+            name: s(name),
+            volume_source: Some(source),
+        };
+        core::Pod {
+            metadata: Some(ObjectMeta {
+                name: s("p"),
+                ..Default::default()
+            }),
+            spec: Some(core::PodSpec {
+                containers: vec![container],
+                host_pid: Some(true),
+                host_ipc: Some(false),
+                set_hostname_as_fqdn: Some(true),
+                volumes: vec![
+                    volume(
+                        "cfg",
+                        core::VolumeSource {
+                            config_map: Some(core::ConfigMapVolumeSource {
+                                local_object_reference: local("settings"),
+                                default_mode: Some(0o644),
+                                ..Default::default()
+                            }),
+                            ..Default::default()
+                        },
+                    ),
+                    volume(
+                        "info",
+                        core::VolumeSource {
+                            downward_api: Some(core::DownwardAPIVolumeSource {
+                                items: vec![core::DownwardAPIVolumeFile {
+                                    path: s("labels"),
+                                    field_ref: Some(core::ObjectFieldSelector {
+                                        field_path: s("metadata.labels"),
+                                        ..Default::default()
+                                    }),
+                                    ..Default::default()
+                                }],
+                                ..Default::default()
+                            }),
+                            ..Default::default()
+                        },
+                    ),
+                    volume(
+                        "scratch",
+                        core::VolumeSource {
+                            empty_dir: Some(core::EmptyDirVolumeSource {
+                                medium: None,
+                                size_limit: Some(Quantity { string: s("1Gi") }),
+                            }),
+                            ..Default::default()
+                        },
+                    ),
+                ],
+                tolerations: vec![core::Toleration {
+                    key: s("ci"),
+                    operator: s("Exists"),
+                    toleration_seconds: Some(30),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            status: Some(core::PodStatus {
+                phase: s("Running"),
+                ..Default::default()
+            }),
+        }
+    }
+
+    #[test]
+    fn a_pod_converts_to_the_names_k8s_openapi_reads() {
+        let converted = rich_pod().to_json().unwrap().unwrap();
+        // k8s-openapi ignores unknown keys, so a misnamed field would vanish on the round trip.
+        let typed: k8s_openapi::api::core::v1::Pod =
+            serde_json::from_value(converted.clone()).expect("k8s-openapi reads the JSON");
+        let mut back = serde_json::to_value(&typed).unwrap();
+        // k8s-openapi adds the type meta, which `decode` adds from the envelope.
+        if let Some(m) = back.as_object_mut() {
+            m.remove("apiVersion");
+            m.remove("kind");
+        }
+        assert_eq!(back, converted);
+        assert_eq!(converted["spec"]["hostPID"], json!(true));
+        assert_eq!(converted["spec"]["setHostnameAsFQDN"], json!(true));
+        assert_eq!(
+            converted["spec"]["volumes"][0]["configMap"]["name"],
+            json!("settings")
+        );
+        assert_eq!(
+            converted["spec"]["volumes"][1]["downwardAPI"]["items"][0]["path"],
+            json!("labels")
+        );
+        let c = &converted["spec"]["containers"][0];
+        assert_eq!(c["livenessProbe"]["httpGet"]["port"], json!("http"));
+        assert_eq!(c["resources"]["limits"]["memory"], json!("64Mi"));
+        assert_eq!(
+            c["envFrom"][0]["configMapRef"],
+            json!({"name": "settings", "optional": true})
+        );
+        assert_eq!(c["ports"][0]["hostIP"], json!("127.0.0.1"));
+        // The server owns status; a request's is dropped.
+        assert_eq!(converted.get("status"), None::<&Value>);
+    }
+
+    #[test]
+    fn an_unsupported_volume_plugin_is_refused_by_name() {
+        let mut pod = rich_pod();
+        if let Some(spec) = pod.spec.as_mut() {
+            spec.volumes[0].volume_source = Some(core::VolumeSource {
+                nfs: Some(core::NfsVolumeSource {
+                    server: s("nas"),
+                    path: s("/x"),
+                    read_only: None,
+                }),
+                ..Default::default()
+            });
+        }
+        let err = pod.to_json().unwrap_err();
+        assert!(err.to_string().contains("volumes[].nfs"), "{err}");
+    }
+}

@@ -4,8 +4,9 @@
 use forgerunner_testkit::apiserver::FakeApiServer;
 use forgerunner_testkit::apiserver::protobuf::{CONTENT_TYPE, wrap};
 use k8s_pb::api::coordination::v1::{Lease, LeaseSpec};
-use k8s_pb::api::core::v1::{Container, Pod, PodSpec, Service};
+use k8s_pb::api::core::v1::{Container, Pod, PodSpec};
 use k8s_pb::api::events::v1::Event;
+use k8s_pb::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_pb::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use prost::Message;
 use serde_json::{Value, json};
@@ -126,14 +127,19 @@ async fn lease_and_events_v1_event_decode_with_micro_times() {
 #[tokio::test]
 async fn an_undecodable_kind_gets_415_naming_it() {
     let srv = FakeApiServer::start().await.expect("start");
-    let svc = Service {
-        metadata: meta("s1"),
+    // A real API server serves CRDs in protobuf; this one only reads them as JSON.
+    let crd = CustomResourceDefinition {
+        metadata: meta("things.example.com"),
         ..Default::default()
     };
     let (code, ct, status) = post(
         &srv,
-        "/api/v1/namespaces/default/services",
-        wrap("v1", "Service", svc.encode_to_vec()),
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        wrap(
+            "apiextensions.k8s.io/v1",
+            "CustomResourceDefinition",
+            crd.encode_to_vec(),
+        ),
     )
     .await;
     assert_eq!(code, 415, "{status}");
@@ -142,7 +148,10 @@ async fn an_undecodable_kind_gets_415_naming_it() {
     assert_eq!(status["reason"], json!("UnsupportedMediaType"));
     assert_eq!(status["code"], json!(415));
     let message = status["message"].as_str().unwrap_or_default();
-    assert!(message.contains("v1, Kind=Service"), "{message}");
+    assert!(
+        message.contains("apiextensions.k8s.io/v1, Kind=CustomResourceDefinition"),
+        "{message}"
+    );
 }
 
 #[tokio::test]

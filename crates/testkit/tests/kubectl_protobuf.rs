@@ -111,6 +111,77 @@ async fn kubectl_typed_create_subcommands_succeed() {
     )
     .await;
 
+    must(
+        &kc,
+        &[
+            "-n",
+            "ci",
+            "create",
+            "deployment",
+            "web",
+            "--image=nginx:1.27",
+            "--replicas=2",
+        ],
+    )
+    .await;
+    must(
+        &kc,
+        &[
+            "-n",
+            "ci",
+            "create",
+            "service",
+            "clusterip",
+            "web",
+            "--tcp=80:8080",
+        ],
+    )
+    .await;
+    must(
+        &kc,
+        &["create", "clusterrole", "viewer", "--verb=get", "--resource=pods"],
+    )
+    .await;
+    must(
+        &kc,
+        &[
+            "create",
+            "clusterrolebinding",
+            "viewer",
+            "--clusterrole=viewer",
+            "--user=alice",
+        ],
+    )
+    .await;
+    let ports = must(
+        &kc,
+        &[
+            "-n",
+            "ci",
+            "get",
+            "service",
+            "web",
+            "-o",
+            "jsonpath={.spec.ports[0].port}:{.spec.ports[0].targetPort}",
+        ],
+    )
+    .await;
+    assert_eq!(ports, "80:8080");
+    let replicas = must(
+        &kc,
+        &[
+            "-n",
+            "ci",
+            "get",
+            "deployment",
+            "web",
+            "-o",
+            "jsonpath={.spec.replicas}",
+        ],
+    )
+    .await;
+    assert_eq!(replicas, "2");
+
     // The Secret's data round-trips as base64 of the literal.
     let data = must(
         &kc,

@@ -1,10 +1,10 @@
 //! Object metadata and the small core/v1 kinds: Namespace, Secret, ConfigMap, ServiceAccount
-//! and the core Event.
+//! the core Event and Service.
 
 use k8s_pb::api::core::v1 as core;
 use k8s_pb::apimachinery::pkg::apis::meta::v1 as meta;
 
-use super::json::{bytes_map, json_struct};
+use super::json::{bytes_map, dropped, json_struct};
 
 json_struct! {
     meta::ObjectMeta {
@@ -34,6 +34,18 @@ json_struct! {
     }
     core::EventSource { component, host }
     core::EventSeries { count, last_observed_time }
+    core::Service { metadata, spec, status with dropped }
+    core::ServiceSpec {
+        ports, selector, cluster_ip as "clusterIP", cluster_ips as "clusterIPs", r#type,
+        external_ips as "externalIPs", session_affinity, load_balancer_ip as "loadBalancerIP",
+        load_balancer_source_ranges, external_name, external_traffic_policy,
+        health_check_node_port, publish_not_ready_addresses, session_affinity_config,
+        ip_families, ip_family_policy, allocate_load_balancer_node_ports, load_balancer_class,
+        internal_traffic_policy, traffic_distribution,
+    }
+    core::ServicePort { name, protocol, app_protocol, port, target_port, node_port }
+    core::SessionAffinityConfig { client_ip as "clientIP" }
+    core::ClientIpConfig { timeout_seconds }
 }
 
 #[cfg(test)]
@@ -93,6 +105,33 @@ mod tests {
                    "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "j",
                    "uid": "u1", "controller": true, "blockOwnerDeletion": false}]})
         );
+    }
+
+    #[test]
+    fn service_uses_the_acronym_names_and_int_or_string_ports() {
+        let svc = core::Service {
+            metadata: meta("web"),
+            spec: Some(core::ServiceSpec {
+                cluster_ip: Some("10.0.0.1".into()),
+                ports: vec![core::ServicePort {
+                    port: Some(80),
+                    target_port: Some(k8s_pb::apimachinery::pkg::util::intstr::IntOrString {
+                        r#type: Some(1),
+                        int_val: None,
+                        str_val: Some("http".into()),
+                    }),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            status: Some(Default::default()),
+        };
+        let j = svc.to_json().unwrap().unwrap();
+        assert_eq!(
+            j["spec"],
+            json!({"clusterIP": "10.0.0.1", "ports": [{"port": 80, "targetPort": "http"}]})
+        );
+        assert!(j.get("status").is_none());
     }
 
     #[test]

@@ -12,6 +12,9 @@ mod volume;
 mod workloads;
 
 use http::{HeaderMap, header};
+use k8s_pb::api::core::v1 as core;
+use k8s_pb::api::{apps::v1 as apps, batch::v1 as batch, coordination::v1 as coordination};
+use k8s_pb::api::{events::v1 as events, rbac::v1 as rbac};
 use prost::Message;
 use serde_json::Value;
 
@@ -102,40 +105,31 @@ pub fn is_protobuf(headers: &HeaderMap) -> bool {
 
 type Decoder = fn(&[u8]) -> Result<Value, ProtoError>;
 
-/// The kinds this server decodes, by apiVersion and kind.
+/// The kinds this server decodes, by apiVersion and kind: every built-in kind it serves except
+/// CustomResourceDefinition, which clients write as JSON or YAML.
 const DECODERS: &[(&str, &str, Decoder)] = &[
-    ("v1", "Namespace", decode_as::<k8s_pb::api::core::v1::Namespace>),
-    ("v1", "Secret", decode_as::<k8s_pb::api::core::v1::Secret>),
-    ("v1", "ConfigMap", decode_as::<k8s_pb::api::core::v1::ConfigMap>),
-    (
-        "v1",
-        "ServiceAccount",
-        decode_as::<k8s_pb::api::core::v1::ServiceAccount>,
-    ),
-    ("v1", "Pod", decode_as::<k8s_pb::api::core::v1::Pod>),
-    ("v1", "Event", decode_as::<k8s_pb::api::core::v1::Event>),
-    ("batch/v1", "Job", decode_as::<k8s_pb::api::batch::v1::Job>),
-    (
-        "rbac.authorization.k8s.io/v1",
-        "Role",
-        decode_as::<k8s_pb::api::rbac::v1::Role>,
-    ),
-    (
-        "rbac.authorization.k8s.io/v1",
-        "RoleBinding",
-        decode_as::<k8s_pb::api::rbac::v1::RoleBinding>,
-    ),
+    ("v1", "Namespace", decode_as::<core::Namespace>),
+    ("v1", "Secret", decode_as::<core::Secret>),
+    ("v1", "ConfigMap", decode_as::<core::ConfigMap>),
+    ("v1", "ServiceAccount", decode_as::<core::ServiceAccount>),
+    ("v1", "Pod", decode_as::<core::Pod>),
+    ("v1", "Event", decode_as::<core::Event>),
+    ("v1", "Service", decode_as::<core::Service>),
+    ("apps/v1", "Deployment", decode_as::<apps::Deployment>),
+    ("batch/v1", "Job", decode_as::<batch::Job>),
+    (RBAC, "Role", decode_as::<rbac::Role>),
+    (RBAC, "RoleBinding", decode_as::<rbac::RoleBinding>),
+    (RBAC, "ClusterRole", decode_as::<rbac::ClusterRole>),
+    (RBAC, "ClusterRoleBinding", decode_as::<rbac::ClusterRoleBinding>),
     (
         "coordination.k8s.io/v1",
         "Lease",
-        decode_as::<k8s_pb::api::coordination::v1::Lease>,
+        decode_as::<coordination::Lease>,
     ),
-    (
-        "events.k8s.io/v1",
-        "Event",
-        decode_as::<k8s_pb::api::events::v1::Event>,
-    ),
+    ("events.k8s.io/v1", "Event", decode_as::<events::Event>),
 ];
+
+const RBAC: &str = "rbac.authorization.k8s.io/v1";
 
 fn decode_as<T>(raw: &[u8]) -> Result<Value, ProtoError>
 where

@@ -1,5 +1,7 @@
-//! batch/v1 Job, rbac Role and RoleBinding, coordination Lease and events.k8s.io Event.
+//! batch/v1 Job, apps/v1 Deployment, rbac roles and bindings, coordination Lease and
+//! events.k8s.io Event.
 
+use k8s_pb::api::apps::v1 as apps;
 use k8s_pb::api::batch::v1 as batch;
 use k8s_pb::api::coordination::v1 as coordination;
 use k8s_pb::api::events::v1 as events;
@@ -21,7 +23,17 @@ json_struct! {
     batch::PodFailurePolicyOnPodConditionsPattern { r#type, status }
     batch::SuccessPolicy { rules }
     batch::SuccessPolicyRule { succeeded_indexes, succeeded_count }
+    apps::Deployment { metadata, spec, status with dropped }
+    apps::DeploymentSpec {
+        replicas, selector, template, strategy, min_ready_seconds, revision_history_limit, paused,
+        progress_deadline_seconds,
+    }
+    apps::DeploymentStrategy { r#type, rolling_update }
+    apps::RollingUpdateDeployment { max_unavailable, max_surge }
     rbac::Role { metadata, rules }
+    rbac::ClusterRole { metadata, rules, aggregation_rule }
+    rbac::AggregationRule { cluster_role_selectors }
+    rbac::ClusterRoleBinding { metadata, subjects, role_ref }
     rbac::PolicyRule {
         verbs, api_groups, resources, resource_names, non_resource_ur_ls as "nonResourceURLs",
     }

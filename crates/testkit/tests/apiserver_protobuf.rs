@@ -65,6 +65,21 @@ async fn a_protobuf_pod_is_stored_and_answered_in_json() {
     // The JSON path's defaults apply to a protobuf body too.
     assert_eq!(created["spec"]["restartPolicy"], "Always");
 
+    // Even a client that lists only protobuf is answered in JSON, and told so.
+    let resp = reqwest::Client::new()
+        .get(format!("{}/api/v1/namespaces/default/pods/p1", srv.url()))
+        .header("accept", CONTENT_TYPE)
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(resp.status().as_u16(), 200);
+    assert_eq!(
+        resp.headers().get("content-type").and_then(|v| v.to_str().ok()),
+        Some("application/json")
+    );
+    let got: Value = resp.json().await.expect("JSON");
+    assert_eq!(got["metadata"]["name"], "p1");
+
     let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
         kube::Api::namespaced(srv.client().expect("client"), "default");
     let got = pods.get("p1").await.expect("stored");

@@ -160,3 +160,72 @@ pub fn decode(body: &[u8]) -> Result<Value, ProtoError> {
         })?;
     decoder(&env.raw)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use k8s_pb::api::core::v1::Secret;
+    use k8s_pb::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn encoded_secret_decodes_to_the_json_a_json_client_sends() {
+        let secret = Secret {
+            metadata: Some(ObjectMeta {
+                name: Some("gh-creds".into()),
+                namespace: Some("ci".into()),
+                ..Default::default()
+            }),
+            data: BTreeMap::from([("github_token".into(), b"ghp_x".to_vec())]),
+            ..Default::default()
+        };
+        let body = wrap("v1", "Secret", secret.encode_to_vec());
+        assert_eq!(
+            decode(&body).unwrap(),
+            json!({"apiVersion": "v1", "kind": "Secret",
+                   "metadata": {"name": "gh-creds", "namespace": "ci"},
+                   "data": {"github_token": "Z2hwX3g="}})
+        );
+    }
+
+    #[test]
+    fn an_unknown_kind_is_unsupported_media_type_naming_it() {
+        let body = wrap("apps/v1", "StatefulSet", vec![]);
+        let err = decode(&body).unwrap_err();
+        let api = err.to_api_error();
+        assert_eq!(api.reason, Reason::UnsupportedMediaType);
+        assert_eq!(api.code, 415);
+        assert!(
+            api.message.contains("apps/v1, Kind=StatefulSet"),
+            "{}",
+            api.message
+        );
+    }
+
+    #[test]
+    fn bytes_that_are_not_the_named_kind_are_a_bad_request() {
+        // Field 1 (metadata) as a varint where a message is expected.
+        let body = wrap("v1", "Namespace", vec![0x08, 0x01]);
+        let api = decode(&body).unwrap_err().to_api_error();
+        assert_eq!(api.reason, Reason::BadRequest);
+        assert!(api.message.contains("Namespace"), "{}", api.message);
+    }
+
+    #[test]
+    fn content_type_with_parameters_is_protobuf() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::CONTENT_TYPE,
+            http::HeaderValue::from_static("application/vnd.kubernetes.protobuf; charset=utf-8"),
+        );
+        assert!(is_protobuf(&h));
+        h.insert(
+            header::CONTENT_TYPE,
+            http::HeaderValue::from_static("application/json"),
+        );
+        assert!(!is_protobuf(&h));
+    }
+}

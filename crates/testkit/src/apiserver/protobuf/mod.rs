@@ -215,6 +215,19 @@ mod tests {
     }
 
     #[test]
+    fn every_served_builtin_kind_but_crds_has_a_decoder() {
+        let registry = crate::apiserver::registry::Registry::with_builtins();
+        let missing: Vec<String> = registry
+            .all()
+            .filter(|d| d.kind != "CustomResourceDefinition")
+            .map(|d| (d.api_version(), d.kind.clone()))
+            .filter(|(v, k)| !DECODERS.iter().any(|(dv, dk, _)| dv == v && dk == k))
+            .map(|(v, k)| format!("{v}, Kind={k}"))
+            .collect();
+        assert!(missing.is_empty(), "no protobuf decoder for {missing:?}");
+    }
+
+    #[test]
     fn content_type_with_parameters_is_protobuf() {
         let mut h = HeaderMap::new();
         h.insert(

@@ -185,3 +185,44 @@ async fn a_malformed_protobuf_body_gets_400() {
         "{status}"
     );
 }
+
+#[tokio::test]
+async fn a_protobuf_update_replaces_the_object() {
+    use k8s_pb::api::core::v1::ConfigMap;
+    let srv = FakeApiServer::start().await.expect("start");
+    let cm = |value: &str, rv: Option<String>| ConfigMap {
+        metadata: Some(ObjectMeta {
+            name: Some("settings".into()),
+            resource_version: rv,
+            ..Default::default()
+        }),
+        data: [("mode".to_string(), value.to_string())].into(),
+        ..Default::default()
+    };
+    let (code, _, created) = post(
+        &srv,
+        "/api/v1/namespaces/default/configmaps",
+        wrap("v1", "ConfigMap", cm("slow", None).encode_to_vec()),
+    )
+    .await;
+    assert_eq!(code, 201, "{created}");
+    let rv = created["metadata"]["resourceVersion"].as_str().map(String::from);
+    let resp = reqwest::Client::new()
+        .put(format!(
+            "{}/api/v1/namespaces/default/configmaps/settings",
+            srv.url()
+        ))
+        .header("content-type", CONTENT_TYPE)
+        .header("accept", KUBECTL_ACCEPT)
+        .body(wrap("v1", "ConfigMap", cm("fast", rv).encode_to_vec()))
+        .send()
+        .await
+        .expect("put");
+    assert_eq!(resp.status().as_u16(), 200);
+    let updated: Value = resp.json().await.expect("JSON");
+    assert_eq!(updated["data"]["mode"], "fast");
+    assert_ne!(
+        updated["metadata"]["resourceVersion"],
+        created["metadata"]["resourceVersion"]
+    );
+}

@@ -9,6 +9,7 @@
 mod builtin;
 mod crd;
 mod discovery;
+mod event_alias;
 mod faults;
 mod gc;
 mod openapi;

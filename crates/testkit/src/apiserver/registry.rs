@@ -88,6 +88,9 @@ impl ResourceDef {
 
     /// The storage key shared by every version of the type.
     pub fn type_key(&self) -> TypeKey {
+        if super::event_alias::is_alias(self) {
+            return super::event_alias::storage_key();
+        }
         TypeKey {
             group: self.group.clone(),
             plural: self.plural.clone(),

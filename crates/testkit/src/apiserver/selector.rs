@@ -126,6 +126,12 @@ impl FieldSelector {
         Ok(FieldSelector(terms))
     }
 
+    /// The same selector with each field path rewritten, for a type served in another form
+    /// than it is stored in.
+    pub fn map_paths(self, f: impl Fn(&str) -> String) -> FieldSelector {
+        FieldSelector(self.0.into_iter().map(|(p, eq, v)| (f(&p), eq, v)).collect())
+    }
+
     /// Whether the object satisfies every term (a missing field reads as "").
     pub fn matches(&self, obj: &Value) -> bool {
         self.0.iter().all(|(path, eq, want)| {

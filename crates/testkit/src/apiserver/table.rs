@@ -98,11 +98,60 @@ fn builtin_columns(b: Option<Builtin>) -> Vec<Value> {
             column("Status", "string", "", 0),
             column("Age", "string", "", 0),
         ],
+        // Both Event resources render the stored core form (see `event_alias`).
+        Some(Builtin::CoreEvent | Builtin::Event) => vec![
+            column("Last Seen", "string", "", 0),
+            column("Type", "string", "", 0),
+            column("Reason", "string", "", 0),
+            column("Object", "string", "", 0),
+            column("Source", "string", "", 1),
+            column("Message", "string", "", 0),
+            column("Count", "string", "", 1),
+            column("Name", "string", "name", 1),
+        ],
         _ => vec![
             column("Name", "string", "name", 0),
             column("Age", "string", "", 0),
         ],
     }
+}
+
+/// The cells of a stored (core v1) Event, as the real server's event printer fills them.
+fn event_cells(o: &Value) -> Vec<Value> {
+    let last_seen = [
+        "/series/lastObservedTime",
+        "/lastTimestamp",
+        "/eventTime",
+        "/metadata/creationTimestamp",
+    ]
+    .iter()
+    .map(|p| s(o, p))
+    .find(|t| !t.is_empty())
+    .unwrap_or_default();
+    let object = format!(
+        "{}/{}",
+        s(o, "/involvedObject/kind").to_ascii_lowercase(),
+        s(o, "/involvedObject/name")
+    );
+    let source = match s(o, "/source/component") {
+        "" => s(o, "/reportingComponent"),
+        c => c,
+    };
+    let count = o
+        .pointer("/series/count")
+        .or_else(|| o.pointer("/count"))
+        .and_then(Value::as_i64)
+        .unwrap_or(1);
+    vec![
+        json!(human_age(last_seen)),
+        json!(s(o, "/type")),
+        json!(s(o, "/reason")),
+        json!(object),
+        json!(source),
+        json!(s(o, "/message")),
+        json!(count.to_string()),
+        json!(s(o, "/metadata/name")),
+    ]
 }
 
 fn builtin_cells(b: Option<Builtin>, o: &Value) -> Vec<Value> {
@@ -161,6 +210,7 @@ fn builtin_cells(b: Option<Builtin>, o: &Value) -> Vec<Value> {
             vec![name, json!(status), json!(format!("{done}/{want}")), age]
         }
         Some(Builtin::Namespace) => vec![name, json!(s(o, "/status/phase")), age],
+        Some(Builtin::CoreEvent | Builtin::Event) => event_cells(o),
         _ => vec![name, age],
     }
 }

@@ -20,7 +20,7 @@ use super::server::{Params, Target, error_response, json_response, wants_table};
 use super::shared::{Shared, lock};
 use super::status::{ApiError, ApiResult, Reason, success_status};
 use super::store::ObjKey;
-use super::{protobuf, table, watch};
+use super::{event_alias, protobuf, table, watch};
 
 /// Routes one parsed request to its handler.
 pub fn dispatch(
@@ -50,6 +50,9 @@ pub fn dispatch(
 
 /// The object as the client's requested version spells it.
 pub fn present<'a>(def: &ResourceDef, obj: &'a Value) -> Cow<'a, Value> {
+    if event_alias::is_alias(def) {
+        return event_alias::outbound(def, obj);
+    }
     let want = def.api_version();
     if obj.get("apiVersion").and_then(Value::as_str) == Some(want.as_str()) {
         Cow::Borrowed(obj)
@@ -81,10 +84,17 @@ fn key_for(t: &Target) -> ApiResult<ObjKey> {
 pub fn selectors(def: &ResourceDef, params: &Params) -> ApiResult<Selectors> {
     Ok(Selectors {
         labels: LabelSelector::parse(params.get("labelSelector").map_or("", String::as_str))?,
-        fields: FieldSelector::parse(
-            params.get("fieldSelector").map_or("", String::as_str),
-            &def.field_selectors,
-        )?,
+        fields: {
+            let f = FieldSelector::parse(
+                params.get("fieldSelector").map_or("", String::as_str),
+                &def.field_selectors,
+            )?;
+            if event_alias::is_alias(def) {
+                f.map_paths(|p| event_alias::storage_field(p).into_owned())
+            } else {
+                f
+            }
+        },
     })
 }
 
@@ -242,7 +252,10 @@ fn create(
             "a namespace is required for a namespaced resource",
         ));
     }
-    let stored = lock(&shared.store).create(&t.def, &ns, obj, &mut ctx)?;
+    let mut store = lock(&shared.store);
+    let def = event_alias::storage_def(&store.registry, &t.def);
+    let stored = store.create(&def, &ns, event_alias::inbound(&t.def, obj), &mut ctx)?;
+    drop(store);
     Ok(finish(shared, 201, &present(&t.def, &stored), &ctx))
 }
 
@@ -257,7 +270,11 @@ fn update(
     let mut ctx = write_ctx(params, headers, false);
     let key = key_for(t)?;
     let status_only = t.sub.as_deref() == Some("status");
-    let stored = lock(&shared.store).update(&t.def, &key, obj, status_only, &mut ctx)?;
+    let mut store = lock(&shared.store);
+    let def = event_alias::storage_def(&store.registry, &t.def);
+    let obj = event_alias::inbound(&t.def, obj);
+    let stored = store.update(&def, &key, obj, status_only, &mut ctx)?;
+    drop(store);
     Ok(finish(shared, 200, &present(&t.def, &stored), &ctx))
 }
 
@@ -293,16 +310,18 @@ fn patch_obj(
         Rules::Schema(t.def.schema.as_ref())
     };
     let mut store = lock(&shared.store);
+    let def = event_alias::storage_def(&store.registry, &t.def);
     let Some(current) = store.get(&key) else {
         if kind == PatchKind::Apply && !status_only {
-            let applied = patch::parse_apply(body)?;
-            let created = store.create(&t.def, &key.ns, applied, &mut ctx)?;
+            let applied = event_alias::inbound(&t.def, patch::parse_apply(body)?);
+            let created = store.create(&def, &key.ns, applied, &mut ctx)?;
             drop(store);
             return Ok(finish(shared, 201, &present(&t.def, &created), &ctx));
         }
         return Err(ApiError::not_found(&t.def.group, &t.def.plural, &key.name));
     };
-    let mut doc = (*current).clone();
+    // A patch is written against the served form, so it applies to that form.
+    let mut doc = event_alias::outbound(&t.def, &current).into_owned();
     match kind {
         PatchKind::Json => patch::json_patch(&mut doc, body)?,
         PatchKind::Merge => patch::merge(&mut doc, &parse_body(body)?, Rules::None),
@@ -315,7 +334,8 @@ fn patch_obj(
             patch::merge(&mut doc, &applied, rules)
         }
     }
-    let stored = store.update(&t.def, &key, doc, status_only, &mut ctx)?;
+    let doc = event_alias::inbound(&t.def, doc);
+    let stored = store.update(&def, &key, doc, status_only, &mut ctx)?;
     drop(store);
     Ok(finish(shared, 200, &present(&t.def, &stored), &ctx))
 }

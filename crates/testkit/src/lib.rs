@@ -9,3 +9,4 @@ pub mod forgejo;
 pub mod gitea;
 pub mod github;
 pub mod sim;
+pub mod standalone;

@@ -68,9 +68,19 @@ async fn crd_is_established_and_custom_resources_work() {
         rgs.list(&ListParams::default()).await.expect("list").items.len(),
         1
     );
-    assert!(
-        srv.requests().cel_skipped > 0,
-        "CEL rules must be reported as skipped"
+    assert_eq!(srv.requests().cel_skipped, 0, "every CEL rule was evaluated");
+    let mut over = rg("over", 2);
+    over.spec.min_runners = 5;
+    let err = rgs
+        .create(&PostParams::default(), &over)
+        .await
+        .map_err(err_of)
+        .expect_err("CEL: minRunners over maxRunners");
+    assert_eq!((err.code, err.reason.as_str()), (422, "Invalid"));
+    assert_eq!(
+        err.message,
+        "RunnerGroup.forgerunner.dev \"over\" is invalid: spec.minRunners: Invalid value: \"object\": \
+         minRunners must not exceed maxRunners"
     );
 
     // Schema validation: minimum, enum, type.

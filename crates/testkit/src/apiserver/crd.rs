@@ -104,6 +104,9 @@ pub fn accept(store: &mut Store, crd: &mut Value) -> ApiResult<()> {
             "Invalid value: must have exactly one version marked as storage version".to_string(),
         ));
     }
+    // A real server type-checks rules at registration and refuses the CRD; this one at least
+    // refuses rules that do not parse or name fields that do not exist.
+    errs.extend(super::cel::check_crd(crd));
     if !errs.is_empty() {
         return Err(ApiError::invalid(
             "apiextensions.k8s.io",

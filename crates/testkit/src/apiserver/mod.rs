@@ -7,6 +7,10 @@
 //! CRD schema, and offers fault injection and a request log. See `docs/testing.md`.
 
 mod builtin;
+mod cel;
+mod cel_path;
+#[cfg(test)]
+mod cel_tests;
 mod crd;
 mod discovery;
 mod event_alias;

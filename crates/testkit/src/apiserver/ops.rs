@@ -6,6 +6,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 
 use super::builtin;
+use super::cel;
 use super::crd;
 use super::registry::{Builtin, ResourceDef};
 use super::schema;
@@ -35,7 +36,7 @@ pub struct WriteCtx {
     pub apply: bool,
     /// `Warning` headers to return.
     pub warnings: Vec<String>,
-    /// CEL rules that were skipped rather than evaluated.
+    /// CEL rules not evaluated because a schema error blocked them.
     pub cel_skipped: u64,
 }
 
@@ -106,8 +107,15 @@ fn comparable(v: &Value) -> Value {
 }
 
 impl Store {
-    /// Decodes, validates and prunes a body against its type; errors are 400 or 422.
-    fn normalize(&self, def: &ResourceDef, obj: &mut Value, ctx: &mut WriteCtx) -> ApiResult<()> {
+    /// Decodes, validates and prunes a body against its type, then runs its CEL rules (`old` is
+    /// the stored object on update); errors are 400 or 422.
+    fn normalize(
+        &self,
+        def: &ResourceDef,
+        obj: &mut Value,
+        old: Option<&Value>,
+        ctx: &mut WriteCtx,
+    ) -> ApiResult<()> {
         let name = str_at(obj, "/metadata/name").unwrap_or_default().to_string();
         if let Some(m) = obj.as_object_mut() {
             m.insert("apiVersion".into(), json!(def.api_version()));
@@ -126,13 +134,19 @@ impl Store {
             if let Some(m) = obj.get_mut("metadata") {
                 builtin::strip_empty(m);
             }
-            let out = schema::validate(schema, obj, def.status);
-            ctx.cel_skipped += out.cel_skipped;
-            if out.cel_skipped > 0 {
-                ctx.warnings.push(format!(
-                    "fake-apiserver: {} x-kubernetes-validations (CEL) rule(s) were not evaluated",
-                    out.cel_skipped
+            let mut out = schema::validate(schema, obj, def.status);
+            if out.blocking {
+                // As the real server: CEL rules assume the schema's shape, so a type, required,
+                // enum or size error stops them and says so.
+                ctx.cel_skipped += cel::rule_count(schema);
+                out.errors.push((
+                    "<nil>".into(),
+                    "Invalid value: \"null\": some validation rules were not checked because the \
+                     object was invalid; correct the existing errors to complete validation"
+                        .into(),
                 ));
+            } else {
+                out.errors.extend(cel::evaluate(schema, obj, old));
             }
             if !out.errors.is_empty() {
                 return Err(ApiError::invalid(&def.group, &def.kind, &name, &out.errors));
@@ -302,7 +316,7 @@ impl Store {
         {
             o.remove("status");
         }
-        self.normalize(def, &mut obj, ctx)?;
+        self.normalize(def, &mut obj, None, ctx)?;
         let uid = new_uid();
         let m = meta(&mut obj)?;
         m.insert("uid".into(), json!(uid));
@@ -407,7 +421,7 @@ impl Store {
                 ));
             }
         }
-        self.normalize(def, &mut new, ctx)?;
+        self.normalize(def, &mut new, Some(&current), ctx)?;
         if let Some(b) = def.builtin {
             let uid = str_at(&current, "/metadata/uid").unwrap_or_default().to_string();
             builtin::apply_defaults(b, &mut new, &uid, &key.name);

@@ -1,7 +1,7 @@
 //! Validation and pruning of custom resources against a CRD's structural openAPIV3Schema:
 //! types, required, enum, minimum/maximum, length and item bounds, pattern, nullable,
 //! additionalProperties and x-kubernetes-preserve-unknown-fields. CEL rules
-//! (x-kubernetes-validations) are counted as skipped, never silently passed.
+//! (x-kubernetes-validations) run afterwards, in `cel`, unless an error here blocks them.
 
 use serde_json::{Map, Value};
 
@@ -12,8 +12,9 @@ pub struct Outcome {
     pub errors: Vec<(String, String)>,
     /// Paths of pruned unknown fields.
     pub unknown: Vec<String>,
-    /// CEL rules met but not evaluated.
-    pub cel_skipped: u64,
+    /// An error the real server treats as blocking CEL: a wrong type, a missing required
+    /// field, a value outside an enum, a string or list over its maximum size.
+    pub blocking: bool,
 }
 
 /// Validates `obj` in place, pruning unknown fields. `apiVersion`, `kind` and `metadata`
@@ -48,9 +49,6 @@ pub fn validate(schema: &Value, obj: &mut Value, _has_status: bool) -> Outcome {
         }
     }
     check_required(schema, root, "", &mut out);
-    if let Some(rules) = schema.get("x-kubernetes-validations").and_then(Value::as_array) {
-        out.cel_skipped += rules.len() as u64;
-    }
     out
 }
 
@@ -104,14 +102,12 @@ fn check_required(s: &Value, obj: &Map<String, Value>, path: &str, out: &mut Out
             && obj.get(r).is_none_or(Value::is_null)
         {
             out.errors.push((join(path, r), "Required value".into()));
+            out.blocking = true;
         }
     }
 }
 
 fn walk(s: &Value, v: &mut Value, path: &str, out: &mut Outcome) {
-    if let Some(rules) = s.get("x-kubernetes-validations").and_then(Value::as_array) {
-        out.cel_skipped += rules.len() as u64;
-    }
     if v.is_null() {
         if !nullable(s) {
             out.errors.push((
@@ -127,6 +123,7 @@ fn walk(s: &Value, v: &mut Value, path: &str, out: &mut Outcome) {
         .unwrap_or(false);
     if int_or_string {
         if !(v.is_string() || type_ok("integer", v)) {
+            out.blocking = true;
             out.errors.push((
                 path.into(),
                 format!(
@@ -141,6 +138,7 @@ fn walk(s: &Value, v: &mut Value, path: &str, out: &mut Outcome) {
         && !type_ok(t, v)
     {
         let got = type_name(v);
+        out.blocking = true;
         out.errors.push((
             path.into(),
             format!("Invalid value: \"{got}\": {path} in body must be of type {t}: \"{got}\""),
@@ -151,6 +149,7 @@ fn walk(s: &Value, v: &mut Value, path: &str, out: &mut Outcome) {
         && !e.contains(v)
     {
         let allowed: Vec<String> = e.iter().map(Value::to_string).collect();
+        out.blocking = true;
         out.errors.push((
             path.into(),
             format!("Unsupported value: {v}: supported values: {}", allowed.join(", ")),
@@ -220,6 +219,7 @@ fn check_bounds(s: &Value, v: &Value, path: &str, out: &mut Outcome) {
             ));
         }
         if num("maxLength").is_some_and(|m| len > m) {
+            out.blocking = true;
             out.errors.push((
                 path.into(),
                 format!(
@@ -250,6 +250,7 @@ fn check_bounds(s: &Value, v: &Value, path: &str, out: &mut Outcome) {
             ));
         }
         if num("maxItems").is_some_and(|m| len > m) {
+            out.blocking = true;
             out.errors.push((
                 path.into(),
                 format!(

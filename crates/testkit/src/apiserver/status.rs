@@ -164,7 +164,7 @@ impl ApiError {
         };
         let causes: Vec<Value> = causes
             .iter()
-            .map(|(f, m)| json!({"reason": "FieldValueInvalid", "message": m, "field": f}))
+            .map(|(f, m)| json!({"reason": cause_reason(m), "message": m, "field": f}))
             .collect();
         ApiError {
             reason: Reason::Invalid,
@@ -212,6 +212,23 @@ impl ApiError {
         }
         v
     }
+}
+
+/// The cause `reason` of a field error, read from the error type its message starts with, as
+/// the real server derives both from one `field.ErrorType`.
+fn cause_reason(message: &str) -> &'static str {
+    const TYPES: [(&str, &str); 6] = [
+        ("Required value", "FieldValueRequired"),
+        ("Forbidden", "FieldValueForbidden"),
+        ("Unsupported value", "FieldValueNotSupported"),
+        ("Duplicate value", "FieldValueDuplicate"),
+        ("Too long", "FieldValueTooLong"),
+        ("Too many", "FieldValueTooMany"),
+    ];
+    TYPES
+        .iter()
+        .find(|(prefix, _)| message.starts_with(prefix))
+        .map_or("FieldValueInvalid", |(_, reason)| reason)
 }
 
 /// `plural.group`, or just `plural` for the core group.

@@ -273,6 +273,40 @@ impl Harness {
         Api::namespaced(self.client.clone(), NS)
     }
 
+    /// Stores a group the CRD's CEL rules refuse, as one stored before the rules existed: the
+    /// CRD is swapped for one without rules for the create, then put back.
+    async fn create_group_before_rules(&self, name: &str, spec: serde_json::Value) {
+        fn strip(v: &mut serde_json::Value) {
+            match v {
+                serde_json::Value::Object(m) => {
+                    m.remove("x-kubernetes-validations");
+                    m.values_mut().for_each(strip);
+                }
+                serde_json::Value::Array(a) => a.iter_mut().for_each(strip),
+                _ => {}
+            }
+        }
+        let crds: Api<CustomResourceDefinition> = Api::all(self.client.clone());
+        let name_of_crd = RunnerGroup::crd_name();
+        let mut bare = serde_json::to_value(crds.get(name_of_crd).await.expect("get CRD")).expect("CRD");
+        strip(&mut bare);
+        let bare: CustomResourceDefinition = serde_json::from_value(bare).expect("CRD");
+        crds.replace(name_of_crd, &PostParams::default(), &bare)
+            .await
+            .expect("CRD without rules");
+        self.create_group(name, spec).await;
+        let mut with_rules = RunnerGroup::crd();
+        with_rules.metadata.resource_version = crds
+            .get(name_of_crd)
+            .await
+            .expect("get CRD")
+            .metadata
+            .resource_version;
+        crds.replace(name_of_crd, &PostParams::default(), &with_rules)
+            .await
+            .expect("CRD with rules again");
+    }
+
     fn jobs(&self) -> Api<Job> {
         Api::namespaced(self.client.clone(), NS)
     }
@@ -536,8 +570,9 @@ async fn user_errors_become_conditions() {
             .is_some_and(|(s, r, m)| s == "False" && r == "SecretNotFound" && m.contains("creds"))
     })
     .await;
-    // CEL rules are not evaluated by the fake, so the reconciler's own validation must catch this.
-    h.create_group("broken", serde_json::json!({"forge": "gitea", "maxRunners": 2}))
+    // The fake refuses this at admission (CEL); stored before the rule existed, it reaches the
+    // reconciler, whose own validation must catch it.
+    h.create_group_before_rules("broken", serde_json::json!({"forge": "gitea", "maxRunners": 2}))
         .await;
     wait_for("InvalidSpec", || async {
         h.condition("broken", "Ready")

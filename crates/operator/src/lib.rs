@@ -4,6 +4,8 @@
 //! The `forgerunner` binary is a thin wrapper around [`main_with_args`]; the testkit's sandbox
 //! and benchmark embed the same entry point to run the real operator in a child process.
 
+#[cfg(test)]
+mod cel_rules_tests;
 mod cli;
 mod cluster;
 mod config;

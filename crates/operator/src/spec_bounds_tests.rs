@@ -2,8 +2,9 @@
 //! `minimum`, `maximum`) has a twin in the reconciler's validation (core's `validate_spec` plus
 //! the forge's `Forge::validate`, as `check_spec` runs them): on the same example, right at each
 //! bound and one past it, the API server (the testkit's, which enforces the structural schema)
-//! and the reconciler accept or refuse together. The fake does not evaluate CEL, so every example
-//! keeps the field's format valid (a URL stays a URL) and differs from a valid spec only in size.
+//! and the reconciler accept or refuse together. Every example keeps the field's format valid (a
+//! URL stays a URL, so the fake's CEL rules hold) and differs from a valid spec only in size; the
+//! CEL rules have their own twin test in `cel_rules_tests`.
 //!
 //! The bounds are read from the generated schema, so a bound added to the types without a twin
 //! fails here.

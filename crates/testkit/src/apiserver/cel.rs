@@ -254,16 +254,24 @@ fn check_node(
     errs: &mut Vec<(String, String)>,
 ) {
     let unchanged = old.is_some_and(|o| o == v);
+    let due: Vec<(Rule<'_>, bool)> = rules
+        .iter()
+        .map(Rule::parse)
+        .map(|r| {
+            let transition = r.uses_old_self();
+            (r, transition)
+        })
+        .filter(|(_, transition)| if *transition { old.is_some() } else { !unchanged })
+        .collect();
+    // Most updates (status writes above all) leave a node alone: nothing to run, nothing to convert.
+    if due.is_empty() {
+        return;
+    }
     let this = to_cel(Some(schema), v);
     let old_cel = old.map(|o| to_cel(Some(schema), o));
     let ty = node_type(schema);
     let node_field = if path.is_empty() { "<nil>" } else { path };
-    for raw in rules {
-        let rule = Rule::parse(raw);
-        let transition = rule.uses_old_self();
-        if (transition && old_cel.is_none()) || (!transition && unchanged) {
-            continue;
-        }
+    for (rule, transition) in due {
         let old_arg = if transition { old_cel.as_ref() } else { None };
         match eval_bool(rule.rule, &this, old_arg) {
             Ok(true) => {}

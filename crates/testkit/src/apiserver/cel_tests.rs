@@ -161,3 +161,37 @@ fn a_crd_with_a_broken_rule_is_refused_at_registration() {
     );
     assert!(errs[0].1.contains("compilation failed"), "{errs:?}");
 }
+
+#[test]
+fn the_422_causes_carry_the_reason_of_each_error_type() {
+    let err = super::status::ApiError::invalid(
+        "forgerunner.dev",
+        "RunnerGroup",
+        "x",
+        &[
+            ("spec.a".into(), "Required value: a is required".into()),
+            ("spec.b".into(), "Forbidden: b is forbidden".into()),
+            ("spec.c".into(), "Invalid value: \"object\": c is wrong".into()),
+        ],
+    );
+    let status = err.to_status();
+    let reasons: Vec<&str> = status["details"]["causes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["reason"].as_str())
+        .collect();
+    assert_eq!(
+        reasons,
+        vec!["FieldValueRequired", "FieldValueForbidden", "FieldValueInvalid"]
+    );
+    assert_eq!(
+        (status["code"].as_u64(), status["reason"].as_str()),
+        (Some(422), Some("Invalid"))
+    );
+    assert_eq!(
+        status["message"],
+        "RunnerGroup.forgerunner.dev \"x\" is invalid: [spec.a: Required value: a is required, \
+         spec.b: Forbidden: b is forbidden, spec.c: Invalid value: \"object\": c is wrong]"
+    );
+}

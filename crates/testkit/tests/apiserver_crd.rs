@@ -116,6 +116,18 @@ async fn crd_is_established_and_custom_resources_work() {
         "{}",
         err.message
     );
+    // An enum or type error blocks CEL, says so, and counts the rules it kept from running.
+    assert!(
+        err.message
+            .contains("<nil>: Invalid value: \"null\": some validation rules were not checked"),
+        "{}",
+        err.message
+    );
+    assert!(
+        srv.requests().cel_skipped >= 20,
+        "{:?}",
+        srv.requests().cel_skipped
+    );
 
     // Unknown fields are pruned.
     let extra: DynamicObject = serde_json::from_value(json!({

@@ -125,11 +125,20 @@ fn write_ctx(params: &Params, headers: &HeaderMap, apply: bool) -> WriteCtx {
     }
 }
 
-fn finish(shared: &Shared, code: u16, body: &Value, ctx: &WriteCtx) -> Response {
+/// The response of a write. CEL rules are skipped only on writes that fail, so they are counted
+/// before the result is looked at.
+fn finish(
+    shared: &Shared,
+    code: u16,
+    def: &ResourceDef,
+    result: ApiResult<Arc<Value>>,
+    ctx: &WriteCtx,
+) -> ApiResult<Response> {
     if ctx.cel_skipped > 0 {
         lock(&shared.log).cel_skipped += ctx.cel_skipped;
     }
-    json_response(code, body, &ctx.warnings)
+    let stored = result?;
+    Ok(json_response(code, &present(def, &stored), &ctx.warnings))
 }
 
 fn parse_body(body: &[u8]) -> ApiResult<Value> {
@@ -254,9 +263,9 @@ fn create(
     }
     let mut store = lock(&shared.store);
     let def = event_alias::storage_def(&store.registry, &t.def);
-    let stored = store.create(&def, &ns, event_alias::inbound(&t.def, obj), &mut ctx)?;
+    let created = store.create(&def, &ns, event_alias::inbound(&t.def, obj), &mut ctx);
     drop(store);
-    Ok(finish(shared, 201, &present(&t.def, &stored), &ctx))
+    finish(shared, 201, &t.def, created, &ctx)
 }
 
 fn update(
@@ -273,9 +282,9 @@ fn update(
     let mut store = lock(&shared.store);
     let def = event_alias::storage_def(&store.registry, &t.def);
     let obj = event_alias::inbound(&t.def, obj);
-    let stored = store.update(&def, &key, obj, status_only, &mut ctx)?;
+    let stored = store.update(&def, &key, obj, status_only, &mut ctx);
     drop(store);
-    Ok(finish(shared, 200, &present(&t.def, &stored), &ctx))
+    finish(shared, 200, &t.def, stored, &ctx)
 }
 
 fn patch_obj(
@@ -314,9 +323,9 @@ fn patch_obj(
     let Some(current) = store.get(&key) else {
         if kind == PatchKind::Apply && !status_only {
             let applied = event_alias::inbound(&t.def, patch::parse_apply(body)?);
-            let created = store.create(&def, &key.ns, applied, &mut ctx)?;
+            let created = store.create(&def, &key.ns, applied, &mut ctx);
             drop(store);
-            return Ok(finish(shared, 201, &present(&t.def, &created), &ctx));
+            return finish(shared, 201, &t.def, created, &ctx);
         }
         return Err(ApiError::not_found(&t.def.group, &t.def.plural, &key.name));
     };
@@ -335,9 +344,9 @@ fn patch_obj(
         }
     }
     let doc = event_alias::inbound(&t.def, doc);
-    let stored = store.update(&def, &key, doc, status_only, &mut ctx)?;
+    let stored = store.update(&def, &key, doc, status_only, &mut ctx);
     drop(store);
-    Ok(finish(shared, 200, &present(&t.def, &stored), &ctx))
+    finish(shared, 200, &t.def, stored, &ctx)
 }
 
 fn delete_options(params: &Params, body: &[u8]) -> ApiResult<(Option<Propagation>, Preconditions)> {

@@ -10,6 +10,7 @@ import chartlib
 
 ROOT = chartlib.ROOT
 METRICS_RS = ROOT / "crates" / "core" / "src" / "metrics.rs"
+METRICS_DIR = ROOT / "crates" / "core" / "src" / "metrics"
 ERROR_RS = ROOT / "crates" / "core" / "src" / "error.rs"
 DOCS = ROOT / "docs"
 DASHBOARD = DOCS / "grafana-dashboard.json"
@@ -17,7 +18,7 @@ DASHBOARD = DOCS / "grafana-dashboard.json"
 
 def registered_metrics():
     """name → kind for every metric registered under the forgerunner_ prefix."""
-    text = METRICS_RS.read_text()
+    text = METRICS_RS.read_text() + "".join(p.read_text() for p in sorted(METRICS_DIR.glob("*.rs")))
     kinds = {}
     for field, kind in re.findall(r"pub (\w+): Family<\w+, (Counter|Gauge|Histogram)>", text):
         kinds[field] = kind

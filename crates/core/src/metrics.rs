@@ -10,6 +10,10 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+pub mod group;
+
+pub use group::{GroupGauges, GroupLabels, GroupMetrics, Stage};
+
 /// Outcome of one forge request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, EncodeLabelValue)]
 pub enum Outcome {
@@ -117,11 +121,12 @@ pub struct Metrics {
     /// Runner Jobs removed.
     pub runners_removed: Family<ForgeLabels, Counter>,
     /// Jobs seen by the forge as started on our runners.
-    pub jobs_started: Family<ForgeLabels, Counter>,
+    pub jobs_started: Family<GroupLabels, Counter>,
     /// Jobs completed on our runners.
-    pub jobs_completed: Family<ForgeLabels, Counter>,
-    /// Seconds from a job being queued at the forge to its runner Job being created.
-    pub job_queue_to_runner: Family<ForgeLabels, Histogram>,
+    pub jobs_completed: Family<GroupLabels, Counter>,
+    /// Seconds from a job being queued at the forge (or, where the forge gives no queue time,
+    /// first seen) to its runner Job being created.
+    pub job_queue_to_runner: Family<GroupLabels, Histogram>,
     /// Webhook deliveries by forge and outcome.
     pub webhook_deliveries: Family<WebhookLabels, Counter>,
     /// Webhook signature (HMAC) checks computed; bounded per delivery whatever the number of
@@ -130,6 +135,8 @@ pub struct Metrics {
     /// Entries in a forge backend's in-memory maps keyed by what groups name (clients per CA
     /// and proxy, tokens, listings, per-group state); back to 0 when no group uses the forge.
     pub forge_cache_entries: Family<CacheLabels, Gauge>,
+    /// Per-group ARC gauges and stage histograms ([`group`]).
+    pub group: GroupMetrics,
 }
 
 fn latency_histogram() -> Histogram {
@@ -204,6 +211,7 @@ impl Metrics {
             "Entries in a forge backend's caches by kind (clients, listings, tokens, groups)",
             m.forge_cache_entries.clone(),
         );
+        m.group.register(r);
         m
     }
 
@@ -214,6 +222,13 @@ impl Metrics {
                 .get_or_create(&CacheLabels { forge, kind })
                 .set(i64::try_from(*n).unwrap_or(i64::MAX));
         }
+    }
+
+    /// Drops every per-group gauge: a process that stops leading exports none, so dashboards
+    /// that sum across pods count each group once.
+    pub fn clear_group_gauges(&self) {
+        self.runners.clear();
+        self.group.clear_gauges();
     }
 
     /// Records one forge request.
@@ -239,10 +254,11 @@ impl Default for Metrics {
             runners_removed: Family::default(),
             jobs_started: Family::default(),
             jobs_completed: Family::default(),
-            job_queue_to_runner: Family::new_with_constructor(latency_histogram),
+            job_queue_to_runner: Family::new_with_constructor(group::stage_histogram),
             webhook_deliveries: Family::default(),
             webhook_signature_checks: Family::default(),
             forge_cache_entries: Family::default(),
+            group: GroupMetrics::default(),
         }
     }
 }

@@ -110,6 +110,18 @@ pub struct ForgeView {
     pub complete: bool,
     /// Forge facts for the status (scale set id, server version).
     pub facts: ForgeFacts,
+    /// The waiting jobs by id, where the forge names them, for the latency per stage
+    /// (`crate::metrics::Stage`). Empty where the forge only gives counts.
+    pub waiting: Vec<WaitingJob>,
+}
+
+/// A job waiting for a runner of the group, as the forge names it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WaitingJob {
+    /// The forge's id of the job (unique within the group's forge).
+    pub id: String,
+    /// When the forge queued it, where the forge says.
+    pub queued_at: Option<jiff::Timestamp>,
 }
 
 /// What a group's forge block names in the cluster; the reconciler reads these for the forge

@@ -148,6 +148,8 @@ pub struct RunnerCounts {
     pub running_jobs: u32,
     /// Jobs waiting for a runner.
     pub pending_jobs: u32,
+    /// Of `idle`, the runners whose pod is not running yet.
+    pub pending_runners: u32,
     /// Failed runner Jobs seen in this observation.
     pub failed: u32,
 }
@@ -337,6 +339,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     out.counts.current = occupied;
     out.counts.running_jobs = working;
     out.counts.idle = current.len() as u32;
+    out.counts.pending_runners = current.iter().filter(|r| r.phase == RunnerPhase::Pending).count() as u32;
     out.counts.pending_jobs = input.view.waiting_jobs;
     out
 }

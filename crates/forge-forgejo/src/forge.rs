@@ -16,7 +16,7 @@ use forgerunner_core::crd::{
 };
 use forgerunner_core::forge::{
     ClusterRefs, Forge, ForgeError, ForgeFacts, ForgeView, GroupContext, GroupKey, OutboundUrl,
-    RemoveOutcome, RunnerCredentials, RunnerRef, SecretValue,
+    RemoveOutcome, RunnerCredentials, RunnerRef, SecretValue, WaitingJob,
 };
 use forgerunner_core::metrics::Metrics;
 use forgerunner_core::validate::SpecViolation;
@@ -341,7 +341,16 @@ impl ForgejoForge {
         };
         // This pass's listings and book are cached by now.
         self.report_cache();
+        // Forgejo's job listing carries no queue time: only the stages from first seen on.
+        let waiting = observe::waiting(&jobs.value, &r.labels)
+            .into_iter()
+            .map(|j| WaitingJob {
+                id: j.id.to_string(),
+                queued_at: None,
+            })
+            .collect();
         Ok(ForgeView {
+            waiting,
             waiting_jobs: seen.waiting_jobs,
             runners: seen.runners,
             ghosts: seen.ghosts,

@@ -14,6 +14,7 @@ use forgerunner_core::crd::{ForgeKind, GiteaSpec, RunnerGroup, RunnerGroupSpec};
 use forgerunner_core::forge::{
     ClusterRefs, Forge, ForgeError, ForgeFacts, ForgeRunnerState, ForgeView, GroupContext, GroupKey,
     OutboundUrl, ReconcileTrigger, RemoveOutcome, RunnerCredentials, RunnerExit, RunnerRef, SecretValue,
+    WaitingJob,
 };
 use forgerunner_core::metrics::Metrics;
 use forgerunner_core::validate::SpecViolation;
@@ -308,10 +309,15 @@ impl GiteaForge {
         let mut queued = announced.unlisted_queued;
         // Runners the listing shows working: their jobs are not counted as queued.
         let mut working: BTreeSet<&str> = BTreeSet::new();
+        let mut waiting = Vec::new();
         for job in jobs.iter() {
             match job.status {
                 JobStatus::Queued if serves(&job.labels) && !announced.taken.contains(&job.id) => {
-                    queued = queued.saturating_add(1)
+                    queued = queued.saturating_add(1);
+                    waiting.push(WaitingJob {
+                        id: job.id.to_string(),
+                        queued_at: job.created_at,
+                    });
                 }
                 JobStatus::InProgress => {
                     working.insert(job.runner_name.as_str());
@@ -363,6 +369,7 @@ impl GiteaForge {
             .map(|x| x.name.clone())
             .collect();
         Ok(ForgeView {
+            waiting,
             waiting_jobs: queued.saturating_sub(covered),
             runners: states,
             ghosts: ghosts.into_iter().collect(),

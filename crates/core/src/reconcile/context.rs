@@ -69,6 +69,8 @@ pub struct GroupMemory {
     pub runner_rbac: Option<String>,
     /// Generation whose runner pods were already checked against `restricted`.
     pub pod_security_checked: Option<i64>,
+    /// What the latency per stage has already counted.
+    pub stages: super::stage_track::StageTracker,
 }
 
 /// A status written by this process, and the `resourceVersion` of the object it was based on.

@@ -20,6 +20,7 @@ use super::context::{Context, USER_ACTION_RETRY, WrittenStatus, with_jitter};
 use super::error::ReconcileError;
 use super::events;
 use super::observe::{belongs_to, observe_runners, runner_refs, with_forge_states};
+use super::pass_metrics::record_pass;
 use super::repair::retire_runners_without_secret;
 use super::runner_rbac::{ensure_runner_rbac, rules_fingerprint};
 use super::startup_check::find_stuck;
@@ -35,8 +36,8 @@ use crate::error::ErrorCategory;
 use crate::forge::{
     CA_BUNDLE_KEY, Credentials, Forge, GroupContext, GroupKey, SecretValue, WEBHOOK_SECRET_KEY,
 };
-use crate::metrics::{ForgeLabels, ReconcileErrorLabels, ReconcileLabels, RunnerLabels};
-use crate::plan::{PlanInput, RunnerPhase, plan};
+use crate::metrics::{ForgeLabels, ReconcileErrorLabels, ReconcileLabels};
+use crate::plan::{PlanInput, plan};
 use crate::runner_job::template_hash;
 use crate::validate::validate_spec;
 
@@ -429,7 +430,7 @@ async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, Reconcil
                 report.succeeded_deleted,
             ),
     };
-    set_runner_gauges(ctx, &key, group.spec.forge.as_str(), &observed, &summary);
+    record_pass(ctx, group, &key, &jobs, &observed, &view, &summary, now);
     events::scaling(ctx, group, &summary, &report).await;
     if check_pod_security && !report.created.is_empty() {
         ctx.with_memory(&key, |m| m.pod_security_checked = group.metadata.generation);
@@ -471,44 +472,6 @@ async fn ensure_runner_permissions(
     ensure_runner_rbac(&ctx.client, group, rules).await?;
     ctx.with_memory(key, |m| m.runner_rbac = Some(fingerprint));
     Ok(())
-}
-
-fn set_runner_gauges(
-    ctx: &Context,
-    key: &GroupKey,
-    forge: &'static str,
-    observed: &[crate::plan::ObservedRunner],
-    s: &PassSummary,
-) {
-    let pending = observed
-        .iter()
-        .filter(|r| r.phase == RunnerPhase::Pending)
-        .count();
-    let values: [(&'static str, i64); 4] = [
-        ("idle", i64::from(s.counts.idle)),
-        ("busy", i64::from(s.counts.running_jobs)),
-        ("pending", i64::try_from(pending).unwrap_or(i64::MAX)),
-        ("failed", i64::from(s.failed_runners)),
-    ];
-    for (state, v) in values {
-        let labels = RunnerLabels {
-            forge,
-            group: key.to_string(),
-            state,
-        };
-        ctx.metrics.runners.get_or_create(&labels).set(v);
-    }
-}
-
-/// Drops the runner gauges of a deleted group.
-pub(super) fn clear_runner_gauges(ctx: &Context, key: &GroupKey, forge: &'static str) {
-    for state in ["idle", "busy", "pending", "failed"] {
-        ctx.metrics.runners.remove(&RunnerLabels {
-            forge,
-            group: key.to_string(),
-            state,
-        });
-    }
 }
 
 /// Writes the status by server-side apply and publishes Events for condition transitions.

@@ -230,7 +230,6 @@ impl GithubForge {
         };
         st.listener = Some(Listener::spawn(
             client.clone(),
-            self.metrics.clone(),
             self.trigger.clone(),
             config,
             capacity,

@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use forgerunner_core::crd::RunnerGroupSpec;
 use forgerunner_core::forge::{
     ClusterRefs, ForgeFacts, ForgeRunnerState, ForgeView, GroupContext, GroupKey, OutboundUrl,
-    ReconcileTrigger, RemoveOutcome, RunnerCredentials, RunnerExit, RunnerRef,
+    ReconcileTrigger, RemoveOutcome, RunnerCredentials, RunnerExit, RunnerRef, WaitingJob,
 };
 use forgerunner_core::metrics::Metrics;
 use forgerunner_core::validate::SpecViolation;
@@ -174,6 +174,16 @@ impl GithubForge {
             // whose runner finished before `JobCompleted` arrived still counts as running, never
             // as waiting: no ledger of finished runners is needed.
             waiting_jobs: stats.total_assigned_jobs.saturating_sub(stats.total_running_jobs),
+            // Job requests the messages show assigned and not started; the messages carry no
+            // queue time the listener keeps, so stages start at first seen.
+            waiting: state
+                .runners
+                .waiting_requests()
+                .map(|id| WaitingJob {
+                    id: id.to_string(),
+                    queued_at: None,
+                })
+                .collect(),
             runners: states,
             // The Actions service drops offline ephemeral runners itself; nothing to report.
             ghosts: Vec::new(),

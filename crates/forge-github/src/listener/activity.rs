@@ -6,6 +6,12 @@ use std::time::{Duration, Instant};
 
 use forgerunner_core::forge::ForgeRunnerState;
 
+use super::message::JobMessage;
+
+/// Most job requests remembered as waiting: far above any scale set's assigned jobs, a bound in
+/// case the service never reports some of them started or completed.
+const MAX_WAITING: usize = 10_000;
+
 /// How long a finished runner's name is kept: far longer than a pod takes to exit and the
 /// reconciler takes to notice, short enough that a long-lived listener stays small.
 pub const FINISHED_MEMORY: Duration = Duration::from_secs(600);
@@ -17,6 +23,8 @@ pub struct RunnerActivity {
     finished: BTreeSet<String>,
     /// `finished` in completion order, for pruning.
     finished_order: VecDeque<(Instant, String)>,
+    /// Request ids of jobs assigned to the scale set and not started or completed yet.
+    waiting: BTreeSet<i64>,
 }
 
 impl RunnerActivity {
@@ -42,6 +50,29 @@ impl RunnerActivity {
         }
     }
 
+    /// Follows which job requests wait for a runner: assigned until started or completed.
+    pub fn track_request(&mut self, job: &JobMessage) {
+        match job {
+            JobMessage::Assigned { runner_request_id } if self.waiting.len() < MAX_WAITING => {
+                self.waiting.insert(*runner_request_id);
+            }
+            JobMessage::Started {
+                runner_request_id, ..
+            }
+            | JobMessage::Completed {
+                runner_request_id, ..
+            } => {
+                self.waiting.remove(runner_request_id);
+            }
+            _ => {}
+        }
+    }
+
+    /// Request ids of the jobs waiting for a runner, for the latency per stage.
+    pub fn waiting_requests(&self) -> impl Iterator<Item = i64> + '_ {
+        self.waiting.iter().copied()
+    }
+
     /// What the messages say about one runner, if anything.
     pub fn state_of(&self, runner: &str) -> Option<ForgeRunnerState> {
         if self.finished.contains(runner) {
@@ -57,6 +88,27 @@ impl RunnerActivity {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn requests_wait_from_assigned_to_started_or_completed() {
+        let mut a = RunnerActivity::default();
+        for id in [1, 2, 3] {
+            a.track_request(&JobMessage::Assigned {
+                runner_request_id: id,
+            });
+        }
+        a.track_request(&JobMessage::Started {
+            runner_request_id: 1,
+            runner_name: "r".into(),
+        });
+        // Cancelled before it started: completed without a runner.
+        a.track_request(&JobMessage::Completed {
+            runner_request_id: 3,
+            runner_name: String::new(),
+            result: "canceled".into(),
+        });
+        assert_eq!(a.waiting_requests().collect::<Vec<_>>(), [2]);
+    }
 
     #[test]
     fn started_then_completed() {

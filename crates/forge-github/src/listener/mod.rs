@@ -13,7 +13,6 @@ use std::time::{Duration, Instant};
 
 use forgerunner_core::Fence;
 use forgerunner_core::forge::{GroupKey, ReconcileTrigger};
-use forgerunner_core::metrics::{ForgeLabels, Metrics};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -90,7 +89,6 @@ impl Listener {
     /// Starts listening; `max_capacity` is sent as `X-ScaleSetMaxCapacity`.
     pub fn spawn(
         client: Arc<GithubClient>,
-        metrics: Arc<Metrics>,
         trigger: ReconcileTrigger,
         config: ListenerConfig,
         max_capacity: u32,
@@ -103,7 +101,6 @@ impl Listener {
         let scale_set_id = config.scale_set_id;
         let task = Task {
             client,
-            metrics,
             trigger,
             config,
             shared: shared.clone(),
@@ -161,7 +158,6 @@ impl Listener {
 
 struct Task {
     client: Arc<GithubClient>,
-    metrics: Arc<Metrics>,
     trigger: ReconcileTrigger,
     config: ListenerConfig,
     shared: Arc<Shared>,
@@ -340,17 +336,16 @@ impl Task {
                 st.statistics = msg.statistics;
             }
             let runners = Arc::make_mut(&mut st.runners);
-            let labels = ForgeLabels { forge: "github" };
             let now = Instant::now();
             for job in &msg.jobs {
+                runners.track_request(job);
                 match job {
                     JobMessage::Started { runner_name, .. } if !runner_name.is_empty() => {
+                        // Counted by the reconciler, like on every forge, once it sees the runner busy.
                         runners.started(runner_name);
-                        self.metrics.jobs_started.get_or_create(&labels).inc();
                     }
                     JobMessage::Completed { runner_name, .. } if !runner_name.is_empty() => {
                         runners.completed(runner_name, now);
-                        self.metrics.jobs_completed.get_or_create(&labels).inc();
                     }
                     _ => {}
                 }

@@ -1,0 +1,129 @@
+//! What one pass tells the metrics: the group's gauges (leader only), the job counters and the
+//! latency per stage ([`super::stage_track`]).
+
+use std::sync::Arc;
+
+use jiff::Timestamp;
+use k8s_openapi::api::batch::v1::Job;
+
+use super::context::Context;
+use super::status::PassSummary;
+use crate::crd::RunnerGroup;
+use crate::forge::{ForgeRunnerState, ForgeView, GroupKey};
+use crate::metrics::{GroupGauges, GroupLabels, RunnerLabels};
+use crate::plan::ObservedRunner;
+
+/// States of the older `forgerunner_runners` gauge.
+const RUNNER_STATES: [&str; 4] = ["idle", "busy", "pending", "failed"];
+
+/// The labels of a group's metrics.
+pub(super) fn group_labels(forge: &'static str, key: &GroupKey) -> GroupLabels {
+    GroupLabels {
+        forge,
+        namespace: key.namespace.clone(),
+        group: key.name.clone(),
+    }
+}
+
+/// The ARC gauge values of a pass.
+pub fn group_gauges(
+    group: &RunnerGroup,
+    observed: &[ObservedRunner],
+    view: &ForgeView,
+    s: &PassSummary,
+) -> GroupGauges {
+    let registered = observed
+        .iter()
+        .filter(|r| {
+            matches!(
+                r.forge_state,
+                ForgeRunnerState::Idle | ForgeRunnerState::Busy | ForgeRunnerState::Offline
+            )
+        })
+        .count();
+    GroupGauges {
+        assigned_jobs: view.waiting_jobs.saturating_add(s.counts.running_jobs),
+        running_jobs: s.counts.running_jobs,
+        registered_runners: u32::try_from(registered).unwrap_or(u32::MAX),
+        busy_runners: s.counts.running_jobs,
+        idle_runners: s.counts.idle.saturating_sub(s.counts.pending_runners),
+        pending_runners: s.counts.pending_runners,
+        desired_runners: s.counts.desired,
+        min_runners: group.spec.min_runners,
+        max_runners: group.spec.max_runners,
+    }
+}
+
+/// Records everything a successful pass observed.
+pub(super) fn record_pass(
+    ctx: &Context,
+    group: &RunnerGroup,
+    key: &GroupKey,
+    jobs: &[Arc<Job>],
+    observed: &[ObservedRunner],
+    view: &ForgeView,
+    s: &PassSummary,
+    now: Timestamp,
+) {
+    let forge = group.spec.forge.as_str();
+    let labels = group_labels(forge, key);
+    let created_at = |name: &str| {
+        jobs.iter()
+            .find(|j| j.metadata.name.as_deref() == Some(name))
+            .and_then(|j| j.metadata.creation_timestamp.as_ref())
+            .map(|t| t.0)
+    };
+    let samples = ctx.with_memory(key, |m| {
+        m.stages
+            .pass(&view.waiting, observed, s.created as usize, created_at, now)
+    });
+    let m = &ctx.metrics;
+    for (stage, secs) in samples.stages {
+        m.group.observe(stage, &labels, secs);
+    }
+    for secs in samples.queue_to_runner {
+        m.job_queue_to_runner.get_or_create(&labels).observe(secs);
+    }
+    m.jobs_started
+        .get_or_create(&labels)
+        .inc_by(u64::from(samples.started));
+    m.jobs_completed
+        .get_or_create(&labels)
+        .inc_by(u64::from(samples.completed));
+    // A pass still running after leadership was lost must not bring back the gauges the term's
+    // end cleared.
+    if ctx.fence.is_held() {
+        set_runner_gauges(ctx, key, forge, s);
+        m.group
+            .set_gauges(&labels, &group_gauges(group, observed, view, s));
+    }
+}
+
+fn set_runner_gauges(ctx: &Context, key: &GroupKey, forge: &'static str, s: &PassSummary) {
+    let values: [i64; 4] = [
+        i64::from(s.counts.idle),
+        i64::from(s.counts.running_jobs),
+        i64::from(s.counts.pending_runners),
+        i64::from(s.failed_runners),
+    ];
+    for (state, v) in RUNNER_STATES.into_iter().zip(values) {
+        let labels = RunnerLabels {
+            forge,
+            group: key.to_string(),
+            state,
+        };
+        ctx.metrics.runners.get_or_create(&labels).set(v);
+    }
+}
+
+/// Drops the gauges of a deleted group.
+pub(super) fn clear_runner_gauges(ctx: &Context, key: &GroupKey, forge: &'static str) {
+    for state in RUNNER_STATES {
+        ctx.metrics.runners.remove(&RunnerLabels {
+            forge,
+            group: key.to_string(),
+            state,
+        });
+    }
+    ctx.metrics.group.remove_group(&group_labels(forge, key));
+}

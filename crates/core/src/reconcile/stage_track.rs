@@ -1,0 +1,364 @@
+//! Per-stage job latency from what each pass observes. Pure: the pass hands in the waiting jobs,
+//! the runners and the clock, and gets back the durations to record.
+//!
+//! Each stage is recorded once per job or runner: the tracker remembers, per group and for the
+//! life of the process, the step each runner was last seen at and the jobs it has seen, and only
+//! a step change it saw counts. After a restart (or a new leadership term) the first pass only
+//! takes note of where things are, so nothing is counted twice across processes. Both maps hold
+//! only what the current pass still shows, so they stay as small as the group.
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+
+use crate::forge::{ForgeRunnerState, WaitingJob};
+use crate::metrics::Stage;
+use crate::plan::{ObservedRunner, RunnerPhase};
+
+/// Where a runner is on its way, ordered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum RunnerStep {
+    /// Job created, pod not running yet.
+    Pending,
+    /// Pod running, no job yet.
+    Running,
+    /// Working on a job.
+    Busy,
+    /// Finished (job done, pod exited or being removed).
+    Done,
+}
+
+/// The step of a runner in one observation.
+pub fn runner_step(r: &ObservedRunner) -> RunnerStep {
+    let ended = matches!(
+        r.phase,
+        RunnerPhase::Succeeded | RunnerPhase::Failed | RunnerPhase::Terminating
+    );
+    if ended || r.forge_state == ForgeRunnerState::Finished {
+        RunnerStep::Done
+    } else if r.forge_state == ForgeRunnerState::Busy || r.ever_busy {
+        RunnerStep::Busy
+    } else if r.phase == RunnerPhase::Running {
+        RunnerStep::Running
+    } else {
+        RunnerStep::Pending
+    }
+}
+
+/// Whether a finished runner ran a job (an idle runner removed or timed out did not).
+fn ran_a_job(r: &ObservedRunner) -> bool {
+    r.ever_busy || r.forge_state == ForgeRunnerState::Finished || r.phase == RunnerPhase::Succeeded
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Track {
+    step: RunnerStep,
+    /// When the step began; unknown for what the first pass found mid-way.
+    since: Option<Timestamp>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Seen {
+    at: Timestamp,
+    queued_at: Option<Timestamp>,
+    /// A runner was created for it (or it was already waiting when this process started).
+    served: bool,
+}
+
+/// What one pass adds to the metrics.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StageSamples {
+    /// Stage durations in seconds.
+    pub stages: Vec<(Stage, f64)>,
+    /// Queued (or first seen) → runner Job created, in seconds.
+    pub queue_to_runner: Vec<f64>,
+    /// Jobs that started on our runners.
+    pub started: u32,
+    /// Jobs that completed on our runners.
+    pub completed: u32,
+}
+
+/// Per-group memory of what was already counted.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StageTracker {
+    primed: bool,
+    runners: BTreeMap<String, Track>,
+    jobs: BTreeMap<String, Seen>,
+}
+
+fn secs(from: Timestamp, to: Timestamp) -> f64 {
+    to.duration_since(from).as_secs_f64().max(0.0)
+}
+
+impl StageTracker {
+    /// Takes in one pass: the jobs the forge shows waiting, the runners, how many runner Jobs the
+    /// pass created, and each runner's Job creation time.
+    pub fn pass(
+        &mut self,
+        waiting: &[WaitingJob],
+        runners: &[ObservedRunner],
+        created: usize,
+        job_created_at: impl Fn(&str) -> Option<Timestamp>,
+        now: Timestamp,
+    ) -> StageSamples {
+        let mut out = StageSamples::default();
+        self.jobs(waiting, now, &mut out);
+        self.created(created, now, &mut out);
+        self.runners(runners, job_created_at, now, &mut out);
+        self.primed = true;
+        out
+    }
+
+    fn jobs(&mut self, waiting: &[WaitingJob], now: Timestamp, out: &mut StageSamples) {
+        self.jobs.retain(|id, _| waiting.iter().any(|w| &w.id == id));
+        for w in waiting {
+            if self.jobs.contains_key(&w.id) {
+                continue;
+            }
+            if self.primed
+                && let Some(q) = w.queued_at
+            {
+                out.stages.push((Stage::QueuedToSeen, secs(q, now)));
+            }
+            self.jobs.insert(
+                w.id.clone(),
+                Seen {
+                    at: now,
+                    queued_at: w.queued_at,
+                    served: !self.primed,
+                },
+            );
+        }
+    }
+
+    /// Matches `n` new runner Jobs with the oldest waiting jobs not yet served.
+    fn created(&mut self, n: usize, now: Timestamp, out: &mut StageSamples) {
+        let mut open: Vec<&mut Seen> = self.jobs.values_mut().filter(|s| !s.served).collect();
+        open.sort_by_key(|s| s.at);
+        for s in open.into_iter().take(n) {
+            s.served = true;
+            out.stages.push((Stage::SeenToRunner, secs(s.at, now)));
+            out.queue_to_runner.push(secs(s.queued_at.unwrap_or(s.at), now));
+        }
+    }
+
+    fn runners(
+        &mut self,
+        runners: &[ObservedRunner],
+        job_created_at: impl Fn(&str) -> Option<Timestamp>,
+        now: Timestamp,
+        out: &mut StageSamples,
+    ) {
+        self.runners
+            .retain(|name, _| runners.iter().any(|r| &r.name == name));
+        for r in runners {
+            let step = runner_step(r);
+            let prev = match self.runners.get(&r.name) {
+                Some(t) => t.clone(),
+                // A runner new to a primed tracker was pending when its Job was created.
+                None if self.primed => Track {
+                    step: RunnerStep::Pending,
+                    since: Some(job_created_at(&r.name).unwrap_or(now)),
+                },
+                // First pass of this process: only take note.
+                None => {
+                    self.runners.insert(r.name.clone(), Track { step, since: None });
+                    continue;
+                }
+            };
+            if step <= prev.step {
+                self.runners.entry(r.name.clone()).or_insert(prev);
+                continue;
+            }
+            transition(&prev, step, ran_a_job(r), now, out);
+            self.runners.insert(
+                r.name.clone(),
+                Track {
+                    step,
+                    since: Some(now),
+                },
+            );
+        }
+    }
+}
+
+/// What a step change from `prev` to `step` at `now` records. A stage whose both ends were
+/// seen gets a duration; a skipped step (the runner went through it between two passes) only
+/// counts the job.
+fn transition(prev: &Track, step: RunnerStep, ran_a_job: bool, now: Timestamp, out: &mut StageSamples) {
+    let stage = match (prev.step, step) {
+        (RunnerStep::Pending, RunnerStep::Running) => Some(Stage::RunnerToPodRunning),
+        (RunnerStep::Running, RunnerStep::Busy) => Some(Stage::PodRunningToJobStarted),
+        (RunnerStep::Busy, RunnerStep::Done) => Some(Stage::JobExecution),
+        _ => None,
+    };
+    if let (Some(stage), Some(since)) = (stage, prev.since) {
+        out.stages.push((stage, secs(since, now)));
+    }
+    let job_now = step == RunnerStep::Busy || (step == RunnerStep::Done && ran_a_job);
+    if prev.step < RunnerStep::Busy && job_now {
+        out.started = out.started.saturating_add(1);
+    }
+    if step == RunnerStep::Done && (prev.step == RunnerStep::Busy || ran_a_job) {
+        out.completed = out.completed.saturating_add(1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ts(s: i64) -> Timestamp {
+        Timestamp::from_second(s).expect("valid timestamp")
+    }
+
+    fn runner(name: &str, phase: RunnerPhase, forge_state: ForgeRunnerState) -> ObservedRunner {
+        ObservedRunner {
+            name: name.into(),
+            phase,
+            forge_state,
+            age_seconds: 0,
+            ever_busy: false,
+            stuck: None,
+            outdated: false,
+        }
+    }
+
+    fn waiting(id: &str, queued: Option<i64>) -> WaitingJob {
+        WaitingJob {
+            id: id.into(),
+            queued_at: queued.map(ts),
+        }
+    }
+
+    fn created_at_100(_: &str) -> Option<Timestamp> {
+        Some(ts(100))
+    }
+
+    fn stages(s: &StageSamples) -> Vec<(Stage, u64)> {
+        s.stages.iter().map(|(st, v)| (*st, v.round() as u64)).collect()
+    }
+
+    #[test]
+    fn a_job_through_every_stage_is_recorded_once() {
+        use ForgeRunnerState::{Busy, Finished, Idle, Unknown};
+        let mut t = StageTracker::default();
+        // First pass: nothing waiting yet.
+        assert_eq!(
+            t.pass(&[], &[], 0, created_at_100, ts(90)),
+            StageSamples::default()
+        );
+        // A job queued at 80 is seen at 95, its runner is created at 100.
+        let q = [waiting("7", Some(80))];
+        let s = t.pass(&q, &[], 0, created_at_100, ts(95));
+        assert_eq!(stages(&s), [(Stage::QueuedToSeen, 15)]);
+        let s = t.pass(&q, &[], 1, created_at_100, ts(100));
+        assert_eq!(stages(&s), [(Stage::SeenToRunner, 5)]);
+        assert_eq!(s.queue_to_runner, [20.0]);
+        // Later passes show the same job waiting: nothing more.
+        let pending = [runner("r", RunnerPhase::Pending, Unknown)];
+        assert_eq!(stages(&t.pass(&q, &pending, 0, created_at_100, ts(101))), []);
+        let running = [runner("r", RunnerPhase::Running, Idle)];
+        let s = t.pass(&[], &running, 0, created_at_100, ts(110));
+        assert_eq!(stages(&s), [(Stage::RunnerToPodRunning, 10)]);
+        let busy = [runner("r", RunnerPhase::Running, Busy)];
+        let s = t.pass(&[], &busy, 0, created_at_100, ts(113));
+        assert_eq!(stages(&s), [(Stage::PodRunningToJobStarted, 3)]);
+        assert_eq!((s.started, s.completed), (1, 0));
+        assert_eq!(
+            t.pass(&[], &busy, 0, created_at_100, ts(120)),
+            StageSamples::default()
+        );
+        let done = [runner("r", RunnerPhase::Running, Finished)];
+        let s = t.pass(&[], &done, 0, created_at_100, ts(173));
+        assert_eq!(stages(&s), [(Stage::JobExecution, 60)]);
+        assert_eq!((s.started, s.completed), (0, 1));
+        let gone = [runner("r", RunnerPhase::Succeeded, Unknown)];
+        assert_eq!(
+            t.pass(&[], &gone, 0, created_at_100, ts(180)),
+            StageSamples::default()
+        );
+        assert_eq!(
+            t.pass(&[], &[], 0, created_at_100, ts(181)),
+            StageSamples::default()
+        );
+        assert!(
+            t.runners.is_empty() && t.jobs.is_empty(),
+            "the maps only hold what is shown"
+        );
+    }
+
+    #[test]
+    fn first_pass_after_restart_counts_nothing() {
+        let mut t = StageTracker::default();
+        let mid = [
+            runner("a", RunnerPhase::Running, ForgeRunnerState::Busy),
+            runner("b", RunnerPhase::Running, ForgeRunnerState::Idle),
+        ];
+        let s = t.pass(&[waiting("1", Some(0))], &mid, 1, created_at_100, ts(200));
+        assert_eq!(
+            s,
+            StageSamples::default(),
+            "already waiting and served, or mid-way"
+        );
+        // `a` finishes and `b` takes a job: both steps began before this process, so only the
+        // jobs count, with no durations.
+        let later = [
+            runner("a", RunnerPhase::Succeeded, ForgeRunnerState::Unknown),
+            runner("b", RunnerPhase::Running, ForgeRunnerState::Busy),
+        ];
+        let s = t.pass(&[waiting("1", Some(0))], &later, 1, created_at_100, ts(230));
+        assert_eq!(stages(&s), []);
+        assert_eq!((s.started, s.completed), (1, 1));
+        // `b`'s job ends: its start was seen, so its execution is measured.
+        let end = [runner("b", RunnerPhase::Succeeded, ForgeRunnerState::Unknown)];
+        let s = t.pass(&[], &end, 0, created_at_100, ts(290));
+        assert_eq!(stages(&s), [(Stage::JobExecution, 60)]);
+        assert!(
+            s.queue_to_runner.is_empty(),
+            "job 1 was waiting before this process"
+        );
+    }
+
+    #[test]
+    fn skipped_steps_count_jobs_but_no_durations() {
+        let mut t = StageTracker::default();
+        t.pass(&[], &[], 0, created_at_100, ts(100));
+        // Seen first already finished after a job: started and completed, no durations.
+        let done = [runner("a", RunnerPhase::Succeeded, ForgeRunnerState::Unknown)];
+        let s = t.pass(&[], &done, 0, created_at_100, ts(150));
+        assert_eq!((stages(&s), s.started, s.completed), (vec![], 1, 1));
+        // An idle runner removed never ran a job.
+        let mut t = StageTracker::default();
+        t.pass(&[], &[], 0, created_at_100, ts(100));
+        let idle = [runner("b", RunnerPhase::Running, ForgeRunnerState::Idle)];
+        let s = t.pass(&[], &idle, 0, created_at_100, ts(120));
+        assert_eq!(
+            stages(&s),
+            [(Stage::RunnerToPodRunning, 20)],
+            "from the Job's creation"
+        );
+        let removed = [runner("b", RunnerPhase::Terminating, ForgeRunnerState::Idle)];
+        let s = t.pass(&[], &removed, 0, created_at_100, ts(130));
+        assert_eq!((stages(&s), s.started, s.completed), (vec![], 0, 0));
+    }
+
+    #[test]
+    fn creations_serve_the_oldest_jobs_and_no_more() {
+        let mut t = StageTracker::default();
+        t.pass(&[], &[], 0, created_at_100, ts(0));
+        t.pass(&[waiting("b", None)], &[], 0, created_at_100, ts(10));
+        let both = [waiting("a", Some(1)), waiting("b", None)];
+        t.pass(&both, &[], 0, created_at_100, ts(12));
+        let s = t.pass(&both, &[], 1, created_at_100, ts(20));
+        assert_eq!(stages(&s), [(Stage::SeenToRunner, 10)], "b was seen first");
+        assert_eq!(s.queue_to_runner, [10.0], "without a queue time, from first seen");
+        let s = t.pass(&both, &[], 5, created_at_100, ts(30));
+        assert_eq!(stages(&s), [(Stage::SeenToRunner, 18)]);
+        assert_eq!(s.queue_to_runner, [29.0]);
+        assert_eq!(
+            t.pass(&both, &[], 3, created_at_100, ts(40)),
+            StageSamples::default()
+        );
+    }
+}

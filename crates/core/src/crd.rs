@@ -79,6 +79,10 @@ impl fmt::Display for ForgeKind {
     printcolumn = r#"{"name":"Max","type":"integer","jsonPath":".spec.maxRunners"}"#,
     printcolumn = r#"{"name":"Current","type":"integer","jsonPath":".status.currentRunners"}"#,
     printcolumn = r#"{"name":"Running","type":"integer","jsonPath":".status.runningJobs"}"#,
+    printcolumn = r#"{"name":"Pending","type":"integer","jsonPath":".status.pendingRunners"}"#,
+    printcolumn = r#"{"name":"Idle","type":"integer","jsonPath":".status.idleRunners"}"#,
+    printcolumn = r#"{"name":"Busy","type":"integer","jsonPath":".status.busyRunners"}"#,
+    printcolumn = r#"{"name":"Desired","type":"integer","jsonPath":".status.desiredRunners"}"#,
     printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
@@ -491,10 +495,18 @@ pub struct RunnerGroupStatus {
     #[serde(default)]
     #[schemars(extend("format" = "int32"))]
     pub current_runners: u32,
-    /// Runners registered and waiting for a job.
+    /// Runners whose pod runs and that wait for a job.
     #[serde(default)]
     #[schemars(extend("format" = "int32"))]
     pub idle_runners: u32,
+    /// Runner Jobs whose pod is not running yet.
+    #[serde(default)]
+    #[schemars(extend("format" = "int32"))]
+    pub pending_runners: u32,
+    /// Runners working on a job (the same number as `runningJobs`, under ARC's name).
+    #[serde(default)]
+    #[schemars(extend("format" = "int32"))]
+    pub busy_runners: u32,
     /// Runners working on a job.
     #[serde(default)]
     #[schemars(extend("format" = "int32"))]

@@ -201,8 +201,10 @@ pub fn build_status(
     if let Some(p) = pass {
         st.desired_runners = p.counts.desired;
         st.current_runners = p.counts.current;
-        st.idle_runners = p.counts.idle;
+        st.idle_runners = p.counts.idle.saturating_sub(p.counts.pending_runners);
+        st.pending_runners = p.counts.pending_runners;
         st.running_jobs = p.counts.running_jobs;
+        st.busy_runners = p.counts.running_jobs;
         st.pending_jobs = p.counts.pending_jobs;
         st.failed_runners = p.failed_runners;
         if p.failed_now > 0 {
@@ -322,6 +324,7 @@ mod tests {
                 running_jobs: 2,
                 pending_jobs: 0,
                 failed: 0,
+                pending_runners: 0,
             },
             facts: ForgeFacts {
                 scale_set_id: Some(7),

@@ -211,6 +211,9 @@ impl Leadership {
         if finished.is_none() {
             self.stop_controller(&end, &mut controller).await;
         }
+        // Only the leader exports group gauges: the next leader's values replace ours, and a
+        // dashboard that sums across pods must not count a group twice.
+        self.metrics.clear_group_gauges();
         if tokio::time::timeout(self.budget.forges, forges::shutdown_all(self.forges.as_ref()))
             .await
             .is_err()

@@ -4,3 +4,4 @@
 pub mod chart;
 pub mod e2e;
 pub mod gitea_world;
+pub mod scrape;

@@ -1,0 +1,68 @@
+//! The metric names the user docs build on (the Grafana dashboard and the alert examples of
+//! `docs/operations.md`), and which of them a `/metrics` scrape has no sample of.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use forgerunner_sandbox::world::operator::OperatorProcess;
+
+fn docs() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs")
+}
+
+/// Every `forgerunner_*` series name in `text`.
+pub fn names_in(text: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("forgerunner_") {
+        let tail = &rest[at..];
+        let end = tail
+            .find(|c: char| !(c.is_ascii_lowercase() || c == '_'))
+            .unwrap_or(tail.len());
+        out.insert(tail[..end].to_owned());
+        rest = &tail[end..];
+    }
+    out
+}
+
+/// Names the dashboard's queries and the alert examples use.
+pub fn documented_names() -> BTreeSet<String> {
+    let dashboard = std::fs::read_to_string(docs().join("grafana-dashboard.json")).expect("dashboard");
+    let ops = std::fs::read_to_string(docs().join("operations.md")).expect("operations.md");
+    let alerts = ops
+        .split("## Alerts")
+        .nth(1)
+        .and_then(|s| s.split("```yaml").nth(1))
+        .and_then(|s| s.split("```").next())
+        .expect("the alert examples in docs/operations.md");
+    let mut names = names_in(&dashboard);
+    names.extend(names_in(alerts));
+    names
+}
+
+/// Series names with at least one sample in an OpenMetrics scrape.
+pub fn sampled(scrape: &str) -> BTreeSet<String> {
+    scrape
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split(['{', ' ']).next())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The operator's `/metrics` text (empty when it does not answer).
+pub async fn scrape(op: &OperatorProcess) -> String {
+    match reqwest::get(format!("http://{}/metrics", op.http_addr())).await {
+        Ok(r) => r.text().await.unwrap_or_default(),
+        Err(_) => String::new(),
+    }
+}
+
+/// Documented names without a sample in `scrape`, except those in `exempt`.
+pub fn missing(scrape: &str, exempt: &[&str]) -> Vec<String> {
+    let have = sampled(scrape);
+    documented_names()
+        .into_iter()
+        .filter(|n| !have.contains(n) && !exempt.iter().any(|e| n.starts_with(e)))
+        .collect()
+}

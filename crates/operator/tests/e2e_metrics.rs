@@ -1,0 +1,135 @@
+//! Every metric the user docs build on is recorded, on every forge: after a short burst through
+//! the real `forgerunner` binary, a scrape of `/metrics` has a sample of each series the Grafana
+//! dashboard and the alert examples of `docs/operations.md` use.
+//!
+//! Exempt, with the reason: series that only a failure or a webhook records (other suites cover
+//! them), and the stages a forge cannot fill (`docs/operations.md#latency-per-stage`).
+
+#[allow(dead_code)]
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::e2e::{OUTPUT_LINES, start_operator, start_world};
+use common::scrape::{missing, scrape};
+use forgerunner_sandbox::world::groups::GroupSize;
+use forgerunner_sandbox::world::operator::OperatorProcess;
+use forgerunner_sandbox::world::{World, WorldOptions};
+
+const JOBS: usize = 4;
+const DEADLINE: Duration = Duration::from_secs(240);
+
+/// Recorded only when something fails or a webhook arrives, never by a clean polling run.
+const NOT_IN_A_CLEAN_RUN: &[&str] = &[
+    "forgerunner_reconcile_errors",
+    "forgerunner_webhook_deliveries",
+    "forgerunner_webhook_signature_checks",
+];
+
+fn size() -> GroupSize {
+    GroupSize {
+        min: 0,
+        max: 3,
+        idle_timeout_seconds: Some(5),
+        startup_timeout_seconds: None,
+    }
+}
+
+fn options(github: bool, gitea: bool, forgejo: bool) -> WorldOptions {
+    WorldOptions {
+        github,
+        gitea,
+        forgejo,
+        work_time: Duration::from_millis(500),
+        github_long_poll: Duration::from_secs(1),
+        ..WorldOptions::default()
+    }
+}
+
+/// Waits until every jobs is done, then until every documented series has a sample.
+async fn every_series_sampled(
+    world: &World,
+    op: &OperatorProcess,
+    done: impl Fn(&World) -> usize,
+    exempt: &[&str],
+) {
+    let deadline = Instant::now() + DEADLINE;
+    while done(world) < JOBS {
+        assert!(
+            Instant::now() < deadline,
+            "{}/{JOBS} jobs done; operator log:\n{}",
+            done(world),
+            op.output_tail(OUTPUT_LINES)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let exempt: Vec<&str> = NOT_IN_A_CLEAN_RUN.iter().chain(exempt).copied().collect();
+    loop {
+        let text = scrape(op).await;
+        let gaps = missing(&text, &exempt);
+        if gaps.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no sample of {gaps:?} in /metrics:\n{text}\noperator log:\n{}",
+            op.output_tail(OUTPUT_LINES)
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+#[cfg(feature = "gitea")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gitea_records_every_documented_metric() {
+    const NS: &str = "metrics-gitea";
+    const LABELS: &[&str] = &["linux"];
+    let world = start_world(options(false, true, false), NS).await;
+    world
+        .add_gitea_group(NS, "gt", LABELS, &size(), 1, None)
+        .await
+        .expect("group");
+    let op = start_operator(&world, "gitea", "forgerunner-metrics-gitea");
+    for _ in 0..JOBS {
+        world.queue_gitea_job(LABELS).expect("queue");
+    }
+    every_series_sampled(&world, &op, |w| w.gitea_progress(LABELS).done, &[]).await;
+}
+
+#[cfg(feature = "forgejo")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forgejo_records_every_documented_metric() {
+    const NS: &str = "metrics-forgejo";
+    const LABELS: &[&str] = &["linux"];
+    let world = start_world(options(false, false, true), NS).await;
+    world
+        .add_forgejo_group(NS, "fj", LABELS, &size(), 1)
+        .await
+        .expect("group");
+    let op = start_operator(&world, "forgejo", "forgerunner-metrics-forgejo");
+    for _ in 0..JOBS {
+        world.queue_forgejo_job(LABELS).expect("queue");
+    }
+    // Forgejo's job listing has no queue time.
+    let exempt = ["forgerunner_job_queued_to_seen_seconds"];
+    every_series_sampled(&world, &op, |w| w.forgejo_progress(LABELS).done, &exempt).await;
+}
+
+#[cfg(feature = "github")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn github_records_every_documented_metric() {
+    const NS: &str = "metrics-github";
+    const GROUP: &str = "gh";
+    let world = start_world(options(true, false, false), NS).await;
+    world.add_github_group(NS, GROUP, &size()).await.expect("group");
+    let op = start_operator(&world, "github", "forgerunner-metrics-github");
+    let Ok(set_id) = world.github_scale_set(GROUP, DEADLINE).await else {
+        panic!("no scale set; operator log:\n{}", op.output_tail(OUTPUT_LINES));
+    };
+    for _ in 0..JOBS {
+        world.queue_github_job(set_id, GROUP).expect("queue");
+    }
+    // The listener does not keep the messages' queue time.
+    let exempt = ["forgerunner_job_queued_to_seen_seconds"];
+    every_series_sampled(&world, &op, move |w| w.github_progress(set_id).done, &exempt).await;
+}

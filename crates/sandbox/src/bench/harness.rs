@@ -280,6 +280,7 @@ impl Harness {
         report.jobs = jobs;
         report.groups = self.groups.len();
         report.max_runners = self.max_runners;
+        report.stages = super::stages::read(&self.operator).await;
         let tallies = self.watch.all();
         let created: usize = tallies.values().map(|t| t.created.len()).sum();
         report.peak_runners = tallies.values().map(|t| t.peak_active).max().unwrap_or(0);

@@ -4,3 +4,4 @@
 pub mod harness;
 pub mod report;
 pub mod scenarios;
+pub mod stages;

@@ -49,6 +49,9 @@ pub struct Report {
     pub gitea_job_lists_per_poll: Option<f64>,
     /// Whether every job completed.
     pub completed: bool,
+    /// Latency per stage from the operator's own histograms, by stage name
+    /// ([`super::stages::STAGES`]); stages without samples are left out.
+    pub stages: std::collections::BTreeMap<String, super::stages::StageLatency>,
 }
 
 impl Report {

@@ -14,7 +14,7 @@ use common::e2e::{OUTPUT_LINES, start_operator, start_world};
 use common::scrape::{missing, scrape};
 use forgerunner_sandbox::world::groups::GroupSize;
 use forgerunner_sandbox::world::operator::OperatorProcess;
-use forgerunner_sandbox::world::{World, WorldOptions};
+use forgerunner_sandbox::world::{World, WorldOptions, wait_until};
 
 const JOBS: usize = 4;
 const DEADLINE: Duration = Duration::from_secs(240);
@@ -40,13 +40,32 @@ fn options(github: bool, gitea: bool, forgejo: bool) -> WorldOptions {
         github,
         gitea,
         forgejo,
-        work_time: Duration::from_millis(500),
+        // Long enough that a listing polled every second sees each job running.
+        work_time: Duration::from_secs(3),
         github_long_poll: Duration::from_secs(1),
         ..WorldOptions::default()
     }
 }
 
-/// Waits until every jobs is done, then until every documented series has a sample.
+/// Waits for the group's first pass, so the jobs queued next are new to the operator (a job
+/// already waiting at a process's first pass may have been seen by a predecessor: its queue
+/// time is not measured).
+async fn wait_first_pass(world: &World, op: &OperatorProcess, ns: &str, name: &str) {
+    let polled = wait_until(DEADLINE, "the group's first pass", || async {
+        world
+            .group(ns, name)
+            .await
+            .is_ok_and(|g| g.status.is_some_and(|s| s.last_poll_time.is_some()))
+    })
+    .await;
+    assert!(
+        polled.is_ok(),
+        "the group was never reconciled; operator log:\n{}",
+        op.output_tail(OUTPUT_LINES)
+    );
+}
+
+/// Waits until every job is done, then until every documented series has a sample.
 async fn every_series_sampled(
     world: &World,
     op: &OperatorProcess,
@@ -90,6 +109,7 @@ async fn gitea_records_every_documented_metric() {
         .await
         .expect("group");
     let op = start_operator(&world, "gitea", "forgerunner-metrics-gitea");
+    wait_first_pass(&world, &op, NS, "gt").await;
     for _ in 0..JOBS {
         world.queue_gitea_job(LABELS).expect("queue");
     }
@@ -107,6 +127,7 @@ async fn forgejo_records_every_documented_metric() {
         .await
         .expect("group");
     let op = start_operator(&world, "forgejo", "forgerunner-metrics-forgejo");
+    wait_first_pass(&world, &op, NS, "fj").await;
     for _ in 0..JOBS {
         world.queue_forgejo_job(LABELS).expect("queue");
     }
@@ -126,6 +147,7 @@ async fn github_records_every_documented_metric() {
     let Ok(set_id) = world.github_scale_set(GROUP, DEADLINE).await else {
         panic!("no scale set; operator log:\n{}", op.output_tail(OUTPUT_LINES));
     };
+    wait_first_pass(&world, &op, NS, GROUP).await;
     for _ in 0..JOBS {
         world.queue_github_job(set_id, GROUP).expect("queue");
     }

@@ -102,15 +102,21 @@ impl StageTracker {
         now: Timestamp,
     ) -> StageSamples {
         let mut out = StageSamples::default();
-        self.jobs(waiting, now, &mut out);
+        // At a process's first pass, runners not busy yet may already cover waiting jobs.
+        let covering = runners
+            .iter()
+            .filter(|r| runner_step(r) < RunnerStep::Busy)
+            .count();
+        self.jobs(waiting, covering, now, &mut out);
         self.created(created, now, &mut out);
         self.runners(runners, job_created_at, now, &mut out);
         self.primed = true;
         out
     }
 
-    fn jobs(&mut self, waiting: &[WaitingJob], now: Timestamp, out: &mut StageSamples) {
+    fn jobs(&mut self, waiting: &[WaitingJob], covering: usize, now: Timestamp, out: &mut StageSamples) {
         self.jobs.retain(|id, _| waiting.iter().any(|w| &w.id == id));
+        let mut covered = 0;
         for w in waiting {
             if self.jobs.contains_key(&w.id) {
                 continue;
@@ -120,12 +126,16 @@ impl StageTracker {
             {
                 out.stages.push((Stage::QueuedToSeen, secs(q, now)));
             }
+            // A job already waiting at the first pass is not measured from the queue (a
+            // predecessor may have seen it), but one no runner covers still gets its runner.
+            let served = !self.primed && covered < covering;
+            covered += usize::from(served);
             self.jobs.insert(
                 w.id.clone(),
                 Seen {
                     at: now,
-                    queued_at: w.queued_at,
-                    served: !self.primed,
+                    queued_at: if self.primed { w.queued_at } else { None },
+                    served,
                 },
             );
         }
@@ -190,10 +200,16 @@ fn transition(prev: &Track, step: RunnerStep, ran_a_job: bool, now: Timestamp, o
         (RunnerStep::Pending, RunnerStep::Running) => Some(Stage::RunnerToPodRunning),
         (RunnerStep::Running, RunnerStep::Busy) => Some(Stage::PodRunningToJobStarted),
         (RunnerStep::Busy, RunnerStep::Done) => Some(Stage::JobExecution),
+        // The forge saw the job start before the Job's status showed the pod ready (it lags the
+        // pod): the pod ran by then, and took its job as it started.
+        (RunnerStep::Pending, RunnerStep::Busy) => Some(Stage::RunnerToPodRunning),
         _ => None,
     };
     if let (Some(stage), Some(since)) = (stage, prev.since) {
         out.stages.push((stage, secs(since, now)));
+        if (prev.step, step) == (RunnerStep::Pending, RunnerStep::Busy) {
+            out.stages.push((Stage::PodRunningToJobStarted, 0.0));
+        }
     }
     let job_now = step == RunnerStep::Busy || (step == RunnerStep::Done && ran_a_job);
     if prev.step < RunnerStep::Busy && job_now {
@@ -321,6 +337,25 @@ mod tests {
     }
 
     #[test]
+    fn first_pass_serves_jobs_no_runner_covers() {
+        let mut t = StageTracker::default();
+        let idle = [runner("a", RunnerPhase::Running, ForgeRunnerState::Idle)];
+        let two = [waiting("1", Some(0)), waiting("2", Some(0))];
+        // `a` covers one job; the pass creates a runner for the other, timed from first seen.
+        let s = t.pass(&two, &idle, 1, created_at_100, ts(200));
+        assert_eq!(stages(&s), [(Stage::SeenToRunner, 0)]);
+        assert_eq!(
+            s.queue_to_runner,
+            [0.0],
+            "not from the queue time a predecessor saw"
+        );
+        assert_eq!(
+            t.pass(&two, &idle, 1, created_at_100, ts(210)),
+            StageSamples::default()
+        );
+    }
+
+    #[test]
     fn skipped_steps_count_jobs_but_no_durations() {
         let mut t = StageTracker::default();
         t.pass(&[], &[], 0, created_at_100, ts(100));
@@ -341,6 +376,16 @@ mod tests {
         let removed = [runner("b", RunnerPhase::Terminating, ForgeRunnerState::Idle)];
         let s = t.pass(&[], &removed, 0, created_at_100, ts(130));
         assert_eq!((stages(&s), s.started, s.completed), (vec![], 0, 0));
+        // Busy before the Job's status showed the pod ready: running when the job started.
+        let mut t = StageTracker::default();
+        t.pass(&[], &[], 0, created_at_100, ts(100));
+        let busy = [runner("c", RunnerPhase::Pending, ForgeRunnerState::Busy)];
+        let s = t.pass(&[], &busy, 0, created_at_100, ts(104));
+        assert_eq!(
+            stages(&s),
+            [(Stage::RunnerToPodRunning, 4), (Stage::PodRunningToJobStarted, 0)]
+        );
+        assert_eq!(s.started, 1);
     }
 
     #[test]

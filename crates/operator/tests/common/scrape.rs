@@ -27,7 +27,15 @@ pub fn names_in(text: &str) -> BTreeSet<String> {
 
 /// Names the dashboard's queries and the alert examples use.
 pub fn documented_names() -> BTreeSet<String> {
-    let dashboard = std::fs::read_to_string(docs().join("grafana-dashboard.json")).expect("dashboard");
+    let text = std::fs::read_to_string(docs().join("grafana-dashboard.json")).expect("dashboard");
+    let dashboard: serde_json::Value = serde_json::from_str(&text).expect("dashboard JSON");
+    let panels = dashboard["panels"].as_array().into_iter().flatten();
+    let targets = panels.flat_map(|p| p["targets"].as_array().into_iter().flatten());
+    let variables = dashboard["templating"]["list"].as_array().into_iter().flatten();
+    let queries: Vec<&str> = targets
+        .filter_map(|t| t["expr"].as_str())
+        .chain(variables.filter_map(|v| v["definition"].as_str()))
+        .collect();
     let ops = std::fs::read_to_string(docs().join("operations.md")).expect("operations.md");
     let alerts = ops
         .split("## Alerts")
@@ -35,7 +43,7 @@ pub fn documented_names() -> BTreeSet<String> {
         .and_then(|s| s.split("```yaml").nth(1))
         .and_then(|s| s.split("```").next())
         .expect("the alert examples in docs/operations.md");
-    let mut names = names_in(&dashboard);
+    let mut names = names_in(&queries.join("\n"));
     names.extend(names_in(alerts));
     names
 }

@@ -7,6 +7,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::Job;
 
 use super::context::Context;
+use super::pipeline::group_key;
 use super::status::PassSummary;
 use crate::crd::RunnerGroup;
 use crate::forge::{ForgeRunnerState, ForgeView, GroupKey};
@@ -58,7 +59,6 @@ pub fn group_gauges(
 pub(super) fn record_pass(
     ctx: &Context,
     group: &RunnerGroup,
-    key: &GroupKey,
     jobs: &[Arc<Job>],
     observed: &[ObservedRunner],
     view: &ForgeView,
@@ -66,6 +66,7 @@ pub(super) fn record_pass(
     now: Timestamp,
 ) {
     let forge = group.spec.forge.as_str();
+    let key = &group_key(group);
     let labels = group_labels(forge, key);
     let created_at = |name: &str| {
         jobs.iter()

@@ -430,7 +430,7 @@ async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, Reconcil
                 report.succeeded_deleted,
             ),
     };
-    record_pass(ctx, group, &key, &jobs, &observed, &view, &summary, now);
+    record_pass(ctx, group, &jobs, &observed, &view, &summary, now);
     events::scaling(ctx, group, &summary, &report).await;
     if check_pod_security && !report.created.is_empty() {
         ctx.with_memory(&key, |m| m.pod_security_checked = group.metadata.generation);

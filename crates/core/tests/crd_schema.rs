@@ -85,6 +85,10 @@ fn printer_columns_in_order() {
         ("Max", "integer", ".spec.maxRunners"),
         ("Current", "integer", ".status.currentRunners"),
         ("Running", "integer", ".status.runningJobs"),
+        ("Pending", "integer", ".status.pendingRunners"),
+        ("Idle", "integer", ".status.idleRunners"),
+        ("Busy", "integer", ".status.busyRunners"),
+        ("Desired", "integer", ".status.desiredRunners"),
         (
             "Ready",
             "string",

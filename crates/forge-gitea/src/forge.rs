@@ -309,7 +309,15 @@ impl GiteaForge {
         let mut queued = announced.unlisted_queued;
         // Runners the listing shows working: their jobs are not counted as queued.
         let mut working: BTreeSet<&str> = BTreeSet::new();
-        let mut waiting = Vec::new();
+        // Announced jobs carry no queue time this view keeps: stages start at first seen.
+        let mut waiting: Vec<WaitingJob> = announced
+            .unlisted_ids
+            .iter()
+            .map(|id| WaitingJob {
+                id: id.to_string(),
+                queued_at: None,
+            })
+            .collect();
         for job in jobs.iter() {
             match job.status {
                 JobStatus::Queued if serves(&job.labels) && !announced.taken.contains(&job.id) => {

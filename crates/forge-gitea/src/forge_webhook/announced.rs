@@ -62,6 +62,8 @@ fn rank(s: &JobStatus) -> Option<u8> {
 pub(crate) struct GroupView {
     /// Queued jobs absent from the listing that the group can serve.
     pub(crate) unlisted_queued: u32,
+    /// Their ids (for the latency per stage).
+    pub(crate) unlisted_ids: Vec<i64>,
     /// Ids the listing shows queued that deliveries show taken or finished.
     pub(crate) taken: HashSet<i64>,
     /// The group's runners that deliveries show working (`Busy`) or done (`Finished`).
@@ -168,6 +170,7 @@ impl Announced {
                     let new = s.first_received >= fetched_at;
                     if new && s.status == JobStatus::Queued && serves(&s.labels) {
                         view.unlisted_queued = view.unlisted_queued.saturating_add(1);
+                        view.unlisted_ids.push(*id);
                     }
                 }
             }

@@ -10,6 +10,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use crate::budget::BudgetMetrics;
+
 /// Outcome of one forge request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, EncodeLabelValue)]
 pub enum Outcome {
@@ -130,6 +132,9 @@ pub struct Metrics {
     /// Entries in a forge backend's in-memory maps keyed by what groups name (clients per CA
     /// and proxy, tokens, listings, per-group state); back to 0 when no group uses the forge.
     pub forge_cache_entries: Family<CacheLabels, Gauge>,
+    // --- API budget (issue 13, identity/budget half): kept in its own module.
+    /// Rate-limit gauges per forge and credential ([`crate::budget`]).
+    pub budget: BudgetMetrics,
 }
 
 fn latency_histogram() -> Histogram {
@@ -204,6 +209,7 @@ impl Metrics {
             "Entries in a forge backend's caches by kind (clients, listings, tokens, groups)",
             m.forge_cache_entries.clone(),
         );
+        m.budget.register(r);
         m
     }
 
@@ -243,6 +249,7 @@ impl Default for Metrics {
             webhook_deliveries: Family::default(),
             webhook_signature_checks: Family::default(),
             forge_cache_entries: Family::default(),
+            budget: BudgetMetrics::default(),
         }
     }
 }

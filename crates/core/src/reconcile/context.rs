@@ -69,6 +69,9 @@ pub struct GroupMemory {
     pub runner_rbac: Option<String>,
     /// Generation whose runner pods were already checked against `restricted`.
     pub pod_security_checked: Option<i64>,
+    /// The last pass created fewer runners than planned because the API budget is low (the
+    /// Event is published when this turns on).
+    pub budget_throttled: bool,
 }
 
 /// A status written by this process, and the `resourceVersion` of the object it was based on.

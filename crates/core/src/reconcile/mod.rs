@@ -9,6 +9,7 @@ pub mod cleanup;
 pub mod context;
 pub mod error;
 pub mod events;
+pub mod identity;
 pub mod observe;
 pub mod pipeline;
 pub mod repair;

@@ -344,8 +344,10 @@ impl Task {
             let now = Instant::now();
             for job in &msg.jobs {
                 match job {
-                    JobMessage::Started { runner_name, .. } if !runner_name.is_empty() => {
-                        runners.started(runner_name);
+                    JobMessage::Started {
+                        runner_name, identity, ..
+                    } if !runner_name.is_empty() => {
+                        runners.started(runner_name, identity.clone());
                         self.metrics.jobs_started.get_or_create(&labels).inc();
                     }
                     JobMessage::Completed { runner_name, .. } if !runner_name.is_empty() => {

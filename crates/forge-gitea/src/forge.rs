@@ -308,6 +308,7 @@ impl GiteaForge {
         let mut queued = announced.unlisted_queued;
         // Runners the listing shows working: their jobs are not counted as queued.
         let mut working: BTreeSet<&str> = BTreeSet::new();
+        let mut identities = BTreeMap::new();
         for job in jobs.iter() {
             match job.status {
                 JobStatus::Queued if serves(&job.labels) && !announced.taken.contains(&job.id) => {
@@ -315,6 +316,9 @@ impl GiteaForge {
                 }
                 JobStatus::InProgress => {
                     working.insert(job.runner_name.as_str());
+                    if refs.iter().any(|r| r.name == job.runner_name) {
+                        identities.insert(job.runner_name.clone(), job.identity());
+                    }
                 }
                 _ => {}
             }
@@ -373,6 +377,9 @@ impl GiteaForge {
                 scale_set_id: None,
                 forge_version: Some(raw_version),
             },
+            job_identities: identities,
+            // Gitea sends no rate-limit headers.
+            budget: None,
         })
     }
 

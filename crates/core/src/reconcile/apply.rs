@@ -9,11 +9,12 @@ use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use tracing::{debug, info, warn};
+use tracing::{Instrument, debug, info, warn};
 
 use super::FIELD_MANAGER;
 use super::error::ReconcileError;
 use super::runner_exit::failed_runner_outdated;
+use super::spans::forge_call;
 use crate::fence::Fence;
 use crate::forge::{Forge, GroupContext, RemoveOutcome, RunnerRef};
 use crate::plan::{Plan, Removal, RemovalReason, RunnerPhase};
@@ -169,7 +170,12 @@ async fn remove(t: &Target<'_>, r: &Removal, report: &mut ApplyReport) {
             return report.fail(e.into());
         }
         let rr = runner_ref(t.observed, &r.name);
-        match t.forge.remove_runner(t.group, &rr).await {
+        match t
+            .forge
+            .remove_runner(t.group, &rr)
+            .instrument(forge_call("remove_runner", t.group))
+            .await
+        {
             Ok(RemoveOutcome::Removed) => {
                 if r.reason == RemovalReason::Orphaned {
                     report.orphans_removed += 1;
@@ -241,7 +247,11 @@ async fn create_runner(t: &Target<'_>) -> Result<(String, Vec<String>), Reconcil
     let name = runner_name(&t.group.key.name);
     // Checked after the permit: the wait for it may outlast the lease.
     t.fence.check()?;
-    let creds = t.forge.runner_credentials(t.group, &name).await?;
+    let creds = t
+        .forge
+        .runner_credentials(t.group, &name)
+        .instrument(forge_call("runner_credentials", t.group))
+        .await?;
     let job = build_runner_job(RunnerJobInput {
         group,
         runner_name: &name,

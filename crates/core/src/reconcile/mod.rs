@@ -15,6 +15,7 @@ pub mod pipeline;
 pub mod repair;
 pub mod runner_exit;
 pub mod runner_rbac;
+pub mod spans;
 pub mod startup_check;
 pub mod status;
 pub mod status_write;

@@ -13,7 +13,7 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use kube::runtime::events::EventType;
-use tracing::{debug, info, warn};
+use tracing::{Instrument, debug, info, instrument, warn};
 
 use super::apply::{Target, apply_plan};
 use super::cleanup::{cleanup, needs_cleanup};
@@ -25,6 +25,7 @@ use super::observe::{belongs_to, observe_runners, runner_refs, with_forge_states
 use super::repair::retire_runners_without_secret;
 use super::runner_rbac::{ensure_runner_rbac, rules_fingerprint};
 use super::startup_check::find_stuck;
+use super::spans::forge_call;
 use super::status::{
     PassSummary, build_status, creation_held, error_conditions, failures_so_far, next_failure_count,
     outdated_persists, runner_started_since, startup_failure_persists, success_conditions,
@@ -54,7 +55,13 @@ pub(super) fn group_key(g: &RunnerGroup) -> GroupKey {
     }
 }
 
-/// The controller's reconcile function.
+/// The controller's reconcile function. Its span names the group and forge, so every line
+/// logged during the pass does too.
+#[instrument(
+    name = "reconcile",
+    skip_all,
+    fields(group = %group_key(&group), forge = group.spec.forge.as_str())
+)]
 pub async fn reconcile(group: Arc<RunnerGroup>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
     let started = Instant::now();
     let forge_label = group.spec.forge.as_str();
@@ -325,7 +332,10 @@ async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, Reconcil
     for r in &mut cluster {
         r.stuck = stuck.remove(&r.name);
     }
-    let view = forge.observe(&gctx, &runner_refs(&jobs, &cluster)).await?;
+    let view = forge
+        .observe(&gctx, &runner_refs(&jobs, &cluster))
+        .instrument(forge_call("observe", &gctx))
+        .await?;
     let observed = with_forge_states(cluster, &view);
     let prev = group.status.as_ref();
     let prev_failures = failures_so_far(prev, group.metadata.generation);

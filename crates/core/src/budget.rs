@@ -200,7 +200,13 @@ mod tests {
     fn plenty_of_budget_creates_as_planned() {
         for b in [None, Some(budget(5000, 5000)), Some(budget(500, 5000))] {
             let a = creation_allowance(40, b.as_ref(), now());
-            assert_eq!(a, CreationAllowance { create: 40, throttled: false });
+            assert_eq!(
+                a,
+                CreationAllowance {
+                    create: 40,
+                    throttled: false
+                }
+            );
         }
     }
 
@@ -208,25 +214,61 @@ mod tests {
     fn low_budget_scales_creation_down() {
         // 250 of a 500-request low band left: half the planned runners.
         let a = creation_allowance(40, Some(&budget(250, 5000)), now());
-        assert_eq!(a, CreationAllowance { create: 20, throttled: true });
+        assert_eq!(
+            a,
+            CreationAllowance {
+                create: 20,
+                throttled: true
+            }
+        );
         // Nearly out but above the reserve: still one per pass.
         let a = creation_allowance(5, Some(&budget(60, 5000)), now());
-        assert_eq!(a, CreationAllowance { create: 1, throttled: true });
+        assert_eq!(
+            a,
+            CreationAllowance {
+                create: 1,
+                throttled: true
+            }
+        );
         // One planned runner on a low budget is still created.
         let a = creation_allowance(1, Some(&budget(300, 5000)), now());
-        assert_eq!(a, CreationAllowance { create: 1, throttled: false });
+        assert_eq!(
+            a,
+            CreationAllowance {
+                create: 1,
+                throttled: false
+            }
+        );
     }
 
     #[test]
     fn reserve_stops_creation_until_the_reset() {
         let a = creation_allowance(40, Some(&budget(50, 5000)), now());
-        assert_eq!(a, CreationAllowance { create: 0, throttled: true });
+        assert_eq!(
+            a,
+            CreationAllowance {
+                create: 0,
+                throttled: true
+            }
+        );
         let a = creation_allowance(3, Some(&budget(0, 60)), now());
-        assert_eq!(a, CreationAllowance { create: 0, throttled: true });
+        assert_eq!(
+            a,
+            CreationAllowance {
+                create: 0,
+                throttled: true
+            }
+        );
         // After the reset time the old reading says nothing.
         let later = Timestamp::from_second(2_000_000_001).unwrap();
         let a = creation_allowance(3, Some(&budget(0, 60)), later);
-        assert_eq!(a, CreationAllowance { create: 3, throttled: false });
+        assert_eq!(
+            a,
+            CreationAllowance {
+                create: 3,
+                throttled: false
+            }
+        );
     }
 
     #[test]

@@ -12,8 +12,8 @@ use k8s_openapi::api::core::v1::PodSpec;
 use k8s_openapi::api::rbac::v1::PolicyRule;
 use tokio::sync::mpsc;
 
-use crate::crd::{ForgeKind, RunnerGroup, RunnerGroupSpec};
 use crate::budget::RateBudget;
+use crate::crd::{ForgeKind, RunnerGroup, RunnerGroupSpec};
 use crate::error::ErrorCategory;
 use crate::job_identity::JobIdentity;
 use crate::plan::RunnerPhase;

@@ -176,7 +176,10 @@ mod tests {
             sanitize("https://example.com/o/r@main"),
             Some("https://example.com/o/r@main".into())
         );
-        assert_eq!(sanitize("o/r/.github/w.yml@refs/heads/x"), Some("o/r/.github/w.yml@refs/heads/x".into()));
+        assert_eq!(
+            sanitize("o/r/.github/w.yml@refs/heads/x"),
+            Some("o/r/.github/w.yml@refs/heads/x".into())
+        );
     }
 
     #[test]

@@ -10,12 +10,12 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use forgerunner_core::Fence;
+use forgerunner_core::budget::RateBudget;
 use forgerunner_core::crd::{ForgeKind, RunnerGroup, RunnerGroupSpec};
 use forgerunner_core::forge::{
     ClusterRefs, Forge, ForgeError, ForgeRunnerState, ForgeView, GroupContext, GroupKey, ReconcileTrigger,
     RemoveOutcome, RunnerCredentials, RunnerExit, RunnerRef, SecretValue,
 };
-use forgerunner_core::budget::RateBudget;
 use forgerunner_core::job_identity::{JOB_NAME_ANNOTATION, JOB_RUN_ID_ANNOTATION, JobIdentity};
 use forgerunner_core::metrics::Metrics;
 use forgerunner_core::reconcile::{ControllerOptions, FINALIZER, ForgeSet, run_controller};
@@ -930,7 +930,10 @@ async fn a_low_api_budget_holds_creation_back_before_the_forge_refuses() {
         })
     })
     .await;
-    assert!(h.runner_jobs("thrifty").await.is_empty(), "created on an exhausted budget");
+    assert!(
+        h.runner_jobs("thrifty").await.is_empty(),
+        "created on an exhausted budget"
+    );
 
     // 250 of the 500-request low band left: half the demand per pass, never more.
     *h.forge.budget.lock().expect("lock") = Some(RateBudget {
@@ -954,7 +957,10 @@ async fn a_low_api_budget_holds_creation_back_before_the_forge_refuses() {
         namespace: NS.into(),
         name: "thrifty".into(),
     });
-    wait_for("all 6 runners", || async { h.runner_jobs("thrifty").await.len() == 6 }).await;
+    wait_for("all 6 runners", || async {
+        h.runner_jobs("thrifty").await.len() == 6
+    })
+    .await;
     h.stop().await;
 }
 

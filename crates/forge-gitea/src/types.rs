@@ -117,7 +117,8 @@ fn repository_of(url: &str) -> Option<String> {
     let (_, rest) = url.split_once("/repos/")?;
     let mut parts = rest.split('/');
     let (owner, repo) = (parts.next()?, parts.next()?);
-    (!owner.is_empty() && !repo.is_empty() && parts.next() == Some("actions")).then(|| format!("{owner}/{repo}"))
+    (!owner.is_empty() && !repo.is_empty() && parts.next() == Some("actions"))
+        .then(|| format!("{owner}/{repo}"))
 }
 
 /// Reads an RFC 3339 time, mapping absent, null, unparsable and the Unix epoch to `None`.
@@ -239,7 +240,8 @@ mod tests {
         assert_eq!(id.job_name.as_deref(), Some("test (1.22)"));
         assert_eq!(id.job_id.as_deref(), Some("31"));
         assert_eq!(id.workflow, None);
-        let bare: WorkflowJob = serde_json::from_str(r#"{"id":0,"url":"https://x/api/v1/repos/acme"}"#).unwrap();
+        let bare: WorkflowJob =
+            serde_json::from_str(r#"{"id":0,"url":"https://x/api/v1/repos/acme"}"#).unwrap();
         assert!(bare.identity().is_empty());
     }
 }

@@ -104,7 +104,11 @@ async fn a_busy_runner_pod_carries_its_job_identity() {
     let jobs: Api<Job> = Api::namespaced(world.client.clone(), NS);
     let job = jobs.get(&runner).await.expect("runner Job");
     let ja = job.metadata.annotations.unwrap_or_default();
-    for key in [JOB_REPOSITORY_ANNOTATION, JOB_RUN_ID_ANNOTATION, JOB_NAME_ANNOTATION] {
+    for key in [
+        JOB_REPOSITORY_ANNOTATION,
+        JOB_RUN_ID_ANNOTATION,
+        JOB_NAME_ANNOTATION,
+    ] {
         assert_eq!(ja.get(key), a.get(key), "{key} on the Job");
     }
 
@@ -115,9 +119,9 @@ async fn a_busy_runner_pod_carries_its_job_identity() {
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect();
     let group = format!("{NS}/{GROUP}");
-    let took = lines.iter().find(|l| {
-        l["message"] == "runner is running a job" && l["runner"] == runner.as_str()
-    });
+    let took = lines
+        .iter()
+        .find(|l| l["message"] == "runner is running a job" && l["runner"] == runner.as_str());
     let Some(took) = took else {
         fail_with_output(&op, "no log line ties the runner to its job");
     };
@@ -125,16 +129,15 @@ async fn a_busy_runner_pod_carries_its_job_identity() {
     assert_eq!(took["repository"], "org/repo");
     assert_eq!(took["job_name"], format!("job-{}", queued.id).as_str());
     assert!(
-        lines
-            .iter()
-            .any(|l| l["span"]["name"] == "reconcile" && l["span"]["group"] == group.as_str()
-                && l["span"]["forge"] == "github"),
+        lines.iter().any(|l| l["span"]["name"] == "reconcile"
+            && l["span"]["group"] == group.as_str()
+            && l["span"]["forge"] == "github"),
         "a JSON log line inside a reconcile span carries its group and forge"
     );
     assert!(
-        lines.iter().any(|l| l["spans"]
-            .as_array()
-            .is_some_and(|s| s.iter().any(|s| s["name"] == "forge_call" && s["operation"] == "observe"))),
+        lines.iter().any(|l| l["spans"].as_array().is_some_and(|s| s
+            .iter()
+            .any(|s| s["name"] == "forge_call" && s["operation"] == "observe"))),
         "forge calls have their own span"
     );
 }

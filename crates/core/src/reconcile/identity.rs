@@ -67,7 +67,9 @@ pub async fn record_identities(
                 done.insert(name.as_str());
             }
             Err(e) if is_status(&e, 404) => {}
-            Err(e) => warn!(group = %key, runner = %name, error = %e, "could not annotate the runner Job with its job"),
+            Err(e) => {
+                warn!(group = %key, runner = %name, error = %e, "could not annotate the runner Job with its job")
+            }
         }
     }
     // One list for the group's pods rather than one per runner.
@@ -81,10 +83,9 @@ pub async fn record_identities(
     };
     for pod in list {
         let job_name = pod.metadata.labels.as_ref().and_then(|l| l.get(JOB_NAME_LABEL));
-        let (Some(pod_name), Some(annotations)) = (
-            pod.metadata.name.as_deref(),
-            job_name.and_then(|j| todo.get(j)),
-        ) else {
+        let (Some(pod_name), Some(annotations)) =
+            (pod.metadata.name.as_deref(), job_name.and_then(|j| todo.get(j)))
+        else {
             continue;
         };
         let patch = serde_json::json!({"metadata": {"annotations": annotations}});
@@ -94,7 +95,9 @@ pub async fn record_identities(
         {
             Ok(_) => debug!(group = %key, pod = pod_name, "runner pod annotated with its job"),
             Err(e) if is_status(&e, 404) => {}
-            Err(e) => warn!(group = %key, pod = pod_name, error = %e, "could not annotate the runner pod with its job"),
+            Err(e) => {
+                warn!(group = %key, pod = pod_name, error = %e, "could not annotate the runner pod with its job")
+            }
         }
     }
     done.len()
@@ -150,8 +153,14 @@ mod tests {
     fn only_runners_missing_their_identity_are_patched() {
         let observed = vec![
             job("a", &[]),
-            job("b", &[(JOB_RUN_ID_ANNOTATION, "7"), (JOB_NAME_ANNOTATION, "build")]),
-            job("c", &[(JOB_RUN_ID_ANNOTATION, "6"), (JOB_NAME_ANNOTATION, "build")]),
+            job(
+                "b",
+                &[(JOB_RUN_ID_ANNOTATION, "7"), (JOB_NAME_ANNOTATION, "build")],
+            ),
+            job(
+                "c",
+                &[(JOB_RUN_ID_ANNOTATION, "6"), (JOB_NAME_ANNOTATION, "build")],
+            ),
             job("d", &[]),
         ];
         let identities: BTreeMap<String, JobIdentity> = [

@@ -11,8 +11,8 @@ use k8s_openapi::api::core::v1::{ConfigMap, Event as CoreEvent, Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
-use kube::{Resource, ResourceExt};
 use kube::runtime::events::EventType;
+use kube::{Resource, ResourceExt};
 use tracing::{Instrument, debug, info, instrument, warn};
 
 use super::apply::{Target, apply_plan};
@@ -24,8 +24,8 @@ use super::identity::{identities_to_record, record_identities};
 use super::observe::{belongs_to, observe_runners, runner_refs, with_forge_states};
 use super::repair::retire_runners_without_secret;
 use super::runner_rbac::{ensure_runner_rbac, rules_fingerprint};
-use super::startup_check::find_stuck;
 use super::spans::forge_call;
+use super::startup_check::find_stuck;
 use super::status::{
     PassSummary, build_status, creation_held, error_conditions, failures_so_far, next_failure_count,
     outdated_persists, runner_started_since, startup_failure_persists, success_conditions,
@@ -480,7 +480,9 @@ async fn slow_down_on_budget(
     now: Timestamp,
 ) {
     let allowance = creation_allowance(*create, view.budget.as_ref(), now);
-    let was = ctx.with_memory(key, |m| std::mem::replace(&mut m.budget_throttled, allowance.throttled));
+    let was = ctx.with_memory(key, |m| {
+        std::mem::replace(&mut m.budget_throttled, allowance.throttled)
+    });
     if !allowance.throttled {
         return;
     }
@@ -503,7 +505,15 @@ async fn slow_down_on_budget(
             "forge API budget low ({remaining} of {limit} requests left, reset at {reset}): creating              {} of {} runners this pass until the budget recovers",
             allowance.create, *create
         );
-        events::publish(ctx, group, EventType::Warning, "ApiBudgetLow", "CreateRunners", note).await;
+        events::publish(
+            ctx,
+            group,
+            EventType::Warning,
+            "ApiBudgetLow",
+            "CreateRunners",
+            note,
+        )
+        .await;
     }
     *create = allowance.create;
 }

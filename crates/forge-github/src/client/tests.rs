@@ -181,7 +181,9 @@ async fn rate_limit_headers_become_the_budget_and_its_gauges() {
         "HTTP/1.1 200 OK\r\nx-ratelimit-limit: 5000\r\nx-ratelimit-remaining: 123\r\nx-ratelimit-reset: 1900000000",
     )
     .await;
-    get(&client, &format!("http://127.0.0.1:{port}/x")).await.expect("200");
+    get(&client, &format!("http://127.0.0.1:{port}/x"))
+        .await
+        .expect("200");
     let b = client.budget().expect("a budget reading");
     assert_eq!((b.remaining, b.limit), (123, 5000));
     let labels = forgerunner_core::budget::BudgetLabels {

@@ -345,7 +345,9 @@ impl Task {
             for job in &msg.jobs {
                 match job {
                     JobMessage::Started {
-                        runner_name, identity, ..
+                        runner_name,
+                        identity,
+                        ..
                     } if !runner_name.is_empty() => {
                         runners.started(runner_name, identity.clone());
                         self.metrics.jobs_started.get_or_create(&labels).inc();

@@ -10,6 +10,7 @@ import chartlib
 
 ROOT = chartlib.ROOT
 METRICS_RS = ROOT / "crates" / "core" / "src" / "metrics.rs"
+BUDGET_RS = ROOT / "crates" / "core" / "src" / "budget.rs"
 ERROR_RS = ROOT / "crates" / "core" / "src" / "error.rs"
 DOCS = ROOT / "docs"
 DASHBOARD = DOCS / "grafana-dashboard.json"
@@ -17,13 +18,16 @@ DASHBOARD = DOCS / "grafana-dashboard.json"
 
 def registered_metrics():
     """name → kind for every metric registered under the forgerunner_ prefix."""
-    text = METRICS_RS.read_text()
-    kinds = {}
-    for field, kind in re.findall(r"pub (\w+): Family<\w+, (Counter|Gauge|Histogram)>", text):
-        kinds[field] = kind
     out = {}
-    for name, field in re.findall(r'r\.register\(\s*"(\w+)",\s*"[^"]*",\s*m\.(\w+)\.clone\(\)', text, re.S):
-        out["forgerunner_" + name] = kinds[field]
+    # The API budget gauges live in budget.rs and register through `self`.
+    for path in (METRICS_RS, BUDGET_RS):
+        text = path.read_text()
+        kinds = {}
+        for field, kind in re.findall(r"pub (\w+): Family<\w+, (Counter|Gauge|Histogram)>", text):
+            kinds[field] = kind
+        pattern = r'r\.register\(\s*"(\w+)",\s*"[^"]*",\s*(?:m|self)\.(\w+)\.clone\(\)'
+        for name, field in re.findall(pattern, text, re.S):
+            out["forgerunner_" + name] = kinds[field]
     assert out, "no metrics found in metrics.rs: did its registration code change shape?"
     return out
 

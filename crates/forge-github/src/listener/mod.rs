@@ -101,6 +101,13 @@ impl Listener {
         });
         let cancel = CancellationToken::new();
         let scale_set_id = config.scale_set_id;
+        // The listener outlives any one reconcile: its own span names the group and forge.
+        let span = tracing::info_span!(
+            "listener",
+            group = %config.key,
+            forge = "github",
+            scale_set_id
+        );
         let task = Task {
             client,
             metrics,
@@ -109,7 +116,7 @@ impl Listener {
             shared: shared.clone(),
             cancel: cancel.clone(),
         };
-        let task = tokio::spawn(task.run());
+        let task = tokio::spawn(tracing::Instrument::instrument(task.run(), span));
         Listener {
             scale_set_id,
             shared,

@@ -3,6 +3,7 @@
 //! Every step is attempted even when an earlier one failed; the first error is reported so the
 //! status can say what went wrong and the reconcile is retried with backoff.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use futures::StreamExt;
@@ -94,6 +95,9 @@ pub struct Target<'a> {
     /// Check new runner pods against the `restricted` profile (once per spec generation: every
     /// runner of a generation has the same pod shape).
     pub check_pod_security: bool,
+    /// Job identity annotations to record, by runner ([`super::identity`]); a runner marked
+    /// busy in this pass gets them in the same patch.
+    pub identities: &'a BTreeMap<String, BTreeMap<String, String>>,
 }
 
 /// Whether `e` is the API server answering `code`.
@@ -133,7 +137,9 @@ pub async fn apply_plan(t: &Target<'_>, plan: &Plan) -> ApplyReport {
 }
 
 async fn mark_busy(t: &Target<'_>, name: &str, report: &mut ApplyReport) {
-    let patch = serde_json::json!({"metadata": {"annotations": {BUSY_ANNOTATION: "true"}}});
+    let mut annotations = t.identities.get(name).cloned().unwrap_or_default();
+    annotations.insert(BUSY_ANNOTATION.to_owned(), "true".to_owned());
+    let patch = serde_json::json!({"metadata": {"annotations": annotations}});
     match t
         .jobs
         .patch(name, &PatchParams::default(), &Patch::Merge(&patch))

@@ -45,12 +45,13 @@ pub fn identities_to_record(
 }
 
 /// Patches the identity annotations onto each runner's Job and pod; returns how many Jobs were
-/// annotated.
+/// annotated. Runners in `marked_busy` got them with their busy mark already (one write less).
 pub async fn record_identities(
     jobs: &Api<Job>,
     pods: &Api<Pod>,
     key: &GroupKey,
     todo: &BTreeMap<String, BTreeMap<String, String>>,
+    marked_busy: &[String],
 ) -> usize {
     if todo.is_empty() {
         return 0;
@@ -58,6 +59,9 @@ pub async fn record_identities(
     let mut done = BTreeSet::new();
     for (name, annotations) in todo {
         log_identity(key, name, annotations);
+        if marked_busy.contains(name) {
+            continue;
+        }
         let patch = serde_json::json!({"metadata": {"annotations": annotations}});
         match jobs
             .patch(name, &PatchParams::default(), &Patch::Merge(&patch))

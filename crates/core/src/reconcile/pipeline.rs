@@ -357,6 +357,7 @@ async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, Reconcil
         "plan"
     );
 
+    let identities = identities_to_record(&jobs, &view.job_identities);
     let target = Target {
         jobs: Api::namespaced(ctx.client.clone(), &key.namespace),
         secrets: Api::namespaced(ctx.client.clone(), &key.namespace),
@@ -366,6 +367,7 @@ async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, Reconcil
         group: &gctx,
         observed: &jobs,
         check_pod_security,
+        identities: &identities,
     };
     // A predecessor killed between a runner's Job and its Secret, or a failed pass whose Secret
     // write and undo both failed, leaves a Job that can never start.
@@ -384,8 +386,7 @@ async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, Reconcil
         }
     };
     let mut report = apply_plan(&target, &the_plan).await;
-    let identities = identities_to_record(&jobs, &view.job_identities);
-    record_identities(&target.jobs, &target.pods, &key, &identities).await;
+    record_identities(&target.jobs, &target.pods, &key, &identities, &the_plan.mark_busy).await;
     report.deleted.extend(retired);
     if report.first_error.is_some() {
         ctx.with_memory(&key, |m| m.secrets_checked = false);

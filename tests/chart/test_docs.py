@@ -11,6 +11,7 @@ import chartlib
 ROOT = chartlib.ROOT
 METRICS_RS = ROOT / "crates" / "core" / "src" / "metrics.rs"
 METRICS_DIR = ROOT / "crates" / "core" / "src" / "metrics"
+BUDGET_RS = ROOT / "crates" / "core" / "src" / "budget.rs"
 ERROR_RS = ROOT / "crates" / "core" / "src" / "error.rs"
 DOCS = ROOT / "docs"
 DASHBOARD = DOCS / "grafana-dashboard.json"
@@ -18,12 +19,15 @@ DASHBOARD = DOCS / "grafana-dashboard.json"
 
 def registered_metrics():
     """name → kind for every metric registered under the forgerunner_ prefix."""
-    text = METRICS_RS.read_text() + "".join(p.read_text() for p in sorted(METRICS_DIR.glob("*.rs")))
+    out = {}
+    # Families live in metrics.rs, its metrics/ module and budget.rs; some register through `self`.
+    paths = [METRICS_RS, BUDGET_RS, *sorted(METRICS_DIR.glob("*.rs"))]
+    text = "".join(p.read_text() for p in paths)
     kinds = {}
     for field, kind in re.findall(r"pub (\w+): Family<\w+, (Counter|Gauge|Histogram)>", text):
         kinds[field] = kind
-    out = {}
-    for name, field in re.findall(r'r\.register\(\s*"(\w+)",\s*"[^"]*",\s*m\.(\w+)\.clone\(\)', text, re.S):
+    pattern = r'r\.register\(\s*"(\w+)",\s*"[^"]*",\s*(?:m|self)\.(\w+)\.clone\(\)'
+    for name, field in re.findall(pattern, text, re.S):
         out["forgerunner_" + name] = kinds[field]
     assert out, "no metrics found in metrics.rs: did its registration code change shape?"
     return out

@@ -132,10 +132,11 @@ per-namespace Roles. Each rule says why the operator needs it; verbs are the min
 - apiGroups: ["batch"]
   resources: ["jobs"]
   verbs: ["get", "list", "watch", "create", "delete", "patch"]
-# List runner pods for their phases, waiting reasons and exit codes (idle, busy, stuck, failed).
+# List runner pods for their phases, waiting reasons and exit codes (idle, busy, stuck, failed);
+# annotate a runner pod with the forge job it runs once the forge tells (job identity).
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["list"]
+  verbs: ["list", "patch"]
 # Read forge credentials (and, once after a restart, whether a pending runner has its Secret);
 # create the per-runner Secret (JIT config / registration token; owned by the Job, so it goes
 # with it).

@@ -12,8 +12,10 @@ use k8s_openapi::api::core::v1::PodSpec;
 use k8s_openapi::api::rbac::v1::PolicyRule;
 use tokio::sync::mpsc;
 
+use crate::budget::RateBudget;
 use crate::crd::{ForgeKind, RunnerGroup, RunnerGroupSpec};
 use crate::error::ErrorCategory;
+use crate::job_identity::JobIdentity;
 use crate::plan::RunnerPhase;
 use crate::validate::SpecViolation;
 
@@ -110,6 +112,12 @@ pub struct ForgeView {
     pub complete: bool,
     /// Forge facts for the status (scale set id, server version).
     pub facts: ForgeFacts,
+    /// The job each runner runs, by runner name, where the forge tells it; the reconciler
+    /// records it on the runner's Job and pod once ([`crate::job_identity`]).
+    pub job_identities: BTreeMap<String, JobIdentity>,
+    /// What is left of the API budget of the group's credential, when the forge reports it;
+    /// creation slows down before it runs out ([`crate::budget`]).
+    pub budget: Option<RateBudget>,
     /// The waiting jobs by id, where the forge names them, for the latency per stage
     /// (`crate::metrics::Stage`). Empty where the forge only gives counts.
     pub waiting: Vec<WaitingJob>,

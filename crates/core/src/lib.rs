@@ -1,12 +1,14 @@
 //! forgerunner core: the `RunnerGroup` resource, the `Forge` trait, the pure planner and the
 //! generic reconcile pipeline. Knows nothing of HTTP or of any particular forge.
 
+pub mod budget;
 pub mod conditions;
 pub mod crd;
 pub mod error;
 pub mod fence;
 pub mod forge;
 pub mod forge_hosts;
+pub mod job_identity;
 pub mod labels;
 pub mod metrics;
 pub mod plan;

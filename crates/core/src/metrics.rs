@@ -13,6 +13,7 @@ use prometheus_client::registry::Registry;
 pub mod group;
 
 pub use group::{GroupGauges, GroupLabels, GroupMetrics, Stage};
+use crate::budget::BudgetMetrics;
 
 /// Outcome of one forge request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, EncodeLabelValue)]
@@ -137,6 +138,9 @@ pub struct Metrics {
     pub forge_cache_entries: Family<CacheLabels, Gauge>,
     /// Per-group ARC gauges and stage histograms ([`group`]).
     pub group: GroupMetrics,
+    // --- API budget (issue 13, identity/budget half): kept in its own module.
+    /// Rate-limit gauges per forge and credential ([`crate::budget`]).
+    pub budget: BudgetMetrics,
 }
 
 fn latency_histogram() -> Histogram {
@@ -212,6 +216,7 @@ impl Metrics {
             m.forge_cache_entries.clone(),
         );
         m.group.register(r);
+        m.budget.register(r);
         m
     }
 
@@ -259,6 +264,7 @@ impl Default for Metrics {
             webhook_signature_checks: Family::default(),
             forge_cache_entries: Family::default(),
             group: GroupMetrics::default(),
+            budget: BudgetMetrics::default(),
         }
     }
 }

@@ -10,11 +10,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use forgerunner_core::Fence;
+use forgerunner_core::budget::RateBudget;
 use forgerunner_core::crd::{ForgeKind, RunnerGroup, RunnerGroupSpec};
 use forgerunner_core::forge::{
     ClusterRefs, Forge, ForgeError, ForgeRunnerState, ForgeView, GroupContext, GroupKey, ReconcileTrigger,
     RemoveOutcome, RunnerCredentials, RunnerExit, RunnerRef, SecretValue,
 };
+use forgerunner_core::job_identity::{JOB_NAME_ANNOTATION, JOB_RUN_ID_ANNOTATION, JobIdentity};
 use forgerunner_core::metrics::Metrics;
 use forgerunner_core::reconcile::{ControllerOptions, FINALIZER, ForgeSet, run_controller};
 use forgerunner_core::runner_job::{FORGE_LABEL, GROUP_LABEL, MANAGED_BY_SELECTOR};
@@ -44,6 +46,10 @@ struct FakeForge {
     issued: Mutex<Vec<String>>,
     removed: Mutex<Vec<String>>,
     shutdowns: AtomicU32,
+    /// The API budget the forge reports with each view.
+    budget: Mutex<Option<RateBudget>>,
+    /// The job each runner runs, as the forge reports it.
+    identities: Mutex<BTreeMap<String, JobIdentity>>,
 }
 
 impl FakeForge {
@@ -55,6 +61,8 @@ impl FakeForge {
             issued: Mutex::new(Vec::new()),
             removed: Mutex::new(Vec::new()),
             shutdowns: AtomicU32::new(0),
+            budget: Mutex::new(None),
+            identities: Mutex::new(BTreeMap::new()),
         })
     }
 
@@ -136,6 +144,8 @@ impl Forge for FakeForge {
                 .iter()
                 .map(|r| (r.name.clone(), ForgeRunnerState::Idle))
                 .collect(),
+            budget: *self.budget.lock().expect("lock"),
+            job_identities: self.identities.lock().expect("lock").clone(),
             ..ForgeView::default()
         })
     }
@@ -929,5 +939,97 @@ async fn a_runner_whose_secret_fails_is_deregistered_with_its_job() {
         "the runner without a Secret is deregistered at the forge: removed {:?}",
         h.forge.removed()
     );
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_low_api_budget_holds_creation_back_before_the_forge_refuses() {
+    let h = Harness::start(true).await;
+    h.create_secret("creds").await;
+    // 40 of 5000 requests left: inside the reserve, so nothing is created.
+    *h.forge.budget.lock().expect("lock") = Some(RateBudget {
+        limit: 5000,
+        remaining: 40,
+        reset: Some(jiff::Timestamp::now() + jiff::SignedDuration::from_secs(3600)),
+    });
+    h.forge.jobs.store(6, Ordering::SeqCst);
+    h.create_group("thrifty", gitea_spec(0, 6, 600)).await;
+    wait_for("an ApiBudgetLow Warning Event", || async {
+        let events: Api<Event> = Api::namespaced(h.client.clone(), NS);
+        events.list(&ListParams::default()).await.is_ok_and(|l| {
+            l.items.iter().any(|e| {
+                e.reason.as_deref() == Some("ApiBudgetLow")
+                    && e.type_.as_deref() == Some("Warning")
+                    && e.note.as_deref().is_some_and(|n| n.contains("40 of 5000"))
+            })
+        })
+    })
+    .await;
+    assert!(
+        h.runner_jobs("thrifty").await.is_empty(),
+        "created on an exhausted budget"
+    );
+
+    // 250 of the 500-request low band left: half the demand per pass, never more.
+    *h.forge.budget.lock().expect("lock") = Some(RateBudget {
+        limit: 5000,
+        remaining: 250,
+        reset: None,
+    });
+    h.trigger.wake(GroupKey {
+        namespace: NS.into(),
+        name: "thrifty".into(),
+    });
+    wait_for("runners created at the slower pace", || async {
+        !h.runner_jobs("thrifty").await.is_empty()
+    })
+    .await;
+    assert!(h.forge.issued.lock().expect("lock").len() <= 6);
+
+    // A full budget again: the rest follows.
+    *h.forge.budget.lock().expect("lock") = None;
+    h.trigger.wake(GroupKey {
+        namespace: NS.into(),
+        name: "thrifty".into(),
+    });
+    wait_for("all 6 runners", || async {
+        h.runner_jobs("thrifty").await.len() == 6
+    })
+    .await;
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_job_a_runner_runs_is_recorded_on_its_job() {
+    let h = Harness::start(true).await;
+    h.create_secret("creds").await;
+    h.forge.jobs.store(1, Ordering::SeqCst);
+    h.create_group("named", gitea_spec(0, 1, 600)).await;
+    wait_for("a runner", || async { h.runner_jobs("named").await.len() == 1 }).await;
+    let name = h.runner_jobs("named").await[0]
+        .metadata
+        .name
+        .clone()
+        .expect("name");
+    h.forge.identities.lock().expect("lock").insert(
+        name.clone(),
+        JobIdentity {
+            run_id: Some("41".into()),
+            job_name: Some("lint\n".into()),
+            ..JobIdentity::default()
+        },
+    );
+    h.trigger.wake(GroupKey {
+        namespace: NS.into(),
+        name: "named".into(),
+    });
+    wait_for("the runner Job annotated with its job", || async {
+        h.jobs().get(&name).await.is_ok_and(|j| {
+            let a = j.metadata.annotations.unwrap_or_default();
+            a.get(JOB_RUN_ID_ANNOTATION).map(String::as_str) == Some("41")
+                && a.get(JOB_NAME_ANNOTATION).map(String::as_str) == Some("lint")
+        })
+    })
+    .await;
     h.stop().await;
 }

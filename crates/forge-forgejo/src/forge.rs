@@ -5,7 +5,7 @@
 //! scope, labels, token) and one runner listing per (instance, scope, token) per poll
 //! interval, however many groups use them.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::hash::Hash;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -361,6 +361,10 @@ impl ForgejoForge {
                 scale_set_id: None,
                 forge_version: Some(r.raw_version),
             },
+            // Bound runners carry their job from creation on; Forgejo sends no rate-limit
+            // headers.
+            job_identities: BTreeMap::new(),
+            budget: None,
         })
     }
 }

@@ -4,6 +4,7 @@
 use serde::{Deserialize, Deserializer};
 
 use forgerunner_core::forge::SecretValue;
+use forgerunner_core::job_identity::JobIdentity;
 
 fn null_as_default<'de, D, T>(d: D) -> Result<T, D::Error>
 where
@@ -39,9 +40,27 @@ pub struct RunJob {
     /// Handle of this attempt (v15+; empty before).
     #[serde(default, deserialize_with = "null_as_default")]
     pub handle: String,
+    /// Job name.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub name: String,
+    /// Workflow run id (v16+; 0 before).
+    #[serde(default)]
+    pub run_id: i64,
 }
 
 impl RunJob {
+    /// What the listing tells about the job, for the annotations of the runner bound to it
+    /// (the listing names neither the repository nor the workflow).
+    pub fn identity(&self) -> JobIdentity {
+        let positive = |id: i64| (id > 0).then(|| id.to_string());
+        JobIdentity {
+            run_id: positive(self.run_id),
+            job_name: Some(self.name.clone()).filter(|n| !n.trim().is_empty()),
+            job_id: positive(self.id),
+            ..JobIdentity::default()
+        }
+    }
+
     /// Ready for a runner: demand.
     pub fn is_waiting(&self) -> bool {
         self.status == "waiting"
@@ -138,5 +157,21 @@ mod tests {
         let r: Runner =
             serde_json::from_str(r#"{"id":3,"name":"g-abcde","status":"weird"}"#).expect("runner");
         assert_eq!(r.status, RunnerStatus::Offline);
+    }
+
+    #[test]
+    fn a_bound_job_names_its_run_and_name() {
+        let j: RunJob = serde_json::from_str(
+            r#"{"id":982,"attempt":1,"handle":"33ba","repo_id":1,"owner_id":1,"name":"build","needs":null,
+                "runs_on":["debian"],"task_id":0,"status":"waiting","run_id":12}"#,
+        )
+        .expect("job");
+        let id = j.identity();
+        assert_eq!(id.job_id.as_deref(), Some("982"));
+        assert_eq!(id.job_name.as_deref(), Some("build"));
+        assert_eq!(id.run_id.as_deref(), Some("12"));
+        let old: RunJob = serde_json::from_str(r#"{"id":5,"name":null}"#).expect("job");
+        assert_eq!(old.identity().run_id, None, "no run id before v16");
+        assert_eq!(old.identity().job_name, None);
     }
 }

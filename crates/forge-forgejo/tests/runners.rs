@@ -70,6 +70,19 @@ async fn v15_create_bind_observe_remove() {
         "oldest job first"
     );
     assert_eq!(creds.annotations.get(JOB_HANDLE_ANNOTATION), Some(&handle));
+    // Bound before its pod exists: the job's identity goes on at creation.
+    assert_eq!(
+        creds
+            .annotations
+            .get(forgerunner_core::job_identity::JOB_NAME_ANNOTATION),
+        Some(&"a".to_owned())
+    );
+    assert_eq!(
+        creds
+            .annotations
+            .get(forgerunner_core::job_identity::JOB_ID_ANNOTATION),
+        Some(&first.to_string())
+    );
     assert_eq!(creds.env.get("FORGEJO_INSTANCE_URL"), Some(&fake.url()));
     let id: i64 = creds.annotations[RUNNER_ID_ANNOTATION].parse().unwrap();
     let row = fake.runner(id).expect("runner row");

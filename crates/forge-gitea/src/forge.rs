@@ -318,6 +318,7 @@ impl GiteaForge {
                 queued_at: None,
             })
             .collect();
+        let mut identities = BTreeMap::new();
         for job in jobs.iter() {
             match job.status {
                 JobStatus::Queued if serves(&job.labels) && !announced.taken.contains(&job.id) => {
@@ -329,6 +330,9 @@ impl GiteaForge {
                 }
                 JobStatus::InProgress => {
                     working.insert(job.runner_name.as_str());
+                    if refs.iter().any(|r| r.name == job.runner_name) {
+                        identities.insert(job.runner_name.clone(), job.identity());
+                    }
                 }
                 _ => {}
             }
@@ -388,6 +392,9 @@ impl GiteaForge {
                 scale_set_id: None,
                 forge_version: Some(raw_version),
             },
+            job_identities: identities,
+            // Gitea sends no rate-limit headers.
+            budget: None,
         })
     }
 

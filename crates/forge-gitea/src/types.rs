@@ -3,6 +3,7 @@
 //! Every optional or `omitempty` field has a default, `steps` may be `null` (1.25), and unset
 //! times arrive as `1970-01-01T00:00:00Z`; all of that decodes without error.
 
+use forgerunner_core::job_identity::JobIdentity;
 use serde::{Deserialize, Deserializer};
 
 /// `GET /version` body.
@@ -94,6 +95,30 @@ pub struct WorkflowJob {
     /// Creation time (RFC 3339); `None` when missing or the 1970 "unset" value.
     #[serde(default, deserialize_with = "timestamp")]
     pub created_at: Option<jiff::Timestamp>,
+}
+
+impl WorkflowJob {
+    /// The job's identity for its runner's annotations: repository (from the job's API URL),
+    /// run, job name and id. The listing names no workflow.
+    pub fn identity(&self) -> JobIdentity {
+        let positive = |id: i64| (id > 0).then(|| id.to_string());
+        JobIdentity {
+            repository: repository_of(&self.url),
+            workflow: None,
+            run_id: positive(self.run_id),
+            job_name: Some(self.name.clone()).filter(|n| !n.trim().is_empty()),
+            job_id: positive(self.id),
+        }
+    }
+}
+
+/// `owner/repo` from a job URL `…/repos/{owner}/{repo}/actions/jobs/{id}`.
+fn repository_of(url: &str) -> Option<String> {
+    let (_, rest) = url.split_once("/repos/")?;
+    let mut parts = rest.split('/');
+    let (owner, repo) = (parts.next()?, parts.next()?);
+    (!owner.is_empty() && !repo.is_empty() && parts.next() == Some("actions"))
+        .then(|| format!("{owner}/{repo}"))
 }
 
 /// Reads an RFC 3339 time, mapping absent, null, unparsable and the Unix epoch to `None`.
@@ -200,5 +225,23 @@ mod tests {
         let page: RunnersPage = serde_json::from_str(body).unwrap();
         assert!(!page.runners[0].is_online());
         assert_eq!(page.runners[0].labels[0].name, "x");
+    }
+
+    #[test]
+    fn a_job_names_its_repository_run_and_name() {
+        let job: WorkflowJob = serde_json::from_str(
+            r#"{"id":31,"run_id":9,"name":"test (1.22)","status":"in_progress","runner_name":"web-ab12c",
+                "url":"https://gitea.example/api/v1/repos/acme/app/actions/jobs/31"}"#,
+        )
+        .unwrap();
+        let id = job.identity();
+        assert_eq!(id.repository.as_deref(), Some("acme/app"));
+        assert_eq!(id.run_id.as_deref(), Some("9"));
+        assert_eq!(id.job_name.as_deref(), Some("test (1.22)"));
+        assert_eq!(id.job_id.as_deref(), Some("31"));
+        assert_eq!(id.workflow, None);
+        let bare: WorkflowJob =
+            serde_json::from_str(r#"{"id":0,"url":"https://x/api/v1/repos/acme"}"#).unwrap();
+        assert!(bare.identity().is_empty());
     }
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes_helpers::{BOM, strip_bom};
+use forgerunner_core::budget::{BudgetCell, RateBudget};
 use forgerunner_core::forge::SecretValue;
 use forgerunner_core::metrics::{ForgeRequestLabels, Metrics};
 use forgerunner_http::{BodyError, TransportFailure};
@@ -153,6 +154,10 @@ pub struct GithubClient {
     auth: AuthMethod,
     tokens: TokenCache,
     opts: HttpOptions,
+    /// Non-secret id of the credential, the label of the budget gauges.
+    credential_id: String,
+    /// The latest `X-RateLimit-*` reading of this credential.
+    budget: BudgetCell,
 }
 
 impl GithubClient {
@@ -171,6 +176,29 @@ impl GithubClient {
             auth,
             tokens: TokenCache::default(),
             opts,
+            credential_id: "unknown".to_owned(),
+            budget: BudgetCell::default(),
+        }
+    }
+
+    /// Names the credential in the budget gauges (a non-secret id, see
+    /// [`AuthMethod::credential_id`]).
+    pub fn with_credential_id(mut self, id: String) -> GithubClient {
+        self.credential_id = id;
+        self
+    }
+
+    /// The latest API budget GitHub reported for this credential.
+    pub fn budget(&self) -> Option<RateBudget> {
+        self.budget.get()
+    }
+
+    /// Keeps and exports the budget a response reports, if it reports one (REST responses do,
+    /// the Actions service's do not).
+    fn note_budget(&self, headers: &HeaderMap) {
+        if let Some(b) = RateBudget::from_headers(headers) {
+            self.budget.update(b);
+            self.metrics.budget.set(FORGE, &self.credential_id, &b);
         }
     }
 
@@ -215,6 +243,7 @@ impl GithubClient {
             Ok(resp) => {
                 let status = resp.status().as_u16();
                 let headers = resp.headers().clone();
+                self.note_budget(&headers);
                 let ok = (200..300).contains(&status);
                 let cap = if ok { MAX_REPLY_BYTES } else { MAX_ERROR_BYTES };
                 match (forgerunner_http::read_capped(resp, cap).await, ok) {

@@ -3,17 +3,19 @@
 //! Every step is attempted even when an earlier one failed; the first error is reported so the
 //! status can say what went wrong and the reconcile is retried with backoff.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use tracing::{debug, info, warn};
+use tracing::{Instrument, debug, info, warn};
 
 use super::FIELD_MANAGER;
 use super::error::ReconcileError;
 use super::runner_exit::failed_runner_outdated;
+use super::spans::forge_call;
 use crate::fence::Fence;
 use crate::forge::{Forge, GroupContext, RemoveOutcome, RunnerRef};
 use crate::plan::{Plan, Removal, RemovalReason, RunnerPhase};
@@ -93,6 +95,9 @@ pub struct Target<'a> {
     /// Check new runner pods against the `restricted` profile (once per spec generation: every
     /// runner of a generation has the same pod shape).
     pub check_pod_security: bool,
+    /// Job identity annotations to record, by runner ([`super::identity`]); a runner marked
+    /// busy in this pass gets them in the same patch.
+    pub identities: &'a BTreeMap<String, BTreeMap<String, String>>,
 }
 
 /// Whether `e` is the API server answering `code`.
@@ -132,7 +137,9 @@ pub async fn apply_plan(t: &Target<'_>, plan: &Plan) -> ApplyReport {
 }
 
 async fn mark_busy(t: &Target<'_>, name: &str, report: &mut ApplyReport) {
-    let patch = serde_json::json!({"metadata": {"annotations": {BUSY_ANNOTATION: "true"}}});
+    let mut annotations = t.identities.get(name).cloned().unwrap_or_default();
+    annotations.insert(BUSY_ANNOTATION.to_owned(), "true".to_owned());
+    let patch = serde_json::json!({"metadata": {"annotations": annotations}});
     match t
         .jobs
         .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
@@ -169,7 +176,12 @@ async fn remove(t: &Target<'_>, r: &Removal, report: &mut ApplyReport) {
             return report.fail(e.into());
         }
         let rr = runner_ref(t.observed, &r.name);
-        match t.forge.remove_runner(t.group, &rr).await {
+        match t
+            .forge
+            .remove_runner(t.group, &rr)
+            .instrument(forge_call("remove_runner", t.group))
+            .await
+        {
             Ok(RemoveOutcome::Removed) => {
                 if r.reason == RemovalReason::Orphaned {
                     report.orphans_removed += 1;
@@ -241,7 +253,11 @@ async fn create_runner(t: &Target<'_>) -> Result<(String, Vec<String>), Reconcil
     let name = runner_name(&t.group.key.name);
     // Checked after the permit: the wait for it may outlast the lease.
     t.fence.check()?;
-    let creds = t.forge.runner_credentials(t.group, &name).await?;
+    let creds = t
+        .forge
+        .runner_credentials(t.group, &name)
+        .instrument(forge_call("runner_credentials", t.group))
+        .await?;
     let job = build_runner_job(RunnerJobInput {
         group,
         runner_name: &name,

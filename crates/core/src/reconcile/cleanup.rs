@@ -16,7 +16,7 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
-use tracing::{info, warn};
+use tracing::{Instrument, info, warn};
 
 use super::FINALIZER;
 use super::apply::runner_ref;
@@ -26,6 +26,7 @@ use super::events;
 use super::observe::belongs_to;
 use super::pass_metrics::clear_runner_gauges;
 use super::pipeline::{check_spec, group_context, group_key};
+use super::spans::forge_call;
 use crate::crd::RunnerGroup;
 use crate::forge::{Forge, ForgeError, GroupContext, GroupKey, RunnerRef};
 use crate::runner_job::GROUP_LABEL;
@@ -219,7 +220,12 @@ async fn forge_step(
     });
     let shut_down = ctx.with_memory(key, |m| m.cleanup.as_ref().is_some_and(|c| c.shut_down));
     if !shut_down {
-        match tokio::time::timeout_at(deadline, forge.shutdown(&gctx)).await {
+        match tokio::time::timeout_at(
+            deadline,
+            forge.shutdown(&gctx).instrument(forge_call("shutdown", &gctx)),
+        )
+        .await
+        {
             Ok(Ok(())) => ctx.with_memory(key, |m| {
                 if let Some(c) = m.cleanup.as_mut() {
                     c.shut_down = true;
@@ -272,7 +278,14 @@ async fn deregister(
     deadline: tokio::time::Instant,
 ) -> (String, Result<(), ForgeFailure>) {
     // Busy or gone alike: the runner's Job is deleted next, which ends it either way.
-    let r = match tokio::time::timeout_at(deadline, forge.remove_runner(gctx, &rr)).await {
+    let r = match tokio::time::timeout_at(
+        deadline,
+        forge
+            .remove_runner(gctx, &rr)
+            .instrument(forge_call("remove_runner", gctx)),
+    )
+    .await
+    {
         Ok(Ok(_)) => Ok(()),
         Ok(Err(e)) => Err(ForgeFailure::from(&e)),
         Err(_) => Err(ForgeFailure::timed_out("deregistering runners")),

@@ -71,6 +71,9 @@ pub struct GroupMemory {
     pub pod_security_checked: Option<i64>,
     /// What the latency per stage has already counted.
     pub stages: super::stage_track::StageTracker,
+    /// The last pass created fewer runners than planned because the API budget is low (the
+    /// Event is published when this turns on).
+    pub budget_throttled: bool,
 }
 
 /// A status written by this process, and the `resourceVersion` of the object it was based on.

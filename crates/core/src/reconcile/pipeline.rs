@@ -11,18 +11,21 @@ use k8s_openapi::api::core::v1::{ConfigMap, Event as CoreEvent, Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
-use tracing::{debug, warn};
+use tracing::{Instrument, debug, info, instrument, warn};
 
 use super::apply::{Target, apply_plan};
 use super::cleanup::{cleanup, needs_cleanup};
 use super::context::{Context, USER_ACTION_RETRY, WrittenStatus, with_jitter};
 use super::error::ReconcileError;
 use super::events;
+use super::identity::{identities_to_record, record_identities};
 use super::observe::{belongs_to, observe_runners, runner_refs, with_forge_states};
 use super::pass_metrics::record_pass;
 use super::repair::retire_runners_without_secret;
 use super::runner_rbac::{ensure_runner_rbac, rules_fingerprint};
+use super::spans::forge_call;
 use super::startup_check::find_stuck;
 use super::status::{
     PassSummary, build_status, creation_held, error_conditions, failures_so_far, next_failure_count,
@@ -30,6 +33,7 @@ use super::status::{
 };
 use super::status_write::{StatusWrite, status_write};
 use super::{FIELD_MANAGER, FINALIZER};
+use crate::budget::creation_allowance;
 use crate::conditions::{GroupCondition, transitions};
 use crate::crd::{RunnerGroup, RunnerGroupStatus};
 use crate::error::ErrorCategory;
@@ -52,7 +56,13 @@ pub(super) fn group_key(g: &RunnerGroup) -> GroupKey {
     }
 }
 
-/// The controller's reconcile function.
+/// The controller's reconcile function. Its span names the group and forge, so every line
+/// logged during the pass does too.
+#[instrument(
+    name = "reconcile",
+    skip_all,
+    fields(group = %group_key(&group), forge = group.spec.forge.as_str())
+)]
 pub async fn reconcile(group: Arc<RunnerGroup>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
     let started = Instant::now();
     let forge_label = group.spec.forge.as_str();
@@ -323,11 +333,14 @@ async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, Reconcil
     for r in &mut cluster {
         r.stuck = stuck.remove(&r.name);
     }
-    let view = forge.observe(&gctx, &runner_refs(&jobs, &cluster)).await?;
+    let view = forge
+        .observe(&gctx, &runner_refs(&jobs, &cluster))
+        .instrument(forge_call("observe", &gctx))
+        .await?;
     let observed = with_forge_states(cluster, &view);
     let prev = group.status.as_ref();
     let prev_failures = failures_so_far(prev, group.metadata.generation);
-    let the_plan = plan(&PlanInput {
+    let mut the_plan = plan(&PlanInput {
         min_runners: group.spec.min_runners,
         max_runners: group.spec.max_runners,
         idle_timeout_seconds: group.spec.idle_timeout_seconds(),
@@ -336,6 +349,7 @@ async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, Reconcil
         consecutive_failures: prev_failures,
         creation_held: creation_held(prev, prev_failures, now),
     });
+    slow_down_on_budget(ctx, group, &key, &mut the_plan.create, &view, now).await;
     debug!(
         group = %key,
         waiting_jobs = view.waiting_jobs,
@@ -344,6 +358,7 @@ async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, Reconcil
         "plan"
     );
 
+    let identities = identities_to_record(&jobs, &view.job_identities);
     let target = Target {
         jobs: Api::namespaced(ctx.client.clone(), &key.namespace),
         secrets: Api::namespaced(ctx.client.clone(), &key.namespace),
@@ -353,6 +368,7 @@ async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, Reconcil
         group: &gctx,
         observed: &jobs,
         check_pod_security,
+        identities: &identities,
     };
     // A predecessor killed between a runner's Job and its Secret, or a failed pass whose Secret
     // write and undo both failed, leaves a Job that can never start.
@@ -371,6 +387,7 @@ async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, Reconcil
         }
     };
     let mut report = apply_plan(&target, &the_plan).await;
+    record_identities(&target.jobs, &target.pods, &key, &identities, &the_plan.mark_busy).await;
     report.deleted.extend(retired);
     if report.first_error.is_some() {
         ctx.with_memory(&key, |m| m.secrets_checked = false);
@@ -451,6 +468,56 @@ async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, Reconcil
         Some(e) => Err(e),
         None => Ok(success_requeue(forge, group, deferred)),
     }
+}
+
+/// Lowers `create` when the forge's API budget for the group's credential runs low
+/// ([`creation_allowance`]), so the forge's rate limit is not hit by a burst; logs and publishes
+/// an Event when throttling starts.
+async fn slow_down_on_budget(
+    ctx: &Context,
+    group: &RunnerGroup,
+    key: &GroupKey,
+    create: &mut u32,
+    view: &crate::forge::ForgeView,
+    now: Timestamp,
+) {
+    let allowance = creation_allowance(*create, view.budget.as_ref(), now);
+    let was = ctx.with_memory(key, |m| {
+        std::mem::replace(&mut m.budget_throttled, allowance.throttled)
+    });
+    if !allowance.throttled {
+        return;
+    }
+    let (remaining, limit) = view.budget.map_or((0, 0), |b| (b.remaining, b.limit));
+    let reset = view
+        .budget
+        .and_then(|b| b.reset)
+        .map_or_else(|| "unknown".to_owned(), |r| r.to_string());
+    info!(
+        group = %key,
+        planned = *create,
+        allowed = allowance.create,
+        remaining,
+        limit,
+        reset = %reset,
+        "forge API budget low: creating fewer runners"
+    );
+    if !was {
+        let note = format!(
+            "forge API budget low ({remaining} of {limit} requests left, reset at {reset}): creating              {} of {} runners this pass until the budget recovers",
+            allowance.create, *create
+        );
+        events::publish(
+            ctx,
+            group,
+            EventType::Warning,
+            "ApiBudgetLow",
+            "CreateRunners",
+            note,
+        )
+        .await;
+    }
+    *create = allowance.create;
 }
 
 /// Keeps the runner ServiceAccount, Role and RoleBinding the forge asks for; applied once per

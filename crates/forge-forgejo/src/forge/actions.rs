@@ -86,6 +86,10 @@ impl ForgejoForge {
         ]);
         let mut annotations = BTreeMap::from([(RUNNER_ID_ANNOTATION.to_string(), created.id.to_string())]);
         if let Some(h) = handle {
+            // Bound to this job before its pod starts: its identity goes on at creation.
+            if let Some(job) = oldest_first.iter().find(|j| j.handle == h) {
+                annotations.extend(job.identity().annotations());
+            }
             env.insert(ENV_JOB_HANDLE.to_string(), h.clone());
             annotations.insert(JOB_HANDLE_ANNOTATION.to_string(), h);
         }

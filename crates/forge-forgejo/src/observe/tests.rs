@@ -10,6 +10,8 @@ fn job(id: i64, status: &str, handle: &str) -> RunJob {
         status: status.into(),
         task_id: 0,
         handle: handle.into(),
+        name: String::new(),
+        run_id: 0,
     }
 }
 

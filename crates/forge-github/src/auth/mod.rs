@@ -35,6 +35,20 @@ pub enum AuthMethod {
 }
 
 impl AuthMethod {
+    /// A stable id of the credential that is safe to show (metric labels, logs): the App and
+    /// installation ids for an App, otherwise the credentials Secret's `namespace/name`
+    /// (`secret`), never the token.
+    pub fn credential_id(&self, secret: &str) -> String {
+        match self {
+            AuthMethod::Pat(_) => format!("secret/{secret}"),
+            AuthMethod::App {
+                app_id,
+                installation_id,
+                ..
+            } => format!("app/{app_id}/installation/{installation_id}"),
+        }
+    }
+
     /// Reads the credentials Secret as ARC users have it: a non-empty `github_token` wins,
     /// otherwise all three App keys are required.
     pub fn from_credentials(creds: &Credentials) -> Result<AuthMethod, ApiError> {

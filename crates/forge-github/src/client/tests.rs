@@ -143,3 +143,61 @@ fn reply_debug_shows_no_body() {
     );
     assert!(!shown.contains(&format!("{body:?}")));
 }
+
+/// Answers one request with `head` (status line and headers) and an empty JSON body.
+async fn serve_once(head: &'static str) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = listener.local_addr().expect("address").port();
+    tokio::spawn(async move {
+        let Ok((mut socket, _)) = listener.accept().await else {
+            return;
+        };
+        let mut buf = [0u8; 4096];
+        let _ = socket.read(&mut buf).await;
+        let reply = format!("{head}\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{{}}");
+        let _ = socket.write_all(reply.as_bytes()).await;
+    });
+    port
+}
+
+#[tokio::test]
+async fn rate_limit_headers_become_the_budget_and_its_gauges() {
+    let metrics = Arc::new(forgerunner_core::metrics::Metrics::default());
+    let opts = HttpOptions {
+        max_retries: 0,
+        ..HttpOptions::default()
+    };
+    let client = GithubClient::new(
+        metrics.clone(),
+        ConfigUrl::parse("https://github.com/acme").expect("config URL"),
+        AuthMethod::Pat(SecretValue::new("ghp_secret")),
+        build_transport(None, None, &opts).expect("transport"),
+        opts,
+    )
+    .with_credential_id("secret/ci/github-creds".into());
+    assert_eq!(client.budget(), None);
+    let port = serve_once(
+        "HTTP/1.1 200 OK\r\nx-ratelimit-limit: 5000\r\nx-ratelimit-remaining: 123\r\nx-ratelimit-reset: 1900000000",
+    )
+    .await;
+    get(&client, &format!("http://127.0.0.1:{port}/x"))
+        .await
+        .expect("200");
+    let b = client.budget().expect("a budget reading");
+    assert_eq!((b.remaining, b.limit), (123, 5000));
+    let labels = forgerunner_core::budget::BudgetLabels {
+        forge: "github",
+        credential: "secret/ci/github-creds".into(),
+    };
+    assert_eq!(metrics.budget.remaining.get_or_create(&labels).get(), 123);
+    assert_eq!(metrics.budget.limit.get_or_create(&labels).get(), 5000);
+    assert_eq!(metrics.budget.reset.get_or_create(&labels).get(), 1_900_000_000);
+}
+
+#[test]
+fn credential_ids_name_no_secret() {
+    let pat = AuthMethod::Pat(SecretValue::new("ghp_secret"));
+    assert_eq!(pat.credential_id("ci/creds"), "secret/ci/creds");
+    assert!(!pat.credential_id("ci/creds").contains("ghp_"));
+}

@@ -67,14 +67,13 @@ impl GithubForge {
         let spec = github_spec(&ctx.group)?;
         let config = ConfigUrl::parse(&spec.config_url).map_err(|e| ApiError::Config(e.to_string()))?;
         let auth = AuthMethod::from_credentials(&ctx.credentials)?;
+        let credential =
+            auth.credential_id(&format!("{}/{}", ctx.key.namespace, ctx.credentials.secret_name));
         let http = self.transport(&ctx.key, ctx.ca_bundle.as_deref(), spec.proxy_url.as_deref())?;
-        Ok(GithubClient::new(
-            self.metrics.clone(),
-            config,
-            auth,
-            http,
-            self.opts.http.clone(),
-        ))
+        Ok(
+            GithubClient::new(self.metrics.clone(), config, auth, http, self.opts.http.clone())
+                .with_credential_id(credential),
+        )
     }
 
     /// The shared transport for this CA bundle and proxy (built on first use); `group` uses

@@ -169,6 +169,10 @@ impl GithubForge {
                 Some((r.name.clone(), state))
             })
             .collect();
+        let job_identities = runners
+            .iter()
+            .filter_map(|r| Some((r.name.clone(), state.runners.identity_of(&r.name)?.clone())))
+            .collect();
         Ok(ForgeView {
             // Assigned counts running jobs too; both numbers come from one snapshot, so a job
             // whose runner finished before `JobCompleted` arrived still counts as running, never
@@ -192,6 +196,8 @@ impl GithubForge {
                 scale_set_id: Some(id),
                 forge_version: None,
             },
+            job_identities,
+            budget: client.budget(),
         })
     }
 

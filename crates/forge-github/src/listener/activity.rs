@@ -1,10 +1,11 @@
 //! What the message stream says about our runners: which are working on a job and which the
 //! service has seen finish. The reconciler reads it instead of asking the service per runner.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use forgerunner_core::forge::ForgeRunnerState;
+use forgerunner_core::job_identity::JobIdentity;
 
 use super::message::JobMessage;
 
@@ -19,7 +20,8 @@ pub const FINISHED_MEMORY: Duration = Duration::from_secs(600);
 /// Runner activity from `JobStarted` / `JobCompleted` messages.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RunnerActivity {
-    busy: BTreeSet<String>,
+    /// Busy runners and the job each runs (as far as `JobStarted` told).
+    busy: BTreeMap<String, JobIdentity>,
     finished: BTreeSet<String>,
     /// `finished` in completion order, for pruning.
     finished_order: VecDeque<(Instant, String)>,
@@ -28,11 +30,16 @@ pub struct RunnerActivity {
 }
 
 impl RunnerActivity {
-    /// A runner started a job.
-    pub fn started(&mut self, runner: &str) {
+    /// A runner started the job `identity` names.
+    pub fn started(&mut self, runner: &str, identity: JobIdentity) {
         if !self.finished.contains(runner) {
-            self.busy.insert(runner.to_owned());
+            self.busy.insert(runner.to_owned(), identity);
         }
+    }
+
+    /// The job a busy runner runs, when the message named it.
+    pub fn identity_of(&self, runner: &str) -> Option<&JobIdentity> {
+        self.busy.get(runner).filter(|id| !id.is_empty())
     }
 
     /// A runner completed its job; ephemeral runners take no other.
@@ -77,7 +84,7 @@ impl RunnerActivity {
     pub fn state_of(&self, runner: &str) -> Option<ForgeRunnerState> {
         if self.finished.contains(runner) {
             Some(ForgeRunnerState::Finished)
-        } else if self.busy.contains(runner) {
+        } else if self.busy.contains_key(runner) {
             Some(ForgeRunnerState::Busy)
         } else {
             None
@@ -100,6 +107,7 @@ mod tests {
         a.track_request(&JobMessage::Started {
             runner_request_id: 1,
             runner_name: "r".into(),
+            identity: Default::default(),
         });
         // Cancelled before it started: completed without a runner.
         a.track_request(&JobMessage::Completed {
@@ -115,17 +123,23 @@ mod tests {
         let mut a = RunnerActivity::default();
         let t = Instant::now();
         assert_eq!(a.state_of("r1"), None);
-        a.started("r1");
+        let id = JobIdentity {
+            run_id: Some("7".into()),
+            ..JobIdentity::default()
+        };
+        a.started("r1", id.clone());
         assert_eq!(a.state_of("r1"), Some(ForgeRunnerState::Busy));
+        assert_eq!(a.identity_of("r1"), Some(&id));
         a.completed("r1", t);
         assert_eq!(a.state_of("r1"), Some(ForgeRunnerState::Finished));
+        assert_eq!(a.identity_of("r1"), None);
     }
 
     #[test]
     fn a_late_started_message_does_not_revive_a_finished_runner() {
         let mut a = RunnerActivity::default();
         a.completed("r1", Instant::now());
-        a.started("r1");
+        a.started("r1", JobIdentity::default());
         assert_eq!(a.state_of("r1"), Some(ForgeRunnerState::Finished));
     }
 

@@ -3,6 +3,8 @@
 
 use serde::Deserialize;
 
+use forgerunner_core::job_identity::JobIdentity;
+
 use crate::client::bytes_helpers::strip_bom;
 use crate::types::Statistics;
 
@@ -28,6 +30,8 @@ pub enum JobMessage {
         runner_request_id: i64,
         /// The runner's name (= our Job name).
         runner_name: String,
+        /// Repository, workflow, run and job, as the message names them.
+        identity: JobIdentity,
     },
     /// A job finished (or was cancelled before it started).
     Completed {
@@ -95,6 +99,38 @@ struct Element {
     runner_name: Option<String>,
     #[serde(default)]
     result: Option<String>,
+    #[serde(default)]
+    repository_name: Option<String>,
+    #[serde(default)]
+    owner_name: Option<String>,
+    #[serde(default)]
+    job_id: Option<String>,
+    #[serde(default)]
+    job_workflow_ref: Option<String>,
+    #[serde(default)]
+    job_display_name: Option<String>,
+    #[serde(default)]
+    workflow_run_id: Option<i64>,
+}
+
+impl Element {
+    /// What the message tells about the job (`JobMessageBase`); empty strings and a zero run
+    /// id mean "not told".
+    fn identity(&self) -> JobIdentity {
+        let told = |v: &Option<String>| v.clone().filter(|s| !s.trim().is_empty());
+        let repository = match (told(&self.owner_name), told(&self.repository_name)) {
+            (Some(owner), Some(repo)) => Some(format!("{owner}/{repo}")),
+            (None, Some(repo)) => Some(repo),
+            _ => None,
+        };
+        JobIdentity {
+            repository,
+            workflow: told(&self.job_workflow_ref),
+            run_id: self.workflow_run_id.filter(|id| *id > 0).map(|id| id.to_string()),
+            job_name: told(&self.job_display_name),
+            job_id: told(&self.job_id),
+        }
+    }
 }
 
 /// Decodes a 200 body. An empty body (seen in the wild) is `Ok(None)`: no message.
@@ -140,6 +176,7 @@ fn decode_body(body: &str) -> Vec<JobMessage> {
                 }),
                 "JobStarted" => Some(JobMessage::Started {
                     runner_request_id: id,
+                    identity: e.identity(),
                     runner_name: e.runner_name.unwrap_or_default(),
                 }),
                 "JobCompleted" => Some(JobMessage::Completed {
@@ -187,7 +224,8 @@ mod tests {
                 JobMessage::Available { runner_request_id: 7 },
                 JobMessage::Started {
                     runner_request_id: 8,
-                    runner_name: "r-1".into()
+                    runner_name: "r-1".into(),
+                    identity: JobIdentity::default(),
                 },
                 JobMessage::Completed {
                     runner_request_id: 9,
@@ -220,5 +258,36 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(m.statistics, None);
+    }
+
+    #[test]
+    fn job_started_carries_the_job_identity() {
+        let body = r#"[{"messageType":"JobStarted","runnerRequestId":8,"runnerName":"r-1","runnerId":3,
+                        "repositoryName":"hello","ownerName":"octo","jobId":"c0ffee",
+                        "jobWorkflowRef":"octo/hello/.github/workflows/ci.yml@refs/heads/main",
+                        "jobDisplayName":"build (linux)","workflowRunId":4242,"eventName":"push",
+                        "queueTime":"2026-01-01T00:00:00Z"},
+                       {"messageType":"JobStarted","runnerRequestId":9,"runnerName":"r-2",
+                        "repositoryName":"","workflowRunId":0}]"#;
+        let m = decode(&envelope(body)).unwrap().unwrap();
+        let ids: Vec<&JobIdentity> = m
+            .jobs
+            .iter()
+            .filter_map(|j| match j {
+                JobMessage::Started { identity, .. } => Some(identity),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            ids[0],
+            &JobIdentity {
+                repository: Some("octo/hello".into()),
+                workflow: Some("octo/hello/.github/workflows/ci.yml@refs/heads/main".into()),
+                run_id: Some("4242".into()),
+                job_name: Some("build (linux)".into()),
+                job_id: Some("c0ffee".into()),
+            }
+        );
+        assert!(ids[1].is_empty(), "empty strings and a zero run id tell nothing");
     }
 }

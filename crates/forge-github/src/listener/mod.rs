@@ -99,6 +99,13 @@ impl Listener {
         });
         let cancel = CancellationToken::new();
         let scale_set_id = config.scale_set_id;
+        // The listener outlives any one reconcile: its own span names the group and forge.
+        let span = tracing::info_span!(
+            "listener",
+            group = %config.key,
+            forge = "github",
+            scale_set_id
+        );
         let task = Task {
             client,
             trigger,
@@ -106,7 +113,7 @@ impl Listener {
             shared: shared.clone(),
             cancel: cancel.clone(),
         };
-        let task = tokio::spawn(task.run());
+        let task = tokio::spawn(tracing::Instrument::instrument(task.run(), span));
         Listener {
             scale_set_id,
             shared,
@@ -340,9 +347,13 @@ impl Task {
             for job in &msg.jobs {
                 runners.track_request(job);
                 match job {
-                    JobMessage::Started { runner_name, .. } if !runner_name.is_empty() => {
+                    JobMessage::Started {
+                        runner_name,
+                        identity,
+                        ..
+                    } if !runner_name.is_empty() => {
                         // Counted by the reconciler, like on every forge, once it sees the runner busy.
-                        runners.started(runner_name);
+                        runners.started(runner_name, identity.clone());
                     }
                     JobMessage::Completed { runner_name, .. } if !runner_name.is_empty() => {
                         runners.completed(runner_name, now);

@@ -3,6 +3,7 @@
 
 mod emulator;
 mod runner;
+mod view;
 
 pub use emulator::{E2eEmulator, EmulatorOptions, start_emulator};
 pub use runner::{GithubRunner, JitInfo, RunnerOptions, parse_jit_config, runner_behaviour};

@@ -8,10 +8,12 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use base64::Engine;
-use scaleset::testing::{Emulator, JobState};
-use scaleset::{JobRequestId, ScaleSetId};
+use scaleset::JobRequestId;
+use scaleset::testing::Emulator;
+use tokio::time::Instant;
 use serde::Deserialize;
 
+use super::view::{ClaimView, Lookup};
 use crate::sim::behaviour::{ContainerBehaviour, PodInfo};
 
 /// Env var holding the runner's JIT config (from the runner Secret).
@@ -68,8 +70,9 @@ pub struct GithubRunner {
     emu: Arc<Emulator>,
     opts: RunnerOptions,
     /// Serialises "find an unclaimed job, start it" across simulated runners, so two runners
-    /// never race for the same job (real GitHub hands each job to one runner).
-    claim: Mutex<()>,
+    /// never race for the same job (real GitHub hands each job to one runner); holds the
+    /// emulator snapshot they share.
+    claim: Mutex<ClaimView>,
     /// Runners that have run their one job.
     finished: Mutex<BTreeSet<String>>,
 }
@@ -85,7 +88,7 @@ impl GithubRunner {
         GithubRunner {
             emu,
             opts,
-            claim: Mutex::new(()),
+            claim: Mutex::new(ClaimView::default()),
             finished: Mutex::default(),
         }
     }
@@ -99,30 +102,31 @@ impl GithubRunner {
     }
 
     /// Whether the runner is registered; then the oldest assigned job of its scale set without
-    /// a runner, started on it. `Err(())` when the registration is gone.
-    fn try_claim(&self, jit: &JitInfo) -> Result<Option<JobRequestId>, ()> {
-        let _guard = self
+    /// a runner, started on it. `Err(())` when the registration is gone. `started` is when the
+    /// runner started: older snapshots may not know it yet.
+    fn try_claim(&self, jit: &JitInfo, started: Instant) -> Result<Option<JobRequestId>, ()> {
+        let mut view = self
             .claim
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let state = self.emu.state();
-        if !state.runners.iter().any(|r| r.id.get() == jit.runner_id) {
-            return Err(());
-        }
-        let Some(job) = state
-            .jobs_in(ScaleSetId(jit.scale_set_id), JobState::Assigned)
-            .filter(|j| j.runner_id.is_none())
-            .map(|j| j.id)
-            .min_by_key(|j| j.get())
-        else {
-            return Ok(None);
+        let job = match view.lookup(&self.emu, jit.scale_set_id, jit.runner_id, started) {
+            Lookup::Gone => return Err(()),
+            Lookup::Unknown | Lookup::Registered(None) => return Ok(None),
+            Lookup::Registered(Some(job)) => job,
         };
+        // Whatever happens next, this job is no longer free for anyone else.
+        view.taken(jit.scale_set_id, job);
         let emu = &self.emu;
         let name = jit.runner_name.as_str();
+        let job = JobRequestId(job);
         // The emulator panics on a protocol violation; keep a surprise from killing the pod task.
         match std::panic::catch_unwind(AssertUnwindSafe(|| emu.start_job(job, Some(name)))) {
             Ok(_) => Ok(Some(job)),
-            Err(_) => Ok(None),
+            Err(_) => {
+                // The snapshot was wrong about this job (someone else moved it): look afresh.
+                view.invalidate();
+                Ok(None)
+            }
         }
     }
 }
@@ -134,9 +138,9 @@ impl ContainerBehaviour for GithubRunner {
             tracing::warn!(pod = %pod.name, "simulated GitHub runner without a usable JIT config");
             return EXIT_BAD_CONFIG;
         };
-        let started = tokio::time::Instant::now();
+        let started = Instant::now();
         loop {
-            match self.try_claim(&jit) {
+            match self.try_claim(&jit, started) {
                 // Deregistered while idle (scale-down): the runner process ends.
                 Err(()) => return 0,
                 Ok(Some(job)) => {
@@ -177,6 +181,8 @@ mod tests {
 
     use scaleset::{JitRunnerSetting, RunnerScaleSetSpec};
     use tokio_util::sync::CancellationToken;
+
+    use scaleset::testing::JobState;
 
     use super::*;
 

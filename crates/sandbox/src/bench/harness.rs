@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use super::report::Report;
 use crate::world::groups::GroupSize;
-use crate::world::operator::{OperatorCommand, OperatorProcess, OperatorSettings};
+use crate::world::operator::{OperatorCommand, OperatorProcess, OperatorSettings, proc_usage};
 use crate::world::watch::JobWatch;
 use crate::world::workload::{ForgeTarget as Target, Progress, Queued};
 use crate::world::{World, WorldError, WorldOptions, wait_until};
@@ -68,6 +68,8 @@ pub struct Harness {
     pub max_runners: u32,
     /// When the groups were ready.
     pub ready_at: Instant,
+    /// This process's CPU seconds when the run's setup began.
+    cpu_at_start: f64,
 }
 
 const WEBHOOK_SECRET: &str = "bench-webhook-secret";
@@ -81,6 +83,7 @@ impl Harness {
         max_runners: u32,
         work_time: Duration,
     ) -> Result<Harness, WorldError> {
+        let cpu_at_start = own_cpu_seconds();
         let world = World::start(WorldOptions {
             github: forge == BenchForge::Github,
             gitea: matches!(forge, BenchForge::GiteaPoll | BenchForge::GiteaWebhook),
@@ -125,46 +128,61 @@ impl Harness {
                 WEBHOOK_SECRET,
             );
         }
-        for name in &names {
-            targets.push(match forge {
-                BenchForge::Github => Target::Github {
-                    scale_set: match world.github_scale_set(name, Duration::from_secs(60)).await {
-                        Ok(id) => id,
-                        Err(e) => {
-                            for line in operator.output().iter().rev().take(15).rev() {
-                                eprintln!("operator: {line}");
-                            }
-                            return Err(e);
-                        }
-                    },
+        let scale_sets = if forge == BenchForge::Github {
+            let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+            match world.github_scale_sets(&refs, Duration::from_secs(60)).await {
+                Ok(ids) => ids,
+                Err(e) => {
+                    for line in operator.output().iter().rev().take(15).rev() {
+                        eprintln!("operator: {line}");
+                    }
+                    return Err(e);
+                }
+            }
+        } else {
+            Vec::new()
+        };
+        for (i, name) in names.iter().enumerate() {
+            targets.push(match (forge, scale_sets.get(i)) {
+                (BenchForge::Github, Some(scale_set)) => Target::Github {
+                    scale_set: *scale_set,
                     label: name.clone(),
                 },
-                BenchForge::GiteaPoll | BenchForge::GiteaWebhook => Target::Gitea {
+                (BenchForge::Github, None) => {
+                    return Err(WorldError::Timeout(format!("scale set {name}")));
+                }
+                (BenchForge::GiteaPoll | BenchForge::GiteaWebhook, _) => Target::Gitea {
                     label: format!("bench-{name}"),
                 },
-                BenchForge::Forgejo => Target::Forgejo {
+                (BenchForge::Forgejo, _) => Target::Forgejo {
                     label: format!("bench-{name}"),
                 },
             });
         }
         if forge != BenchForge::Github {
             // The first poll checks the version and tokens; measure from a warm operator.
+            // One list per check: a get per group made each check cost a thousand requests.
+            let api = kube::Api::<forgerunner_core::RunnerGroup>::namespaced(
+                world.client.clone(),
+                NAMESPACE,
+            );
             let groups_ready = || async {
-                let mut all = true;
-                for name in &names {
-                    let ready = world
-                        .group(NAMESPACE, name)
-                        .await
-                        .ok()
-                        .and_then(|g| g.status)
-                        .is_some_and(|s| {
+                let Ok(list) = api.list(&kube::api::ListParams::default()).await else {
+                    return false;
+                };
+                let ready: std::collections::HashSet<String> = list
+                    .items
+                    .into_iter()
+                    .filter(|g| {
+                        g.status.as_ref().is_some_and(|s| {
                             s.conditions
                                 .iter()
                                 .any(|c| c.type_ == "Ready" && c.status == "True")
-                        });
-                    all &= ready;
-                }
-                all
+                        })
+                    })
+                    .filter_map(|g| g.metadata.name)
+                    .collect();
+                names.iter().all(|n| ready.contains(n))
             };
             wait_until(Duration::from_secs(60), "the groups to be Ready", groups_ready).await?;
         }
@@ -177,6 +195,7 @@ impl Harness {
             targets,
             max_runners,
             ready_at: Instant::now(),
+            cpu_at_start,
         })
     }
 
@@ -188,6 +207,11 @@ impl Harness {
     /// Where group `idx`'s jobs stand.
     pub fn progress(&self, idx: usize) -> Progress {
         self.targets[idx].progress(&self.world)
+    }
+
+    /// Where every group's jobs stand, index-aligned with `groups`, from one read of the forge.
+    pub fn progress_all(&self) -> Vec<Progress> {
+        self.world.progress_all(&self.targets)
     }
 
     /// Waits until group `idx` has had `n` runner Jobs created.
@@ -203,10 +227,10 @@ impl Harness {
     /// Waits until every job is done, no runner is registered and no runner Job is left.
     pub async fn wait_drained(&self, timeout: Duration) -> bool {
         wait_until(timeout, "drain", || async {
-            let forge_clean = (0..self.targets.len()).all(|i| {
-                let p = self.progress(i);
-                p.all_done() && p.registered_runners == 0
-            });
+            let forge_clean = self
+                .progress_all()
+                .iter()
+                .all(|p| p.all_done() && p.registered_runners == 0);
             forge_clean
                 && self
                     .world
@@ -290,10 +314,11 @@ impl Harness {
         if std::env::var_os("BENCH_VERBOSE").is_some() {
             eprintln!("operator writes by kind: {:?}", self.k8s_writes_by_kind());
         }
-        report.completed = (0..self.targets.len()).all(|i| self.progress(i).all_done());
+        let progress = self.progress_all();
+        report.completed = progress.iter().all(Progress::all_done);
         if !report.completed || std::env::var_os("BENCH_VERBOSE").is_some() {
             for (i, name) in self.groups.iter().enumerate() {
-                let p = self.progress(i);
+                let p = progress[i];
                 if !p.all_done() {
                     eprintln!("group {name}: {p:?}");
                     eprintln!("operator output (last lines):\n{}", self.operator.output_tail(20));
@@ -321,9 +346,7 @@ impl Harness {
                 }
             }
         }
-        let registered: usize = (0..self.targets.len())
-            .map(|i| self.progress(i).registered_runners)
-            .sum();
+        let registered: usize = progress.iter().map(|p| p.registered_runners).sum();
         let left = self
             .world
             .runner_jobs(NAMESPACE, None)
@@ -335,7 +358,14 @@ impl Harness {
             report.peak_rss_mib = round2(rss);
             report.cpu_seconds = round2(cpu);
         }
+        report.harness_cpu_seconds = round2(own_cpu_seconds() - self.cpu_at_start);
     }
+}
+
+/// CPU seconds (user + system, all threads) this process used so far; 0 where `/proc` is
+/// missing. The operator is a child process and is not included.
+fn own_cpu_seconds() -> f64 {
+    proc_usage(std::process::id()).map_or(0.0, |(_, cpu)| cpu)
 }
 
 /// `a / b`, 0 when `b` is 0, rounded to two decimals.

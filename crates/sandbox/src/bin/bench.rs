@@ -58,6 +58,9 @@ struct Args {
     /// Forgejo always polls (it has no job-level webhook).
     #[arg(long)]
     gitea_mode: Option<String>,
+    /// After the JSON lines, print the runs as a Markdown table (the one docs/performance.md uses).
+    #[arg(long)]
+    table: bool,
 }
 
 fn main() -> ExitCode {
@@ -113,6 +116,7 @@ async fn run(args: Args) -> ExitCode {
         one => vec![one],
     };
     let mut clean = true;
+    let mut rows = Vec::new();
     for scenario in scenarios {
         for forge in forges(&args, scenario) {
             let result: Result<Report, _> = match scenario {
@@ -125,6 +129,7 @@ async fn run(args: Args) -> ExitCode {
                 Ok(report) => {
                     clean &= report.completed && report.duplicates == 0 && report.leaks == 0;
                     println!("{}", report.to_json_line());
+                    rows.push(report.to_table_row());
                 }
                 Err(e) => {
                     clean = false;
@@ -132,6 +137,9 @@ async fn run(args: Args) -> ExitCode {
                 }
             }
         }
+    }
+    if args.table && !rows.is_empty() {
+        println!("\n{}\n{}", Report::table_header(), rows.join("\n"));
     }
     if clean {
         ExitCode::SUCCESS

@@ -197,24 +197,51 @@ impl World {
         name: &str,
         timeout: Duration,
     ) -> Result<scaleset::ScaleSetId, WorldError> {
+        let mut ids = self.github_scale_sets(&[name], timeout).await?;
+        ids.pop()
+            .ok_or_else(|| WorldError::Timeout(format!("scale set {name}")))
+    }
+
+    /// The emulator scale sets of several groups, index-aligned with `names`, once all exist.
+    /// One emulator snapshot per check, however many names.
+    pub async fn github_scale_sets(
+        &self,
+        names: &[&str],
+        timeout: Duration,
+    ) -> Result<Vec<scaleset::ScaleSetId>, WorldError> {
         let Some(emu) = &self.github else {
             return Err(WorldError::Timeout(
                 "a GitHub emulator (world started without one)".into(),
             ));
         };
-        let find = || {
-            emu.emu
-                .state()
+        let find = || -> Result<Vec<scaleset::ScaleSetId>, String> {
+            let state = emu.emu.state();
+            let by_name: std::collections::HashMap<&str, scaleset::ScaleSetId> = state
                 .scale_sets
                 .iter()
-                .find(|s| s.name == name)
-                .map(|s| s.id)
+                .map(|s| (s.name.as_str(), s.id))
+                .collect();
+            names
+                .iter()
+                .map(|n| by_name.get(n).copied().ok_or_else(|| (*n).to_owned()))
+                .collect()
         };
-        wait_until(timeout, &format!("scale set {name}"), || async {
-            find().is_some()
+        let mut missing = String::new();
+        let found = wait_until(timeout, "scale sets", || {
+            let ready = match find() {
+                Ok(_) => true,
+                Err(name) => {
+                    missing = name;
+                    false
+                }
+            };
+            async move { ready }
         })
-        .await?;
-        find().ok_or_else(|| WorldError::Timeout(format!("scale set {name}")))
+        .await;
+        match found {
+            Ok(()) => find().map_err(|name| WorldError::Timeout(format!("scale set {name}"))),
+            Err(_) => Err(WorldError::Timeout(format!("scale set {missing}"))),
+        }
     }
 
     /// Creates a Gitea RunnerGroup at the org scope of the world's repository (admin token),

@@ -7,6 +7,7 @@
 
 pub mod groups;
 pub mod operator;
+mod progress;
 pub mod watch;
 pub mod workload;
 
@@ -260,7 +261,9 @@ pub fn block_on_main(main: impl std::future::Future<Output = ExitCode>) -> ExitC
     }
 }
 
-/// Polls `check` every 20 ms until it returns true or `timeout` passes.
+/// Polls `check` every 20 ms until it returns true or `timeout` passes. A check that takes
+/// longer (a read of a fake holding thousands of objects) is spaced out to four times its
+/// duration, so the waiting harness does not crowd out the system it measures.
 pub async fn wait_until<F, Fut>(timeout: Duration, what: &str, mut check: F) -> Result<(), WorldError>
 where
     F: FnMut() -> Fut,
@@ -268,12 +271,18 @@ where
 {
     let deadline = Instant::now() + timeout;
     loop {
+        let started = Instant::now();
         if check().await {
             return Ok(());
         }
         if Instant::now() >= deadline {
             return Err(WorldError::Timeout(what.to_owned()));
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        tokio::time::sleep(poll_pause(started.elapsed())).await;
     }
+}
+
+/// The pause after a check that took `cost`: 20 ms, or four times the cost when larger.
+fn poll_pause(cost: Duration) -> Duration {
+    (cost * 4).max(Duration::from_millis(20))
 }

@@ -4,6 +4,7 @@ use std::time::{Duration, Instant};
 
 use scaleset::ScaleSetId;
 
+use super::progress::github_tallies;
 use super::watch::GroupTally;
 use super::{FORGEJO_REPO, GITEA_REPO, World, WorldError};
 
@@ -77,91 +78,30 @@ impl World {
 
     /// Progress of the GitHub jobs of one scale set.
     pub fn github_progress(&self, scale_set: ScaleSetId) -> Progress {
-        use scaleset::testing::JobState;
         let Some(emu) = &self.github else {
             return Progress::default();
         };
-        let state = emu.emu.state();
-        let mut p = Progress::default();
-        for job in state.jobs.iter().filter(|j| j.scale_set_id == scale_set) {
-            p.total += 1;
-            match job.state {
-                JobState::Available | JobState::Assigned => p.queued += 1,
-                JobState::Running => p.running += 1,
-                JobState::Completed => p.done += 1,
-            }
-        }
-        p.registered_runners = state
-            .runners
-            .iter()
-            .filter(|r| r.scale_set_id == scale_set)
-            .count();
-        p
+        github_tallies(&emu.emu.state())
+            .get(&scale_set)
+            .copied()
+            .unwrap_or_default()
     }
 
     /// Progress of the Gitea jobs whose `runs-on` is exactly `labels` (order ignored).
     pub fn gitea_progress(&self, labels: &[&str]) -> Progress {
-        use forgerunner_testkit::gitea::JobState;
-        let Some(fake) = &self.gitea else {
-            return Progress::default();
-        };
-        let mut want: Vec<&str> = labels.to_vec();
-        want.sort_unstable();
-        let mut p = Progress::default();
-        for job in fake.jobs() {
-            let mut have: Vec<&str> = job.labels.iter().map(String::as_str).collect();
-            have.sort_unstable();
-            if have != want {
-                continue;
-            }
-            p.total += 1;
-            match job.state {
-                JobState::Waiting | JobState::Blocked => p.queued += 1,
-                JobState::Running => p.running += 1,
-                JobState::Done(_) => p.done += 1,
-            }
-        }
-        p.registered_runners = fake
-            .runners()
-            .iter()
-            .filter(|r| want.iter().all(|l| r.labels.iter().any(|have| have == l)))
-            .count();
-        p
+        self.gitea_progress_of(&[labels])
+            .pop()
+            .unwrap_or_default()
     }
 
     /// Progress of the Forgejo jobs whose `runs-on` is exactly `labels` (order ignored).
     ///
     /// Registered runners are those whose declared label names include every one of `labels`,
-    /// plus runner rows that have declared no label yet (created over REST, pod not yet
-    /// connected): those cannot be told apart by labels, so they count for every label set and
-    /// a leaked one is never missed.
+    /// plus runner rows that have declared no label yet (they cannot be told apart by labels).
     pub fn forgejo_progress(&self, labels: &[&str]) -> Progress {
-        use forgerunner_testkit::forgejo::JobStatus;
-        let Some(fake) = &self.forgejo else {
-            return Progress::default();
-        };
-        let mut want: Vec<&str> = labels.to_vec();
-        want.sort_unstable();
-        let mut p = Progress::default();
-        for job in fake.jobs() {
-            let mut have: Vec<&str> = job.runs_on.iter().map(String::as_str).collect();
-            have.sort_unstable();
-            if have != want {
-                continue;
-            }
-            p.total += 1;
-            match job.status {
-                JobStatus::Waiting | JobStatus::Blocked => p.queued += 1,
-                JobStatus::Running => p.running += 1,
-                JobStatus::Done(_) => p.done += 1,
-            }
-        }
-        p.registered_runners = fake
-            .runners()
-            .iter()
-            .filter(|r| r.labels.is_empty() || want.iter().all(|l| r.labels.iter().any(|have| have == l)))
-            .count();
-        p
+        self.forgejo_progress_of(&[labels])
+            .pop()
+            .unwrap_or_default()
     }
 }
 

@@ -91,6 +91,14 @@ impl JobWatch {
             .unwrap_or_default()
     }
 
+    /// Runner Jobs present and not finished right now, across every group.
+    pub fn active_count(&self) -> usize {
+        self.tally
+            .lock()
+            .map(|t| t.values().map(|g| g.active.len()).sum())
+            .unwrap_or(0)
+    }
+
     /// Snapshots of every group seen.
     pub fn all(&self) -> BTreeMap<String, GroupTally> {
         self.tally.lock().map(|t| t.clone()).unwrap_or_default()

@@ -142,7 +142,7 @@ mod tests {
             .generate_jit_config(set.id, &JitRunnerSetting::new("r1"))
             .await
             .unwrap();
-        let runner = jit.runner.as_ref().unwrap().id;
+        let runner = jit.runner.as_ref().unwrap().id.get();
         // A forced-fresh view sees it; an old snapshot must not call a newer runner gone.
         view.cost = Duration::from_secs(1);
         let started = Instant::now();

@@ -162,10 +162,7 @@ impl Harness {
         if forge != BenchForge::Github {
             // The first poll checks the version and tokens; measure from a warm operator.
             // One list per check: a get per group made each check cost a thousand requests.
-            let api = kube::Api::<forgerunner_core::RunnerGroup>::namespaced(
-                world.client.clone(),
-                NAMESPACE,
-            );
+            let api = kube::Api::<forgerunner_core::RunnerGroup>::namespaced(world.client.clone(), NAMESPACE);
             let groups_ready = || async {
                 let Ok(list) = api.list(&kube::api::ListParams::default()).await else {
                     return false;

@@ -89,7 +89,8 @@ impl Report {
 
     /// This report as one row of [`Report::table_header`]'s table.
     pub fn to_table_row(&self) -> String {
-        let rate = if self.runners_per_second > 0.0 && self.scenario != "single" && self.scenario != "steady" {
+        let rate = if self.runners_per_second > 0.0 && self.scenario != "single" && self.scenario != "steady"
+        {
             self.runners_per_second.to_string()
         } else {
             "—".to_owned()

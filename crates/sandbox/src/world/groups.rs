@@ -216,11 +216,8 @@ impl World {
         };
         let find = || -> Result<Vec<scaleset::ScaleSetId>, String> {
             let state = emu.emu.state();
-            let by_name: std::collections::HashMap<&str, scaleset::ScaleSetId> = state
-                .scale_sets
-                .iter()
-                .map(|s| (s.name.as_str(), s.id))
-                .collect();
+            let by_name: std::collections::HashMap<&str, scaleset::ScaleSetId> =
+                state.scale_sets.iter().map(|s| (s.name.as_str(), s.id)).collect();
             names
                 .iter()
                 .map(|n| by_name.get(n).copied().ok_or_else(|| (*n).to_owned()))

@@ -210,15 +210,17 @@ mod tests {
         let scan = |want: &[&str], unlabelled: bool| {
             runners
                 .iter()
-                .filter(|r| {
-                    (unlabelled && r.is_empty()) || want.iter().all(|l| r.iter().any(|h| h == l))
-                })
+                .filter(|r| (unlabelled && r.is_empty()) || want.iter().all(|l| r.iter().any(|h| h == l)))
                 .count()
         };
         for unlabelled in [false, true] {
             let idx = RunnerLabels::new(&runners, unlabelled);
             for want in [&["a"][..], &["b"], &["a", "b"], &["z"], &["b", "c"], &[]] {
-                assert_eq!(idx.carrying(want), scan(want, unlabelled), "{want:?} {unlabelled}");
+                assert_eq!(
+                    idx.carrying(want),
+                    scan(want, unlabelled),
+                    "{want:?} {unlabelled}"
+                );
             }
         }
     }

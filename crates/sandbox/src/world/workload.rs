@@ -89,9 +89,7 @@ impl World {
 
     /// Progress of the Gitea jobs whose `runs-on` is exactly `labels` (order ignored).
     pub fn gitea_progress(&self, labels: &[&str]) -> Progress {
-        self.gitea_progress_of(&[labels])
-            .pop()
-            .unwrap_or_default()
+        self.gitea_progress_of(&[labels]).pop().unwrap_or_default()
     }
 
     /// Progress of the Forgejo jobs whose `runs-on` is exactly `labels` (order ignored).
@@ -99,9 +97,7 @@ impl World {
     /// Registered runners are those whose declared label names include every one of `labels`,
     /// plus runner rows that have declared no label yet (they cannot be told apart by labels).
     pub fn forgejo_progress(&self, labels: &[&str]) -> Progress {
-        self.forgejo_progress_of(&[labels])
-            .pop()
-            .unwrap_or_default()
+        self.forgejo_progress_of(&[labels]).pop().unwrap_or_default()
     }
 }
 

@@ -10,8 +10,8 @@ use async_trait::async_trait;
 use base64::Engine;
 use scaleset::JobRequestId;
 use scaleset::testing::Emulator;
-use tokio::time::Instant;
 use serde::Deserialize;
+use tokio::time::Instant;
 
 use super::view::{ClaimView, Lookup};
 use crate::sim::behaviour::{ContainerBehaviour, PodInfo};

@@ -148,7 +148,10 @@ mod tests {
         let started = Instant::now();
         assert_eq!(view.lookup(&emu, set.id.0, runner, started), Lookup::Unknown);
         view.invalidate();
-        assert_eq!(view.lookup(&emu, set.id.0, runner, started), Lookup::Registered(None));
+        assert_eq!(
+            view.lookup(&emu, set.id.0, runner, started),
+            Lookup::Registered(None)
+        );
 
         let session = client.create_message_session(set.id, "t").await.unwrap();
         let job = emu.queue_job(set.id, Vec::<String>::new());
@@ -159,7 +162,10 @@ mod tests {
             Lookup::Registered(Some(job.get()))
         );
         view.taken(set.id.0, job.get());
-        assert_eq!(view.lookup(&emu, set.id.0, runner, started), Lookup::Registered(None));
+        assert_eq!(
+            view.lookup(&emu, set.id.0, runner, started),
+            Lookup::Registered(None)
+        );
         session.close().await.unwrap();
     }
 }

@@ -12,8 +12,8 @@ use prometheus_client::registry::Registry;
 
 pub mod group;
 
-pub use group::{GroupGauges, GroupLabels, GroupMetrics, Stage};
 use crate::budget::BudgetMetrics;
+pub use group::{GroupGauges, GroupLabels, GroupMetrics, Stage};
 
 /// Outcome of one forge request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, EncodeLabelValue)]

@@ -178,14 +178,14 @@ impl GithubForge {
             // whose runner finished before `JobCompleted` arrived still counts as running, never
             // as waiting: no ledger of finished runners is needed.
             waiting_jobs: stats.total_assigned_jobs.saturating_sub(stats.total_running_jobs),
-            // Job requests the messages show assigned and not started; the messages carry no
-            // queue time the listener keeps, so stages start at first seen.
+            // Job requests the messages show assigned and not started, with `JobAssigned`'s
+            // queue time for the "queued → seen" stage.
             waiting: state
                 .runners
                 .waiting_requests()
-                .map(|id| WaitingJob {
+                .map(|(id, queued_at)| WaitingJob {
                     id: id.to_string(),
-                    queued_at: None,
+                    queued_at,
                 })
                 .collect(),
             runners: states,

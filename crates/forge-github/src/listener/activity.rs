@@ -25,8 +25,9 @@ pub struct RunnerActivity {
     finished: BTreeSet<String>,
     /// `finished` in completion order, for pruning.
     finished_order: VecDeque<(Instant, String)>,
-    /// Request ids of jobs assigned to the scale set and not started or completed yet.
-    waiting: BTreeSet<i64>,
+    /// Request ids of jobs assigned to the scale set and not started or completed yet, with
+    /// their queue time where the message gave it.
+    waiting: BTreeMap<i64, Option<jiff::Timestamp>>,
 }
 
 impl RunnerActivity {
@@ -60,8 +61,11 @@ impl RunnerActivity {
     /// Follows which job requests wait for a runner: assigned until started or completed.
     pub fn track_request(&mut self, job: &JobMessage) {
         match job {
-            JobMessage::Assigned { runner_request_id } if self.waiting.len() < MAX_WAITING => {
-                self.waiting.insert(*runner_request_id);
+            JobMessage::Assigned {
+                runner_request_id,
+                queued_at,
+            } if self.waiting.len() < MAX_WAITING => {
+                self.waiting.insert(*runner_request_id, *queued_at);
             }
             JobMessage::Started {
                 runner_request_id, ..
@@ -75,9 +79,10 @@ impl RunnerActivity {
         }
     }
 
-    /// Request ids of the jobs waiting for a runner, for the latency per stage.
-    pub fn waiting_requests(&self) -> impl Iterator<Item = i64> + '_ {
-        self.waiting.iter().copied()
+    /// Request ids of the jobs waiting for a runner and their queue times, for the latency per
+    /// stage.
+    pub fn waiting_requests(&self) -> impl Iterator<Item = (i64, Option<jiff::Timestamp>)> + '_ {
+        self.waiting.iter().map(|(id, at)| (*id, *at))
     }
 
     /// What the messages say about one runner, if anything.
@@ -99,9 +104,11 @@ mod tests {
     #[test]
     fn requests_wait_from_assigned_to_started_or_completed() {
         let mut a = RunnerActivity::default();
+        let queued: jiff::Timestamp = "2026-01-01T00:00:00Z".parse().expect("time");
         for id in [1, 2, 3] {
             a.track_request(&JobMessage::Assigned {
                 runner_request_id: id,
+                queued_at: Some(queued),
             });
         }
         a.track_request(&JobMessage::Started {
@@ -115,7 +122,7 @@ mod tests {
             runner_name: String::new(),
             result: "canceled".into(),
         });
-        assert_eq!(a.waiting_requests().collect::<Vec<_>>(), [2]);
+        assert_eq!(a.waiting_requests().collect::<Vec<_>>(), [(2, Some(queued))]);
     }
 
     #[test]

@@ -23,6 +23,8 @@ pub enum JobMessage {
     Assigned {
         /// `runnerRequestId`.
         runner_request_id: i64,
+        /// `queueTime`: when the job was queued, for the "queued → seen" stage.
+        queued_at: Option<jiff::Timestamp>,
     },
     /// A job started on one of our runners.
     Started {
@@ -111,9 +113,17 @@ struct Element {
     job_display_name: Option<String>,
     #[serde(default)]
     workflow_run_id: Option<i64>,
+    #[serde(default)]
+    queue_time: Option<String>,
 }
 
 impl Element {
+    /// `queueTime`, when it is a real time: the service sends `0001-01-01T00:00:00Z` for "none".
+    fn queued_at(&self) -> Option<jiff::Timestamp> {
+        let at: jiff::Timestamp = self.queue_time.as_deref()?.parse().ok()?;
+        (at > jiff::Timestamp::UNIX_EPOCH).then_some(at)
+    }
+
     /// What the message tells about the job (`JobMessageBase`); empty strings and a zero run
     /// id mean "not told".
     fn identity(&self) -> JobIdentity {
@@ -173,6 +183,7 @@ fn decode_body(body: &str) -> Vec<JobMessage> {
                 }),
                 "JobAssigned" => Some(JobMessage::Assigned {
                     runner_request_id: id,
+                    queued_at: e.queued_at(),
                 }),
                 "JobStarted" => Some(JobMessage::Started {
                     runner_request_id: id,
@@ -233,11 +244,29 @@ mod tests {
                     result: "succeeded".into()
                 },
                 JobMessage::Assigned {
-                    runner_request_id: 10
+                    runner_request_id: 10,
+                    queued_at: None,
                 },
             ]
         );
         assert_eq!(m.available_ids(), vec![7]);
+    }
+
+    #[test]
+    fn job_assigned_carries_its_queue_time_and_the_zero_time_is_none() {
+        let body = r#"[{"messageType":"JobAssigned","runnerRequestId":1,"queueTime":"2026-03-04T05:06:07Z"},
+                       {"messageType":"JobAssigned","runnerRequestId":2,"queueTime":"0001-01-01T00:00:00Z"},
+                       {"messageType":"JobAssigned","runnerRequestId":3}]"#;
+        let m = decode(&envelope(body)).expect("decodes").expect("a message");
+        let queued: Vec<_> = m
+            .jobs
+            .iter()
+            .map(|j| match j {
+                JobMessage::Assigned { queued_at, .. } => queued_at.map(|t| t.to_string()),
+                other => panic!("unexpected {other:?}"),
+            })
+            .collect();
+        assert_eq!(queued, [Some("2026-03-04T05:06:07Z".to_owned()), None, None]);
     }
 
     #[test]

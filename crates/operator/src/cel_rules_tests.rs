@@ -8,7 +8,6 @@
 //! a bad example here fails the test.
 
 use std::path::Path;
-use std::process::Command;
 use std::sync::Arc;
 
 use forgerunner_core::RunnerGroup;
@@ -166,19 +165,10 @@ fn apply(kubeconfig: &Path, obj: &Value, extra: &[&str]) -> (bool, String) {
     let name = obj["metadata"]["name"].as_str().expect("name");
     let file = dir.join(format!("{name}.json"));
     std::fs::write(&file, obj.to_string()).expect("manifest");
-    let out = Command::new("kubectl")
-        .args(["apply", "-f", file.to_str().expect("utf-8 path")])
-        .args(extra)
-        .env("KUBECONFIG", kubeconfig)
-        .env("HOME", dir)
-        .output()
-        .expect("kubectl is on the PATH");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
+    let mut args = vec!["apply", "-f", file.to_str().expect("utf-8 path")];
+    args.extend_from_slice(extra);
+    let r = forgerunner_testkit::kubectl::run(kubeconfig, &args).expect("kubectl is on the PATH");
+    (r.ok, r.text())
 }
 
 fn reconciler_says(obj: &Value, forges: &EnabledForges) -> Result<(), String> {
@@ -207,18 +197,15 @@ async fn every_cel_rule_refuses_its_bad_example_at_kubectl_apply_and_in_the_reco
     let (crd, ns_out) = tokio::task::spawn_blocking({
         let kubeconfig = kubeconfig.clone();
         move || {
-            let crd = Command::new("kubectl")
-                .args(["apply", "-f", crd_file.to_str().expect("utf-8 path")])
-                .env("KUBECONFIG", &kubeconfig)
-                .env("HOME", kubeconfig.parent().expect("dir"))
-                .output()
-                .expect("kubectl");
+            let crd_path = crd_file.to_str().expect("utf-8 path");
+            let crd =
+                forgerunner_testkit::kubectl::run(&kubeconfig, &["apply", "-f", crd_path]).expect("kubectl");
             (crd, apply(&kubeconfig, &ns, &[]))
         }
     })
     .await
     .expect("kubectl task");
-    assert!(crd.status.success(), "{}", String::from_utf8_lossy(&crd.stderr));
+    assert!(crd.ok, "{}", crd.stderr);
     assert!(ns_out.0, "{}", ns_out.1);
 
     let (trigger, _rx) = ReconcileTrigger::channel();

@@ -9,51 +9,23 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::e2e::{fail_with_output, start_operator_with, start_world};
+use common::e2e::{fail_with_output, start_world};
+use common::leader::{LEASE_SECONDS, lease_holder, start_candidate as start};
 use forgerunner_sandbox::world::groups::GroupSize;
-use forgerunner_sandbox::world::operator::{OperatorProcess, OperatorSettings};
+use forgerunner_sandbox::world::operator::OperatorProcess;
 use forgerunner_sandbox::world::watch::JobWatch;
 use forgerunner_sandbox::world::{World, WorldOptions, wait_until};
 use forgerunner_testkit::apiserver::{Fault as ApiFault, RequestRecord};
 use forgerunner_testkit::gitea::Fault as GiteaFault;
-use k8s_openapi::api::coordination::v1::Lease;
-use kube::Api;
 
 const NS: &str = "fence";
 const LABELS: &[&str] = &["linux"];
 const MAX: u32 = 6;
-/// Short enough for a quick failover, long enough that renewals on a busy machine keep up.
-const LEASE_SECONDS: u64 = 8;
 const DRAIN: Duration = Duration::from_secs(180);
 
 /// The renew deadline the operator derives from [`LEASE_SECONDS`] (two thirds of it).
 fn renew_deadline() -> Duration {
     Duration::from_secs(LEASE_SECONDS) * 2 / 3
-}
-
-fn start(world: &World, name: &str) -> OperatorProcess {
-    let settings = OperatorSettings {
-        forges: vec!["gitea".into()],
-        pod_name: name.into(),
-        leader_election: true,
-        env: vec![(
-            "FORGERUNNER_LEADER_ELECTION_LEASE_DURATION_SECONDS".into(),
-            LEASE_SECONDS.to_string(),
-        )],
-        ..OperatorSettings::default()
-    };
-    start_operator_with(world, &settings)
-}
-
-async fn lease_holder(world: &World) -> Option<String> {
-    let leases: Api<Lease> = Api::namespaced(world.client.clone(), "default");
-    leases
-        .get_opt("forgerunner")
-        .await
-        .ok()
-        .flatten()
-        .and_then(|l| l.spec?.holder_identity)
-        .filter(|h| !h.is_empty())
 }
 
 async fn wait_for_holder(world: &World, who: &str, within: Duration, op: &OperatorProcess) {

@@ -8,18 +8,16 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::e2e::{fail_with_output, start_operator_with, start_world};
+use common::e2e::{fail_with_output, start_world};
+use common::leader::{lease_holder, start_candidate as start};
 use common::scrape::scrape;
 use forgerunner_sandbox::world::groups::GroupSize;
-use forgerunner_sandbox::world::operator::{OperatorProcess, OperatorSettings};
-use forgerunner_sandbox::world::{World, WorldOptions, wait_until};
+use forgerunner_sandbox::world::operator::OperatorProcess;
+use forgerunner_sandbox::world::{WorldOptions, wait_until};
 use forgerunner_testkit::apiserver::Fault as ApiFault;
-use k8s_openapi::api::coordination::v1::Lease;
-use kube::Api;
 
 const NS: &str = "leader-gauges";
 const LABELS: &[&str] = &["linux"];
-const LEASE_SECONDS: u64 = 8;
 const DEADLINE: Duration = Duration::from_secs(120);
 
 /// Per-group gauges: the runner gauge and the ARC-style ones.
@@ -35,31 +33,6 @@ const GROUP_GAUGES: &[&str] = &[
     "forgerunner_min_runners",
     "forgerunner_max_runners",
 ];
-
-fn start(world: &World, name: &str) -> OperatorProcess {
-    let settings = OperatorSettings {
-        forges: vec!["gitea".into()],
-        pod_name: name.into(),
-        leader_election: true,
-        env: vec![(
-            "FORGERUNNER_LEADER_ELECTION_LEASE_DURATION_SECONDS".into(),
-            LEASE_SECONDS.to_string(),
-        )],
-        ..OperatorSettings::default()
-    };
-    start_operator_with(world, &settings)
-}
-
-async fn lease_holder(world: &World) -> Option<String> {
-    let leases: Api<Lease> = Api::namespaced(world.client.clone(), "default");
-    leases
-        .get_opt("forgerunner")
-        .await
-        .ok()
-        .flatten()
-        .and_then(|l| l.spec?.holder_identity)
-        .filter(|h| !h.is_empty())
-}
 
 /// Sample lines of group gauges in `op`'s `/metrics`; `None` while it does not answer.
 async fn group_gauges(op: &OperatorProcess) -> Option<Vec<String>> {

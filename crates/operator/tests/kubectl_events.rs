@@ -8,7 +8,6 @@
 mod common;
 
 use std::path::Path;
-use std::process::Command;
 
 use common::e2e::start_operator;
 use common::gitea_world::{gitea_group, gitea_world, wait_or_fail};
@@ -19,29 +18,13 @@ use kube::api::ListParams;
 
 const NS: &str = "kubectl-events";
 const GROUP: &str = "evented";
-const KUBECTL: &str = "kubectl";
 
-/// Runs kubectl against `kubeconfig` off the async runtime; returns (success, stdout+stderr).
+/// Runs kubectl against `kubeconfig`; returns (success, stdout+stderr).
 async fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String) {
-    let kubeconfig = kubeconfig.to_path_buf();
-    let args: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
-    tokio::task::spawn_blocking(move || {
-        let home = kubeconfig.parent().map(Path::to_path_buf).unwrap_or_default();
-        let out = Command::new(KUBECTL)
-            .args(&args)
-            .env("KUBECONFIG", &kubeconfig)
-            .env("HOME", home)
-            .output()
-            .expect("kubectl is on the PATH");
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        (out.status.success(), text)
-    })
-    .await
-    .expect("join kubectl")
+    let r = forgerunner_testkit::kubectl::run_async(kubeconfig, args)
+        .await
+        .expect("kubectl is on the PATH");
+    (r.ok, r.text())
 }
 
 /// Reasons of the operator's Events about the group, read as the operator wrote them.

@@ -8,5 +8,6 @@ pub mod forge_common;
 pub mod forgejo;
 pub mod gitea;
 pub mod github;
+pub mod kubectl;
 pub mod sim;
 pub mod standalone;

@@ -6,7 +6,6 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const KUBECTL: &str = "/usr/bin/kubectl";
 const DEADLINE: Duration = Duration::from_secs(60);
 
 /// Kills the fake cluster when the test ends, passing or not.
@@ -45,18 +44,8 @@ fn start(kubeconfig: &Path, args: &[&str]) -> (Running, Vec<String>) {
 }
 
 fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String) {
-    let out = Command::new(KUBECTL)
-        .args(args)
-        .env("KUBECONFIG", kubeconfig)
-        .env("HOME", kubeconfig.parent().unwrap_or(Path::new("/tmp")))
-        .output()
-        .expect("run kubectl");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
+    let r = forgerunner_testkit::kubectl::run(kubeconfig, args).expect("run kubectl");
+    (r.ok, r.text())
 }
 
 const JOB: &str = "apiVersion: batch/v1
@@ -75,8 +64,8 @@ spec:
 
 #[test]
 fn simulated_cluster_gives_a_kubectl_job_a_running_pod() {
-    if !Path::new(KUBECTL).exists() {
-        eprintln!("skipping: {KUBECTL} not installed");
+    if !forgerunner_testkit::kubectl::installed() {
+        eprintln!("skipping: kubectl not installed");
         return;
     }
     let dir = tempfile::tempdir().expect("temp dir");

@@ -15,26 +15,12 @@ use serde_json::json;
 
 const KUBECTL: &str = "/usr/bin/kubectl";
 
-/// Runs kubectl with the fake's kubeconfig off the async runtime; returns (success, stdout+stderr).
+/// Runs kubectl with the fake's kubeconfig; returns (success, stdout+stderr).
 async fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String) {
-    let kc = kubeconfig.to_path_buf();
-    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-    tokio::task::spawn_blocking(move || {
-        let out = Command::new(KUBECTL)
-            .args(&args)
-            .env("KUBECONFIG", &kc)
-            .env("HOME", kc.parent().unwrap_or(Path::new("/tmp")))
-            .output()
-            .expect("run kubectl");
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        (out.status.success(), text)
-    })
-    .await
-    .expect("join")
+    let r = forgerunner_testkit::kubectl::run_async(kubeconfig, args)
+        .await
+        .expect("run kubectl");
+    (r.ok, r.text())
 }
 
 async fn next_line(rx: &mut tokio::sync::mpsc::UnboundedReceiver<String>) -> Option<String> {

@@ -2,32 +2,16 @@
 //! decodes them, stores the same objects as the JSON path would, and answers in JSON.
 
 use std::path::Path;
-use std::process::Command;
 
 use base64::Engine;
 use forgerunner_testkit::apiserver::FakeApiServer;
 
-const KUBECTL: &str = "/usr/bin/kubectl";
-
-/// Runs kubectl with the fake's kubeconfig off the async runtime; returns (success, stdout+stderr).
+/// Runs kubectl with the fake's kubeconfig; returns (success, stdout, stderr).
 async fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String, String) {
-    let kc = kubeconfig.to_path_buf();
-    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-    tokio::task::spawn_blocking(move || {
-        let out = Command::new(KUBECTL)
-            .args(&args)
-            .env("KUBECONFIG", &kc)
-            .env("HOME", kc.parent().unwrap_or(Path::new("/tmp")))
-            .output()
-            .expect("run kubectl");
-        (
-            out.status.success(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    })
-    .await
-    .expect("join")
+    let r = forgerunner_testkit::kubectl::run_async(kubeconfig, args)
+        .await
+        .expect("run kubectl");
+    (r.ok, r.stdout, r.stderr)
 }
 
 async fn must(kc: &Path, args: &[&str]) -> String {
@@ -38,8 +22,8 @@ async fn must(kc: &Path, args: &[&str]) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_typed_create_subcommands_succeed() {
-    if !Path::new(KUBECTL).exists() {
-        eprintln!("skipping: {KUBECTL} not installed");
+    if !forgerunner_testkit::kubectl::installed() {
+        eprintln!("skipping: kubectl not installed");
         return;
     }
     let srv = FakeApiServer::start().await.expect("start");

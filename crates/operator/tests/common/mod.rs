@@ -4,4 +4,5 @@
 pub mod chart;
 pub mod e2e;
 pub mod gitea_world;
+pub mod leader;
 pub mod scrape;

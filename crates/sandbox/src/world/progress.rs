@@ -68,25 +68,17 @@ impl World {
         let Some(fake) = &self.gitea else {
             return vec![Progress::default(); wants.len()];
         };
-        let mut by_labels: HashMap<Vec<String>, Progress> = HashMap::new();
-        for job in fake.jobs() {
-            let p = by_labels.entry(sorted(&job.labels)).or_default();
-            p.total += 1;
-            match job.state {
-                JobState::Waiting | JobState::Blocked => p.queued += 1,
-                JobState::Running => p.running += 1,
-                JobState::Done(_) => p.done += 1,
-            }
-        }
+        let jobs = fake.jobs();
+        let phases = jobs.iter().map(|job| {
+            let phase = match job.state {
+                JobState::Waiting | JobState::Blocked => Phase::Queued,
+                JobState::Running => Phase::Running,
+                JobState::Done(_) => Phase::Done,
+            };
+            (job.labels.as_slice(), phase)
+        });
         let runners: Vec<Vec<String>> = fake.runners().into_iter().map(|r| r.labels).collect();
-        let counts = RunnerLabels::new(&runners, false);
-        wants
-            .iter()
-            .map(|want| Progress {
-                registered_runners: counts.carrying(want),
-                ..by_labels.get(&sorted(want)).copied().unwrap_or_default()
-            })
-            .collect()
+        progress_by_labels(phases, &RunnerLabels::new(&runners, false), wants)
     }
 
     /// Progress of the Forgejo jobs whose `runs-on` is exactly each label set (order ignored),
@@ -101,25 +93,17 @@ impl World {
         let Some(fake) = &self.forgejo else {
             return vec![Progress::default(); wants.len()];
         };
-        let mut by_labels: HashMap<Vec<String>, Progress> = HashMap::new();
-        for job in fake.jobs() {
-            let p = by_labels.entry(sorted(&job.runs_on)).or_default();
-            p.total += 1;
-            match job.status {
-                JobStatus::Waiting | JobStatus::Blocked => p.queued += 1,
-                JobStatus::Running => p.running += 1,
-                JobStatus::Done(_) => p.done += 1,
-            }
-        }
+        let jobs = fake.jobs();
+        let phases = jobs.iter().map(|job| {
+            let phase = match job.status {
+                JobStatus::Waiting | JobStatus::Blocked => Phase::Queued,
+                JobStatus::Running => Phase::Running,
+                JobStatus::Done(_) => Phase::Done,
+            };
+            (job.runs_on.as_slice(), phase)
+        });
         let runners: Vec<Vec<String>> = fake.runners().into_iter().map(|r| r.labels).collect();
-        let counts = RunnerLabels::new(&runners, true);
-        wants
-            .iter()
-            .map(|want| Progress {
-                registered_runners: counts.carrying(want),
-                ..by_labels.get(&sorted(want)).copied().unwrap_or_default()
-            })
-            .collect()
+        progress_by_labels(phases, &RunnerLabels::new(&runners, true), wants)
     }
 }
 
@@ -224,4 +208,38 @@ mod tests {
             }
         }
     }
+}
+
+/// Where a job is, in the forge-neutral terms of [`Progress`].
+#[derive(Clone, Copy)]
+enum Phase {
+    Queued,
+    Running,
+    Done,
+}
+
+/// Progress of the jobs whose labels are exactly each wanted set (order ignored), with the
+/// runners carrying every wanted label as registered.
+fn progress_by_labels<'a>(
+    jobs: impl Iterator<Item = (&'a [String], Phase)>,
+    runners: &RunnerLabels,
+    wants: &[&[&str]],
+) -> Vec<Progress> {
+    let mut by_labels: HashMap<Vec<String>, Progress> = HashMap::new();
+    for (labels, phase) in jobs {
+        let p = by_labels.entry(sorted(labels)).or_default();
+        p.total += 1;
+        match phase {
+            Phase::Queued => p.queued += 1,
+            Phase::Running => p.running += 1,
+            Phase::Done => p.done += 1,
+        }
+    }
+    wants
+        .iter()
+        .map(|want| Progress {
+            registered_runners: runners.carrying(want),
+            ..by_labels.get(&sorted(want)).copied().unwrap_or_default()
+        })
+        .collect()
 }

@@ -123,6 +123,14 @@ def schema():
                 "items": {"type": "string", "pattern": DNS_LABEL, "maxLength": 63},
                 "description": "namespaces to watch; empty means all",
             },
+            "metrics": obj(
+                {
+                    "jobLabels": {
+                        "type": "boolean",
+                        "description": "label the job counters with repository and workflow (one series per repository and workflow)",
+                    }
+                }
+            ),
             "forgeHosts": obj(
                 {
                     "allowed": {

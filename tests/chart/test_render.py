@@ -8,7 +8,16 @@ import k8s_objects
 from conftest import find, one
 
 NS = chartlib.NAMESPACE
-CONFIG_KEYS = {"forges", "watchNamespaces", "httpAddr", "logFormat", "logLevel", "leaderElection", "forgeHosts"}
+CONFIG_KEYS = {
+    "forges",
+    "watchNamespaces",
+    "httpAddr",
+    "logFormat",
+    "logLevel",
+    "leaderElection",
+    "forgeHosts",
+    "metrics",
+}
 LEADER_KEYS = {
     "enabled",
     "leaseName",
@@ -75,6 +84,7 @@ def test_default_config_matches_the_operator_contract(render):
     assert config["httpAddr"] == "0.0.0.0:8080"
     assert config["logFormat"] == "json"
     assert config["logLevel"] == "info"
+    assert config["metrics"] == {"jobLabels": False}
     assert config["leaderElection"] == {
         "enabled": True,
         "leaseName": "forgerunner",

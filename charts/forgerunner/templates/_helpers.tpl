@@ -95,6 +95,8 @@ forgeHosts:
 {{- end }}
 {{- else }} []
 {{- end }}
+metrics:
+  jobLabels: {{ .Values.metrics.jobLabels }}
 httpAddr: "0.0.0.0:8080"
 logFormat: {{ .Values.logFormat }}
 logLevel: {{ .Values.logLevel | quote }}

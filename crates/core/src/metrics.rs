@@ -11,9 +11,11 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 pub mod group;
+pub mod job;
 
 use crate::budget::BudgetMetrics;
 pub use group::{GroupGauges, GroupLabels, GroupMetrics, Stage};
+pub use job::JobLabels;
 
 /// Outcome of one forge request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, EncodeLabelValue)]
@@ -122,9 +124,9 @@ pub struct Metrics {
     /// Runner Jobs removed.
     pub runners_removed: Family<ForgeLabels, Counter>,
     /// Jobs seen by the forge as started on our runners.
-    pub jobs_started: Family<GroupLabels, Counter>,
+    pub jobs_started: Family<JobLabels, Counter>,
     /// Jobs completed on our runners.
-    pub jobs_completed: Family<GroupLabels, Counter>,
+    pub jobs_completed: Family<JobLabels, Counter>,
     /// Seconds from a job being queued at the forge (or, where the forge gives no queue time,
     /// first seen) to its runner Job being created.
     pub job_queue_to_runner: Family<GroupLabels, Histogram>,
@@ -141,6 +143,9 @@ pub struct Metrics {
     // --- API budget (issue 13, identity/budget half): kept in its own module.
     /// Rate-limit gauges per forge and credential ([`crate::budget`]).
     pub budget: BudgetMetrics,
+    /// Whether the job counters carry the job's repository and workflow (`metrics.jobLabels`;
+    /// off by default, as each adds a series per repository and workflow).
+    pub job_identity_labels: bool,
 }
 
 fn latency_histogram() -> Histogram {
@@ -265,6 +270,7 @@ impl Default for Metrics {
             forge_cache_entries: Family::default(),
             group: GroupMetrics::default(),
             budget: BudgetMetrics::default(),
+            job_identity_labels: false,
         }
     }
 }

@@ -66,6 +66,8 @@ pub struct Config {
     pub leader_election: LeaderElectionConfig,
     /// Hosts a group's forge URL and proxy may point at (`forgeHosts.allowed`; empty: any).
     pub forge_hosts: ForgeHostAllowlist,
+    /// Job counters carry the job's repository and workflow (`metrics.jobLabels`).
+    pub metrics_job_labels: bool,
 }
 
 /// Values given on the command line; `None` leaves the lower layers in charge.
@@ -123,7 +125,7 @@ enum EnvKind {
 }
 
 /// Environment variables the configuration reads, with the key each one sets.
-const ENV_KEYS: [(&str, &str, EnvKind); 12] = [
+const ENV_KEYS: [(&str, &str, EnvKind); 13] = [
     ("FORGES", "forges", EnvKind::Text),
     ("WATCH_NAMESPACES", "watchNamespaces", EnvKind::Text),
     ("HTTP_ADDR", "httpAddr", EnvKind::Text),
@@ -160,6 +162,7 @@ const ENV_KEYS: [(&str, &str, EnvKind); 12] = [
         "leaderElection.retryPeriodSeconds",
         EnvKind::Scalar,
     ),
+    ("METRICS_JOB_LABELS", "metrics.jobLabels", EnvKind::Scalar),
 ];
 
 /// A list given either as a YAML sequence or as one comma-separated string (env and flags).
@@ -193,6 +196,13 @@ struct RawConfig {
     log_level: String,
     leader_election: RawLeaderElection,
     forge_hosts: RawForgeHosts,
+    metrics: RawMetrics,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawMetrics {
+    job_labels: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -322,6 +332,9 @@ fn defaults(env: &BTreeMap<String, String>) -> Dict {
     let mut forge_hosts = Dict::new();
     forge_hosts.insert("allowed".into(), Value::from(Vec::<Value>::new()));
     root.insert("forgeHosts".into(), Value::from(forge_hosts));
+    let mut metrics = Dict::new();
+    metrics.insert("jobLabels".into(), Value::from(false));
+    root.insert("metrics".into(), Value::from(metrics));
     root
 }
 
@@ -485,6 +498,7 @@ fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
             retry_period,
         },
         forge_hosts,
+        metrics_job_labels: raw.metrics.job_labels,
     })
 }
 

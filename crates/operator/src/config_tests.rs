@@ -393,3 +393,29 @@ fn bad_forge_host_names_the_key() {
     let err = load(Some("forgeHosts:\n  denied: []\n"), &[], FlagOverrides::default()).expect_err("unknown");
     assert_eq!(key_of(err), "forgeHosts.denied");
 }
+
+#[test]
+fn job_labels_are_off_by_default_and_set_by_file_or_env() {
+    let off = load(None, &[], FlagOverrides::default()).expect("defaults");
+    assert!(!off.metrics_job_labels);
+    let file = load(
+        Some("metrics:\n  jobLabels: true\n"),
+        &[],
+        FlagOverrides::default(),
+    )
+    .expect("file");
+    assert!(file.metrics_job_labels);
+    let env = load(
+        None,
+        &[("FORGERUNNER_METRICS_JOB_LABELS", "true")],
+        FlagOverrides::default(),
+    )
+    .expect("env");
+    assert!(env.metrics_job_labels);
+    let typo = load(
+        Some("metrics:\n  jobLabel: true\n"),
+        &[],
+        FlagOverrides::default(),
+    );
+    assert_eq!(key_of(typo.expect_err("unknown key")), "metrics.jobLabel");
+}

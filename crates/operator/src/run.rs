@@ -83,7 +83,9 @@ pub async fn run_until(config: Config, shutdown: CancellationToken) -> Result<()
     tracing::info!(api_server = %cluster.url, forges = ?config.forges, "connected; RunnerGroup CRD present");
 
     let mut registry = Registry::default();
-    let metrics = Arc::new(Metrics::register(&mut registry));
+    let mut metrics = Metrics::register(&mut registry);
+    metrics.job_identity_labels = config.metrics_job_labels;
+    let metrics = Arc::new(metrics);
     let (trigger, triggers) = ReconcileTrigger::channel();
     let forges = Arc::new(EnabledForges::new(&config.forges, &metrics, &trigger, &fence));
     let readiness = Arc::new(Readiness::new());

@@ -10,10 +10,10 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::e2e::{OUTPUT_LINES, start_operator, start_world};
+use common::e2e::{OUTPUT_LINES, start_operator, start_operator_with, start_world};
 use common::scrape::{missing, scrape};
 use forgerunner_sandbox::world::groups::GroupSize;
-use forgerunner_sandbox::world::operator::OperatorProcess;
+use forgerunner_sandbox::world::operator::{OperatorProcess, OperatorSettings};
 use forgerunner_sandbox::world::{World, WorldOptions, wait_until};
 
 const JOBS: usize = 4;
@@ -153,7 +153,14 @@ async fn github_records_every_documented_metric() {
     const GROUP: &str = "gh";
     let world = start_world(options(true, false, false), NS).await;
     world.add_github_group(NS, GROUP, &size()).await.expect("group");
-    let op = start_operator(&world, "github", "forgerunner-metrics-github");
+    // With `metrics.jobLabels` on: the job counters then carry the job's repository too.
+    let settings = OperatorSettings {
+        forges: vec!["github".into()],
+        pod_name: "forgerunner-metrics-github".into(),
+        env: vec![("FORGERUNNER_METRICS_JOB_LABELS".into(), "true".into())],
+        ..OperatorSettings::default()
+    };
+    let op = start_operator_with(&world, &settings);
     let Ok(set_id) = world.github_scale_set(GROUP, DEADLINE).await else {
         panic!("no scale set; operator log:\n{}", op.output_tail(OUTPUT_LINES));
     };
@@ -162,4 +169,19 @@ async fn github_records_every_documented_metric() {
         world.queue_github_job(set_id, GROUP).expect("queue");
     }
     every_series_sampled(&world, &op, move |w| w.github_progress(set_id).done, BUDGET).await;
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let text = scrape(&op).await;
+        let labelled = text
+            .lines()
+            .any(|l| l.starts_with("forgerunner_jobs_completed_total{") && l.contains(",repository=\""));
+        if labelled {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no jobs_completed_total sample with a repository label in /metrics:\n{text}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }

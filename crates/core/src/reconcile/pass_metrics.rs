@@ -11,7 +11,8 @@ use super::pipeline::group_key;
 use super::status::PassSummary;
 use crate::crd::RunnerGroup;
 use crate::forge::{ForgeRunnerState, ForgeView, GroupKey};
-use crate::metrics::{GroupGauges, GroupLabels, RunnerLabels};
+use crate::job_identity::JobIdentity;
+use crate::metrics::{GroupGauges, GroupLabels, JobLabels, RunnerLabels};
 use crate::plan::ObservedRunner;
 
 /// States of the older `forgerunner_runners` gauge.
@@ -85,12 +86,19 @@ pub(super) fn record_pass(
     for secs in samples.queue_to_runner {
         m.job_queue_to_runner.get_or_create(&labels).observe(secs);
     }
-    m.jobs_started
-        .get_or_create(&labels)
-        .inc_by(u64::from(samples.started));
-    m.jobs_completed
-        .get_or_create(&labels)
-        .inc_by(u64::from(samples.completed));
+    // The per-group series exist from the first pass, so a dashboard's rate() has a start.
+    let base = JobLabels::of(&labels, None, false);
+    m.jobs_started.get_or_create(&base).inc_by(0);
+    m.jobs_completed.get_or_create(&base).inc_by(0);
+    let identity = |runner: &str| job_identity(view, jobs, runner);
+    for runner in &samples.started {
+        let job = JobLabels::of(&labels, identity(runner).as_ref(), m.job_identity_labels);
+        m.jobs_started.get_or_create(&job).inc();
+    }
+    for runner in &samples.completed {
+        let job = JobLabels::of(&labels, identity(runner).as_ref(), m.job_identity_labels);
+        m.jobs_completed.get_or_create(&job).inc();
+    }
     // A pass still running after leadership was lost must not bring back the gauges the term's
     // end cleared.
     if ctx.fence.is_held() {
@@ -98,6 +106,17 @@ pub(super) fn record_pass(
         m.group
             .set_gauges(&labels, &group_gauges(group, observed, view, s));
     }
+}
+
+/// The job a runner runs or ran: as the forge tells it this pass, else as recorded on the
+/// runner Job (a finished runner's job is no longer in the forge's view).
+fn job_identity(view: &ForgeView, jobs: &[Arc<Job>], runner: &str) -> Option<JobIdentity> {
+    if let Some(id) = view.job_identities.get(runner) {
+        return Some(id.clone());
+    }
+    let job = jobs.iter().find(|j| j.metadata.name.as_deref() == Some(runner))?;
+    let id = JobIdentity::from_annotations(job.metadata.annotations.as_ref()?);
+    (!id.is_empty()).then_some(id)
 }
 
 fn set_runner_gauges(ctx: &Context, key: &GroupKey, forge: &'static str, s: &PassSummary) {

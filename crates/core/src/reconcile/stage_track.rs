@@ -72,10 +72,10 @@ pub struct StageSamples {
     pub stages: Vec<(Stage, f64)>,
     /// Queued (or first seen) → runner Job created, in seconds.
     pub queue_to_runner: Vec<f64>,
-    /// Jobs that started on our runners.
-    pub started: u32,
-    /// Jobs that completed on our runners.
-    pub completed: u32,
+    /// Runners whose job started, one per job.
+    pub started: Vec<String>,
+    /// Runners whose job completed, one per job.
+    pub completed: Vec<String>,
 }
 
 /// Per-group memory of what was already counted.
@@ -180,7 +180,7 @@ impl StageTracker {
                 self.runners.entry(r.name.clone()).or_insert(prev);
                 continue;
             }
-            transition(&prev, step, ran_a_job(r), now, out);
+            transition(&r.name, &prev, step, ran_a_job(r), now, out);
             self.runners.insert(
                 r.name.clone(),
                 Track {
@@ -195,7 +195,14 @@ impl StageTracker {
 /// What a step change from `prev` to `step` at `now` records. A stage whose both ends were
 /// seen gets a duration; a skipped step (the runner went through it between two passes) only
 /// counts the job.
-fn transition(prev: &Track, step: RunnerStep, ran_a_job: bool, now: Timestamp, out: &mut StageSamples) {
+fn transition(
+    runner: &str,
+    prev: &Track,
+    step: RunnerStep,
+    ran_a_job: bool,
+    now: Timestamp,
+    out: &mut StageSamples,
+) {
     let stage = match (prev.step, step) {
         (RunnerStep::Pending, RunnerStep::Running) => Some(Stage::RunnerToPodRunning),
         (RunnerStep::Running, RunnerStep::Busy) => Some(Stage::PodRunningToJobStarted),
@@ -213,10 +220,10 @@ fn transition(prev: &Track, step: RunnerStep, ran_a_job: bool, now: Timestamp, o
     }
     let job_now = step == RunnerStep::Busy || (step == RunnerStep::Done && ran_a_job);
     if prev.step < RunnerStep::Busy && job_now {
-        out.started = out.started.saturating_add(1);
+        out.started.push(runner.to_owned());
     }
     if step == RunnerStep::Done && (prev.step == RunnerStep::Busy || ran_a_job) {
-        out.completed = out.completed.saturating_add(1);
+        out.completed.push(runner.to_owned());
     }
 }
 
@@ -280,7 +287,7 @@ mod tests {
         let busy = [runner("r", RunnerPhase::Running, Busy)];
         let s = t.pass(&[], &busy, 0, created_at_100, ts(113));
         assert_eq!(stages(&s), [(Stage::PodRunningToJobStarted, 3)]);
-        assert_eq!((s.started, s.completed), (1, 0));
+        assert_eq!((s.started.len(), s.completed.len()), (1, 0));
         assert_eq!(
             t.pass(&[], &busy, 0, created_at_100, ts(120)),
             StageSamples::default()
@@ -288,7 +295,7 @@ mod tests {
         let done = [runner("r", RunnerPhase::Running, Finished)];
         let s = t.pass(&[], &done, 0, created_at_100, ts(173));
         assert_eq!(stages(&s), [(Stage::JobExecution, 60)]);
-        assert_eq!((s.started, s.completed), (0, 1));
+        assert_eq!((s.started.len(), s.completed.len()), (0, 1));
         let gone = [runner("r", RunnerPhase::Succeeded, Unknown)];
         assert_eq!(
             t.pass(&[], &gone, 0, created_at_100, ts(180)),
@@ -325,7 +332,7 @@ mod tests {
         ];
         let s = t.pass(&[waiting("1", Some(0))], &later, 1, created_at_100, ts(230));
         assert_eq!(stages(&s), []);
-        assert_eq!((s.started, s.completed), (1, 1));
+        assert_eq!((s.started.len(), s.completed.len()), (1, 1));
         // `b`'s job ends: its start was seen, so its execution is measured.
         let end = [runner("b", RunnerPhase::Succeeded, ForgeRunnerState::Unknown)];
         let s = t.pass(&[], &end, 0, created_at_100, ts(290));
@@ -362,7 +369,7 @@ mod tests {
         // Seen first already finished after a job: started and completed, no durations.
         let done = [runner("a", RunnerPhase::Succeeded, ForgeRunnerState::Unknown)];
         let s = t.pass(&[], &done, 0, created_at_100, ts(150));
-        assert_eq!((stages(&s), s.started, s.completed), (vec![], 1, 1));
+        assert_eq!((stages(&s), s.started.len(), s.completed.len()), (vec![], 1, 1));
         // An idle runner removed never ran a job.
         let mut t = StageTracker::default();
         t.pass(&[], &[], 0, created_at_100, ts(100));
@@ -375,7 +382,7 @@ mod tests {
         );
         let removed = [runner("b", RunnerPhase::Terminating, ForgeRunnerState::Idle)];
         let s = t.pass(&[], &removed, 0, created_at_100, ts(130));
-        assert_eq!((stages(&s), s.started, s.completed), (vec![], 0, 0));
+        assert_eq!((stages(&s), s.started.len(), s.completed.len()), (vec![], 0, 0));
         // Busy before the Job's status showed the pod ready: running when the job started.
         let mut t = StageTracker::default();
         t.pass(&[], &[], 0, created_at_100, ts(100));
@@ -385,7 +392,7 @@ mod tests {
             stages(&s),
             [(Stage::RunnerToPodRunning, 4), (Stage::PodRunningToJobStarted, 0)]
         );
-        assert_eq!(s.started, 1);
+        assert_eq!(s.started.len(), 1);
     }
 
     #[test]

@@ -3,9 +3,11 @@
 //! The emulator only offers whole-state snapshots, and a snapshot costs O(scale sets × jobs)
 //! (it computes every scale set's statistics). With thousands of runners polling every 50 ms,
 //! per-runner snapshots made the test harness, not the operator, the bottleneck at 1,000
-//! groups. So runners share one snapshot, retaken when it is older than a few times what the
-//! last one cost: with a handful of scale sets that is well under a millisecond (as fresh as
-//! before); at 1,000 groups snapshot work stays a small fraction of a core.
+//! groups. So, from [`SHARED_FROM_SCALE_SETS`] scale sets on, runners share one snapshot,
+//! retaken when it is older than a few times what the last one cost; at 1,000 groups snapshot
+//! work stays a small fraction of a core. Below that every lookup takes a fresh snapshot, as a
+//! real runner's own session would see: a reused one, however young, let a runner claim a job
+//! another had just moved, and the e2e restart suite saw a duplicate runner in 2 of 12 runs.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::time::Duration;
@@ -15,6 +17,9 @@ use tokio::time::Instant;
 
 /// A snapshot may be reused while younger than this many times what taking it cost.
 const REUSE_FACTOR: u32 = 10;
+
+/// Fewest scale sets at which runners share snapshots (the bench's many-groups scale).
+pub(crate) const SHARED_FROM_SCALE_SETS: usize = 50;
 
 /// Upper bound on reuse, so a slow snapshot (a loaded machine) never leaves runners blind long.
 const MAX_AGE: Duration = Duration::from_millis(250);
@@ -40,17 +45,36 @@ struct Snapshot {
 }
 
 /// The shared snapshot and what it cost; callers serialise access (the runner's claim lock).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct ClaimView {
     snapshot: Option<Snapshot>,
     cost: Duration,
+    /// Scale sets the last snapshot showed.
+    scale_sets: usize,
+    /// Scale sets from which snapshots are shared.
+    shared_from: usize,
+}
+
+impl Default for ClaimView {
+    fn default() -> Self {
+        ClaimView {
+            snapshot: None,
+            cost: Duration::ZERO,
+            scale_sets: 0,
+            shared_from: SHARED_FROM_SCALE_SETS,
+        }
+    }
 }
 
 impl ClaimView {
     /// Looks up `runner_id` of `scale_set_id` for a runner that started at `since`.
     pub fn lookup(&mut self, emu: &Emulator, scale_set_id: i64, runner_id: i64, since: Instant) -> Lookup {
         let now = Instant::now();
-        let reuse = (self.cost * REUSE_FACTOR).min(MAX_AGE);
+        let reuse = if self.scale_sets >= self.shared_from {
+            (self.cost * REUSE_FACTOR).min(MAX_AGE)
+        } else {
+            Duration::ZERO
+        };
         let stale = self
             .snapshot
             .as_ref()
@@ -114,6 +138,7 @@ impl ClaimView {
             assigned,
         });
         self.cost = started.elapsed();
+        self.scale_sets = state.scale_sets.len();
     }
 }
 
@@ -143,8 +168,17 @@ mod tests {
             .await
             .unwrap();
         let runner = jit.runner.as_ref().unwrap().id.get();
-        // A forced-fresh view sees it; an old snapshot must not call a newer runner gone.
+        // With few scale sets every lookup is fresh and sees it at once.
+        assert_eq!(
+            view.lookup(&emu, set.id.0, runner, Instant::now()),
+            Lookup::Registered(None)
+        );
+        // Shared (as at scale): an old snapshot must not call a newer runner gone.
+        view.shared_from = 0;
+        view.invalidate();
+        assert_eq!(view.lookup(&emu, set.id.0, 999, Instant::now()), Lookup::Gone);
         view.cost = Duration::from_secs(1);
+        view.snapshot.as_mut().expect("snapshot").runners.remove(&runner);
         let started = Instant::now();
         assert_eq!(view.lookup(&emu, set.id.0, runner, started), Lookup::Unknown);
         view.invalidate();

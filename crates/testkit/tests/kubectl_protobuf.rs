@@ -20,6 +20,12 @@ async fn must(kc: &Path, args: &[&str]) -> String {
     out
 }
 
+/// `kubectl -n ci get KIND NAME -o jsonpath=PATH`.
+async fn get_path(kc: &Path, kind: &str, name: &str, path: &str) -> String {
+    let output = format!("jsonpath={path}");
+    must(kc, &["-n", "ci", "get", kind, name, "-o", &output]).await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_typed_create_subcommands_succeed() {
     if !forgerunner_testkit::kubectl::installed() {
@@ -137,123 +143,39 @@ async fn kubectl_typed_create_subcommands_succeed() {
         ],
     )
     .await;
-    let ports = must(
+    let ports = get_path(
         &kc,
-        &[
-            "-n",
-            "ci",
-            "get",
-            "service",
-            "web",
-            "-o",
-            "jsonpath={.spec.ports[0].port}:{.spec.ports[0].targetPort}",
-        ],
+        "service",
+        "web",
+        "{.spec.ports[0].port}:{.spec.ports[0].targetPort}",
     )
     .await;
     assert_eq!(ports, "80:8080");
-    let replicas = must(
-        &kc,
-        &[
-            "-n",
-            "ci",
-            "get",
-            "deployment",
-            "web",
-            "-o",
-            "jsonpath={.spec.replicas}",
-        ],
-    )
-    .await;
+    let replicas = get_path(&kc, "deployment", "web", "{.spec.replicas}").await;
     assert_eq!(replicas, "2");
 
     // The Secret's data round-trips as base64 of the literal.
-    let data = must(
-        &kc,
-        &[
-            "-n",
-            "ci",
-            "get",
-            "secret",
-            "gh-creds",
-            "-o",
-            "jsonpath={.data.github_token}",
-        ],
-    )
-    .await;
+    let data = get_path(&kc, "secret", "gh-creds", "{.data.github_token}").await;
     let decoded = base64::engine::general_purpose::STANDARD
         .decode(data.trim())
         .expect("base64 data");
     assert_eq!(String::from_utf8_lossy(&decoded), secret_value);
 
-    let mode = must(
-        &kc,
-        &[
-            "-n",
-            "ci",
-            "get",
-            "configmap",
-            "settings",
-            "-o",
-            "jsonpath={.data.mode}",
-        ],
-    )
-    .await;
+    let mode = get_path(&kc, "configmap", "settings", "{.data.mode}").await;
     assert_eq!(mode, "fast");
-    let image = must(
-        &kc,
-        &[
-            "-n",
-            "ci",
-            "get",
-            "job",
-            "once",
-            "-o",
-            "jsonpath={.spec.template.spec.containers[0].image}",
-        ],
-    )
-    .await;
+    let image = get_path(&kc, "job", "once", "{.spec.template.spec.containers[0].image}").await;
     assert_eq!(image, "busybox:1.36");
-    let cmd = must(
-        &kc,
-        &[
-            "-n",
-            "ci",
-            "get",
-            "job",
-            "once",
-            "-o",
-            "jsonpath={.spec.template.spec.containers[0].command}",
-        ],
-    )
-    .await;
+    let cmd = get_path(&kc, "job", "once", "{.spec.template.spec.containers[0].command}").await;
     assert_eq!(cmd, r#"["echo","hi"]"#);
-    let subject = must(
+    let subject = get_path(
         &kc,
-        &[
-            "-n",
-            "ci",
-            "get",
-            "rolebinding",
-            "reader",
-            "-o",
-            "jsonpath={.subjects[0].name}/{.roleRef.kind}",
-        ],
+        "rolebinding",
+        "reader",
+        "{.subjects[0].name}/{.roleRef.kind}",
     )
     .await;
     assert_eq!(subject, "runner/Role");
-    let verbs = must(
-        &kc,
-        &[
-            "-n",
-            "ci",
-            "get",
-            "role",
-            "reader",
-            "-o",
-            "jsonpath={.rules[0].verbs}",
-        ],
-    )
-    .await;
+    let verbs = get_path(&kc, "role", "reader", "{.rules[0].verbs}").await;
     assert_eq!(verbs, r#"["get","list"]"#);
     let sa = must(
         &kc,

@@ -8,11 +8,8 @@
 //! a bad example here fails the test.
 
 use std::path::Path;
-use std::sync::Arc;
 
 use forgerunner_core::RunnerGroup;
-use forgerunner_core::forge::ReconcileTrigger;
-use forgerunner_core::metrics::Metrics;
 use forgerunner_core::reconcile::pipeline::check_spec;
 use forgerunner_testkit::apiserver::FakeApiServer;
 use kube::Resource;
@@ -208,13 +205,7 @@ async fn every_cel_rule_refuses_its_bad_example_at_kubectl_apply_and_in_the_reco
     assert!(crd.ok, "{}", crd.stderr);
     assert!(ns_out.0, "{}", ns_out.1);
 
-    let (trigger, _rx) = ReconcileTrigger::channel();
-    let forges = EnabledForges::new(
-        &forgerunner_core::ForgeKind::ALL,
-        &Arc::new(Metrics::default()),
-        &trigger,
-        &forgerunner_core::fence::Fence::open(),
-    );
+    let forges = crate::forges::all_for_tests();
     let kc = kubeconfig.clone();
     let problems = tokio::task::spawn_blocking(move || {
         let mut problems = Vec::new();

@@ -112,6 +112,18 @@ pub async fn shutdown_all(set: &dyn ForgeSet) {
     futures::future::join_all(stops).await;
 }
 
+/// Every compiled forge with unregistered metrics and an open fence, for the spec-check tests.
+#[cfg(test)]
+pub(crate) fn all_for_tests() -> EnabledForges {
+    let (trigger, _rx) = ReconcileTrigger::channel();
+    EnabledForges::new(
+        &forgerunner_core::ForgeKind::ALL,
+        &Arc::new(Metrics::default()),
+        &trigger,
+        &forgerunner_core::fence::Fence::open(),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,11 +9,7 @@
 //! The bounds are read from the generated schema, so a bound added to the types without a twin
 //! fails here.
 
-use std::sync::Arc;
-
 use forgerunner_core::RunnerGroup;
-use forgerunner_core::forge::ReconcileTrigger;
-use forgerunner_core::metrics::Metrics;
 use forgerunner_core::reconcile::pipeline::check_spec;
 use forgerunner_testkit::apiserver::FakeApiServer;
 use k8s_openapi::api::core::v1::Namespace;
@@ -242,13 +238,7 @@ async fn every_schema_bound_has_a_twin_in_validation() {
         .await
         .expect("namespace");
     let api: Api<DynamicObject> = Api::namespaced_with(client, NS, &resource);
-    let (trigger, _rx) = ReconcileTrigger::channel();
-    let forges = EnabledForges::new(
-        &forgerunner_core::ForgeKind::ALL,
-        &Arc::new(Metrics::default()),
-        &trigger,
-        &forgerunner_core::fence::Fence::open(),
-    );
+    let forges = crate::forges::all_for_tests();
 
     let mut disagreements = Vec::new();
     let mut index = 0;

@@ -355,3 +355,63 @@ async fn watcher_streaming_list_gets_initial_events_end_bookmark() {
     task.abort();
     srv.shutdown().await;
 }
+
+#[tokio::test]
+async fn metadata_only_get_list_and_watch() {
+    let srv = FakeApiServer::start().await.expect("start");
+    let client = srv.client().expect("client");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    for (name, app) in [("m0", "x"), ("m1", "y")] {
+        pods.create(&PostParams::default(), &pod(name, &[("app", app)]))
+            .await
+            .expect("create");
+    }
+    let listed = pods
+        .list_metadata(&ListParams::default().labels("app in (x)"))
+        .await
+        .expect("metadata list");
+    let names: Vec<_> = listed
+        .items
+        .iter()
+        .filter_map(|p| p.metadata.name.clone())
+        .collect();
+    assert_eq!(names, ["m0"]);
+    assert_eq!(
+        listed.items[0].types.as_ref().map(|t| t.kind.as_str()),
+        Some("PartialObjectMetadata")
+    );
+    let one = pods.get_metadata("m1").await.expect("metadata get");
+    assert_eq!(one.metadata.labels.unwrap_or_default()["app"], "y");
+
+    // The raw answer carries no spec or status, only metadata.
+    let req = http::Request::get("/api/v1/namespaces/default/pods")
+        .header(
+            "accept",
+            "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
+        )
+        .body(Vec::new())
+        .expect("request");
+    let raw: serde_json::Value =
+        serde_json::from_str(&client.request_text(req).await.expect("raw list")).expect("json");
+    assert_eq!(raw["kind"], "PartialObjectMetadataList");
+    assert_eq!(raw["apiVersion"], "meta.k8s.io/v1");
+    assert!(raw["items"][0].get("spec").is_none(), "{raw}");
+
+    let mut stream = pods
+        .watch_metadata(&WatchParams::default().labels("app=y"), "0")
+        .await
+        .expect("metadata watch")
+        .boxed();
+    let first = tokio::time::timeout(Duration::from_secs(10), stream.try_next())
+        .await
+        .expect("an event within 10 s")
+        .expect("watch stream");
+    match first {
+        Some(WatchEvent::Added(p)) => {
+            assert_eq!(p.metadata.name.as_deref(), Some("m1"));
+            assert_eq!(p.types.map(|t| t.kind), Some("PartialObjectMetadata".into()));
+        }
+        other => panic!("expected the pod added, got {other:?}"),
+    }
+    srv.shutdown().await;
+}

@@ -18,6 +18,7 @@ mod faults;
 mod gc;
 mod openapi;
 mod ops;
+mod partial;
 mod patch;
 mod pod_security;
 pub mod protobuf;

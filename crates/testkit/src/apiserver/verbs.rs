@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use super::faults::Verb;
 use super::gc::{Preconditions, Propagation};
 use super::ops::{FieldValidation, WriteCtx};
+use super::partial;
 use super::patch::{self, PatchKind, Rules};
 use super::registry::ResourceDef;
 use super::selector::{FieldSelector, LabelSelector, Selectors};
@@ -173,6 +174,9 @@ fn get(shared: &Shared, t: &Target, headers: &HeaderMap) -> ApiResult<Response> 
             &[],
         ));
     }
+    if partial::wanted(headers) {
+        return Ok(json_response(200, &partial::object(&present(&t.def, &obj)), &[]));
+    }
     Ok(json_response(200, &present(&t.def, &obj), &[]))
 }
 
@@ -231,6 +235,9 @@ fn list(shared: &Shared, t: &Target, params: &Params, headers: &HeaderMap) -> Ap
         m.insert("continue".into(), json!(c));
     }
     let items: Vec<Value> = items.iter().map(|o| present(&t.def, o).into_owned()).collect();
+    if partial::wanted(headers) {
+        return Ok(json_response(200, &partial::list(&items, meta), &[]));
+    }
     let body = json!({
         "apiVersion": t.def.api_version(),
         "kind": format!("{}List", t.def.kind),

@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
 
+use super::partial;
 use super::registry::ResourceDef;
 use super::selector::Selectors;
 use super::server::{Params, Target, error_response, wants_table};
@@ -29,6 +30,8 @@ struct Filter {
     ns: Option<String>,
     sel: Selectors,
     table: bool,
+    /// Send `PartialObjectMetadata` objects (a metadata watch).
+    metadata_only: bool,
     first: bool,
 }
 
@@ -64,6 +67,8 @@ impl Filter {
             let t = table::table(&self.def, &[Arc::new(obj.clone())], Some(rv), None, self.first);
             self.first = false;
             t
+        } else if self.metadata_only {
+            partial::object(&present(&self.def, obj))
         } else {
             present(&self.def, obj).into_owned()
         };
@@ -118,6 +123,7 @@ pub fn start(
         ns,
         sel,
         table: wants_table(headers),
+        metadata_only: partial::wanted(headers),
         first: true,
     };
     let bookmarks = params.get("allowWatchBookmarks").is_some_and(|b| b == "true");

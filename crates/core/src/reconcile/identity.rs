@@ -76,9 +76,10 @@ pub async fn record_identities(
             }
         }
     }
-    // One list for the group's pods rather than one per runner.
-    let lp = ListParams::default().labels(&format!("{GROUP_LABEL}={}", key.name));
-    let list = match pods.list(&lp).await {
+    // One metadata-only list rather than one per runner: a burst group has a thousand pods,
+    // and whole pods would be read (and held) only to learn their names.
+    let lp = ListParams::default().labels(&pod_selector(key, todo.keys()));
+    let list = match pods.list_metadata(&lp).await {
         Ok(l) => l.items,
         Err(e) => {
             warn!(group = %key, error = %e, "could not list runner pods to annotate them");
@@ -105,6 +106,20 @@ pub async fn record_identities(
         }
     }
     done.len()
+}
+
+/// Most runners named in one pod selector; past it the selector is the group's alone (a URL
+/// stays short, and a burst's pass reads the group's pod names once).
+const MAX_NAMED_RUNNERS: usize = 50;
+
+/// The label selector for the pods of `runners` (runner Job names) in the group `key`.
+fn pod_selector<'a>(key: &GroupKey, runners: impl ExactSizeIterator<Item = &'a String>) -> String {
+    let group = format!("{GROUP_LABEL}={}", key.name);
+    if runners.len() > MAX_NAMED_RUNNERS {
+        return group;
+    }
+    let names: Vec<&str> = runners.map(String::as_str).collect();
+    format!("{group},{JOB_NAME_LABEL} in ({})", names.join(","))
 }
 
 /// The log line that ties a runner to its forge job.
@@ -151,6 +166,21 @@ mod tests {
             job_name: Some("build".into()),
             ..JobIdentity::default()
         }
+    }
+
+    #[test]
+    fn pod_selector_names_a_few_runners_and_falls_back_to_the_group() {
+        let key = GroupKey {
+            namespace: "ci".into(),
+            name: "linux".into(),
+        };
+        let few = ["r-1".to_owned(), "r-2".to_owned()];
+        assert_eq!(
+            pod_selector(&key, few.iter()),
+            format!("{GROUP_LABEL}=linux,{JOB_NAME_LABEL} in (r-1,r-2)")
+        );
+        let many: Vec<String> = (0..=MAX_NAMED_RUNNERS).map(|i| format!("r-{i}")).collect();
+        assert_eq!(pod_selector(&key, many.iter()), format!("{GROUP_LABEL}=linux"));
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! seconds). Gitea and Forgejo send none, so their groups are never throttled here (a 429 is
 //! still handled as [`crate::forge::ForgeError::RateLimited`]).
 
+use std::collections::HashMap;
 use std::sync::Mutex;
 
 use jiff::Timestamp;
@@ -116,6 +117,9 @@ pub struct BudgetMetrics {
     pub limit: Family<BudgetLabels, Gauge>,
     /// `forgerunner_forge_rate_limit_reset_timestamp_seconds`.
     pub reset: Family<BudgetLabels, Gauge>,
+    /// How many live clients use each credential: its gauges go when the last one does, so a
+    /// deleted group's credential stops being exported (groups may share a credential).
+    users: Mutex<HashMap<BudgetLabels, usize>>,
 }
 
 impl BudgetMetrics {
@@ -152,15 +156,42 @@ impl BudgetMetrics {
         }
     }
 
-    /// Drops the gauges of a credential no group uses any more.
-    pub fn forget(&self, forge: &'static str, credential: &str) {
+    /// A client starts using `credential`; pair with [`BudgetMetrics::release`].
+    pub fn hold(&self, forge: &'static str, credential: &str) {
         let labels = BudgetLabels {
             forge,
             credential: credential.to_owned(),
         };
-        self.remaining.remove(&labels);
-        self.limit.remove(&labels);
-        self.reset.remove(&labels);
+        *self.lock_users().entry(labels).or_default() += 1;
+    }
+
+    /// A client using `credential` is gone; the last one takes the credential's gauges along.
+    pub fn release(&self, forge: &'static str, credential: &str) {
+        let labels = BudgetLabels {
+            forge,
+            credential: credential.to_owned(),
+        };
+        let mut users = self.lock_users();
+        let last = match users.get_mut(&labels) {
+            Some(n) if *n > 1 => {
+                *n -= 1;
+                false
+            }
+            Some(_) => true,
+            None => return,
+        };
+        if last {
+            users.remove(&labels);
+            self.remaining.remove(&labels);
+            self.limit.remove(&labels);
+            self.reset.remove(&labels);
+        }
+    }
+
+    fn lock_users(&self) -> std::sync::MutexGuard<'_, HashMap<BudgetLabels, usize>> {
+        self.users
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -303,7 +334,12 @@ mod tests {
         assert_eq!(m.remaining.get_or_create(&labels).get(), 42);
         assert_eq!(m.limit.get_or_create(&labels).get(), 5000);
         assert_eq!(m.reset.get_or_create(&labels).get(), 2_000_000_000);
-        m.forget("github", "app/1/installation/2");
+        m.hold("github", "app/1/installation/2");
+        m.hold("github", "app/1/installation/2");
+        m.release("github", "app/1/installation/2");
+        assert_eq!(m.remaining.get_or_create(&labels).get(), 42, "one user left");
+        m.release("github", "app/1/installation/2");
+        m.release("github", "app/1/installation/2");
         let mut reg = Registry::default();
         m.register(&mut reg);
         let mut out = String::new();

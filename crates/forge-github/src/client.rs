@@ -158,6 +158,8 @@ pub struct GithubClient {
     credential_id: String,
     /// The latest `X-RateLimit-*` reading of this credential.
     budget: BudgetCell,
+    /// Whether this client counts as a user of `credential_id`'s budget gauges.
+    holds_gauges: bool,
 }
 
 impl GithubClient {
@@ -178,12 +180,18 @@ impl GithubClient {
             opts,
             credential_id: "unknown".to_owned(),
             budget: BudgetCell::default(),
+            holds_gauges: false,
         }
     }
 
     /// Names the credential in the budget gauges (a non-secret id, see
     /// [`AuthMethod::credential_id`]).
     pub fn with_credential_id(mut self, id: String) -> GithubClient {
+        if self.holds_gauges {
+            self.metrics.budget.release(FORGE, &self.credential_id);
+        }
+        self.metrics.budget.hold(FORGE, &id);
+        self.holds_gauges = true;
         self.credential_id = id;
         self
     }
@@ -449,6 +457,14 @@ impl GithubClient {
             .map_err(|e| ApiError::Config(format!("bad Actions URL: {e}")))?;
         url.query_pairs_mut().append_pair("api-version", API_VERSION);
         Ok(url)
+    }
+}
+
+impl Drop for GithubClient {
+    fn drop(&mut self) {
+        if self.holds_gauges {
+            self.metrics.budget.release(FORGE, &self.credential_id);
+        }
     }
 }
 

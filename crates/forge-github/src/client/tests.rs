@@ -193,6 +193,28 @@ async fn rate_limit_headers_become_the_budget_and_its_gauges() {
     assert_eq!(metrics.budget.remaining.get_or_create(&labels).get(), 123);
     assert_eq!(metrics.budget.limit.get_or_create(&labels).get(), 5000);
     assert_eq!(metrics.budget.reset.get_or_create(&labels).get(), 1_900_000_000);
+
+    // A second group's client on the same credential keeps the gauges alive when the first
+    // goes; the last one takes them along (a deleted group's credential is not exported).
+    let exported = || {
+        let mut reg = prometheus_client::registry::Registry::default();
+        metrics.budget.register(&mut reg);
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &reg).expect("encode");
+        out.contains("secret/ci/github-creds")
+    };
+    let other = GithubClient::new(
+        metrics.clone(),
+        ConfigUrl::parse("https://github.com/acme").expect("config URL"),
+        AuthMethod::Pat(SecretValue::new("ghp_secret")),
+        build_transport(None, None, &HttpOptions::default()).expect("transport"),
+        HttpOptions::default(),
+    )
+    .with_credential_id("secret/ci/github-creds".into());
+    drop(client);
+    assert!(exported(), "the other client still uses the credential");
+    drop(other);
+    assert!(!exported(), "no client uses the credential any more");
 }
 
 #[test]

@@ -69,6 +69,8 @@ pub struct GroupMemory {
     pub runner_rbac: Option<String>,
     /// Generation whose runner pods were already checked against `restricted`.
     pub pod_security_checked: Option<i64>,
+    /// Events written lately, so a repeat is not written again at once.
+    pub recent_events: super::events::RecentEvents,
     /// What the latency per stage has already counted.
     pub stages: super::stage_track::StageTracker,
     /// The last pass created fewer runners than planned because the API budget is low (the

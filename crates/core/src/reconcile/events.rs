@@ -1,6 +1,9 @@
 //! Events on a `RunnerGroup`: condition transitions, runner failures, scale summaries. Bounded:
 //! at most a handful per reconcile, and only when something changed.
 
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::Resource;
 use kube::runtime::events::{Event, EventType};
@@ -15,7 +18,32 @@ use crate::crd::RunnerGroup;
 /// Most "runner did not start" Events one pass publishes.
 const MAX_STUCK_EVENTS: usize = 3;
 
-/// Publishes one Event on `group`; best effort.
+/// How long a repeat of an Event a group already got (same reason and note) is not written.
+/// kube's recorder patches the Event's series on every repeat, so a group scaling up one runner
+/// per pass wrote one Event per runner; client-go's recorder refreshes a series only every
+/// 30 minutes. A minute keeps `kubectl get events` current at a fraction of the writes.
+pub const EVENT_REPEAT_WINDOW: Duration = Duration::from_secs(60);
+
+/// The Events a group got within the last [`EVENT_REPEAT_WINDOW`], by reason and note.
+#[derive(Debug, Default)]
+pub struct RecentEvents(HashMap<(String, String), Instant>);
+
+impl RecentEvents {
+    /// Whether an Event with this reason and note is to be written at `now` (and remembers it
+    /// if so): not when the same one was written within the window.
+    pub fn admit(&mut self, reason: &str, note: &str, now: Instant) -> bool {
+        self.0
+            .retain(|_, at| now.saturating_duration_since(*at) < EVENT_REPEAT_WINDOW);
+        let key = (reason.to_owned(), note.to_owned());
+        if self.0.contains_key(&key) {
+            return false;
+        }
+        self.0.insert(key, now);
+        true
+    }
+}
+
+/// Publishes one Event on `group` unless it repeats a recent one; best effort.
 pub(super) async fn publish(
     ctx: &Context,
     group: &RunnerGroup,
@@ -24,6 +52,10 @@ pub(super) async fn publish(
     action: &str,
     note: String,
 ) {
+    let key = super::pipeline::group_key(group);
+    if !ctx.with_memory(&key, |m| m.recent_events.admit(reason, &note, Instant::now())) {
+        return;
+    }
     let ev = Event {
         type_,
         reason: reason.to_owned(),
@@ -174,4 +206,23 @@ pub async fn pod_security(ctx: &Context, group: &RunnerGroup, violations: &[Stri
         note,
     )
     .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_repeat_is_written_again_only_after_the_window() {
+        let mut recent = RecentEvents::default();
+        let t0 = Instant::now();
+        assert!(recent.admit("ScaledUp", "created 1 runners", t0));
+        assert!(!recent.admit("ScaledUp", "created 1 runners", t0 + Duration::from_secs(5)));
+        assert!(recent.admit("ScaledUp", "created 2 runners", t0 + Duration::from_secs(5)));
+        assert!(recent.admit("ScaledDown", "created 1 runners", t0 + Duration::from_secs(5)));
+        assert!(recent.admit("ScaledUp", "created 1 runners", t0 + EVENT_REPEAT_WINDOW));
+        let later = t0 + EVENT_REPEAT_WINDOW * 3;
+        assert!(recent.admit("ScaledUp", "created 3 runners", later));
+        assert_eq!(recent.0.len(), 1, "entries past the window are dropped");
+    }
 }

@@ -1,5 +1,5 @@
 //! Pure rule for when a newly built status is written: condition transitions at once, count-only
-//! changes at a bounded rate per group.
+//! changes (and the `Scaling` condition's up/down/steady motion) at a bounded rate per group.
 //!
 //! During a burst the counters (`currentRunners`, `idleRunners`, `runningJobs`, …) and the
 //! messages that quote them move on every pass; writing each of those would make status patches
@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
+use crate::conditions::{ConditionReason, ConditionType};
 use crate::crd::RunnerGroupStatus;
 
 /// Shortest time between two status writes of one group that only move counts or messages.
@@ -36,6 +37,20 @@ fn gist(c: &Condition) -> (&str, &str, &str, Option<i64>) {
     (&c.type_, &c.status, &c.reason, c.observed_generation)
 }
 
+/// A change of the `Scaling` condition between "scaling up", "scaling down" and "steady" only
+/// tells motion, like the counts do: a group serving one job at a time flips it twice per job,
+/// so it is written at the count rate. Reaching or leaving `AtMaxRunners` is a limit a person
+/// acts on, and is written at once.
+fn only_motion(a: &Condition, b: &Condition) -> bool {
+    let scaling = ConditionType::Scaling.as_str();
+    let at_max = ConditionReason::AtMaxRunners.as_str();
+    a.type_ == scaling
+        && b.type_ == scaling
+        && a.reason != at_max
+        && b.reason != at_max
+        && a.observed_generation == b.observed_generation
+}
+
 /// A change a reader acts on: a condition appeared, went or flipped status or reason, the
 /// generation moved, forge facts or the failure count changed.
 fn significant_change(prev: &RunnerGroupStatus, next: &RunnerGroupStatus) -> bool {
@@ -48,7 +63,7 @@ fn significant_change(prev: &RunnerGroupStatus, next: &RunnerGroupStatus) -> boo
             .conditions
             .iter()
             .zip(&next.conditions)
-            .any(|(a, b)| gist(a) != gist(b))
+            .any(|(a, b)| gist(a) != gist(b) && !only_motion(a, b))
 }
 
 /// `lastPollTime` moved by [`POLL_TIME_REFRESH`] or more (or appeared, or went).
@@ -128,7 +143,14 @@ mod tests {
             s.idle_runners = 1;
             s.conditions[0].message = "3 runners".into();
         };
-        let flip = |s: &mut RunnerGroupStatus| s.conditions[1].status = "True".into();
+        let flip = |s: &mut RunnerGroupStatus| {
+            s.conditions[0].status = "False".into();
+            s.conditions[0].reason = "ForgeUnreachable".into();
+        };
+        let scaling_up = |s: &mut RunnerGroupStatus| {
+            s.conditions[1].status = "True".into();
+            s.conditions[1].reason = "ScalingUp".into();
+        };
         let reason = |s: &mut RunnerGroupStatus| s.conditions[1].reason = "AtMaxRunners".into();
         let generation = |s: &mut RunnerGroupStatus| s.observed_generation = Some(2);
         let cond_generation = |s: &mut RunnerGroupStatus| s.conditions[0].observed_generation = Some(2);
@@ -142,7 +164,7 @@ mod tests {
         let nothing = |_: &mut RunnerGroupStatus| {};
         type Edit = fn(&mut RunnerGroupStatus);
         let ms = Duration::from_millis;
-        let table: [(&str, Edit, Option<Duration>, StatusWrite); 16] = [
+        let table: [(&str, Edit, Option<Duration>, StatusWrite); 18] = [
             ("unchanged", nothing, RECENT, StatusWrite::Skip),
             ("unchanged, not in memory", nothing, None, StatusWrite::Skip),
             ("poll time only, fresh", poll_soon, RECENT, StatusWrite::Skip),
@@ -162,6 +184,13 @@ mod tests {
             ("counts, old write", counts, LONG_AGO, StatusWrite::Now),
             ("counts, no deferral allowed", counts, None, StatusWrite::Now),
             ("condition status flips", flip, RECENT, StatusWrite::Now),
+            (
+                "scaling up, recent write",
+                scaling_up,
+                RECENT,
+                StatusWrite::Defer(ms(700)),
+            ),
+            ("scaling up, old write", scaling_up, LONG_AGO, StatusWrite::Now),
             ("condition reason changes", reason, RECENT, StatusWrite::Now),
             ("generation moves", generation, RECENT, StatusWrite::Now),
             (

@@ -61,6 +61,11 @@ struct Args {
     /// After the JSON lines, print the runs as a Markdown table (the one docs/performance.md uses).
     #[arg(long)]
     table: bool,
+    /// Run this `forgerunner` binary as the operator (e.g. `target/release/forgerunner`)
+    /// instead of the copy embedded in this executable. The bench executable also carries the
+    /// fake cluster and forges, and its code pages count in the embedded operator's RSS.
+    #[arg(long, value_name = "PATH")]
+    operator: Option<std::path::PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -91,7 +96,9 @@ fn forges(args: &Args, scenario: Scenario) -> Vec<BenchForge> {
 }
 
 async fn run(args: Args) -> ExitCode {
-    let operator = match OperatorCommand::embedded() {
+    let operator = match args.operator.clone().map_or_else(OperatorCommand::embedded, |path| {
+        Ok(OperatorCommand::binary(path))
+    }) {
         Ok(op) => op,
         Err(e) => {
             eprintln!("error: cannot find this executable: {e}");

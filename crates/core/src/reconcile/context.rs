@@ -69,6 +69,8 @@ pub struct GroupMemory {
     pub runner_rbac: Option<String>,
     /// Generation whose runner pods were already checked against `restricted`.
     pub pod_security_checked: Option<i64>,
+    /// Runners whose job identity is being (or was) recorded.
+    pub identity_writes: super::identity::IdentityWrites,
     /// Events written lately, so a repeat is not written again at once.
     pub recent_events: super::events::RecentEvents,
     /// What the latency per stage has already counted.

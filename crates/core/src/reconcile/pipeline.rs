@@ -20,7 +20,7 @@ use super::cleanup::{cleanup, needs_cleanup};
 use super::context::{Context, USER_ACTION_RETRY, WrittenStatus, with_jitter};
 use super::error::ReconcileError;
 use super::events;
-use super::identity::{identities_to_record, record_identities};
+use super::identity::{identities_to_record, spawn_record_identities};
 use super::observe::{belongs_to, observe_runners, runner_refs, with_forge_states};
 use super::pass_metrics::record_pass;
 use super::repair::retire_runners_without_secret;
@@ -358,7 +358,9 @@ async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, Reconcil
         "plan"
     );
 
-    let identities = identities_to_record(&jobs, &view.job_identities);
+    let mut identities = identities_to_record(&jobs, &view.job_identities);
+    let identity_writes = ctx.with_memory(&key, |m| m.identity_writes.clone());
+    identity_writes.claim(&mut identities, &jobs);
     let target = Target {
         jobs: Api::namespaced(ctx.client.clone(), &key.namespace),
         secrets: Api::namespaced(ctx.client.clone(), &key.namespace),
@@ -387,7 +389,14 @@ async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, Reconcil
         }
     };
     let mut report = apply_plan(&target, &the_plan).await;
-    record_identities(&target.jobs, &target.pods, &key, &identities, &the_plan.mark_busy).await;
+    spawn_record_identities(
+        target.jobs.clone(),
+        target.pods.clone(),
+        key.clone(),
+        identities.clone(),
+        the_plan.mark_busy.clone(),
+        identity_writes,
+    );
     report.deleted.extend(retired);
     if report.first_error.is_some() {
         ctx.with_memory(&key, |m| m.secrets_checked = false);

@@ -96,9 +96,12 @@ fn forges(args: &Args, scenario: Scenario) -> Vec<BenchForge> {
 }
 
 async fn run(args: Args) -> ExitCode {
-    let operator = match args.operator.clone().map_or_else(OperatorCommand::embedded, |path| {
-        Ok(OperatorCommand::binary(path))
-    }) {
+    let operator = match args
+        .operator
+        .clone()
+        .map_or_else(OperatorCommand::embedded, |path| {
+            Ok(OperatorCommand::binary(path))
+        }) {
         Ok(op) => op,
         Err(e) => {
             eprintln!("error: cannot find this executable: {e}");

@@ -110,6 +110,7 @@ pub async fn run_until(config: Config, shutdown: CancellationToken) -> Result<()
     let limits = ServerLimits::default();
     let route = LeaderRoute::default();
     let state = HttpState {
+        last_metrics_len: Default::default(),
         readiness: readiness.clone(),
         registry: Arc::new(registry),
     };

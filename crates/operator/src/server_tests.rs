@@ -120,6 +120,7 @@ fn start(limits: ServerLimits, forge: Arc<CostlyForge>) -> Running {
             let mut registry = Registry::default();
             let metrics = Arc::new(Metrics::register(&mut registry));
             let state = HttpState {
+                last_metrics_len: Default::default(),
                 readiness: Arc::new(Readiness::new()),
                 registry: Arc::new(registry),
             };

@@ -306,6 +306,12 @@ impl Harness {
         report.jobs = jobs;
         report.groups = self.groups.len();
         report.max_runners = self.max_runners;
+        // Memory and CPU of the run itself, before the bench's own /metrics scrape (which
+        // encodes every group's histograms at once) adds to them.
+        if let Some((rss, cpu)) = self.operator.resource_usage() {
+            report.peak_rss_mib = round2(rss);
+            report.cpu_seconds = round2(cpu);
+        }
         report.stages = super::stages::read(&self.operator).await;
         let tallies = self.watch.all();
         let created: usize = tallies.values().map(|t| t.created.len()).sum();
@@ -356,10 +362,6 @@ impl Harness {
             .map(|j| j.len())
             .unwrap_or(0);
         report.leaks = registered + left;
-        if let Some((rss, cpu)) = self.operator.resource_usage() {
-            report.peak_rss_mib = round2(rss);
-            report.cpu_seconds = round2(cpu);
-        }
         report.harness_cpu_seconds = round2(own_cpu_seconds() - self.cpu_at_start);
     }
 }

@@ -25,12 +25,12 @@ use sha2::{Digest, Sha256};
 use crate::cache::Cell;
 use crate::client::{ClientOptions, GiteaClient};
 use crate::error::GiteaError;
-use crate::finished::FinishedSinceListing;
 use crate::forge_webhook::AnnouncedState;
 use crate::labels::LabelSet;
 use crate::pod::{self, REGISTRATION_TOKEN_KEY};
 use crate::runner_names::{is_group_runner_name, strongest};
 use crate::scope::Scope;
+use crate::taken::TakenSinceListing;
 use crate::types::{JobStatus, Runner, WorkflowJob};
 use crate::version::GiteaVersion;
 
@@ -115,8 +115,8 @@ pub struct GiteaForge {
     pub(crate) groups: Mutex<HashMap<GroupKey, GroupInfo>>,
     /// What webhook deliveries told since each scope's cached jobs listing.
     pub(crate) announced: Mutex<AnnouncedState>,
-    /// Per group, runners that finished after the cached listing was fetched.
-    pub(crate) finished: Mutex<HashMap<GroupKey, FinishedSinceListing>>,
+    /// Per group, runners that took a job after the cached jobs listing was fetched.
+    pub(crate) taken: Mutex<HashMap<GroupKey, TakenSinceListing>>,
     /// Ids of deliveries already acted on.
     pub(crate) deliveries: RecentDeliveries,
 }
@@ -150,7 +150,7 @@ impl GiteaForge {
             tokens: Mutex::default(),
             groups: Mutex::default(),
             announced: Mutex::default(),
-            finished: Mutex::default(),
+            taken: Mutex::default(),
             deliveries: RecentDeliveries::default(),
         }
     }
@@ -361,16 +361,16 @@ impl GiteaForge {
                 states.insert(rr.name.clone(), state);
             }
         }
-        // A listing older than a runner's end may still show that runner's job queued: such a
-        // runner covers one queued job until a newer listing, unless the listing or a delivery
-        // already accounts for its job.
-        let covered = match self.finished.lock() {
-            Ok(mut f) => f
-                .entry(ctx.key.clone())
-                .or_default()
-                .covered(refs, fetched_at, |name| {
-                    working.contains(name) || announced.runners.contains_key(name)
-                }),
+        // A jobs listing older than a runner's take may still show that runner's job queued:
+        // such a runner covers one queued job until a newer listing, unless the listing or a
+        // delivery already accounts for its job.
+        let covered = match self.taken.lock() {
+            Ok(mut t) => t.entry(ctx.key.clone()).or_default().covered(
+                refs,
+                fetched_at,
+                |name| states.get(name) == Some(&ForgeRunnerState::Busy),
+                |name| working.contains(name) || announced.runners.contains_key(name),
+            ),
             Err(_) => 0,
         };
         // This pass's listings are cached by now.

@@ -9,7 +9,6 @@
 pub mod cache;
 pub mod client;
 pub mod error;
-mod finished;
 pub mod forge;
 mod forge_webhook;
 pub mod labels;
@@ -18,6 +17,7 @@ pub mod pod_security;
 mod release;
 mod runner_names;
 pub mod scope;
+mod taken;
 pub mod types;
 pub mod validate;
 pub mod version;

@@ -33,7 +33,7 @@ impl GiteaForge {
         if let Ok(mut g) = self.groups.lock() {
             g.remove(key);
         }
-        if let Ok(mut f) = self.finished.lock() {
+        if let Ok(mut f) = self.taken.lock() {
             f.remove(key);
         }
         self.prune();
@@ -63,7 +63,7 @@ impl GiteaForge {
         clear(&self.jobs);
         clear(&self.runners);
         clear(&self.tokens);
-        clear(&self.finished);
+        clear(&self.taken);
         self.forget_announced();
         clear(&self.instances);
         self.report_cache();
@@ -72,7 +72,7 @@ impl GiteaForge {
     /// Sets the cache gauge from the maps' sizes.
     pub(crate) fn report_cache(&self) {
         let listings = len(&self.jobs) + len(&self.runners) + len(&self.announced);
-        let groups = len(&self.groups) + len(&self.finished);
+        let groups = len(&self.groups) + len(&self.taken);
         self.metrics.set_cache_entries(
             "gitea",
             &[

@@ -325,3 +325,42 @@ async fn a_runner_finished_after_the_listing_covers_its_job_until_the_next_listi
         "the new job is demand; the old one is gone"
     );
 }
+
+/// A runner the runners listing (refreshed by a removal) shows busy while the older cached jobs
+/// listing still shows its job queued covers that job: no runner is made for a taken job. Once
+/// its Job succeeds it covers the job still (the listing is the same), and nothing is counted
+/// twice.
+#[tokio::test]
+async fn a_runner_busy_after_the_jobs_listing_covers_its_job() {
+    use forgerunner_core::plan::RunnerPhase;
+    let fake = fake().await;
+    let (f, _rx) = forge();
+    // A long interval: the jobs listing stays cached for the whole test.
+    let c = ctx("g", &fake.url(), &["linux"], 300);
+    let id = fake.queue_job(REPO, &["linux"]);
+    let runner = fake.add_runner(FakeScope::Global, "g-bus01", &["linux"], true);
+    let refs = [common::running("g-bus01")];
+    let view = f.observe(&c, &refs).await.unwrap();
+    assert_eq!(view.waiting_jobs, 1);
+    assert_eq!(view.runners.get("g-bus01"), Some(&ForgeRunnerState::Idle));
+    let before = listings(&fake);
+
+    // The runner takes the job; removing another runner refreshes the runners listing only.
+    assert_eq!(fake.take_job(runner), Some(id));
+    f.remove_runner(&c, &common::running("g-gone1")).await.unwrap();
+    let view = f.observe(&c, &refs).await.unwrap();
+    assert_eq!(listings(&fake), before, "still the cached jobs listing");
+    assert_eq!(view.runners.get("g-bus01"), Some(&ForgeRunnerState::Busy));
+    assert_eq!(view.waiting_jobs, 0, "the busy runner covers its job");
+
+    // The job completes and the runner's Job succeeds; the cached listing is the same.
+    assert!(fake.complete_job(id));
+    let mut done = common::running("g-bus01");
+    done.phase = RunnerPhase::Succeeded;
+    assert_eq!(f.observe(&c, &[done]).await.unwrap().waiting_jobs, 0);
+    assert_eq!(
+        jobs(&f, &c).await,
+        0,
+        "its Job is gone; the old listing is still covered"
+    );
+}

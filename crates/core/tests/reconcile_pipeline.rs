@@ -960,7 +960,9 @@ async fn a_low_api_budget_holds_creation_back_before_the_forge_refuses() {
             l.items.iter().any(|e| {
                 e.reason.as_deref() == Some("ApiBudgetLow")
                     && e.type_.as_deref() == Some("Warning")
-                    && e.note.as_deref().is_some_and(|n| n.contains("40 of 5000"))
+                    && e.note.as_deref().is_some_and(|n| {
+                        n.contains("40 of 5000") && n.contains("): creating 0 of 6 runners this pass")
+                    })
             })
         })
     })

@@ -513,7 +513,7 @@ async fn slow_down_on_budget(
     );
     if !was {
         let note = format!(
-            "forge API budget low ({remaining} of {limit} requests left, reset at {reset}): creating              {} of {} runners this pass until the budget recovers",
+            "forge API budget low ({remaining} of {limit} requests left, reset at {reset}): creating {} of {} runners this pass until the budget recovers",
             allowance.create, *create
         );
         events::publish(

@@ -288,6 +288,24 @@ impl ReconcileTrigger {
     pub fn wake(&self, key: GroupKey) {
         let _ = self.0.send(key);
     }
+
+    /// Asks for a reconcile of each of `keys` at `due`, from a task of its own.
+    ///
+    /// Polling forges use it when a shared listing expires: the reconciler requeues a group one
+    /// interval after each pass, and a pass woken between listings reuses the cached one, so
+    /// without this a job queued just after a listing could wait almost two intervals.
+    pub fn wake_at(&self, keys: Vec<GroupKey>, due: std::time::Instant) {
+        if keys.is_empty() {
+            return;
+        }
+        let trigger = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep_until(tokio::time::Instant::from_std(due)).await;
+            for k in keys {
+                trigger.wake(k);
+            }
+        });
+    }
 }
 
 /// The contract between the generic reconciler and a forge backend.

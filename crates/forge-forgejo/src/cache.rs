@@ -15,6 +15,8 @@ pub struct Fetched<T> {
     pub value: Arc<T>,
     /// When its fetch started.
     pub at: Instant,
+    /// Whether this call fetched it (rather than reusing a cached value).
+    pub fetched_now: bool,
 }
 
 /// A cached value with its fetch time.
@@ -44,12 +46,17 @@ impl<T> Cell<T> {
             return Ok(Fetched {
                 value: value.clone(),
                 at: *at,
+                fetched_now: false,
             });
         }
         let started = Instant::now();
         let value = Arc::new(fetch.await?);
         *guard = Some((started, value.clone()));
-        Ok(Fetched { value, at: started })
+        Ok(Fetched {
+            value,
+            at: started,
+            fetched_now: true,
+        })
     }
 
     /// Drops the value, so the next caller fetches afresh.
@@ -77,12 +84,16 @@ mod tests {
                     Ok::<_, ()>(7)
                 })
                 .await
-                .map(|f| *f.value)
+                .map(|f| (*f.value, f.fetched_now))
             }));
         }
+        let mut fetched = 0;
         for t in tasks {
-            assert_eq!(t.await.expect("join"), Ok(7));
+            let (value, now) = t.await.expect("join").expect("fetch");
+            assert_eq!(value, 7);
+            fetched += usize::from(now);
         }
+        assert_eq!(fetched, 1, "only the fetching caller says it fetched");
         assert_eq!(calls.load(Ordering::SeqCst), 1);
         cell.expire().await;
         let e: Result<_, &str> = cell.get(Duration::from_secs(60), async { Err("boom") }).await;

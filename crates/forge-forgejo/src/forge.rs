@@ -16,7 +16,7 @@ use forgerunner_core::crd::{
 };
 use forgerunner_core::forge::{
     ClusterRefs, Forge, ForgeError, ForgeFacts, ForgeView, GroupContext, GroupKey, OutboundUrl,
-    RemoveOutcome, RunnerCredentials, RunnerRef, SecretValue, WaitingJob,
+    ReconcileTrigger, RemoveOutcome, RunnerCredentials, RunnerRef, SecretValue, WaitingJob,
 };
 use forgerunner_core::metrics::Metrics;
 use forgerunner_core::validate::SpecViolation;
@@ -112,6 +112,8 @@ type Cells<K, T> = Mutex<HashMap<K, Arc<Cell<T>>>>;
 pub struct ForgejoForge {
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) opts: ForgejoOptions,
+    /// Wakes a listing's groups when it expires.
+    trigger: ReconcileTrigger,
     instances: Mutex<HashMap<InstanceKey, Arc<Instance>>>,
     jobs: Cells<JobsKey, Vec<RunJob>>,
     runners: Cells<ScopeKey, Vec<Runner>>,
@@ -137,16 +139,21 @@ fn clear<K, V>(m: &Mutex<HashMap<K, V>>) {
 }
 
 impl ForgejoForge {
-    /// A backend with default options.
-    pub fn new(metrics: Arc<Metrics>) -> ForgejoForge {
-        ForgejoForge::with_options(metrics, ForgejoOptions::default())
+    /// A backend with default options. `trigger` wakes a listing's groups when it expires.
+    pub fn new(metrics: Arc<Metrics>, trigger: ReconcileTrigger) -> ForgejoForge {
+        ForgejoForge::with_options(metrics, trigger, ForgejoOptions::default())
     }
 
     /// A backend with explicit options (tests shorten timeouts).
-    pub fn with_options(metrics: Arc<Metrics>, opts: ForgejoOptions) -> ForgejoForge {
+    pub fn with_options(
+        metrics: Arc<Metrics>,
+        trigger: ReconcileTrigger,
+        opts: ForgejoOptions,
+    ) -> ForgejoForge {
         ForgejoForge {
             metrics,
             opts,
+            trigger,
             instances: Mutex::default(),
             jobs: Mutex::default(),
             runners: Mutex::default(),
@@ -257,12 +264,19 @@ impl ForgejoForge {
     /// The group's waiting and running jobs, at most one poll interval old.
     pub(crate) async fn jobs(&self, r: &Resolved<'_>) -> Result<Fetched<Vec<RunJob>>, ForgejoError> {
         let names: Vec<&str> = r.labels.names().collect();
-        cell_for(&self.jobs, &r.jobs_key)
+        let got = cell_for(&self.jobs, &r.jobs_key)
             .get(
                 r.interval,
                 r.instance.client.list_jobs(r.version, &r.scope, &names),
             )
-            .await
+            .await?;
+        if got.fetched_now {
+            // The listing's groups reconcile when it expires, so the next listing is one
+            // interval after this one, not after whichever pass came last.
+            self.trigger
+                .wake_at(self.users_of(&r.jobs_key), got.at + r.interval);
+        }
+        Ok(got)
     }
 
     /// The scope's runners (v15), at most `max_age` old.

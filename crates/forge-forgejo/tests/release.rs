@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use common::{fake, group_context, spec};
 use forgerunner_core::crd::ForgejoScope;
-use forgerunner_core::forge::{Forge, GroupContext};
+use forgerunner_core::forge::{Forge, GroupContext, ReconcileTrigger};
 use forgerunner_core::metrics::{CacheLabels, Metrics};
 use forgerunner_forgejo::ForgejoForge;
 use forgerunner_testkit::forgejo::ADMIN_TOKEN;
@@ -38,7 +38,7 @@ async fn release_and_credential_change_drop_what_only_that_group_used() {
     let fake = fake("14.0.2+gitea-1.22.0").await;
     fake.add_repo("o/r");
     let metrics = Arc::new(Metrics::default());
-    let f = ForgejoForge::new(metrics.clone());
+    let f = ForgejoForge::new(metrics.clone(), ReconcileTrigger::channel().0);
     let other = fake.add_token("o");
     let (a, b) = (ctx("a", &fake.url(), ADMIN_TOKEN), ctx("b", &fake.url(), &other));
     for c in [&a, &b] {

@@ -4,9 +4,9 @@
 
 mod common;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use common::{ctx, fake, forge};
+use common::{ctx, fake, forge, forge_and_wakes, group_context, spec};
 use forgerunner_core::ErrorCategory;
 use forgerunner_core::crd::ForgejoScope;
 use forgerunner_core::forge::{Forge, ForgeError};
@@ -102,6 +102,51 @@ async fn the_label_filter_is_sent_and_the_listing_shared() {
         ADMIN_TOKEN,
     );
     assert_eq!(f.observe(&none, &[]).await.unwrap().waiting_jobs, 0);
+}
+
+#[tokio::test]
+async fn a_listings_groups_are_woken_when_it_expires() {
+    let fake = fake("15.0.3+gitea-1.22.0").await;
+    let (f, mut wakes) = forge_and_wakes();
+    let group = |name: &str| {
+        let mut s = spec(&fake.url(), ForgejoScope::Global, None, &["debian"]);
+        s.poll_interval_seconds = Some(1);
+        group_context(name, s, ADMIN_TOKEN)
+    };
+    let (a, b) = (group("a"), group("b"));
+    let mut next_wakes = async |n: usize| {
+        let mut woken = Vec::new();
+        for _ in 0..n {
+            let k = tokio::time::timeout(Duration::from_secs(30), wakes.recv())
+                .await
+                .expect("woken when the listing expires")
+                .expect("trigger open");
+            woken.push(k.name);
+        }
+        woken.sort();
+        woken
+    };
+    let first = Instant::now();
+    f.observe(&a, &[]).await.unwrap();
+    // b joins the listing a fetched: it reuses it and schedules nothing more.
+    f.observe(&b, &[]).await.unwrap();
+    assert_eq!(next_wakes(1).await, ["a"], "who listed with it when it was fetched");
+    assert!(
+        first.elapsed() >= Duration::from_secs(1),
+        "not before the interval: {:?}",
+        first.elapsed()
+    );
+    assert_eq!(count(&fake, "/runners/jobs"), 1);
+    fake.queue_job("o/r", "x", &["debian"]);
+    assert_eq!(
+        f.observe(&a, &[]).await.unwrap().waiting_jobs,
+        1,
+        "the woken pass lists afresh"
+    );
+    assert_eq!(f.observe(&b, &[]).await.unwrap().waiting_jobs, 1);
+    assert_eq!(count(&fake, "/runners/jobs"), 2);
+    assert_eq!(next_wakes(2).await, ["a", "b"], "every group on the listing");
+    assert!(wakes.try_recv().is_err(), "one wake per group and listing");
 }
 
 #[tokio::test]

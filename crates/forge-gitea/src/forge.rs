@@ -309,13 +309,12 @@ impl GiteaForge {
         let mut queued = announced.unlisted_queued;
         // Runners the listing shows working: their jobs are not counted as queued.
         let mut working: BTreeSet<&str> = BTreeSet::new();
-        // Announced jobs carry no queue time this view keeps: stages start at first seen.
         let mut waiting: Vec<WaitingJob> = announced
-            .unlisted_ids
+            .unlisted
             .iter()
-            .map(|id| WaitingJob {
+            .map(|(id, queued_at)| WaitingJob {
                 id: id.to_string(),
-                queued_at: None,
+                queued_at: *queued_at,
             })
             .collect();
         let mut identities = BTreeMap::new();

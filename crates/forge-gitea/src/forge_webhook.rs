@@ -220,16 +220,7 @@ impl GiteaForge {
                 .collect(),
             Err(_) => return,
         };
-        if keys.is_empty() {
-            return;
-        }
-        let trigger = self.trigger.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep_until(tokio::time::Instant::from_std(due)).await;
-            for k in keys {
-                trigger.wake(k);
-            }
-        });
+        self.trigger.wake_at(keys, due);
     }
 
     /// The deliveries' view for the group named `group` (serving jobs when `serves` says so)

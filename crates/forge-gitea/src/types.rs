@@ -122,7 +122,7 @@ fn repository_of(url: &str) -> Option<String> {
 }
 
 /// Reads an RFC 3339 time, mapping absent, null, unparsable and the Unix epoch to `None`.
-fn timestamp<'de, D: Deserializer<'de>>(d: D) -> Result<Option<jiff::Timestamp>, D::Error> {
+pub(crate) fn timestamp<'de, D: Deserializer<'de>>(d: D) -> Result<Option<jiff::Timestamp>, D::Error> {
     let s = Option::<String>::deserialize(d)?;
     Ok(s.and_then(|s| s.parse::<jiff::Timestamp>().ok())
         .filter(|t| t.as_second() > 0))

@@ -79,6 +79,8 @@ pub struct WorkflowJobEvent {
     pub labels: Vec<String>,
     /// Runner that took the job (`in_progress`, `completed`); empty when none (or deleted).
     pub runner_name: String,
+    /// When the forge queued the job, when the payload says (the latency from the queue on).
+    pub created_at: Option<jiff::Timestamp>,
     /// Repository owner login.
     pub owner: String,
     /// Repository name.
@@ -126,6 +128,8 @@ struct Job {
     run_attempt: Option<i64>,
     #[serde(default)]
     runner_name: Option<String>,
+    #[serde(default, deserialize_with = "crate::types::timestamp")]
+    created_at: Option<jiff::Timestamp>,
 }
 
 #[derive(Deserialize)]
@@ -207,6 +211,7 @@ pub fn parse_workflow_job(body: &[u8]) -> Result<WorkflowJobEvent, WebhookError>
         run_attempt: p.workflow_job.run_attempt.unwrap_or_default(),
         labels: p.workflow_job.labels.unwrap_or_default(),
         runner_name: p.workflow_job.runner_name.unwrap_or_default(),
+        created_at: p.workflow_job.created_at,
         owner,
         repo,
         organization: p.organization.map(|o| o.login).filter(|l| !l.is_empty()),
@@ -245,7 +250,7 @@ mod tests {
     #[test]
     fn parses_payloads() {
         let body = br#"{"action":"queued","workflow_job":{"id":42,"labels":["linux","gpu"],"steps":null,
-            "status":"queued","run_attempt":2},"repository":{"id":1,"name":"app","full_name":"acme/app",
+            "status":"queued","run_attempt":2,"created_at":"2026-11-24T10:00:00Z"},"repository":{"id":1,"name":"app","full_name":"acme/app",
             "owner":{"login":"acme"}},"organization":{"login":"acme"},"sender":{"login":"bob"}}"#;
         let e = parse_workflow_job(body).unwrap();
         assert_eq!(e.action, JobStatus::Queued);
@@ -253,19 +258,25 @@ mod tests {
         assert_eq!(e.labels, ["linux", "gpu"]);
         assert_eq!(e.run_attempt, 2);
         assert_eq!(e.runner_name, "");
+        assert_eq!(
+            e.created_at.map(|t| t.to_string()).as_deref(),
+            Some("2026-11-24T10:00:00Z")
+        );
         assert_eq!((e.owner.as_str(), e.repo.as_str()), ("acme", "app"));
         assert_eq!(e.organization.as_deref(), Some("acme"));
         assert!(e.in_scope(&Scope::Org("acme".into())));
         assert!(!e.in_scope(&Scope::Org("other".into())));
 
         let no_owner =
-            br#"{"action":"completed","workflow_job":{"id":1,"labels":null,"runner_name":"g-ab12c"},
+            br#"{"action":"completed","workflow_job":{"id":1,"labels":null,"runner_name":"g-ab12c",
+            "created_at":"1970-01-01T00:00:00Z"},
             "repository":{"name":"r","full_name":"u/r"}}"#;
         let e = parse_workflow_job(no_owner).unwrap();
         assert_eq!(e.action, JobStatus::Completed);
         assert!(e.labels.is_empty());
         assert_eq!(e.runner_name, "g-ab12c");
         assert_eq!(e.run_attempt, 0);
+        assert_eq!(e.created_at, None, "Gitea's unset time is no queue time");
         assert_eq!(e.owner, "u");
         assert_eq!(e.organization, None);
     }

@@ -136,6 +136,13 @@ async fn deliveries_give_demand_at_once_without_listings() {
         "a blocked job wakes nobody"
     );
     assert_eq!(jobs(&f, &linux).await, 20, "nor is it demand");
+    // Announced jobs keep the delivery's queue time: the queued → seen stage needs it.
+    let waiting = common::view(&f, &linux).await.expect("observe").waiting;
+    assert_eq!(waiting.len(), 20);
+    assert!(
+        waiting.iter().all(|w| w.queued_at.is_some()),
+        "queue times: {waiting:?}"
+    );
     assert_eq!(
         listings(&fake),
         1,

@@ -27,8 +27,11 @@ pub struct EnabledForges {
 impl EnabledForges {
     /// Builds a backend for each kind in `enabled`; config validation already refused kinds
     /// that are not compiled in, so those are skipped here.
-    // `trigger` serves only the forges that push (GitHub's listener, Gitea's webhooks).
-    #[cfg_attr(not(any(feature = "github", feature = "gitea")), allow(unused_variables))]
+    // `trigger` wakes groups: GitHub's listener, Gitea's webhooks, expired shared listings.
+    #[cfg_attr(
+        not(any(feature = "github", feature = "gitea", feature = "forgejo")),
+        allow(unused_variables)
+    )]
     /// `fence` keeps a deposed leader's GitHub listeners from starting or taking jobs.
     #[cfg_attr(not(feature = "github"), allow(unused_variables))]
     pub fn new(
@@ -65,8 +68,11 @@ impl EnabledForges {
                 }
                 #[cfg(feature = "forgejo")]
                 ForgeKind::Forgejo => {
-                    // Poll-only: Forgejo has no job-level webhook, so no trigger is needed.
-                    set.forgejo = Some(forgerunner_forgejo::ForgejoForge::new(metrics.clone()));
+                    // Poll-only: the trigger wakes a listing's groups when it expires.
+                    set.forgejo = Some(forgerunner_forgejo::ForgejoForge::new(
+                        metrics.clone(),
+                        trigger.clone(),
+                    ));
                 }
                 #[allow(unreachable_patterns)]
                 _ => {}

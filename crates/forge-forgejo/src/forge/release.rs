@@ -26,6 +26,18 @@ impl ForgejoForge {
         }
     }
 
+    /// The groups that list with `key`.
+    pub(super) fn users_of(&self, key: &JobsKey) -> Vec<GroupKey> {
+        match self.users.lock() {
+            Ok(u) => u
+                .iter()
+                .filter(|(_, k)| *k == key)
+                .map(|(g, _)| g.clone())
+                .collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+
     /// Forgets `group`'s book and whatever no other group uses.
     pub(super) fn release_group(&self, group: &GroupKey) {
         if let Ok(mut b) = self.books.lock() {

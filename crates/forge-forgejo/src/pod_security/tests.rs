@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use forgerunner_core::RunnerGroup;
 use forgerunner_core::crd::{ContainerMode, ContainerModeType, RunnerGroupSpec};
-use forgerunner_core::forge::{Forge, RunnerCredentials, SecretValue};
+use forgerunner_core::forge::{Forge, ReconcileTrigger, RunnerCredentials, SecretValue};
 use forgerunner_core::metrics::Metrics;
 use forgerunner_core::runner_job::{RunnerJobInput, build_runner_job};
 use forgerunner_core::runner_pod::{PssRule, restricted_violations};
@@ -55,7 +55,7 @@ fn all_credentials() -> Vec<RunnerCredentials> {
 
 /// The runner pod the reconciler would create for `g`.
 fn built_pod(g: &RunnerGroup, creds: &RunnerCredentials) -> PodSpec {
-    let forge = ForgejoForge::new(Arc::new(Metrics::default()));
+    let forge = ForgejoForge::new(Arc::new(Metrics::default()), ReconcileTrigger::channel().0);
     let default_pod = forge.default_runner_pod(g, "g-abcde", "g-abcde", creds);
     let job = build_runner_job(RunnerJobInput {
         group: g,

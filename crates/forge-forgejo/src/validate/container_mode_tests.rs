@@ -7,7 +7,7 @@ use forgerunner_core::RunnerGroup;
 use forgerunner_core::conditions::{ConditionStatus, ConditionType};
 use forgerunner_core::crd::{ContainerMode, ContainerModeType, RunnerGroupSpec};
 use forgerunner_core::error::ErrorCategory;
-use forgerunner_core::forge::Forge;
+use forgerunner_core::forge::{Forge, ReconcileTrigger};
 use forgerunner_core::metrics::Metrics;
 use forgerunner_core::reconcile::pipeline::check_spec;
 use forgerunner_core::reconcile::status::error_conditions;
@@ -31,7 +31,7 @@ fn spec(mode: Option<ContainerModeType>) -> RunnerGroupSpec {
 }
 
 fn forge() -> ForgejoForge {
-    ForgejoForge::new(Arc::new(Metrics::default()))
+    ForgejoForge::new(Arc::new(Metrics::default()), ReconcileTrigger::channel().0)
 }
 
 #[test]

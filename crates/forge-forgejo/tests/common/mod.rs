@@ -6,11 +6,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use forgerunner_core::crd::{ForgeKind, ForgejoScope, ForgejoSpec, RunnerGroup, RunnerGroupSpec};
-use forgerunner_core::forge::{Credentials, GroupContext, GroupKey, RunnerRef, SecretValue};
+use forgerunner_core::forge::{
+    Credentials, GroupContext, GroupKey, ReconcileTrigger, RunnerRef, SecretValue,
+};
 use forgerunner_core::metrics::Metrics;
 use forgerunner_core::plan::RunnerPhase;
 use forgerunner_forgejo::{ClientOptions, ForgejoForge, ForgejoOptions};
 use forgerunner_testkit::forgejo::{FakeConfig, ForgejoFakeHandle};
+use tokio::sync::mpsc::UnboundedReceiver;
 
 /// A fake Forgejo playing `version`.
 pub async fn fake(version: &str) -> ForgejoFakeHandle {
@@ -21,8 +24,15 @@ pub async fn fake(version: &str) -> ForgejoFakeHandle {
 
 /// A backend with short timeouts and backoffs.
 pub fn forge() -> ForgejoForge {
-    ForgejoForge::with_options(
+    forge_and_wakes().0
+}
+
+/// A backend with short timeouts and backoffs, and the groups it asks to reconcile.
+pub fn forge_and_wakes() -> (ForgejoForge, UnboundedReceiver<GroupKey>) {
+    let (trigger, wakes) = ReconcileTrigger::channel();
+    let forge = ForgejoForge::with_options(
         Arc::new(Metrics::default()),
+        trigger,
         ForgejoOptions {
             client: ClientOptions {
                 request_timeout: Duration::from_millis(500),
@@ -31,7 +41,8 @@ pub fn forge() -> ForgejoForge {
             },
             ..ForgejoOptions::default()
         },
-    )
+    );
+    (forge, wakes)
 }
 
 /// A Forgejo block at `scope` (`target` is the org, user or `owner/repo`).

@@ -43,6 +43,8 @@ struct Seen {
     status: JobStatus,
     labels: Vec<String>,
     runner_name: String,
+    /// When the forge queued the job, as the first delivery that carried it told.
+    queued_at: Option<jiff::Timestamp>,
 }
 
 /// Order of a job's states within one attempt; the most advanced known state wins. `None`: a
@@ -62,8 +64,8 @@ fn rank(s: &JobStatus) -> Option<u8> {
 pub(crate) struct GroupView {
     /// Queued jobs absent from the listing that the group can serve.
     pub(crate) unlisted_queued: u32,
-    /// Their ids (for the latency per stage).
-    pub(crate) unlisted_ids: Vec<i64>,
+    /// Their ids and queue times (for the latency per stage).
+    pub(crate) unlisted: Vec<(i64, Option<jiff::Timestamp>)>,
     /// Ids the listing shows queued that deliveries show taken or finished.
     pub(crate) taken: HashSet<i64>,
     /// The group's runners that deliveries show working (`Busy`) or done (`Finished`).
@@ -94,6 +96,7 @@ impl Announced {
             status: event.action.clone(),
             labels: event.labels.clone(),
             runner_name: event.runner_name.clone(),
+            queued_at: event.created_at,
         };
         match self.jobs.get_mut(&event.job_id) {
             // A re-run keeps the job id: a higher attempt is a new job.
@@ -111,6 +114,7 @@ impl Announced {
                 if seen.labels.is_empty() {
                     seen.labels = event.labels.clone();
                 }
+                seen.queued_at = seen.queued_at.or(event.created_at);
             }
             Some(_) => {} // an older attempt's late delivery
             None => {
@@ -170,7 +174,7 @@ impl Announced {
                     let new = s.first_received >= fetched_at;
                     if new && s.status == JobStatus::Queued && serves(&s.labels) {
                         view.unlisted_queued = view.unlisted_queued.saturating_add(1);
-                        view.unlisted_ids.push(*id);
+                        view.unlisted.push((*id, s.queued_at));
                     }
                 }
             }
@@ -200,6 +204,7 @@ mod tests {
             run_attempt: 1,
             labels: vec!["linux".into()],
             runner_name: runner.into(),
+            created_at: None,
             owner: "acme".into(),
             repo: "app".into(),
             organization: None,
@@ -352,6 +357,26 @@ mod tests {
             1,
             "labels must match; unknown and blocked jobs are not demand"
         );
+    }
+
+    #[test]
+    fn an_unlisted_job_keeps_the_queue_time_a_delivery_told() {
+        let t0 = Instant::now();
+        let at = t0 + Duration::from_millis(1);
+        let queued: jiff::Timestamp = "2026-11-24T10:00:00Z".parse().unwrap();
+        let mut a = Announced::default();
+        a.record(&event(1, JobStatus::Queued, ""), at);
+        let mut told = event(2, JobStatus::Queued, "");
+        told.created_at = Some(queued);
+        a.record(&told, at);
+        let mut unlisted = view(&a, t0, &[]).unlisted;
+        unlisted.sort();
+        assert_eq!(unlisted, [(1, None), (2, Some(queued))]);
+        // A later delivery of the same attempt fills a time the first one lacked.
+        let mut again = event(1, JobStatus::Queued, "");
+        again.created_at = Some(queued);
+        a.record(&again, at);
+        assert!(view(&a, t0, &[]).unlisted.iter().all(|(_, q)| *q == Some(queued)));
     }
 
     #[test]

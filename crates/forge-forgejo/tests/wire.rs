@@ -130,7 +130,11 @@ async fn a_listings_groups_are_woken_when_it_expires() {
     f.observe(&a, &[]).await.unwrap();
     // b joins the listing a fetched: it reuses it and schedules nothing more.
     f.observe(&b, &[]).await.unwrap();
-    assert_eq!(next_wakes(1).await, ["a"], "who listed with it when it was fetched");
+    assert_eq!(
+        next_wakes(1).await,
+        ["a"],
+        "who listed with it when it was fetched"
+    );
     assert!(
         first.elapsed() >= Duration::from_secs(1),
         "not before the interval: {:?}",

@@ -14,7 +14,7 @@ use common::e2e::{OUTPUT_LINES, start_operator, start_operator_with, start_world
 use common::scrape::{missing, scrape};
 use forgerunner_sandbox::world::groups::GroupSize;
 use forgerunner_sandbox::world::operator::{OperatorProcess, OperatorSettings};
-use forgerunner_sandbox::world::{World, WorldOptions, wait_until};
+use forgerunner_sandbox::world::{World, WorldOptions};
 
 const JOBS: usize = 4;
 const DEADLINE: Duration = Duration::from_secs(240);
@@ -56,17 +56,9 @@ fn options(github: bool, gitea: bool, forgejo: bool) -> WorldOptions {
     }
 }
 
-/// Waits for the group's first pass, so the jobs queued next are new to the operator (a job
-/// already waiting at a process's first pass may have been seen by a predecessor: its queue
-/// time is not measured).
+/// Waits for the group's first pass, so the jobs queued next are new to the operator.
 async fn wait_first_pass(world: &World, op: &OperatorProcess, ns: &str, name: &str) {
-    let polled = wait_until(DEADLINE, "the group's first pass", || async {
-        world
-            .group(ns, name)
-            .await
-            .is_ok_and(|g| g.status.is_some_and(|s| s.last_poll_time.is_some()))
-    })
-    .await;
+    let polled = world.wait_first_pass(ns, name, DEADLINE).await;
     assert!(
         polled.is_ok(),
         "the group was never reconciled; operator log:\n{}",

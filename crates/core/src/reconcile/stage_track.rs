@@ -86,6 +86,12 @@ pub struct StageTracker {
     jobs: BTreeMap<String, Seen>,
 }
 
+/// Oldest first: first seen, then the forge's queue time, then the id (numbers in numeric
+/// order), which is the order forges hand jobs to runners.
+fn age_order((a_id, a): (&str, &Seen), (b_id, b): (&str, &Seen)) -> std::cmp::Ordering {
+    (a.at, a.queued_at, a_id.len(), a_id).cmp(&(b.at, b.queued_at, b_id.len(), b_id))
+}
+
 fn secs(from: Timestamp, to: Timestamp) -> f64 {
     to.duration_since(from).as_secs_f64().max(0.0)
 }
@@ -115,7 +121,15 @@ impl StageTracker {
     }
 
     fn jobs(&mut self, waiting: &[WaitingJob], covering: usize, now: Timestamp, out: &mut StageSamples) {
-        self.jobs.retain(|id, _| waiting.iter().any(|w| &w.id == id));
+        let mut left_unserved = 0;
+        self.jobs.retain(|id, s| {
+            let shown = waiting.iter().any(|w| &w.id == id);
+            left_unserved += usize::from(!shown && !s.served);
+            shown
+        });
+        // A job that left before a runner was made for it was taken by a runner made for a job
+        // still waiting: that job waits for a runner again, so the next creation counts.
+        self.hand_back(left_unserved);
         let mut covered = 0;
         for w in waiting {
             if self.jobs.contains_key(&w.id) {
@@ -141,11 +155,20 @@ impl StageTracker {
         }
     }
 
+    /// Marks the `n` newest served jobs as waiting for a runner again.
+    fn hand_back(&mut self, n: usize) {
+        let mut served: Vec<(&String, &mut Seen)> = self.jobs.iter_mut().filter(|(_, s)| s.served).collect();
+        served.sort_by(|a, b| age_order((b.0, &*b.1), (a.0, &*a.1)));
+        for (_, s) in served.into_iter().take(n) {
+            s.served = false;
+        }
+    }
+
     /// Matches `n` new runner Jobs with the oldest waiting jobs not yet served.
     fn created(&mut self, n: usize, now: Timestamp, out: &mut StageSamples) {
-        let mut open: Vec<&mut Seen> = self.jobs.values_mut().filter(|s| !s.served).collect();
-        open.sort_by_key(|s| s.at);
-        for s in open.into_iter().take(n) {
+        let mut open: Vec<(&String, &mut Seen)> = self.jobs.iter_mut().filter(|(_, s)| !s.served).collect();
+        open.sort_by(|a, b| age_order((a.0, &*a.1), (b.0, &*b.1)));
+        for (_, s) in open.into_iter().take(n) {
             s.served = true;
             out.stages.push((Stage::SeenToRunner, secs(s.at, now)));
             out.queue_to_runner.push(secs(s.queued_at.unwrap_or(s.at), now));
@@ -393,6 +416,41 @@ mod tests {
             [(Stage::RunnerToPodRunning, 4), (Stage::PodRunningToJobStarted, 0)]
         );
         assert_eq!(s.started.len(), 1);
+    }
+
+    #[test]
+    fn jobs_seen_together_are_served_in_queue_order() {
+        let mut t = StageTracker::default();
+        t.pass(&[], &[], 0, created_at_100, ts(0));
+        // Ids compare as numbers: "2" is older than "10", as the forge hands them out.
+        let both = [waiting("10", None), waiting("2", None)];
+        assert_eq!(
+            t.pass(&both, &[], 1, created_at_100, ts(5)).queue_to_runner.len(),
+            1
+        );
+        // The runner took "2"; "10" still waits and gets the next runner.
+        let s = t.pass(&[waiting("10", None)], &[], 1, created_at_100, ts(9));
+        assert_eq!(stages(&s), [(Stage::SeenToRunner, 4)]);
+    }
+
+    #[test]
+    fn a_job_taken_by_another_jobs_runner_hands_that_runner_back() {
+        let mut t = StageTracker::default();
+        t.pass(&[], &[], 0, created_at_100, ts(0));
+        let both = [waiting("1", Some(0)), waiting("2", Some(1))];
+        assert_eq!(
+            t.pass(&both, &[], 1, created_at_100, ts(5)).queue_to_runner.len(),
+            1
+        );
+        // The runner made for "1" took "2": "1" waits for a runner again.
+        let s = t.pass(&[waiting("1", Some(0))], &[], 1, created_at_100, ts(9));
+        assert_eq!(stages(&s), [(Stage::SeenToRunner, 4)]);
+        assert_eq!(s.queue_to_runner, [9.0]);
+        // Every creation counted, never more than one per creation.
+        assert_eq!(
+            t.pass(&[waiting("1", Some(0))], &[], 1, created_at_100, ts(12)),
+            StageSamples::default()
+        );
     }
 
     #[test]

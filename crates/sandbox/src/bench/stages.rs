@@ -115,13 +115,53 @@ fn quantile(q: f64, buckets: &[(f64, u64)]) -> f64 {
     lower.0
 }
 
-/// The stages as the operator's `/metrics` shows them now (empty when it does not answer).
-pub async fn read(op: &OperatorProcess) -> BTreeMap<String, StageLatency> {
+/// What the operator's `/metrics` shows now (empty when it does not answer).
+pub async fn scrape(op: &OperatorProcess) -> String {
     let url = format!("http://{}/metrics", op.http_addr());
     match reqwest::get(url).await {
-        Ok(r) => from_scrape(&r.text().await.unwrap_or_default()),
-        Err(_) => BTreeMap::new(),
+        Ok(r) => r.text().await.unwrap_or_default(),
+        Err(_) => String::new(),
     }
+}
+
+/// The stages as the operator's `/metrics` shows them now (empty when it does not answer).
+pub async fn read(op: &OperatorProcess) -> BTreeMap<String, StageLatency> {
+    from_scrape(&scrape(op).await)
+}
+
+/// Every stage with samples in `scrape` for the group named `group` alone.
+pub fn of_group(scrape: &str, group: &str) -> BTreeMap<String, StageLatency> {
+    let label = format!("group=\"{group}\"");
+    let lines: Vec<&str> = scrape.lines().filter(|l| l.contains(&label)).collect();
+    from_scrape(&lines.join("\n"))
+}
+
+/// A text table of the stages (rows) of `groups` (columns): samples and p50 from `scrape`, `—`
+/// for a stage a group has no sample of.
+pub fn table(scrape: &str, groups: &[&str]) -> Vec<String> {
+    let per_group: Vec<BTreeMap<String, StageLatency>> = groups.iter().map(|g| of_group(scrape, g)).collect();
+    let mut lines = vec![
+        format!(
+            "{:<30}{}",
+            "STAGE (samples, p50)",
+            groups.iter().map(|g| format!("{g:<22}")).collect::<String>()
+        )
+        .trim_end()
+        .to_owned(),
+    ];
+    for stage in STAGES {
+        let cells: String = per_group
+            .iter()
+            .map(|m| {
+                let cell = m.get(stage).map_or("—".to_owned(), |l| {
+                    format!("{:>3}  {:>8.1} ms", l.count, l.p50_ms)
+                });
+                format!("{cell:<22}")
+            })
+            .collect();
+        lines.push(format!("{stage:<30}{cells}").trim_end().to_owned());
+    }
+    lines
 }
 
 #[cfg(test)]
@@ -152,5 +192,17 @@ forgerunner_reconcile_duration_seconds_bucket{forge="gitea",le="1.0"} 9
         assert_eq!(e.p50_ms, 1625.0);
         // Rank 9.5 falls in +Inf: the highest finite bound.
         assert_eq!(e.p95_ms, 2000.0);
+
+        let only_a = of_group(scrape, "a");
+        assert_eq!(only_a["job_execution"].count, 4);
+        let rows = table(scrape, &["a", "b", "c"]);
+        assert_eq!(rows.len(), 1 + STAGES.len());
+        let exec = rows
+            .iter()
+            .find(|r| r.starts_with("job_execution"))
+            .expect("a row per stage");
+        assert!(exec.contains("  4    1500.0 ms"), "{exec}");
+        assert!(exec.contains("  6"), "{exec}");
+        assert!(exec.ends_with('—'), "no samples for c: {exec}");
     }
 }

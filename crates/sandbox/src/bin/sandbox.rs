@@ -10,6 +10,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
+use forgerunner_sandbox::bench::stages;
 use forgerunner_sandbox::world::groups::GroupSize;
 use forgerunner_sandbox::world::operator::{
     OperatorCommand, OperatorProcess, OperatorSettings, run_embedded_operator_if_asked,
@@ -125,6 +126,12 @@ async fn sandbox(args: Args) -> anyhow::Result<bool> {
     let scale_set = world
         .github_scale_set(GITHUB_GROUP, Duration::from_secs(20))
         .await?;
+    // Jobs queued before a group's first pass count from first seen, not from their queue time.
+    for group in [GITEA_GROUP, FORGEJO_GROUP] {
+        world
+            .wait_first_pass(NAMESPACE, group, Duration::from_secs(20))
+            .await?;
+    }
     println!(
         "RunnerGroups {GITHUB_GROUP} (github), {GITEA_GROUP} (gitea) and {FORGEJO_GROUP} (forgejo) created; queueing jobs\n"
     );
@@ -232,6 +239,11 @@ async fn sandbox(args: Args) -> anyhow::Result<bool> {
             percentile_ms(&latencies, 95.0),
             drain.map_or("—".to_owned(), |s| format!("{s:.1} s")),
         );
+    }
+    let metrics = stages::scrape(&operator).await;
+    println!("\nLatency per stage, as the operator measured it (its /metrics histograms):");
+    for line in stages::table(&metrics, &[GITHUB_GROUP, GITEA_GROUP, FORGEJO_GROUP]) {
+        println!("  {line}");
     }
     if ok {
         println!(

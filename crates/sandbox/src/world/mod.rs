@@ -228,6 +228,27 @@ impl World {
             .get(name)
             .await?)
     }
+
+    /// Waits until the operator has polled the group's forge once, so jobs queued next are new
+    /// to it (a job already waiting at a process's first pass may have been seen by a
+    /// predecessor, so its queue time is not measured).
+    pub async fn wait_first_pass(
+        &self,
+        namespace: &str,
+        name: &str,
+        timeout: Duration,
+    ) -> Result<(), WorldError> {
+        wait_until(
+            timeout,
+            &format!("the first pass of {namespace}/{name}"),
+            || async {
+                self.group(namespace, name)
+                    .await
+                    .is_ok_and(|g| g.status.is_some_and(|s| s.last_poll_time.is_some()))
+            },
+        )
+        .await
+    }
 }
 
 /// Starts the Forgejo fake playing `opts.forgejo_version`, with the org and repository of

@@ -336,6 +336,14 @@ impl GiteaForge {
                 _ => {}
             }
         }
+        // Deliveries name a runner's job before a listing shows it in progress.
+        for (runner, identity) in &announced.identities {
+            if refs.iter().any(|r| &r.name == runner) {
+                identities
+                    .entry(runner.clone())
+                    .or_insert_with(|| identity.clone());
+            }
+        }
         let runners = self.runners(&r, r.interval).await?;
         let mut states = BTreeMap::new();
         for rr in refs {

@@ -101,14 +101,19 @@ impl WorkflowJob {
     /// The job's identity for its runner's annotations: repository (from the job's API URL),
     /// run, job name and id. The listing names no workflow.
     pub fn identity(&self) -> JobIdentity {
-        let positive = |id: i64| (id > 0).then(|| id.to_string());
-        JobIdentity {
-            repository: repository_of(&self.url),
-            workflow: None,
-            run_id: positive(self.run_id),
-            job_name: Some(self.name.clone()).filter(|n| !n.trim().is_empty()),
-            job_id: positive(self.id),
-        }
+        job_identity(repository_of(&self.url), self.run_id, &self.name, self.id)
+    }
+}
+
+/// A Gitea job's identity (Gitea names no workflow); ids of 0 and blank names are unknown.
+pub(crate) fn job_identity(repository: Option<String>, run_id: i64, name: &str, id: i64) -> JobIdentity {
+    let positive = |id: i64| (id > 0).then(|| id.to_string());
+    JobIdentity {
+        repository,
+        workflow: None,
+        run_id: positive(run_id),
+        job_name: Some(name.to_owned()).filter(|n| !n.trim().is_empty()),
+        job_id: positive(id),
     }
 }
 

@@ -8,8 +8,10 @@ use hmac::{Hmac, Mac};
 use serde::Deserialize;
 use sha2::Sha256;
 
+use forgerunner_core::job_identity::JobIdentity;
+
 use crate::scope::Scope;
-use crate::types::JobStatus;
+use crate::types::{JobStatus, job_identity};
 
 /// Header carrying the hex HMAC-SHA256 of the raw body.
 pub const SIGNATURE_HEADER: &str = "X-Gitea-Signature";
@@ -81,6 +83,10 @@ pub struct WorkflowJobEvent {
     pub runner_name: String,
     /// When the forge queued the job, when the payload says (the latency from the queue on).
     pub created_at: Option<jiff::Timestamp>,
+    /// Workflow run id; 0 when absent.
+    pub run_id: i64,
+    /// Job name; empty when absent.
+    pub job_name: String,
     /// Repository owner login.
     pub owner: String,
     /// Repository name.
@@ -93,6 +99,16 @@ impl WorkflowJobEvent {
     /// Whether a group at `scope` can see this job (same owner/repo rules as runners).
     pub fn in_scope(&self, scope: &Scope) -> bool {
         scope.contains_repo(&self.owner, &self.repo)
+    }
+
+    /// The job's identity for the annotations of the runner that took it.
+    pub fn identity(&self) -> JobIdentity {
+        job_identity(
+            Some(format!("{}/{}", self.owner, self.repo)),
+            self.run_id,
+            &self.job_name,
+            self.job_id,
+        )
     }
 }
 
@@ -130,6 +146,10 @@ struct Job {
     runner_name: Option<String>,
     #[serde(default, deserialize_with = "crate::types::timestamp")]
     created_at: Option<jiff::Timestamp>,
+    #[serde(default)]
+    run_id: Option<i64>,
+    #[serde(default)]
+    name: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -212,6 +232,8 @@ pub fn parse_workflow_job(body: &[u8]) -> Result<WorkflowJobEvent, WebhookError>
         labels: p.workflow_job.labels.unwrap_or_default(),
         runner_name: p.workflow_job.runner_name.unwrap_or_default(),
         created_at: p.workflow_job.created_at,
+        run_id: p.workflow_job.run_id.unwrap_or_default(),
+        job_name: p.workflow_job.name.unwrap_or_default(),
         owner,
         repo,
         organization: p.organization.map(|o| o.login).filter(|l| !l.is_empty()),
@@ -250,7 +272,8 @@ mod tests {
     #[test]
     fn parses_payloads() {
         let body = br#"{"action":"queued","workflow_job":{"id":42,"labels":["linux","gpu"],"steps":null,
-            "status":"queued","run_attempt":2,"created_at":"2026-11-24T10:00:00Z"},"repository":{"id":1,"name":"app","full_name":"acme/app",
+            "status":"queued","run_attempt":2,"created_at":"2026-11-24T10:00:00Z","run_id":7,
+            "name":"build (linux)"},"repository":{"id":1,"name":"app","full_name":"acme/app",
             "owner":{"login":"acme"}},"organization":{"login":"acme"},"sender":{"login":"bob"}}"#;
         let e = parse_workflow_job(body).unwrap();
         assert_eq!(e.action, JobStatus::Queued);
@@ -263,6 +286,11 @@ mod tests {
             Some("2026-11-24T10:00:00Z")
         );
         assert_eq!((e.owner.as_str(), e.repo.as_str()), ("acme", "app"));
+        let id = e.identity();
+        assert_eq!(id.repository.as_deref(), Some("acme/app"));
+        assert_eq!(id.run_id.as_deref(), Some("7"));
+        assert_eq!(id.job_name.as_deref(), Some("build (linux)"));
+        assert_eq!(id.job_id.as_deref(), Some("42"));
         assert_eq!(e.organization.as_deref(), Some("acme"));
         assert!(e.in_scope(&Scope::Org("acme".into())));
         assert!(!e.in_scope(&Scope::Org("other".into())));
@@ -277,6 +305,7 @@ mod tests {
         assert_eq!(e.runner_name, "g-ab12c");
         assert_eq!(e.run_attempt, 0);
         assert_eq!(e.created_at, None, "Gitea's unset time is no queue time");
+        assert_eq!((e.identity().run_id, e.identity().job_name), (None, None));
         assert_eq!(e.owner, "u");
         assert_eq!(e.organization, None);
     }

@@ -170,6 +170,12 @@ async fn a_taken_job_leaves_demand_with_its_runner() {
     // and the runner is working, not waiting for a job.
     assert_eq!(jobs(&f, &g).await, 0, "taken by our runner");
     assert_eq!(state(&f, &g, "g-abc12").await, Some(ForgeRunnerState::Busy));
+    // The delivery also names the runner's job, for its pod's annotations.
+    let view = f.observe(&g, &[common::running("g-abc12")]).await.unwrap();
+    let job = &view.job_identities["g-abc12"];
+    assert_eq!(job.repository.as_deref(), Some(REPO));
+    assert_eq!(job.job_id, Some(a.to_string()));
+    assert!(job.run_id.is_some() && job.job_name.is_some(), "{job:?}");
     assert!(fake.complete_job(a));
     deliver(&f, &fake, a, &mut rx);
     assert_eq!(jobs(&f, &g).await, 0);

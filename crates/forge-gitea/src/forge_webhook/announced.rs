@@ -22,6 +22,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Instant;
 
 use forgerunner_core::forge::ForgeRunnerState;
+use forgerunner_core::job_identity::JobIdentity;
 
 use crate::runner_names::is_group_runner_name;
 use crate::types::{JobStatus, WorkflowJob};
@@ -45,6 +46,8 @@ struct Seen {
     runner_name: String,
     /// When the forge queued the job, as the first delivery that carried it told.
     queued_at: Option<jiff::Timestamp>,
+    /// Repository, run, name and id of the job (the same in every delivery of it).
+    identity: JobIdentity,
 }
 
 /// Order of a job's states within one attempt; the most advanced known state wins. `None`: a
@@ -70,6 +73,8 @@ pub(crate) struct GroupView {
     pub(crate) taken: HashSet<i64>,
     /// The group's runners that deliveries show working (`Busy`) or done (`Finished`).
     pub(crate) runners: BTreeMap<String, ForgeRunnerState>,
+    /// The jobs of the group's runners that deliveries show working, by runner.
+    pub(crate) identities: BTreeMap<String, JobIdentity>,
 }
 
 /// The announced jobs of one listing scope.
@@ -97,6 +102,7 @@ impl Announced {
             labels: event.labels.clone(),
             runner_name: event.runner_name.clone(),
             queued_at: event.created_at,
+            identity: event.identity(),
         };
         match self.jobs.get_mut(&event.job_id) {
             // A re-run keeps the job id: a higher attempt is a new job.
@@ -180,7 +186,10 @@ impl Announced {
             }
             if is_group_runner_name(group, &s.runner_name) {
                 let state = match s.status {
-                    JobStatus::InProgress => ForgeRunnerState::Busy,
+                    JobStatus::InProgress => {
+                        view.identities.insert(s.runner_name.clone(), s.identity.clone());
+                        ForgeRunnerState::Busy
+                    }
                     JobStatus::Completed => ForgeRunnerState::Finished,
                     _ => continue,
                 };
@@ -205,6 +214,8 @@ mod tests {
             labels: vec!["linux".into()],
             runner_name: runner.into(),
             created_at: None,
+            run_id: 9,
+            job_name: "build".into(),
             owner: "acme".into(),
             repo: "app".into(),
             organization: None,
@@ -280,6 +291,13 @@ mod tests {
         // `waiting` does not undo `queued`.
         assert_eq!(v.unlisted_queued, 1);
         assert_eq!(v.runners, runners(&[("g-abc12", ForgeRunnerState::Busy)]));
+        let job = &v.identities["g-abc12"];
+        assert_eq!(
+            (job.repository.as_deref(), job.job_id.as_deref()),
+            (Some("acme/app"), Some("1")),
+            "the working runner's job"
+        );
+        assert_eq!(v.identities.len(), 1, "ours only, working only");
         a.record(&event(1, JobStatus::Completed, ""), at);
         let v = view(&a, t0, &[]);
         assert_eq!(

@@ -1,7 +1,8 @@
 //! Per-stage job latency from what each pass observes. Pure: the pass hands in the waiting jobs,
 //! the runners and the clock, and gets back the durations to record.
 //!
-//! Each stage is recorded once per job or runner: the tracker remembers, per group and for the
+//! Each runner stage is recorded once per runner, queued → seen once per job, and seen → runner
+//! once per runner Job created for a waiting job: the tracker remembers, per group and for the
 //! life of the process, the step each runner was last seen at and the jobs it has seen, and only
 //! a step change it saw counts. After a restart (or a new leadership term) the first pass only
 //! takes note of where things are, so nothing is counted twice across processes. Both maps hold
@@ -86,10 +87,13 @@ pub struct StageTracker {
     jobs: BTreeMap<String, Seen>,
 }
 
-/// Oldest first: first seen, then the forge's queue time, then the id (numbers in numeric
-/// order), which is the order forges hand jobs to runners.
+/// Oldest first: first seen, then the forge's queue time (known before unknown), then the id
+/// (numbers in numeric order), which is the order forges hand jobs to runners.
 fn age_order((a_id, a): (&str, &Seen), (b_id, b): (&str, &Seen)) -> std::cmp::Ordering {
-    (a.at, a.queued_at, a_id.len(), a_id).cmp(&(b.at, b.queued_at, b_id.len(), b_id))
+    fn key<'a>(id: &'a str, s: &Seen) -> (Timestamp, bool, Option<Timestamp>, usize, &'a str) {
+        (s.at, s.queued_at.is_none(), s.queued_at, id.len(), id)
+    }
+    key(a_id, a).cmp(&key(b_id, b))
 }
 
 fn secs(from: Timestamp, to: Timestamp) -> f64 {
@@ -127,9 +131,13 @@ impl StageTracker {
             left_unserved += usize::from(!shown && !s.served);
             shown
         });
-        // A job that left before a runner was made for it was taken by a runner made for a job
-        // still waiting: that job waits for a runner again, so the next creation counts.
-        self.hand_back(left_unserved);
+        // Each job matched with a runner and still waiting has that runner waiting too. When
+        // fewer runners wait than such jobs while jobs left unmatched, a runner made for one of
+        // them took another job: that job waits for a runner again, so its runner counts.
+        // (A job cancelled, or taken by another group's or a warm runner, leaves the matched
+        // jobs' runners waiting, and hands nothing back.)
+        let matched = self.jobs.values().filter(|s| s.served).count();
+        self.hand_back(left_unserved.min(matched.saturating_sub(covering)));
         let mut covered = 0;
         for w in waiting {
             if self.jobs.contains_key(&w.id) {
@@ -420,21 +428,30 @@ mod tests {
 
     #[test]
     fn jobs_seen_together_are_served_in_queue_order() {
+        let served = |t: &StageTracker| -> Vec<String> {
+            t.jobs
+                .iter()
+                .filter(|(_, s)| s.served)
+                .map(|(id, _)| id.clone())
+                .collect()
+        };
         let mut t = StageTracker::default();
         t.pass(&[], &[], 0, created_at_100, ts(0));
         // Ids compare as numbers: "2" is older than "10", as the forge hands them out.
         let both = [waiting("10", None), waiting("2", None)];
-        assert_eq!(
-            t.pass(&both, &[], 1, created_at_100, ts(5)).queue_to_runner.len(),
-            1
-        );
-        // The runner took "2"; "10" still waits and gets the next runner.
-        let s = t.pass(&[waiting("10", None)], &[], 1, created_at_100, ts(9));
-        assert_eq!(stages(&s), [(Stage::SeenToRunner, 4)]);
+        t.pass(&both, &[], 1, created_at_100, ts(5));
+        assert_eq!(served(&t), ["2"]);
+        // The forge's queue time comes before the id, and a known one before none.
+        let mut t = StageTracker::default();
+        t.pass(&[], &[], 0, created_at_100, ts(0));
+        let three = [waiting("1", None), waiting("5", Some(3)), waiting("6", Some(2))];
+        t.pass(&three, &[], 2, created_at_100, ts(5));
+        assert_eq!(served(&t), ["5", "6"]);
     }
 
     #[test]
     fn a_job_taken_by_another_jobs_runner_hands_that_runner_back() {
+        use ForgeRunnerState::{Busy, Unknown};
         let mut t = StageTracker::default();
         t.pass(&[], &[], 0, created_at_100, ts(0));
         let both = [waiting("1", Some(0)), waiting("2", Some(1))];
@@ -443,13 +460,31 @@ mod tests {
             1
         );
         // The runner made for "1" took "2": "1" waits for a runner again.
-        let s = t.pass(&[waiting("1", Some(0))], &[], 1, created_at_100, ts(9));
-        assert_eq!(stages(&s), [(Stage::SeenToRunner, 4)]);
+        let working = [runner("r1", RunnerPhase::Running, Busy)];
+        let s = t.pass(&[waiting("1", Some(0))], &working, 1, created_at_100, ts(9));
         assert_eq!(s.queue_to_runner, [9.0]);
+        assert!(s.stages.contains(&(Stage::SeenToRunner, 4.0)), "{s:?}");
         // Every creation counted, never more than one per creation.
+        let pending = [runner("r2", RunnerPhase::Pending, Unknown)];
+        let s = t.pass(&[waiting("1", Some(0))], &pending, 1, created_at_100, ts(12));
+        assert!(s.queue_to_runner.is_empty());
+    }
+
+    #[test]
+    fn a_cancelled_job_hands_nothing_back() {
+        use ForgeRunnerState::Unknown;
+        let mut t = StageTracker::default();
+        t.pass(&[], &[], 0, created_at_100, ts(0));
+        let both = [waiting("1", Some(0)), waiting("2", Some(1))];
+        t.pass(&both, &[], 1, created_at_100, ts(5));
+        // "2" is cancelled; the runner made for "1" is still pending, so "1" keeps it.
+        let pending = [runner("r1", RunnerPhase::Pending, Unknown)];
+        let one = [waiting("1", Some(0)), waiting("3", Some(6))];
+        let s = t.pass(&one, &pending, 1, created_at_100, ts(9));
         assert_eq!(
-            t.pass(&[waiting("1", Some(0))], &[], 1, created_at_100, ts(12)),
-            StageSamples::default()
+            s.queue_to_runner,
+            [3.0],
+            "the new runner is for \"3\", queued at 6"
         );
     }
 

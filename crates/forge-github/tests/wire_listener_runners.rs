@@ -320,3 +320,73 @@ async fn default_pod_references_the_secret() {
         ("pod-abcde", JIT_CONFIG_KEY)
     );
 }
+
+#[tokio::test]
+async fn runners_adopted_after_a_restart_keep_scale_down_off_until_known() {
+    let emu = emulator().await;
+    // The process before the restart registered a runner and stopped.
+    let before = harness();
+    let ctx = pat_context(&emu, "adopt");
+    let creds = before
+        .forge
+        .runner_credentials(&ctx, "adopt-abcde")
+        .await
+        .unwrap();
+    before.forge.shutdown_all().await;
+    let adopted = |annotations: &[(&str, &str)], phase: RunnerPhase| RunnerRef {
+        name: "adopt-abcde".into(),
+        annotations: creds
+            .annotations
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .chain(annotations.iter().map(|(k, v)| (k.to_string(), v.to_string())))
+            .collect(),
+        phase,
+    };
+
+    let after = harness();
+    let complete = |refs: Vec<RunnerRef>| {
+        let forge = &after.forge;
+        let ctx = &ctx;
+        async move {
+            eventually(WAIT, "a view from the message session", || async {
+                let d = forge.observe(ctx, &refs).await.ok()?;
+                // The session's statistics arrive with its first message batch.
+                d.runners.contains_key("adopt-abcde").then_some(d.complete)
+            })
+            .await
+        }
+    };
+    demand(&after.forge, &ctx).await;
+    emu.wait_until(WAIT, |s| s.sessions.len() == 1).await;
+    // Wait for the session's statistics: a view of no runners is complete then.
+    eventually(WAIT, "the session's statistics", || async {
+        after.forge.observe(&ctx, &[]).await.ok()?.complete.then_some(())
+    })
+    .await;
+    assert!(
+        !complete(vec![adopted(&[], RunnerPhase::Running)]).await,
+        "shown idle, maybe working: no scale-down"
+    );
+    assert!(
+        complete(vec![adopted(
+            &[("forgerunner.dev/busy", "true")],
+            RunnerPhase::Running
+        )])
+        .await,
+        "marked busy: the planner never removes it"
+    );
+    assert!(
+        complete(vec![adopted(&[], RunnerPhase::Succeeded)]).await,
+        "finished: nothing to remove"
+    );
+    // A runner this process registered is tracked from its start.
+    let mine = after.forge.runner_credentials(&ctx, "adopt-fghij").await.unwrap();
+    let own = RunnerRef {
+        name: "adopt-fghij".into(),
+        annotations: mine.annotations.clone(),
+        phase: RunnerPhase::Running,
+    };
+    let d = after.forge.observe(&ctx, &[own]).await.unwrap();
+    assert!(d.complete, "its own runners keep the view complete");
+}

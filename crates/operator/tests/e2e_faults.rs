@@ -9,7 +9,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::e2e::{fail_with_output, start_world};
+use common::e2e::{OUTPUT_LINES, fail_with_output, start_world};
 use forgerunner_sandbox::world::groups::GroupSize;
 use forgerunner_sandbox::world::operator::OperatorProcess;
 use forgerunner_sandbox::world::watch::JobWatch;
@@ -98,6 +98,7 @@ async fn github_restart_and_faults_mid_burst_lose_nothing() {
 
     // A crash mid-burst: the new process must adopt the runners the old one created.
     op.kill();
+    let before_restart = op.output_tail(OUTPUT_LINES);
     let mut op = start_operator(&world, "github");
     // A registration whose Job never existed can only come from the kill landing between the
     // JIT config call and the Job create (documented in docs/github.md: the service drops
@@ -124,11 +125,17 @@ async fn github_restart_and_faults_mid_burst_lose_nothing() {
         "peak {} > max {MAX}",
         tally.peak_active
     );
-    assert_eq!(
-        tally.created.len(),
-        jobs,
-        "one runner per job, no duplicate after the restart"
-    );
+    if tally.created.len() != jobs {
+        let names: Vec<&str> = tally.created.iter().map(|(n, _)| n.as_str()).collect();
+        fail_with_output(
+            &op,
+            &format!(
+                "one runner per job, no duplicate after the restart: {} runner Jobs for {jobs} jobs ({names:?}); the operator before the restart logged:\n{}",
+                tally.created.len(),
+                before_restart
+            ),
+        );
+    }
     assert!(op.exit_status().is_none(), "the operator never exits on faults");
 }
 

@@ -5,7 +5,7 @@ mod ensure;
 mod options;
 mod transports;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
@@ -15,6 +15,7 @@ use forgerunner_core::forge::{
     ReconcileTrigger, RemoveOutcome, RunnerCredentials, RunnerExit, RunnerRef, WaitingJob,
 };
 use forgerunner_core::metrics::Metrics;
+use forgerunner_core::runner_job::BUSY_ANNOTATION;
 use forgerunner_core::validate::SpecViolation;
 use forgerunner_core::{Forge, ForgeError, ForgeKind, RunnerGroup};
 use k8s_openapi::api::core::v1::PodSpec;
@@ -40,6 +41,18 @@ struct GroupState {
     client: Option<(u64, Arc<GithubClient>)>,
     scale_set: Option<ScaleSetInfo>,
     listener: Option<Listener>,
+    /// Runners this process gave a JIT config: the listener has seen their whole life.
+    issued: BTreeSet<String>,
+}
+
+/// Whether the messages may not have told what `r` is doing: an active runner this process
+/// did not register (it adopted it after a restart or a new leadership term), that no message
+/// named and that was never marked busy. Its job may have started before this session.
+fn activity_unknown(r: &RunnerRef, tracked: Option<ForgeRunnerState>, issued: &BTreeSet<String>) -> bool {
+    r.phase.is_active()
+        && tracked.is_none()
+        && !issued.contains(&r.name)
+        && r.annotations.get(BUSY_ANNOTATION).map(String::as_str) != Some("true")
 }
 
 /// How long a release waits for a group's state lock before it gives up on the listener there.
@@ -173,6 +186,14 @@ impl GithubForge {
             .iter()
             .filter_map(|r| Some((r.name.clone(), state.runners.identity_of(&r.name)?.clone())))
             .collect();
+        st.issued.retain(|name| runners.iter().any(|r| &r.name == name));
+        // An adopted runner shown idle may be working: scaling down on such a view could remove
+        // a runner made for a waiting job and make another later. Until the adopted runners
+        // are gone or marked busy, surplus runners leave through the idle timeout.
+        let complete = complete
+            && !runners
+                .iter()
+                .any(|r| activity_unknown(r, state.runners.state_of(&r.name), &st.issued));
         Ok(ForgeView {
             // Assigned counts running jobs too; both numbers come from one snapshot, so a job
             // whose runner finished before `JobCompleted` arrived still counts as running, never
@@ -216,6 +237,7 @@ impl GithubForge {
             };
             match runners::generate_jit_config(&client, id, runner_name, &work_folder).await {
                 Ok(jit) => {
+                    entry.lock().await.issued.insert(runner_name.to_owned());
                     let mut secret_data = BTreeMap::new();
                     secret_data.insert(pod::JIT_CONFIG_KEY.to_string(), jit.encoded);
                     let mut annotations = BTreeMap::new();

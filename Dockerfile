@@ -5,15 +5,17 @@
 #   docker build -t forgerunner:dev .
 #   docker buildx build --platform linux/amd64,linux/arm64 -t ghcr.io/forgerunner/forgerunner:0.1.0 --push .
 #
-# Build args: FEATURES picks the compiled-in forges (cargo features of crates/operator), e.g.
-#   --build-arg FEATURES=gitea   for a Gitea-only image.
+# Build args: FEATURES picks the compiled-in forges (cargo features of crates/operator). The
+# default is every forge, the operator crate's default features, so the image serves the chart's
+# default forges.enabled (tests/chart/test_image.py checks both). E.g.
+#   --build-arg FEATURES=gitea   for a Gitea-only image (then set forges.enabled={gitea}).
 # See docs/image.md.
 
 ARG RUST_VERSION=1.95
 
 FROM rust:${RUST_VERSION}-bookworm AS build
 ARG TARGETARCH
-ARG FEATURES=github,gitea
+ARG FEATURES=github,gitea,forgejo
 # musl-tools gives the C toolchain ring needs for a static build.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends musl-tools \
@@ -38,7 +40,7 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
 # distroless/static: CA certificates, tzdata and a nonroot user (65532), nothing else.
 FROM gcr.io/distroless/static-debian12:nonroot
 LABEL org.opencontainers.image.title="forgerunner" \
-      org.opencontainers.image.description="Kubernetes operator that autoscales ephemeral CI runners for GitHub and Gitea" \
+      org.opencontainers.image.description="Kubernetes operator that autoscales ephemeral CI runners for GitHub, Gitea and Forgejo" \
       org.opencontainers.image.source="https://github.com/forgerunner/forgerunner" \
       org.opencontainers.image.licenses="Apache-2.0"
 COPY --from=build /out/forgerunner /forgerunner

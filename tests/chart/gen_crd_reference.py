@@ -35,6 +35,14 @@ def cell(text):
     return " ".join(str(text).split()).replace("|", "\\|")
 
 
+# Kubernetes objects embedded in the spec: their schema is the upstream type's (without
+# descriptions), documented by Kubernetes, so the reference names the type instead of listing it.
+EMBEDDED = {
+    "spec.template": "PodTemplateSpec (core/v1)",
+    "spec.containerMode.kubernetesModeWorkVolumeClaim": "PersistentVolumeClaimTemplate (core/v1)",
+}
+
+
 def type_of(schema):
     """A short type name: string, integer (int64), []string, object, PodTemplateSpec-like …"""
     if schema.get("x-kubernetes-preserve-unknown-fields") and "properties" not in schema:
@@ -85,7 +93,9 @@ def field_rows(schema, prefix, required=()):
         facts = constraints(sub)
         if facts:
             description = (description + " " if description else "") + "(" + "; ".join(facts) + ")"
-        rows.append((path, type_of(sub), "yes" if name in required else "", description))
+        rows.append((path, EMBEDDED.get(path, type_of(sub)), "yes" if name in required else "", description))
+        if path in EMBEDDED:
+            continue
         if sub.get("type") == "object" and "properties" in sub:
             rows.extend(field_rows(sub, path, sub.get("required", [])))
         elif sub.get("type") == "array" and isinstance(sub.get("items"), dict) and "properties" in sub["items"]:

@@ -15,6 +15,11 @@ SCHEMA_PATH = ROOT / "charts" / "forgerunner" / "values.schema.json"
 
 FORGES = ["github", "gitea", "forgejo"]
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+# A DNS-1123 subdomain (apimachinery IsDNS1123Subdomain: dot-separated DNS-1123 labels), or empty.
+DNS_SUBDOMAIN_OR_EMPTY = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$"
+# Name overrides become part of every object name, the Service's included (a DNS-1035 label: a
+# letter first). No length limit: the chart cuts the full name to 63 characters.
+NAME_OVERRIDE = {"type": "string", "pattern": r"^([a-z]([-a-z0-9]*[a-z0-9])?)?$"}
 QUANTITY = {"type": ["string", "number"], "pattern": r"^[0-9]+(\.[0-9]+)?(m|k|Ki|M|Mi|G|Gi|T|Ti|E|Ei)?$"}
 # Kubernetes objects handed through to the pod spec unchanged; the API server validates them.
 K8S_OBJECT = {"type": "object", "$comment": "a Kubernetes API object, passed through unchanged"}
@@ -103,8 +108,8 @@ def schema():
                 "type": "array",
                 "items": obj({"name": {"type": "string", "minLength": 1}}, required=["name"]),
             },
-            "nameOverride": {"type": "string"},
-            "fullnameOverride": {"type": "string"},
+            "nameOverride": NAME_OVERRIDE,
+            "fullnameOverride": NAME_OVERRIDE,
             "forges": obj(
                 {
                     "enabled": {
@@ -150,11 +155,7 @@ def schema():
             "leaderElection": obj(
                 {
                     "enabled": {"type": "boolean"},
-                    "leaseName": {
-                        "type": "string",
-                        "pattern": r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?)?$",
-                        "maxLength": 253,
-                    },
+                    "leaseName": {"type": "string", "pattern": DNS_SUBDOMAIN_OR_EMPTY, "maxLength": 253},
                     "leaseDurationSeconds": {"type": "integer", "minimum": 5, "maximum": 300},
                     "renewDeadlineSeconds": {"type": ["integer", "null"], "minimum": 1, "maximum": 299},
                     "retryPeriodSeconds": {"type": ["integer", "null"], "minimum": 1, "maximum": 298},
@@ -163,7 +164,7 @@ def schema():
             "serviceAccount": obj(
                 {
                     "create": {"type": "boolean"},
-                    "name": {"type": "string"},
+                    "name": {"type": "string", "pattern": DNS_SUBDOMAIN_OR_EMPTY, "maxLength": 253},
                     "annotations": string_map("ServiceAccount annotations"),
                 }
             ),

@@ -3,8 +3,8 @@ names, and the fields each kind needs. Stands in for kubeconform, which cannot b
 
 import re
 
-DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
-DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+import k8s_names
+
 LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 # kind → (apiVersion, namespaced, required dotted paths)
@@ -43,10 +43,7 @@ def problems(obj):
         out.append(f"{kind}: apiVersion {obj.get('apiVersion')!r}, want {api_version!r}")
     meta = obj.get("metadata") or {}
     name = meta.get("name", "")
-    if not (DNS_SUBDOMAIN.match(name) and len(name) <= 253):
-        out.append(f"{kind}: bad name {name!r}")
-    if kind in ("Service", "Deployment") and not (DNS_LABEL.match(name) and len(name) <= 63):
-        out.append(f"{kind}: name {name!r} is not a DNS label")
+    out.extend(f"{kind}: bad name {name!r}: {p}" for p in k8s_names.name_problems(kind, name))
     if namespaced and not meta.get("namespace"):
         out.append(f"{kind} {name}: no namespace")
     if not namespaced and "namespace" in meta:

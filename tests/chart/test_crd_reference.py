@@ -36,6 +36,7 @@ SYNTHETIC = {
                                         "items": {"type": "object", "required": ["id"],
                                                   "properties": {"id": {"type": "string"}}},
                                     },
+                                    "extra": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
                                     "template": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
                                 },
                             }
@@ -54,7 +55,9 @@ def test_renders_fields_constraints_and_rules():
     assert "| `spec.size` | integer (int32) | yes | How big. (≥ 1) |" in text
     assert "| `spec.mode` | string |  | A \\| B. (one of `a`, `b`) |" in text, "pipes must be escaped"
     assert "| `spec.parts[].id` | string | yes |  |" in text
-    assert "| `spec.template` | object (free-form) |" in text
+    assert "| `spec.extra` | object (free-form) |" in text
+    # An embedded Kubernetes type is named, not listed (gen_crd_reference.EMBEDDED).
+    assert "| `spec.template` | PodTemplateSpec (core/v1) |" in text
     assert "- `self.a || self.b` — a or b" in text
     assert "| Size | integer | `.spec.size` |" in text
     assert "Served, storage version, status subresource." in text

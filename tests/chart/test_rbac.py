@@ -6,11 +6,12 @@ from conftest import find, one
 NS = chartlib.NAMESPACE
 
 # (apiGroup, resource) → verbs the operator uses (crates/operator/tests/rbac_coverage.rs checks
-# the same rules against what the operator really sends); nothing more may be granted.
+# the same rules against what the operator really sends); nothing more may be granted. No
+# runnergroups/finalizers: the operator's owner references never set blockOwnerDeletion, the only
+# case in which OwnerReferencesPermissionEnforcement asks for `update` on the owner's finalizers.
 NAMESPACED_RULES = {
     ("forgerunner.dev", "runnergroups"): {"list", "watch", "patch"},
     ("forgerunner.dev", "runnergroups/status"): {"patch"},
-    ("forgerunner.dev", "runnergroups/finalizers"): {"update"},
     ("batch", "jobs"): {"get", "list", "watch", "create", "delete", "patch"},
     ("", "pods"): {"get", "list", "create", "delete", "patch"},
     ("", "pods/exec"): {"get", "create"},
@@ -27,7 +28,6 @@ NAMESPACED_RULES = {
 WITHOUT_HOOKS = {
     ("forgerunner.dev", "runnergroups"): {"list", "watch", "patch"},
     ("forgerunner.dev", "runnergroups/status"): {"patch"},
-    ("forgerunner.dev", "runnergroups/finalizers"): {"update"},
     ("batch", "jobs"): {"get", "list", "watch", "create", "delete", "patch"},
     ("", "pods"): {"list", "patch"},
     ("", "secrets"): {"get", "create"},

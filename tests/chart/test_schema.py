@@ -52,6 +52,8 @@ def test_defaults_pass(chart):
         {"serviceMonitor": {"enabled": True, "interval": "15s", "scrapeTimeout": "10s"}},
         {"resources": {"requests": {"cpu": "100m", "memory": "1Gi"}, "limits": {"memory": "256Mi"}}},
         {"tolerations": [{"key": "ci", "operator": "Exists"}], "affinity": {"nodeAffinity": {}}},
+        {"fullnameOverride": "ci-runners-" + "x" * 80, "nameOverride": "runners"},
+        {"serviceAccount": {"name": "ci.runners"}, "leaderElection": {"leaseName": "ci.runners-lease"}},
     ],
 )
 def test_good_values_pass(chart, values):
@@ -79,6 +81,15 @@ def test_good_values_pass(chart, values):
         ({"resources": {"requests": {"gpu": "1"}}}, "gpu"),
         ({"serviceMonitor": {"interval": "often"}}, "/serviceMonitor/interval"),
         ({"image": {"repository": "x", "digest": "latest"}}, "/image/digest"),
+        # Names a real API server refuses (tests/chart/k8s_names.py): the Service takes the full
+        # name, so a DNS-1035 label; the ServiceAccount and the Lease, DNS-1123 subdomains.
+        ({"fullnameOverride": "ci.runners"}, "/fullnameOverride"),
+        ({"fullnameOverride": "1-runners"}, "/fullnameOverride"),
+        ({"fullnameOverride": "CI-Runners"}, "/fullnameOverride"),
+        ({"nameOverride": "runners-"}, "/nameOverride"),
+        ({"serviceAccount": {"name": "ci_runners"}}, "/serviceAccount/name"),
+        ({"leaderElection": {"leaseName": "ci..lease"}}, "/leaderElection/leaseName"),
+        ({"leaderElection": {"leaseName": "ci.-lease"}}, "/leaderElection/leaseName"),
     ],
 )
 def test_bad_values_fail(chart, values, where):

@@ -1,25 +1,35 @@
 {{/*
-Chart name, truncated to the 63 characters a label value allows.
+Chart name, cut to the 63 characters a label value allows, without a trailing "-" (however many
+the cut leaves).
 */}}
 {{- define "forgerunner.name" -}}
-{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- regexReplaceAll "-+$" (default .Chart.Name .Values.nameOverride | trunc 63) "" }}
 {{- end }}
 
 {{/*
-Full name used as the prefix of every object; the release name alone when it already
-contains the chart name, so `helm install forgerunner` gives objects named "forgerunner".
+Full name used as the name, or the prefix of the name, of every object; the release name alone
+when it already contains the chart name, so `helm install forgerunner` gives objects named
+"forgerunner". Always a DNS-1035 label (the rule for Service names, the strictest of the
+chart's kinds; a DNS-1123 subdomain too): dots become "-", a name that does not start with a letter
+gets the chart name in front, and it is cut to 63 characters without a trailing "-". Release
+names Helm accepts may hold dots and start with a digit; names that were valid keep their value.
+tests/chart/test_names.py checks every derived name against the API server's rules.
 */}}
 {{- define "forgerunner.fullname" -}}
-{{- if .Values.fullnameOverride }}
-{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
-{{- else }}
 {{- $name := default .Chart.Name .Values.nameOverride }}
+{{- $full := .Values.fullnameOverride }}
+{{- if not $full }}
 {{- if contains $name .Release.Name }}
-{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- $full = .Release.Name }}
 {{- else }}
-{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- $full = printf "%s-%s" .Release.Name $name }}
 {{- end }}
 {{- end }}
+{{- $full = replace "." "-" $full }}
+{{- if not (regexMatch "^[a-z]" $full) }}
+{{- $full = printf "%s-%s" $name $full }}
+{{- end }}
+{{- regexReplaceAll "-+$" ($full | trunc 63) "" }}
 {{- end }}
 
 {{/*
@@ -126,10 +136,9 @@ per-namespace Roles. Each rule says why the operator needs it; verbs are the min
 - apiGroups: ["forgerunner.dev"]
   resources: ["runnergroups/status"]
   verbs: ["patch"]
-# Set ownerReferences with blockOwnerDeletion on runner Jobs (OwnerReferencesPermissionEnforcement).
-- apiGroups: ["forgerunner.dev"]
-  resources: ["runnergroups/finalizers"]
-  verbs: ["update"]
+# No runnergroups/finalizers rule: the owner references on runner Jobs and runner RBAC objects
+# (kube's controller_owner_ref) set controller but not blockOwnerDeletion, and
+# OwnerReferencesPermissionEnforcement checks that right only for references that block.
 # One Job per runner: create on demand, watch progress, mark busy (annotation), delete on scale-down.
 - apiGroups: ["batch"]
   resources: ["jobs"]

@@ -5,6 +5,7 @@
 
 use std::fmt;
 
+use crate::embedded::{Embedded, EmbeddedError};
 use crate::validate::{
     MAX_FORGE_NAME_LEN, MAX_LABEL_LEN, MAX_LABELS, MAX_OBJECT_NAME_LEN, MAX_REPO_LEN, MAX_RUNNERS_LIMIT,
     MAX_URL_LEN,
@@ -84,7 +85,16 @@ impl fmt::Display for ForgeKind {
     printcolumn = r#"{"name":"Busy","type":"integer","jsonPath":".status.busyRunners"}"#,
     printcolumn = r#"{"name":"Desired","type":"integer","jsonPath":".status.desiredRunners"}"#,
     printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
-    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
+    // The group's name is the value of the group label on its runners (a label value is at
+    // most 63 characters, apimachinery `IsValidLabelValue`); refused where it is typed. CEL at the
+    // root may read `metadata.name` (and nothing else of metadata). Only on create: a rule at the
+    // root runs again on every update that changes anything (ratcheting skips only an unchanged
+    // node), so a group stored before the rule could not even have its finalizer removed.
+    validation = kube::core::Rule::new("oldSelf.hasValue() || size(self.metadata.name) <= 63")
+        .optional_old_self(true)
+        .message("metadata.name must be at most 63 characters: it is the value of the forgerunner.dev/group label on every runner")
+        .reason(kube::core::Reason::FieldValueInvalid)
 )]
 #[serde(rename_all = "camelCase")]
 // The rules sit on the spec object (not on the root, where `#[kube(validation)]` would put them and
@@ -141,8 +151,8 @@ pub struct RunnerGroupSpec {
     /// Pod template merged onto the forge's default runner pod. The container named `runner`
     /// merges into the default runner container; other containers are appended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "preserve_unknown_object")]
-    pub template: Option<PodTemplateSpec>,
+    #[schemars(schema_with = "pod_template_schema")]
+    pub template: Option<Embedded<PodTemplateSpec>>,
     /// Seconds a finished runner Job is kept before Kubernetes removes it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
@@ -188,8 +198,7 @@ pub struct ContainerMode {
     /// `kubernetes` mode: the claim template of the work volume each runner gets (an ephemeral
     /// volume, deleted with the pod). Defaults to 1 GiB `ReadWriteOnce` of the default class.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "preserve_unknown_object")]
-    pub kubernetes_mode_work_volume_claim: Option<PersistentVolumeClaimTemplate>,
+    pub kubernetes_mode_work_volume_claim: Option<Embedded<PersistentVolumeClaimTemplate>>,
 }
 
 /// The container modes.
@@ -242,6 +251,21 @@ impl RunnerGroupSpec {
     /// The container mode's type, if a mode is set.
     pub fn container_mode_type(&self) -> Option<ContainerModeType> {
         self.container_mode.as_ref().map(|m| m.type_)
+    }
+
+    /// The pod template, decoded; `Ok(None)` when unset. An error is the spec's (validation
+    /// reports it as `InvalidSpec` naming the field), never the watch's.
+    pub fn pod_template(&self) -> Result<Option<PodTemplateSpec>, EmbeddedError> {
+        self.template.as_ref().map(Embedded::decode).transpose()
+    }
+
+    /// The `kubernetes` mode's work volume claim template, decoded; `Ok(None)` when unset.
+    pub fn work_volume_claim(&self) -> Result<Option<PersistentVolumeClaimTemplate>, EmbeddedError> {
+        self.container_mode
+            .as_ref()
+            .and_then(|m| m.kubernetes_mode_work_volume_claim.as_ref())
+            .map(Embedded::decode)
+            .transpose()
     }
 }
 
@@ -549,9 +573,18 @@ pub fn crd_yaml() -> String {
     format!("{CRD_YAML_HEADER}{body}")
 }
 
-fn preserve_unknown_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    schemars::json_schema!({
-        "type": "object",
-        "x-kubernetes-preserve-unknown-fields": true
-    })
+/// The pod template's schema: the typed pod template's, except that `spec.containers` is not
+/// required (a template may only add a node selector; the forge's default pod has the runner
+/// container).
+fn pod_template_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let mut schema = generator.subschema_for::<Embedded<PodTemplateSpec>>();
+    if let Some(pod) = schema
+        .as_object_mut()
+        .and_then(|s| s.get_mut("properties"))
+        .and_then(|p| p.get_mut("spec"))
+        .and_then(serde_json::Value::as_object_mut)
+    {
+        pod.remove("required");
+    }
+    schema
 }

@@ -396,7 +396,7 @@ pub trait Forge: Send + Sync {
 
     /// Permissions the runner pods of a group need in its namespace, e.g. GitHub's container
     /// hooks creating job pods in `kubernetes` mode. When not empty, the reconciler keeps a
-    /// ServiceAccount, Role and RoleBinding named [`crate::runner_job::runner_service_account_name`]
+    /// ServiceAccount, Role and RoleBinding named [`crate::names::runner_service_account_name`]
     /// for the group (owned by it), and the default pod should run as that account.
     fn runner_role_rules(&self, _spec: &RunnerGroupSpec) -> Vec<PolicyRule> {
         Vec::new()

@@ -13,9 +13,9 @@ use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{EnvVar, PodSpec, PodTemplateSpec, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::Resource;
-use rand::Rng;
 
 use crate::crd::{RunnerGroup, RunnerGroupSpec};
+use crate::embedded::EmbeddedError;
 use crate::forge::RunnerCredentials;
 
 pub use template::{RUNNER_CONTAINER, merge_container, merge_pod_spec};
@@ -45,12 +45,6 @@ const NOT_POD_SHAPING: [&str; 5] = [
 ];
 /// The same, inside the forge's block.
 const NOT_POD_SHAPING_IN_FORGE_BLOCK: [&str; 3] = ["pollIntervalSeconds", "webhookSecret", "credentials"];
-/// Longest prefix of the group name used in runner names (63 − 1 − 5, minus room for the pod
-/// suffix the Job controller appends).
-pub const RUNNER_NAME_PREFIX_MAX: usize = 46;
-/// Length of the random runner name suffix.
-pub const RUNNER_NAME_SUFFIX_LEN: usize = 5;
-
 /// Why a runner Job cannot be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RunnerJobError {
@@ -60,28 +54,9 @@ pub enum RunnerJobError {
     /// The Job lacks a name or uid, so its Secret cannot be owned by it.
     #[error("runner Job is missing metadata.{0}")]
     MissingJobMetadata(&'static str),
-}
-
-/// A fresh runner name: the group name cut to 46 characters, `-`, and 5 random `[a-z0-9]`.
-pub fn runner_name(group_name: &str) -> String {
-    runner_name_with(group_name, &mut rand::rng())
-}
-
-/// [`runner_name`] with a given random source (for tests).
-pub fn runner_name_with(group_name: &str, rng: &mut impl Rng) -> String {
-    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
-    // Group names are DNS subdomains (ASCII), so a char cut is a byte cut.
-    let prefix: String = group_name.chars().take(RUNNER_NAME_PREFIX_MAX).collect();
-    let suffix: String = (0..RUNNER_NAME_SUFFIX_LEN)
-        .map(|_| char::from(ALPHABET[rng.random_range(0..ALPHABET.len())]))
-        .collect();
-    format!("{prefix}-{suffix}")
-}
-
-/// Name of the ServiceAccount (and its Role and RoleBinding) the runner pods of `group_name` run
-/// as when the forge asks for runner permissions ([`crate::forge::Forge::runner_role_rules`]).
-pub fn runner_service_account_name(group_name: &str) -> String {
-    format!("{group_name}-runner")
+    /// `spec.template` does not decode as a pod template (validation refuses such a spec first).
+    #[error("spec.template: {0}")]
+    InvalidTemplate(#[from] EmbeddedError),
 }
 
 /// A short stable hash of everything in `spec` that shapes a runner's pod (image, template,
@@ -94,6 +69,20 @@ pub fn template_hash(spec: &RunnerGroupSpec) -> String {
         for k in NOT_POD_SHAPING {
             obj.remove(k);
         }
+        // The embedded objects as their typed form writes them, so `cpu: 2` and `cpu: "2"` (and
+        // runners made before the template was kept as stored) hash alike.
+        if let Ok(Some(t)) = spec.pod_template() {
+            obj.insert("template".to_owned(), serde_json::to_value(t).unwrap_or_default());
+        }
+        if let (Ok(Some(claim)), Some(mode)) = (
+            spec.work_volume_claim(),
+            obj.get_mut("containerMode").and_then(|m| m.as_object_mut()),
+        ) {
+            mode.insert(
+                "kubernetesModeWorkVolumeClaim".to_owned(),
+                serde_json::to_value(claim).unwrap_or_default(),
+            );
+        }
         for forge in crate::crd::ForgeKind::ALL {
             if let Some(block) = obj.get_mut(forge.as_str()).and_then(|b| b.as_object_mut()) {
                 for k in NOT_POD_SHAPING_IN_FORGE_BLOCK {
@@ -103,13 +92,7 @@ pub fn template_hash(spec: &RunnerGroupSpec) -> String {
         }
     }
     // serde_json's map is ordered by key, so the text is canonical.
-    let text = value.to_string();
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in text.as_bytes() {
-        hash ^= u64::from(*b);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-    }
-    format!("{hash:016x}")
+    format!("{:016x}", crate::stable_hash::fnv1a(value.to_string().as_bytes()))
 }
 
 /// The labels every runner Job and pod of `group` carries.
@@ -181,7 +164,8 @@ pub fn build_runner_job(input: RunnerJobInput<'_>) -> Result<Job, RunnerJobError
             }
         }
     }
-    let tpl = group.spec.template.as_ref();
+    let tpl = group.spec.pod_template()?;
+    let tpl = tpl.as_ref();
     let pod = merge_pod_spec(pod, template::template_spec(tpl));
 
     let labels = runner_labels(group);

@@ -23,6 +23,10 @@ pub enum StartupFailure {
     QuotaExceeded,
     /// Admission refused the pod for another reason (e.g. Pod Security), Job `FailedCreate`.
     PodRejected,
+    /// The ServiceAccount admission plugin refused the pod because the ServiceAccount it runs as
+    /// does not exist (Job `FailedCreate`, [`missing_service_account`]). For the runner account
+    /// the operator keeps (`containerMode: kubernetes`), the reconciler re-applies it at once.
+    ServiceAccountMissing,
     /// A container cannot be configured or created (`CreateContainerConfigError`,
     /// `CreateContainerError`, `RunContainerError`), e.g. a missing Secret or ConfigMap key.
     ContainerConfigError,
@@ -38,6 +42,7 @@ impl StartupFailure {
             StartupFailure::Unschedulable => "Unschedulable",
             StartupFailure::QuotaExceeded => "QuotaExceeded",
             StartupFailure::PodRejected => "PodRejected",
+            StartupFailure::ServiceAccountMissing => "ServiceAccountMissing",
             StartupFailure::ContainerConfigError => "ContainerConfigError",
             StartupFailure::StartupTimeout => "StartupTimeout",
         }
@@ -50,6 +55,7 @@ impl StartupFailure {
             StartupFailure::Unschedulable,
             StartupFailure::QuotaExceeded,
             StartupFailure::PodRejected,
+            StartupFailure::ServiceAccountMissing,
             StartupFailure::ContainerConfigError,
             StartupFailure::StartupTimeout,
         ]
@@ -69,6 +75,11 @@ impl StartupFailure {
             StartupFailure::QuotaExceeded => "raise the namespace's ResourceQuota or lower spec.maxRunners",
             StartupFailure::PodRejected => {
                 "the namespace's admission refused the runner pod; see the message and spec.template"
+            }
+            StartupFailure::ServiceAccountMissing => {
+                "the ServiceAccount the runner pod runs as does not exist; the runner account of \
+                 containerMode kubernetes is re-created at once, any other must be created (see \
+                 spec.template's serviceAccountName)"
             }
             StartupFailure::ContainerConfigError => {
                 "a Secret, ConfigMap or key the runner pod needs is missing; see the message"
@@ -176,6 +187,52 @@ fn any_waiting(pod: &Pod) -> Option<String> {
     })
 }
 
+/// Why the Job controller could not create a runner's pod, from its `FailedCreate` Event message
+/// (`Error creating: <the API server's error>`, `pkg/controller/controller_utils.go`
+/// `RealPodControl.createPods`): the Event is the only signal it gives.
+fn failed_create_cause(message: &str) -> StartupFailure {
+    if message.contains("exceeded quota") {
+        StartupFailure::QuotaExceeded
+    } else if missing_service_account(message).is_some() {
+        StartupFailure::ServiceAccountMissing
+    } else {
+        StartupFailure::PodRejected
+    }
+}
+
+/// The ServiceAccount an admission refusal names as missing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MissingServiceAccount {
+    /// Namespace of the pod (and of the account).
+    pub namespace: String,
+    /// Name of the account.
+    pub name: String,
+}
+
+/// The account named by the ServiceAccount admission plugin's refusal of a pod whose account
+/// does not exist, if `message` is that refusal.
+///
+/// The shape is the plugin's (`plugin/pkg/admission/serviceaccount/admission.go`, `Admit`):
+/// `error looking up service account <ns>/<name>: <err>`, where `getServiceAccount` returns
+/// `errors.NewNotFound(api.Resource("serviceaccount"), name)` when the account is neither in
+/// the informer cache nor found by a direct GET, whose text is `serviceaccount "<name>" not
+/// found`. The refusal is a 403 (`admission.NewForbidden`), so the whole message reads
+/// `pods "<generateName>" is forbidden: error looking up service account ns/name: serviceaccount
+/// "name" not found`. Any other lookup error (a timeout) is not a missing account.
+pub fn missing_service_account(message: &str) -> Option<MissingServiceAccount> {
+    const LOOKUP: &str = "error looking up service account ";
+    let rest = &message[message.find(LOOKUP)? + LOOKUP.len()..];
+    let (account, cause) = rest.split_once(": ")?;
+    let (namespace, name) = account.split_once('/')?;
+    let not_found = format!("serviceaccount \"{name}\" not found");
+    (!namespace.is_empty() && !name.is_empty() && cause.trim_end().starts_with(&not_found)).then(|| {
+        MissingServiceAccount {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+        }
+    })
+}
+
 /// Whether a runner that is not running yet is stuck, from its pod (if any), the Job's
 /// `FailedCreate` Event message (if any), its age and the group's startup timeout.
 pub fn classify(
@@ -212,12 +269,7 @@ pub fn classify(
         );
     }
     if let Some(msg) = failed_create {
-        let cause = if msg.contains("exceeded quota") {
-            StartupFailure::QuotaExceeded
-        } else {
-            StartupFailure::PodRejected
-        };
-        return stuck(cause, msg);
+        return stuck(failed_create_cause(msg), msg);
     }
     (age >= startup_timeout).then(|| Stuck {
         cause: StartupFailure::StartupTimeout,

@@ -189,6 +189,18 @@ fn check_common(spec: &RunnerGroupSpec, out: &mut Vec<SpecViolation>) {
             ),
         ));
     }
+    if let Err(e) = spec.pod_template() {
+        out.push(violation(
+            "spec.template",
+            format!("{e} (it must be a Kubernetes pod template)"),
+        ));
+    }
+    if let Err(e) = spec.work_volume_claim() {
+        out.push(violation(
+            "spec.containerMode.kubernetesModeWorkVolumeClaim",
+            format!("{e} (it must be a PersistentVolumeClaim template)"),
+        ));
+    }
     if spec.image.as_deref().is_some_and(|i| i.trim().is_empty()) {
         out.push(violation(
             "spec.image",

@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use forgerunner_core::forge::{ForgeRunnerState, RunnerRef};
+use forgerunner_core::names::is_runner_name_of;
 use forgerunner_core::plan::RunnerPhase;
 
 use crate::labels::LabelSet;
@@ -40,15 +41,6 @@ pub(crate) struct Graces {
     /// An offline runner row this process created less than this ago is no ghost (its Job may
     /// not be in the cluster store yet).
     pub(crate) ghost: Duration,
-}
-
-/// Runner names are `<group name cut to 46>-<5 of [a-z0-9]>` (the shared Job naming).
-pub fn is_group_runner_name(group_name: &str, runner: &str) -> bool {
-    let prefix: String = group_name.chars().take(46).collect();
-    runner
-        .strip_prefix(prefix.as_str())
-        .and_then(|r| r.strip_prefix('-'))
-        .is_some_and(|s| s.len() == 5 && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()))
 }
 
 /// The waiting jobs of the group, oldest first (the listing is id-descending).
@@ -127,7 +119,7 @@ pub(crate) fn view_v15(
     let ghosts: BTreeSet<String> = runners
         .rows
         .iter()
-        .filter(|x| x.status == RunnerStatus::Offline && is_group_runner_name(group_name, &x.name))
+        .filter(|x| x.status == RunnerStatus::Offline && is_runner_name_of(group_name, &x.name))
         .filter(|x| !names.contains(x.name.as_str()))
         .filter(|x| !book.recently_created(&x.name, now, graces.ghost))
         .map(|x| x.name.clone())

@@ -88,7 +88,7 @@ fn secret_volume(secret_name: &str, key: &str) -> Volume {
             items: Some(vec![KeyToPath {
                 key: key.to_string(),
                 path: key.to_string(),
-                mode: None,
+                ..KeyToPath::default()
             }]),
             optional: Some(false),
             ..SecretVolumeSource::default()

@@ -28,11 +28,12 @@ use crate::error::GiteaError;
 use crate::forge_webhook::AnnouncedState;
 use crate::labels::LabelSet;
 use crate::pod::{self, REGISTRATION_TOKEN_KEY};
-use crate::runner_names::{is_group_runner_name, strongest};
+use crate::runner_names::strongest;
 use crate::scope::Scope;
 use crate::taken::TakenSinceListing;
 use crate::types::{JobStatus, Runner, WorkflowJob};
 use crate::version::GiteaVersion;
+use forgerunner_core::names::is_runner_name_of;
 
 /// Tunables of the backend; the defaults suit production.
 #[derive(Clone, Debug)]
@@ -384,7 +385,7 @@ impl GiteaForge {
         self.report_cache();
         let ghosts: BTreeSet<String> = runners
             .iter()
-            .filter(|x| !x.is_online() && !x.busy && is_group_runner_name(group, &x.name))
+            .filter(|x| !x.is_online() && !x.busy && is_runner_name_of(group, &x.name))
             .map(|x| x.name.clone())
             .collect();
         Ok(ForgeView {

@@ -28,7 +28,6 @@ pub use error::GiteaError;
 pub use forge::{GiteaForge, GiteaOptions};
 pub use forge_webhook::MAX_SECRETS_PER_DELIVERY;
 pub use labels::{LabelError, LabelSet, RunnerLabel, parse_label, parse_labels};
-pub use runner_names::is_group_runner_name;
 pub use scope::Scope;
 pub use version::GiteaVersion;
 pub use webhook::{WebhookError, WorkflowJobEvent, parse_workflow_job, sign, verify_signature};

@@ -153,7 +153,7 @@ pub fn default_runner_pod(
                     items: Some(vec![KeyToPath {
                         key: REGISTRATION_TOKEN_KEY.to_string(),
                         path: REGISTRATION_TOKEN_KEY.to_string(),
-                        mode: None,
+                        ..KeyToPath::default()
                     }]),
                     optional: Some(false),
                     ..SecretVolumeSource::default()

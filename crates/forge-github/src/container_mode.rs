@@ -4,7 +4,7 @@
 
 use forgerunner_core::RunnerGroup;
 use forgerunner_core::crd::{ContainerModeType, RunnerGroupSpec};
-use forgerunner_core::runner_job::runner_service_account_name;
+use forgerunner_core::names::runner_service_account_name;
 use forgerunner_core::runner_pod::{
     DindProfile, RunAs, RunnerPodProfile, ephemeral_volume, finish_default_pod, runner_container_mut,
 };
@@ -70,14 +70,11 @@ fn add_kubernetes_mode(pod: &mut PodSpec, group: &RunnerGroup, with_volume: bool
     pod.service_account_name = Some(runner_service_account_name(group_name));
     pod.automount_service_account_token = Some(true);
     if with_volume {
-        let claim = group
-            .spec
-            .container_mode
-            .as_ref()
-            .and_then(|m| m.kubernetes_mode_work_volume_claim.as_ref());
+        // A claim that does not decode is refused by validation before any pod is built.
+        let claim = group.spec.work_volume_claim().ok().flatten();
         pod.volumes
             .get_or_insert_with(Vec::new)
-            .push(ephemeral_volume(WORK_VOLUME, claim));
+            .push(ephemeral_volume(WORK_VOLUME, claim.as_ref()));
     }
     let Some(runner) = runner_container_mut(pod) else {
         return;

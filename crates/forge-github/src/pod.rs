@@ -96,13 +96,15 @@ pub fn default_runner_pod(group: &RunnerGroup, secret_name: &str) -> PodSpec {
 
 /// `workingDir` of the template's `runner` container, sent as the JIT `workFolder`.
 pub fn work_folder(group: &RunnerGroup) -> String {
+    // A template that does not decode is refused by validation before any pod is built.
     group
         .spec
-        .template
-        .as_ref()
-        .and_then(|t| t.spec.as_ref())
-        .and_then(|s| s.containers.iter().find(|c| c.name == RUNNER_CONTAINER))
-        .and_then(|c| c.working_dir.clone())
+        .pod_template()
+        .ok()
+        .flatten()
+        .and_then(|t| t.spec)
+        .and_then(|s| s.containers.into_iter().find(|c| c.name == RUNNER_CONTAINER))
+        .and_then(|c| c.working_dir)
         .unwrap_or_default()
 }
 

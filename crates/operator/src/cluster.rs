@@ -61,7 +61,8 @@ pub enum StartupError {
     /// The CRD is not installed.
     #[error(
         "the RunnerGroup CRD (runnergroups.forgerunner.dev) is not installed; install it with \
-         `kubectl apply -f charts/forgerunner/crds/` or `forgerunner crd | kubectl apply -f -`"
+         `kubectl apply --server-side -f charts/forgerunner/crds/` or \
+         `forgerunner crd | kubectl apply --server-side -f -`"
     )]
     CrdMissing,
     /// The service account may not list RunnerGroups.
@@ -202,7 +203,7 @@ mod tests {
     #[test]
     fn crd_hint_names_both_install_paths() {
         let text = StartupError::CrdMissing.to_string();
-        assert!(text.contains("kubectl apply -f charts/forgerunner/crds/"));
-        assert!(text.contains("forgerunner crd | kubectl apply -f -"));
+        assert!(text.contains("kubectl apply --server-side -f charts/forgerunner/crds/"));
+        assert!(text.contains("forgerunner crd | kubectl apply --server-side -f -"));
     }
 }

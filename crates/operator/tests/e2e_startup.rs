@@ -40,10 +40,11 @@ use tokio::task::JoinHandle;
 /// operator's sweep of offline ghosts would deregister a runner anyway.
 const GHOST_DEADLINE: Duration = Duration::from_secs(30);
 /// Event (and `Degraded`) reasons of runners that did not start.
-const STARTUP_REASONS: [&str; 6] = [
+const STARTUP_REASONS: [&str; 7] = [
     "ImagePullFailed",
     "Unschedulable",
     "QuotaExceeded",
+    "ServiceAccountMissing",
     "PodRejected",
     "ContainerConfigError",
     "StartupTimeout",

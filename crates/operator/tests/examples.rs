@@ -215,7 +215,8 @@ fn malformed_specs_are_rejected_by_deserialization_not_a_panic() {
 }
 
 /// serde ignores unknown keys, and the API server would prune them: catch typos in the examples by
-/// checking every key against the generated schema (the free-form `template` excepted).
+/// checking every key against the generated schema (the template's too: it is the pod
+/// template's schema).
 #[test]
 fn example_keys_exist_in_the_crd_schema() {
     use kube::CustomResourceExt;
@@ -224,6 +225,12 @@ fn example_keys_exist_in_the_crd_schema() {
             return;
         }
         match value {
+            // A map (`resources.requests`, `nodeSelector`): its keys are the user's.
+            serde_json::Value::Object(map) if schema.get("additionalProperties").is_some() => {
+                for (key, sub) in map {
+                    check(sub, &schema["additionalProperties"], &format!("{at}.{key}"));
+                }
+            }
             serde_json::Value::Object(map) => {
                 for (key, sub) in map {
                     let prop = &schema["properties"][key];

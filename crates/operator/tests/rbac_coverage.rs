@@ -11,6 +11,12 @@
 //! - each verb the chart grants must be used: by a request of the run, by the rules of the Role
 //!   the operator created for the runner container hooks (Kubernetes only lets it grant what it
 //!   holds), or by a path the run cannot reach, listed in [`UNREACHED`] with the code using it.
+//!
+//! The chart grants no `update` on `runnergroups/finalizers`. A real server's
+//! OwnerReferencesPermissionEnforcement admission plugin (which the fake does not run) asks for it
+//! only when an object names its owner with `blockOwnerDeletion: true`; the operator's owner
+//! references come from kube's `controller_owner_ref`, which sets `controller` only (kube-core
+//! 5.0 `src/resource.rs`). The run checks that no owner reference it sees blocks.
 #![cfg(all(feature = "github", feature = "gitea"))]
 
 #[allow(dead_code)]
@@ -28,6 +34,7 @@ use forgerunner_sandbox::world::operator::OperatorSettings;
 use forgerunner_sandbox::world::{World, WorldOptions, wait_until};
 use forgerunner_testkit::apiserver::{RequestRecord, Verb};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, Subject};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Api;
 use kube::api::DeleteParams;
 
@@ -43,14 +50,6 @@ const JOBS_PER_FORGE: usize = 3;
 /// Verbs the chart grants for calls this run cannot make, each with the code that needs it.
 /// (group, resource, verb, why).
 const UNREACHED: &[(&str, &str, &str, &str)] = &[
-    (
-        "forgerunner.dev",
-        "runnergroups/finalizers",
-        "update",
-        "admission (OwnerReferencesPermissionEnforcement) checks it when runner Jobs are created \
-         with the group's controller owner reference, which sets blockOwnerDeletion \
-         (crates/core/src/runner_job.rs group_owner_reference); the fake runs no admission plugin",
-    ),
     (
         "",
         "configmaps",
@@ -236,6 +235,25 @@ fn chart_grants(objects: &[serde_json::Value]) -> Vec<Grant> {
     grants
 }
 
+/// The owner references of `meta` that block their owner's deletion (`blockOwnerDeletion: true`),
+/// as `kind/name → owner kind/name`. Under OwnerReferencesPermissionEnforcement each one needs
+/// `update` on the owner's `finalizers` subresource, which the chart does not grant.
+fn blocking_owner_refs(kind: &str, meta: &ObjectMeta) -> Vec<String> {
+    meta.owner_references
+        .iter()
+        .flatten()
+        .filter(|r| r.block_owner_deletion == Some(true))
+        .map(|r| {
+            format!(
+                "{kind}/{} → {}/{}",
+                meta.name.as_deref().unwrap_or_default(),
+                r.kind,
+                r.name
+            )
+        })
+        .collect()
+}
+
 // ---------------------------------------------------------------------------------------------
 // The operator's life cycle.
 
@@ -285,17 +303,26 @@ async fn exercise_operator(world: &World) -> Vec<PolicyRule> {
         world.queue_gitea_job(&["linux"]).expect("queue gitea job");
     }
 
+    // Runner Jobs come and go while the jobs run: look at the owner references of every one seen.
+    let blocking = std::sync::Mutex::new(BTreeSet::new());
     let drained = wait_until(
         DEADLINE,
         "every job done, no runner or runner Job left",
         || async {
             let gh = world.github_progress(scale_set);
             let gt = world.gitea_progress(&["linux"]);
+            let jobs = world.runner_jobs(NS, None).await;
+            for job in jobs.iter().flatten() {
+                blocking
+                    .lock()
+                    .expect("not poisoned")
+                    .extend(blocking_owner_refs("Job", &job.metadata));
+            }
             gh.done == JOBS_PER_FORGE
                 && gh.registered_runners == 0
                 && gt.done == JOBS_PER_FORGE
                 && gt.registered_runners == 0
-                && world.runner_jobs(NS, None).await.is_ok_and(|j| j.is_empty())
+                && jobs.is_ok_and(|j| j.is_empty())
         },
     )
     .await;
@@ -329,12 +356,22 @@ async fn exercise_operator(world: &World) -> Vec<PolicyRule> {
         "owned by the group, so it goes with it"
     );
     let bindings: Api<RoleBinding> = Api::namespaced(world.client.clone(), NS);
-    bindings.get("gh-runner").await.expect("the hooks' RoleBinding");
+    let binding = bindings.get("gh-runner").await.expect("the hooks' RoleBinding");
     let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> = Api::namespaced(world.client.clone(), NS);
-    accounts
+    let account = accounts
         .get("gh-runner")
         .await
         .expect("the hooks' ServiceAccount");
+    let mut blocking = blocking.into_inner().expect("not poisoned");
+    blocking.extend(blocking_owner_refs("Role", &role.metadata));
+    blocking.extend(blocking_owner_refs("RoleBinding", &binding.metadata));
+    blocking.extend(blocking_owner_refs("ServiceAccount", &account.metadata));
+    assert!(
+        blocking.is_empty(),
+        "owner references with blockOwnerDeletion: an API server running the \
+         OwnerReferencesPermissionEnforcement admission plugin would refuse these objects, as the \
+         chart grants no update on runnergroups/finalizers: {blocking:?}"
+    );
 
     // Deleting the groups runs the finalizer's cleanup (forge side, then the finalizer patch).
     for name in ["gh", "gt"] {

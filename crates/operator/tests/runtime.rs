@@ -198,7 +198,10 @@ async fn missing_crd_exits_1_with_install_hint() {
     let err = op.stderr();
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("RunnerGroup CRD"), "{err}");
-    assert!(err.contains("forgerunner crd | kubectl apply -f -"), "{err}");
+    assert!(
+        err.contains("forgerunner crd | kubectl apply --server-side -f -"),
+        "{err}"
+    );
     cluster.server.shutdown().await;
 }
 

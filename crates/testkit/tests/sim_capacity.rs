@@ -130,14 +130,12 @@ async fn quota_refuses_pods_with_failed_create_event_until_lifted() {
         (Some("Job"), Some("second"), Some(ns))
     );
     assert_eq!(involved.uid, second.metadata.uid);
+    // The Job controller creates pods by generateName, so the refusal names `second-`.
     let message = event.message.clone().unwrap();
-    let rest = message
-        .strip_prefix("Error creating: pods \"second-")
-        .unwrap_or_else(|| panic!("{message}"));
     assert_eq!(
-        &rest[5..],
-        "\" is forbidden: exceeded quota: pods-quota, requested: pods=1, used: pods=1, limited: pods=1",
-        "{message}"
+        message,
+        "Error creating: pods \"second-\" is forbidden: exceeded quota: pods-quota, requested: pods=1, \
+         used: pods=1, limited: pods=1"
     );
     assert!(env.job_pods("second").await.is_empty(), "no pod beyond the quota");
     let job = env.jobs().get("second").await.unwrap();
@@ -195,5 +193,56 @@ async fn slow_pull_waits_in_container_creating_then_runs() {
     }
     let pod = env.job_pods("slow").await.pop().unwrap();
     assert_eq!(phase(&pod), Some("Succeeded"), "a slow pull still succeeds");
+    env.stop().await;
+}
+
+/// Kubernetes `plugin/pkg/admission/serviceaccount/admission.go` `Admit`: a pod naming a
+/// ServiceAccount that does not exist is refused (403); the Job controller
+/// (`pkg/controller/controller_utils.go` `RealPodControl.createPods`) records `FailedCreate`
+/// `Error creating: <the error>` on the Job and retries until the account exists.
+#[tokio::test]
+async fn missing_service_account_fails_creation_until_the_account_exists() {
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use kube::api::PostParams;
+
+    let ns = "sim-sa";
+    let env = Env::start(ns, SimConfig::default()).await;
+    env.sim.register_behaviour("example.org/ok", Arc::new(Exit(0)));
+    let job = env
+        .create_job(
+            "hooks",
+            json!({"serviceAccountName": "hooks-runner",
+                "containers": [{"name": "runner", "image": "example.org/ok"}]}),
+        )
+        .await;
+    let events: Api<Event> = Api::namespaced(env.client.clone(), ns);
+    let lp = ListParams::default().fields("involvedObject.name=hooks,reason=FailedCreate");
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    let event = loop {
+        if let Some(e) = events.list(&lp).await.unwrap().items.pop() {
+            break e;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no FailedCreate event");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(
+        event.message.as_deref(),
+        Some(
+            "Error creating: pods \"hooks-\" is forbidden: error looking up service account \
+             sim-sa/hooks-runner: serviceaccount \"hooks-runner\" not found"
+        )
+    );
+    assert_eq!(event.involved_object.uid, job.metadata.uid);
+    assert!(
+        env.job_pods("hooks").await.is_empty(),
+        "no pod without its account"
+    );
+
+    // The account appears: the controller's retry creates the pod and the Job completes.
+    let accounts: Api<ServiceAccount> = Api::namespaced(env.client.clone(), ns);
+    let sa: ServiceAccount = serde_json::from_value(json!({"metadata": {"name": "hooks-runner"}})).unwrap();
+    accounts.create(&PostParams::default(), &sa).await.unwrap();
+    env.job_until("hooks", "Complete", |j| is_true(j, "Complete"))
+        .await;
     env.stop().await;
 }

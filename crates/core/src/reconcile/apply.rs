@@ -18,10 +18,9 @@ use super::runner_exit::failed_runner_outdated;
 use super::spans::forge_call;
 use crate::fence::Fence;
 use crate::forge::{Forge, GroupContext, RemoveOutcome, RunnerRef};
+use crate::names::runner_name;
 use crate::plan::{Plan, Removal, RemovalReason, RunnerPhase};
-use crate::runner_job::{
-    BUSY_ANNOTATION, RunnerJobInput, build_runner_job, build_runner_secret, runner_name,
-};
+use crate::runner_job::{BUSY_ANNOTATION, RunnerJobInput, build_runner_job, build_runner_secret};
 use crate::runner_pod::restricted_violations;
 use crate::startup::StartupFailure;
 

@@ -29,6 +29,7 @@ use super::pipeline::{check_spec, group_context, group_key};
 use super::spans::forge_call;
 use crate::crd::RunnerGroup;
 use crate::forge::{Forge, ForgeError, GroupContext, GroupKey, RunnerRef};
+use crate::names::is_label_value;
 use crate::runner_job::GROUP_LABEL;
 
 /// How long after its `deletionTimestamp` a group waits for the forge. A healthy forge cleans
@@ -151,7 +152,13 @@ fn remaining_budget(group: &RunnerGroup, now: Timestamp, first_attempt: bool) ->
 /// The group's runner Jobs, straight from the API server: the decision to release the
 /// finalizer must not rest on a store that lags.
 async fn list_group_jobs(api: &Api<Job>, group: &RunnerGroup) -> Result<Vec<Arc<Job>>, ReconcileError> {
-    let lp = ListParams::default().labels(&format!("{GROUP_LABEL}={}", group.name_any()));
+    let name = group.name_any();
+    if !is_label_value(&name) {
+        // A real server refuses such a selector with 400 (apimachinery `labels.Parse` →
+        // `validateLabelValue`), and no runner Job can carry such a label: there is none.
+        return Ok(Vec::new());
+    }
+    let lp = ListParams::default().labels(&format!("{GROUP_LABEL}={name}"));
     let list = api.list(&lp).await.map_err(ReconcileError::kube("list jobs"))?;
     Ok(list
         .items

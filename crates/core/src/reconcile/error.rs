@@ -1,5 +1,6 @@
 //! The reconciler's typed errors, each with a bounded category.
 
+use std::fmt;
 use std::time::Duration;
 
 use kube::runtime::finalizer;
@@ -41,8 +42,9 @@ pub enum ReconcileError {
     /// A forge backend call failed.
     #[error(transparent)]
     Forge(#[from] ForgeError),
-    /// A Kubernetes API call failed.
-    #[error("kubernetes {operation} failed: {source}")]
+    /// A Kubernetes API call failed. Shown with the server's own message ([`ServerMessage`]),
+    /// since this text becomes condition messages and Event notes.
+    #[error("kubernetes {operation} failed: {}", ServerMessage(.source))]
     Kube {
         /// A fixed name of the call, e.g. `create job`.
         operation: &'static str,
@@ -107,6 +109,34 @@ impl ReconcileError {
     }
 }
 
+/// A kube client error as a person reads it: for an API error, the server's `Status.message`
+/// once, then its reason and code; kube's own text otherwise.
+///
+/// kube's `Display` of `Error::Api` is `ApiError: {0} ({0:?})` (kube-client 5.0 `src/error.rs`)
+/// over `Status`'s `{message}: {reason}` (kube-core `src/response.rs`): the message, then the
+/// whole `Debug` of the Status with the message again and every `details.causes` entry, which
+/// for a 422 repeat what the message already lists. That pushed condition messages and Event
+/// notes past the Event note limit for the very errors a user needs to read.
+pub struct ServerMessage<'a>(pub &'a kube::Error);
+
+impl fmt::Display for ServerMessage<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kube::Error::Api(status) = self.0 else {
+            return self.0.fmt(f);
+        };
+        let message = match status.message.trim() {
+            "" => "no message",
+            m => m,
+        };
+        match (status.reason.as_str(), status.code) {
+            ("", 0) => f.write_str(message),
+            ("", code) => write!(f, "{message} ({code})"),
+            (reason, 0) => write!(f, "{message} ({reason})"),
+            (reason, code) => write!(f, "{message} ({reason}, {code})"),
+        }
+    }
+}
+
 impl From<finalizer::Error<ReconcileError>> for ReconcileError {
     fn from(e: finalizer::Error<ReconcileError>) -> Self {
         ReconcileError::Finalizer(Box::new(e))
@@ -136,5 +166,45 @@ mod tests {
         assert!(missing.category().needs_user_action());
         let other: ReconcileError = finalizer::Error::<ReconcileError>::UnnamedObject.into();
         assert_eq!(other.category(), ErrorCategory::Kubernetes);
+    }
+
+    /// A 422 as the API server sends it: `apierrors.NewInvalid` (apimachinery
+    /// `pkg/api/errors/errors.go`) puts every field error into `message` and again into
+    /// `details.causes`.
+    fn invalid_job() -> kube::Error {
+        let status: kube::core::Status = serde_json::from_value(serde_json::json!({
+            "status": "Failure",
+            "message": "Job.batch \"g-abcde\" is invalid: spec.template.spec.containers[0].image: Required value",
+            "reason": "Invalid",
+            "code": 422,
+            "details": {"name": "g-abcde", "group": "batch", "kind": "Job", "causes": [{
+                "reason": "FieldValueRequired",
+                "message": "Required value",
+                "field": "spec.template.spec.containers[0].image",
+            }]},
+        }))
+        .expect("status");
+        kube::Error::Api(Box::new(status))
+    }
+
+    #[test]
+    fn api_errors_show_the_server_message_once_with_reason_and_code() {
+        let e = ReconcileError::kube("create job")(invalid_job());
+        let text = e.to_string();
+        assert_eq!(
+            text,
+            "kubernetes create job failed: Job.batch \"g-abcde\" is invalid: \
+             spec.template.spec.containers[0].image: Required value (Invalid, 422)"
+        );
+        assert_eq!(text.matches("Required value").count(), 1, "{text}");
+    }
+
+    #[test]
+    fn other_client_errors_keep_kubes_text() {
+        let e = kube::Error::LinesCodecMaxLineLengthExceeded;
+        let expected = format!("kubernetes watch failed: {e}");
+        assert_eq!(ReconcileError::kube("watch")(e).to_string(), expected);
+        let bare = kube::Error::Api(Box::default());
+        assert_eq!(ServerMessage(&bare).to_string(), "no message");
     }
 }

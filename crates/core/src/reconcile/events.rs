@@ -7,10 +7,11 @@ use std::time::{Duration, Instant};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::Resource;
 use kube::runtime::events::{Event, EventType};
-use tracing::debug;
+use tracing::warn;
 
 use super::apply::ApplyReport;
 use super::context::Context;
+use super::error::ServerMessage;
 use super::status::PassSummary;
 use crate::conditions::{ConditionReason, ConditionType};
 use crate::crd::RunnerGroup;
@@ -24,7 +25,22 @@ const MAX_STUCK_EVENTS: usize = 3;
 /// 30 minutes. A minute keeps `kubectl get events` current at a fraction of the writes.
 pub const EVENT_REPEAT_WINDOW: Duration = Duration::from_secs(60);
 
+/// Most bytes of an Event note a real API server stores: `legacyValidateEvent` refuses a longer
+/// one with 422 (`NoteLengthLimit`, compared with Go's `len`, so in bytes;
+/// `pkg/apis/core/validation/events.go`).
+pub const NOTE_LIMIT: usize = 1024;
+/// What ends a note cut to [`NOTE_LIMIT`].
+const CUT_MARK: &str = "…";
+/// Most bytes of an Event `action` (`ActionLengthLimit`, same file and function; no charset
+/// rule applies to it).
+const ACTION_LIMIT: usize = 128;
+
 /// The Events a group got within the last [`EVENT_REPEAT_WINDOW`], by reason and note.
+///
+/// Agrees with kube's Recorder: the Recorder keys a series by type, action, reason, reporter and
+/// object, not by note, so [`event_action`] puts a hash of the note into the action. A note this
+/// filter lets through as new therefore starts a new Event, and a repeat it lets through after
+/// the window counts on the series of an Event that carries the same note.
 #[derive(Debug, Default)]
 pub struct RecentEvents(HashMap<(String, String), Instant>);
 
@@ -43,6 +59,36 @@ impl RecentEvents {
     }
 }
 
+/// `note` cut to at most [`NOTE_LIMIT`] bytes at a char boundary, ending in [`CUT_MARK`] (counted
+/// in the limit) when cut.
+pub fn fit_note(mut note: String) -> String {
+    if note.len() <= NOTE_LIMIT {
+        return note;
+    }
+    let end = note.floor_char_boundary(NOTE_LIMIT - CUT_MARK.len());
+    note.truncate(end);
+    note.push_str(CUT_MARK);
+    note
+}
+
+/// The Event `action` for `base` (e.g. `CreateRunners`) and `note`: `base-<8 hex>` of a hash of
+/// the note.
+///
+/// kube's Recorder (kube-runtime 5.0 `src/events.rs`, `EventKey`, `Recorder::publish`) keys a
+/// series without the note and, on a repeat within its six-minute cache, patches the cached
+/// Event's `series`, which keeps the first note: "created 3 runners" showed as "created 1
+/// runners" counted twice. The server cannot fix that either, since `ValidateEventUpdate` makes
+/// the note immutable. With the note's hash in the action, each new note is its own Event.
+pub fn event_action(base: &str, note: &str) -> String {
+    // 32 bits tell the few notes a group gets within the recorder's cache TTL apart.
+    let suffix = format!(
+        "-{:08x}",
+        crate::stable_hash::fnv1a(note.as_bytes()) & 0xffff_ffff
+    );
+    let base = &base[..base.floor_char_boundary(ACTION_LIMIT - suffix.len())];
+    format!("{base}{suffix}")
+}
+
 /// Publishes one Event on `group` unless it repeats a recent one; best effort.
 pub(super) async fn publish(
     ctx: &Context,
@@ -52,6 +98,8 @@ pub(super) async fn publish(
     action: &str,
     note: String,
 ) {
+    // Cut first: what the filter and the Recorder compare is the note the server stores.
+    let note = fit_note(note);
     let key = super::pipeline::group_key(group);
     if !ctx.with_memory(&key, |m| m.recent_events.admit(reason, &note, Instant::now())) {
         return;
@@ -59,13 +107,15 @@ pub(super) async fn publish(
     let ev = Event {
         type_,
         reason: reason.to_owned(),
+        action: event_action(action, &note),
         note: Some(note),
-        action: action.to_owned(),
         secondary: None,
     };
     if let Err(e) = ctx.recorder.publish(&ev, &group.object_ref(&())).await {
-        // Events are best effort; the status carries the same facts.
-        debug!(error = %e, reason, "event not published");
+        // Events are best effort (the status carries the same facts), but a refused one is
+        // worth seeing: it is usually the one a user needed. Bounded by the repeat filter and
+        // the few Events per pass; the note is left out, the server's message says what failed.
+        warn!(group = %key, reason, error = %ServerMessage(&e), "event not published");
     }
 }
 
@@ -211,6 +261,41 @@ pub async fn pod_security(ctx: &Context, group: &RunnerGroup, violations: &[Stri
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `legacyValidateEvent` (k8s.io/kubernetes `pkg/apis/core/validation/events.go`) refuses
+    /// `len(event.Message) > NoteLengthLimit` (1024), Go's `len` counting bytes.
+    #[test]
+    fn long_notes_are_cut_to_the_servers_byte_limit_at_a_char_boundary() {
+        // 'é' is 2 bytes and '€' 3: 1100 bytes, and the cut point falls inside a character.
+        let note = format!("x{}", "é€".repeat(220));
+        assert_eq!(note.len(), 1101);
+        let cut = fit_note(note.clone());
+        assert!(cut.len() <= NOTE_LIMIT, "{} bytes", cut.len());
+        assert!(cut.len() > NOTE_LIMIT - 4, "cut no shorter than needed");
+        assert!(cut.ends_with(CUT_MARK));
+        assert!(note.starts_with(cut.trim_end_matches(CUT_MARK)));
+
+        let exact = "a".repeat(NOTE_LIMIT);
+        assert_eq!(
+            fit_note(exact.clone()),
+            exact,
+            "a note at the limit is kept whole"
+        );
+        assert_eq!(fit_note("short".into()), "short");
+    }
+
+    /// kube-runtime 5.0 `src/events.rs`: `EventKey` holds the action but not the note, and a
+    /// repeat of a key within `CACHE_TTL` patches the cached Event's series (old note kept).
+    #[test]
+    fn a_new_note_gets_a_new_action_so_a_new_event() {
+        let one = event_action("CreateRunners", "created 1 runners");
+        let three = event_action("CreateRunners", "created 3 runners");
+        assert_ne!(one, three);
+        assert_eq!(one, event_action("CreateRunners", "created 1 runners"), "stable");
+        assert!(one.starts_with("CreateRunners-") && one.len() == "CreateRunners-".len() + 8);
+        let long = event_action(&"A".repeat(300), "n");
+        assert!(long.len() <= ACTION_LIMIT, "{}", long.len());
+    }
 
     #[test]
     fn a_repeat_is_written_again_only_after_the_window() {

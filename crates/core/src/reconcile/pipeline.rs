@@ -24,7 +24,7 @@ use super::identity::{identities_to_record, spawn_record_identities};
 use super::observe::{belongs_to, observe_runners, runner_refs, with_forge_states};
 use super::pass_metrics::record_pass;
 use super::repair::retire_runners_without_secret;
-use super::runner_rbac::{ensure_runner_rbac, rules_fingerprint};
+use super::runner_rbac::{ensure_runner_rbac, must_reapply, rules_fingerprint};
 use super::spans::forge_call;
 use super::startup_check::find_stuck;
 use super::status::{
@@ -41,12 +41,10 @@ use crate::forge::{
     CA_BUNDLE_KEY, Credentials, Forge, GroupContext, GroupKey, SecretValue, WEBHOOK_SECRET_KEY,
 };
 use crate::metrics::{ForgeLabels, ReconcileErrorLabels, ReconcileLabels};
+use crate::names::group_name_problem;
 use crate::plan::{PlanInput, plan};
 use crate::runner_job::template_hash;
 use crate::validate::validate_spec;
-
-/// Longest group name: it is also a label value.
-const MAX_GROUP_NAME: usize = 63;
 
 /// The group's identity.
 pub(super) fn group_key(g: &RunnerGroup) -> GroupKey {
@@ -105,6 +103,11 @@ async fn ensure_finalizer(
     if group.metadata.deletion_timestamp.is_some() || group.finalizers().iter().any(|f| f == FINALIZER) {
         return Ok(group);
     }
+    if group_name_problem(&group.name_any()).is_some() {
+        // Such a group never gets a runner (the pass stops at `InvalidSpec`), and a finalizer
+        // would hold its deletion on a cleanup with nothing to clean.
+        return Ok(group);
+    }
     let mut finalizers = group.finalizers().to_vec();
     finalizers.push(FINALIZER.to_owned());
     let patch = serde_json::json!({
@@ -155,10 +158,8 @@ pub fn check_spec(group: &RunnerGroup, forge: Option<&dyn Forge>) -> Result<(), 
         .chain(forge.map(|f| f.validate(&group.spec)).iter().flatten())
         .map(ToString::to_string)
         .collect();
-    if group.name_any().len() > MAX_GROUP_NAME {
-        msgs.push(format!(
-            "metadata.name: must be at most {MAX_GROUP_NAME} characters (it is a label value)"
-        ));
+    if let Some(problem) = group_name_problem(&group.name_any()) {
+        msgs.push(format!("metadata.name: {problem}"));
     }
     if msgs.is_empty() {
         Ok(())
@@ -330,6 +331,13 @@ async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, Reconcil
     let check_pod_security = ctx.with_memory(&key, |m| m.pod_security_checked != group.metadata.generation);
     let events: Api<CoreEvent> = Api::namespaced(ctx.client.clone(), &key.namespace);
     let mut stuck = find_stuck(&pods, &events, &key.name, &cluster, startup_timeout).await;
+    if must_reapply(stuck.values()) {
+        // The runner ServiceAccount was removed behind our back: every runner pod is refused
+        // until it is back, so apply it (with its Role and RoleBinding) again now.
+        info!(group = %key, "runner ServiceAccount missing; applying the runner RBAC again");
+        ctx.with_memory(&key, |m| m.runner_rbac = None);
+        ensure_runner_permissions(ctx, forge, group, &key).await?;
+    }
     for r in &mut cluster {
         r.stuck = stuck.remove(&r.name);
     }
@@ -530,7 +538,8 @@ async fn slow_down_on_budget(
 }
 
 /// Keeps the runner ServiceAccount, Role and RoleBinding the forge asks for; applied once per
-/// process and whenever the rules change, not on every pass.
+/// process, whenever the rules change, and again when a runner is refused for a missing
+/// ServiceAccount ([`must_reapply`]), not on every pass.
 async fn ensure_runner_permissions(
     ctx: &Context,
     forge: &dyn Forge,

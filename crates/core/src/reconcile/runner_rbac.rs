@@ -11,7 +11,9 @@ use kube::{Client, Resource, ResourceExt};
 use super::FIELD_MANAGER;
 use super::error::ReconcileError;
 use crate::crd::RunnerGroup;
-use crate::runner_job::{group_owner_reference, runner_labels, runner_service_account_name};
+use crate::names::runner_service_account_name;
+use crate::runner_job::{group_owner_reference, runner_labels};
+use crate::startup::{StartupFailure, Stuck};
 
 /// The three objects for `group` granting `rules`; pure, so their shape is tested without a
 /// server.
@@ -39,7 +41,7 @@ pub fn runner_rbac_objects(
     let binding = RoleBinding {
         metadata: meta,
         role_ref: RoleRef {
-            api_group: "rbac.authorization.k8s.io".to_owned(),
+            api_group: Some("rbac.authorization.k8s.io".to_owned()),
             kind: "Role".to_owned(),
             name: name.clone(),
         },
@@ -56,6 +58,19 @@ pub fn runner_rbac_objects(
 /// A stable fingerprint of `rules`, so an unchanged set is not applied again every pass.
 pub fn rules_fingerprint(rules: &[PolicyRule]) -> String {
     serde_json::to_string(rules).unwrap_or_default()
+}
+
+/// Whether the runner RBAC objects must be applied again now, although this process applied
+/// them: a runner pod was refused because its ServiceAccount does not exist
+/// ([`StartupFailure::ServiceAccountMissing`]), so someone removed it. A real API server refuses
+/// every runner pod until it is back (ServiceAccount admission). The Role and RoleBinding go
+/// with it: removed by hand or by a cleanup tool, they are usually removed together, and their
+/// absence alone refuses no pod (it shows only as a 403 inside the runner), so the missing
+/// account is the one signal there is.
+pub fn must_reapply<'a>(stuck: impl IntoIterator<Item = &'a Stuck>) -> bool {
+    stuck
+        .into_iter()
+        .any(|s| s.cause == StartupFailure::ServiceAccountMissing)
 }
 
 async fn apply<K>(client: &Client, namespace: &str, obj: &K) -> Result<(), ReconcileError>
@@ -153,6 +168,20 @@ mod tests {
             ),
             ("ServiceAccount", "hooks-runner", Some("ci"))
         );
+    }
+
+    #[test]
+    fn only_a_missing_service_account_calls_for_a_new_apply() {
+        let stuck = |cause| Stuck {
+            cause,
+            message: String::new(),
+        };
+        assert!(must_reapply(&[
+            stuck(StartupFailure::ImagePullFailed),
+            stuck(StartupFailure::ServiceAccountMissing),
+        ]));
+        assert!(!must_reapply(&[stuck(StartupFailure::PodRejected)]));
+        assert!(!must_reapply(&[]));
     }
 
     #[test]

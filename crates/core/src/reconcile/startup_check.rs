@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::api::{Api, ListParams};
 use tracing::debug;
 
+use super::error::ServerMessage;
 use super::runner_exit::JOB_NAME_LABEL;
 use crate::plan::{ObservedRunner, RunnerPhase};
 use crate::runner_job::GROUP_LABEL;
@@ -51,7 +52,7 @@ pub async fn find_stuck(
             })
             .collect(),
         Err(e) => {
-            debug!(group, error = %e, "could not list pending runner pods");
+            debug!(group, error = %ServerMessage(&e), "could not list pending runner pods");
             BTreeMap::new()
         }
     };
@@ -81,7 +82,7 @@ async fn failed_create_messages(events: &Api<Event>, group: &str) -> BTreeMap<St
     let list = match events.list(&lp).await {
         Ok(list) => list.items,
         Err(e) => {
-            debug!(group, error = %e, "could not list FailedCreate events");
+            debug!(group, error = %ServerMessage(&e), "could not list FailedCreate events");
             return BTreeMap::new();
         }
     };

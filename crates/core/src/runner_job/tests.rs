@@ -8,11 +8,10 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use rand::SeedableRng;
-use rand::rngs::StdRng;
 
 use super::*;
 use crate::crd::{ForgeKind, GiteaScope, GiteaSpec, RunnerGroupSpec};
+use crate::embedded::Embedded;
 use crate::forge::SecretValue;
 
 const TOKEN: &str = "super-secret-registration-token-123";
@@ -40,7 +39,7 @@ fn group(template: Option<PodTemplateSpec>) -> RunnerGroup {
             min_runners: 0,
             max_runners: 5,
             image: None,
-            template,
+            template: template.as_ref().map(Embedded::new),
             ttl_seconds_after_finished: Some(300),
             active_deadline_seconds: Some(3600),
             idle_timeout_seconds: None,
@@ -158,24 +157,6 @@ fn template(spec: PodSpec, labels: &[(&str, &str)]) -> PodTemplateSpec {
 }
 
 #[test]
-fn runner_names_have_truncated_prefix_and_random_suffix() {
-    let mut rng = StdRng::seed_from_u64(7);
-    let long = "a".repeat(80);
-    let name = runner_name_with(&long, &mut rng);
-    assert_eq!(name.len(), RUNNER_NAME_PREFIX_MAX + 1 + RUNNER_NAME_SUFFIX_LEN);
-    let (prefix, suffix) = name.rsplit_once('-').expect("dash");
-    assert_eq!(prefix, "a".repeat(46));
-    assert!(
-        suffix
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
-    );
-    let short = runner_name_with("g", &mut rng);
-    assert!(short.starts_with("g-") && short.len() == 7);
-    assert_ne!(runner_name("g"), runner_name("g").to_uppercase());
-}
-
-#[test]
 fn job_has_contract_fields() {
     let g = group(None);
     let job = build(&g);
@@ -249,7 +230,7 @@ fn spec_image_then_template_image() {
     let mut g = group(None);
     g.spec.image = Some("my/runner:1".into());
     assert_eq!(runner(&build(&g)).image.as_deref(), Some("my/runner:1"));
-    g.spec.template = Some(template(
+    g.spec.template = Some(Embedded::new(&template(
         PodSpec {
             containers: vec![Container {
                 name: "runner".into(),
@@ -259,7 +240,7 @@ fn spec_image_then_template_image() {
             ..PodSpec::default()
         },
         &[],
-    ));
+    )));
     assert_eq!(runner(&build(&g)).image.as_deref(), Some("tpl/runner:2"));
 }
 
@@ -574,4 +555,29 @@ fn jobs_carry_the_template_hash() {
         annotations.get(TEMPLATE_HASH_ANNOTATION),
         Some(&template_hash(&g.spec))
     );
+}
+
+/// The hash reads the template as its typed form writes it: a template written `cpu: 2` hashes as
+/// one written `cpu: "2"`, and as the typed template of the versions before the template was
+/// kept as stored (whose runners must not all be replaced by the upgrade).
+#[test]
+fn template_hash_reads_the_typed_template() {
+    let mut as_typed = group(None);
+    let mut as_stored = group(None);
+    let stored = serde_json::json!({"spec": {"containers": [
+        {"name": "runner", "resources": {"limits": {"cpu": 2}}}
+    ]}});
+    as_stored.spec.template = Some(Embedded::from_raw(stored.clone()));
+    let typed: PodTemplateSpec = serde_json::from_value(stored).expect("template");
+    as_typed.spec.template = Some(Embedded::new(&typed));
+    assert_ne!(
+        as_typed.spec.template, as_stored.spec.template,
+        "stored differently"
+    );
+    assert_eq!(template_hash(&as_typed.spec), template_hash(&as_stored.spec));
+    let mut bigger = as_stored.clone();
+    bigger.spec.template = Some(Embedded::from_raw(serde_json::json!({"spec": {"containers": [
+        {"name": "runner", "resources": {"limits": {"cpu": 3}}}
+    ]}})));
+    assert_ne!(template_hash(&bigger.spec), template_hash(&as_stored.spec));
 }

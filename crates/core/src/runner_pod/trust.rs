@@ -165,7 +165,7 @@ fn ca_volume(config_map: &str) -> Volume {
             items: Some(vec![KeyToPath {
                 key: CA_BUNDLE_KEY.to_string(),
                 path: CA_BUNDLE_KEY.to_string(),
-                mode: None,
+                ..KeyToPath::default()
             }]),
             // The operator reads the same ConfigMap and refuses to work without it, so a pod
             // never waits on a ConfigMap that the group does not also need.
@@ -179,7 +179,8 @@ fn ca_volume(config_map: &str) -> Volume {
 /// Upper-cased names of the env variables the group's template sets on the (init) container
 /// `container`.
 pub fn template_env_names(spec: &RunnerGroupSpec, container: &str) -> BTreeSet<String> {
-    let Some(pod) = spec.template.as_ref().and_then(|t| t.spec.as_ref()) else {
+    // A template that does not decode is refused by validation before any pod is built.
+    let Some(pod) = spec.pod_template().ok().flatten().and_then(|t| t.spec) else {
         return BTreeSet::new();
     };
     pod.containers

@@ -109,6 +109,45 @@ fn failed_create_events_name_quota_or_admission() {
     );
 }
 
+/// The Job controller's `FailedCreate` message (`Error creating: %v`,
+/// `pkg/controller/controller_utils.go` `RealPodControl.createPods`) around the ServiceAccount
+/// admission plugin's 403 (`plugin/pkg/admission/serviceaccount/admission.go` `Plugin.Admit`:
+/// `admission.NewForbidden(a, fmt.Errorf("error looking up service account %s/%s: %w", ...))`
+/// over `getServiceAccount`'s `errors.NewNotFound(api.Resource("serviceaccount"), name)`; the
+/// pod name is the Job's `generateName`, `admission.extractResourceName`).
+const SA_MISSING: &str = "Error creating: pods \"hooks-abcde-\" is forbidden: error looking up service \
+     account ci/hooks-runner: serviceaccount \"hooks-runner\" not found";
+
+#[test]
+fn a_missing_service_account_is_its_own_cause_naming_the_account() {
+    let s = classify(None, Some(SA_MISSING), secs(2), TIMEOUT).expect("stuck");
+    assert_eq!(s.cause, StartupFailure::ServiceAccountMissing);
+    assert!(s.message.contains("hooks-runner"), "{}", s.message);
+    assert_eq!(
+        missing_service_account(SA_MISSING),
+        Some(MissingServiceAccount {
+            namespace: "ci".into(),
+            name: "hooks-runner".into(),
+        })
+    );
+}
+
+#[test]
+fn other_service_account_lookup_failures_stay_pod_rejected() {
+    // getServiceAccount returns other errors as they are (a timed-out GET): not a missing account.
+    let timeout = "Error creating: pods \"hooks-abcde-\" is forbidden: error looking up service account \
+         ci/hooks-runner: the server was unable to return a response in the time allotted";
+    assert_eq!(missing_service_account(timeout), None);
+    assert_eq!(
+        classify(None, Some(timeout), secs(2), TIMEOUT).map(|s| s.cause),
+        Some(StartupFailure::PodRejected)
+    );
+    // The account of the message must be the one not found.
+    let other = "Error creating: pods \"x-\" is forbidden: error looking up service account ci/a: \
+         serviceaccount \"b\" not found";
+    assert_eq!(missing_service_account(other), None);
+}
+
 #[test]
 fn no_pod_and_no_event_times_out() {
     assert_eq!(classify(None, None, secs(10), TIMEOUT), None);
@@ -132,6 +171,7 @@ fn reasons_round_trip() {
         StartupFailure::Unschedulable,
         StartupFailure::QuotaExceeded,
         StartupFailure::PodRejected,
+        StartupFailure::ServiceAccountMissing,
         StartupFailure::ContainerConfigError,
         StartupFailure::StartupTimeout,
     ] {

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::crd::{ForgeKind, GiteaScope, GiteaSpec, GithubSpec};
+use crate::embedded::Embedded;
 
 fn github() -> RunnerGroupSpec {
     RunnerGroupSpec {
@@ -161,7 +162,7 @@ fn work_volume_claim_only_with_kubernetes_mode() {
     let mut s = github();
     s.container_mode = Some(ContainerMode {
         type_: ContainerModeType::Kubernetes,
-        kubernetes_mode_work_volume_claim: Some(default_work_volume_claim()),
+        kubernetes_mode_work_volume_claim: Some(Embedded::new(&default_work_volume_claim())),
     });
     assert!(fields(&s).is_empty());
     for other in [ContainerModeType::Dind, ContainerModeType::KubernetesNoVolume] {
@@ -242,5 +243,32 @@ fn forge_names_have_the_schemas_max_length() {
     assert_eq!(
         fields(&s),
         ["spec.gitea.org", "spec.gitea.user", "spec.gitea.repo"]
+    );
+}
+
+#[test]
+fn an_embedded_object_that_does_not_decode_names_its_field() {
+    use crate::crd::{ContainerMode, ContainerModeType};
+    let mut s = github();
+    s.template = Some(Embedded::from_raw(serde_json::json!({
+        "spec": {"containers": [{"name": "runner", "securityContext": {"runAsUser": "1000"}}]}
+    })));
+    s.container_mode = Some(ContainerMode {
+        type_: ContainerModeType::Kubernetes,
+        kubernetes_mode_work_volume_claim: Some(Embedded::from_raw(serde_json::json!({"spec": []}))),
+    });
+    let v = validate_spec(&s);
+    assert_eq!(
+        v.iter().map(|v| v.field).collect::<Vec<_>>(),
+        [
+            "spec.template",
+            "spec.containerMode.kubernetesModeWorkVolumeClaim"
+        ]
+    );
+    assert!(
+        v[0].to_string()
+            .starts_with("spec.template: spec.containers[0].securityContext.runAsUser: invalid type"),
+        "{}",
+        v[0]
     );
 }

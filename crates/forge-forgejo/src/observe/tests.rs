@@ -222,13 +222,6 @@ fn token_path_reports_the_oldest_runners_busy_per_running_job() {
     assert!(seen.ghosts.is_empty());
 }
 
-#[test]
-fn group_runner_names() {
-    assert!(is_group_runner_name("web", "web-ab12c"));
-    assert!(!is_group_runner_name("web", "web-gpu-ab12c"));
-    assert!(!is_group_runner_name("web", "webx-ab12c"));
-}
-
 /// A bound runner whose job another runner took: its own row is idle, so it stays idle (the idle
 /// timeout removes it) instead of being marked busy for good.
 #[test]

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use forgerunner_core::RunnerGroup;
 use forgerunner_core::crd::{ContainerMode, ContainerModeType, RunnerGroupSpec};
+use forgerunner_core::embedded::Embedded;
 use forgerunner_core::forge::{Forge, ReconcileTrigger, RunnerCredentials, SecretValue};
 use forgerunner_core::metrics::Metrics;
 use forgerunner_core::runner_job::{RunnerJobInput, build_runner_job};
@@ -29,7 +30,7 @@ fn group(mode: Option<ContainerModeType>, template: Option<PodTemplateSpec>) -> 
         type_,
         kubernetes_mode_work_volume_claim: None,
     });
-    spec.template = template;
+    spec.template = template.as_ref().map(Embedded::new);
     let mut g = RunnerGroup::new("g", spec);
     g.metadata.namespace = Some("ci".into());
     g.metadata.uid = Some("uid-1".into());

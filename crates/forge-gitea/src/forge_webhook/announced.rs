@@ -24,9 +24,9 @@ use std::time::Instant;
 use forgerunner_core::forge::ForgeRunnerState;
 use forgerunner_core::job_identity::JobIdentity;
 
-use crate::runner_names::is_group_runner_name;
 use crate::types::{JobStatus, WorkflowJob};
 use crate::webhook::WorkflowJobEvent;
+use forgerunner_core::names::is_runner_name_of;
 
 /// Most jobs remembered per listing. Beyond it the earliest announced are forgotten, which only
 /// delays them to the next listing.
@@ -184,7 +184,7 @@ impl Announced {
                     }
                 }
             }
-            if is_group_runner_name(group, &s.runner_name) {
+            if is_runner_name_of(group, &s.runner_name) {
                 let state = match s.status {
                     JobStatus::InProgress => {
                         view.identities.insert(s.runner_name.clone(), s.identity.clone());

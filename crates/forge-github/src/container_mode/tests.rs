@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use forgerunner_core::crd::{ContainerMode, RunnerGroupSpec};
+use forgerunner_core::embedded::Embedded;
 use forgerunner_core::forge::{Forge, ReconcileTrigger, RunnerCredentials, SecretValue};
 use forgerunner_core::metrics::Metrics;
 use forgerunner_core::runner_job::{RunnerJobInput, build_runner_job};
@@ -28,7 +29,7 @@ fn group(mode: Option<ContainerModeType>, template: Option<PodTemplateSpec>) -> 
                 type_,
                 kubernetes_mode_work_volume_claim: None,
             }),
-            template,
+            template: template.as_ref().map(Embedded::new),
             ..spec
         },
     );
@@ -185,7 +186,7 @@ fn kubernetes_mode_takes_the_specs_claim() {
     let mut claim = default_work_volume_claim();
     claim.spec.storage_class_name = Some("fast-ssd".into());
     if let Some(m) = g.spec.container_mode.as_mut() {
-        m.kubernetes_mode_work_volume_claim = Some(claim);
+        m.kubernetes_mode_work_volume_claim = Some(Embedded::new(&claim));
     }
     let p = built_pod(&g);
     let class = p

@@ -1,7 +1,9 @@
 //! CRD `x-kubernetes-validations` (CEL) rules, run at admission as the real API server runs them:
 //! each rule at the schema node that declares it, with `self` bound to that node's value; absent
 //! and null nodes are skipped; a transition rule (one that names `oldSelf`) runs only on update
-//! when the old object has the node; a rule that does not name `oldSelf` is ratcheted (skipped)
+//! when the old object has the node, or also on create with `optionalOldSelf: true` (where
+//! `oldSelf` is a CEL optional, empty on create: apiextensions-apiserver `types_jsonschema.go`
+//! `ValidationRule.OptionalOldSelf`); a rule that does not name `oldSelf` is ratcheted (skipped)
 //! on update when its node is unchanged, as `CRDValidationRatcheting` does. The rules of a CRD
 //! are compiled when the CRD is registered (`check_crd`), so a broken rule refuses the CRD
 //! rather than every later write.
@@ -10,7 +12,7 @@ use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use cel::objects::{Key, Map};
+use cel::objects::{Key, Map, OptionalValue};
 use cel::{Context, Env, Program, Value as Cel};
 use serde_json::Value;
 
@@ -138,6 +140,8 @@ struct Rule<'a> {
     message_expression: Option<&'a str>,
     field_path: Option<&'a str>,
     reason: Option<&'a str>,
+    /// `optionalOldSelf: true`: the rule also runs on create, `oldSelf` an optional.
+    optional_old_self: bool,
 }
 
 impl<'a> Rule<'a> {
@@ -149,6 +153,7 @@ impl<'a> Rule<'a> {
             message_expression: s("messageExpression").filter(|m| !m.trim().is_empty()),
             field_path: s("fieldPath").filter(|f| !f.is_empty()),
             reason: s("reason"),
+            optional_old_self: v.get("optionalOldSelf").and_then(Value::as_bool) == Some(true),
         }
     }
 
@@ -261,7 +266,13 @@ fn check_node(
             let transition = r.uses_old_self();
             (r, transition)
         })
-        .filter(|(_, transition)| if *transition { old.is_some() } else { !unchanged })
+        .filter(|(r, transition)| {
+            if *transition {
+                old.is_some() || r.optional_old_self
+            } else {
+                !unchanged
+            }
+        })
         .collect();
     // Most updates (status writes above all) leave a node alone: nothing to run, nothing to convert.
     if due.is_empty() {
@@ -272,7 +283,18 @@ fn check_node(
     let ty = node_type(schema);
     let node_field = if path.is_empty() { "<nil>" } else { path };
     for (rule, transition) in due {
-        let old_arg = if transition { old_cel.as_ref() } else { None };
+        let optional_old;
+        let old_arg = if transition && rule.optional_old_self {
+            let inner = old_cel
+                .clone()
+                .map_or_else(OptionalValue::none, OptionalValue::of);
+            optional_old = Cel::Opaque(Arc::new(inner));
+            Some(&optional_old)
+        } else if transition {
+            old_cel.as_ref()
+        } else {
+            None
+        };
         match eval_bool(rule.rule, &this, old_arg) {
             Ok(true) => {}
             Ok(false) => {

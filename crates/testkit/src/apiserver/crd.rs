@@ -107,6 +107,13 @@ pub fn accept(store: &mut Store, crd: &mut Value) -> ApiResult<()> {
     // A real server type-checks rules at registration and refuses the CRD; this one at least
     // refuses rules that do not parse or name fields that do not exist.
     errs.extend(super::cel::check_crd(crd));
+    // Schemas must be structural; only then are the rules' estimated costs looked at, as a
+    // real server builds its CEL context only from a structural schema.
+    let structural = super::crd_structural::check_crd(crd);
+    if structural.is_empty() {
+        errs.extend(super::cel_cost::check_crd(crd));
+    }
+    errs.extend(structural);
     if !errs.is_empty() {
         return Err(ApiError::invalid(
             "apiextensions.k8s.io",

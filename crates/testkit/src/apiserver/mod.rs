@@ -4,18 +4,30 @@
 //! [`FakeApiServer::client`] or a kubeconfig from [`FakeApiServer::write_kubeconfig`]. The
 //! server keeps objects in memory with a global resourceVersion, serves watches from a bounded
 //! history, garbage-collects through ownerReferences, validates custom resources against their
-//! CRD schema, and offers fault injection and a request log. See `docs/testing.md`.
+//! CRD schema, and offers fault injection and a request log. It refuses what a real server
+//! refuses where the operator could trip: label selectors, names, labels and annotations
+//! (`label_parse`, `naming`, `objectmeta`), Event fields (`event_validation`), pods whose
+//! ServiceAccount is missing (`sa_admission`), Job spec changes (`job_update`), non-structural
+//! or too costly CRDs (`crd_structural`, `cel_cost`) and oversized bodies. See `docs/testing.md`.
 
 mod builtin;
 mod cel;
+mod cel_cost;
 mod cel_path;
 #[cfg(test)]
 mod cel_tests;
 mod crd;
+mod crd_structural;
 mod discovery;
 mod event_alias;
+mod event_validation;
 mod faults;
+mod field;
 mod gc;
+mod job_update;
+mod label_parse;
+mod naming;
+mod objectmeta;
 mod openapi;
 mod ops;
 mod partial;
@@ -23,6 +35,7 @@ mod patch;
 mod pod_security;
 pub mod protobuf;
 mod registry;
+mod sa_admission;
 mod schema;
 mod selector;
 mod server;

@@ -8,7 +8,13 @@ use serde_json::{Map, Value, json};
 use super::builtin;
 use super::cel;
 use super::crd;
+use super::event_validation;
+use super::field::FieldError;
+use super::job_update;
+use super::naming::{self, NameRule};
+use super::objectmeta;
 use super::registry::{Builtin, ResourceDef};
+use super::sa_admission;
 use super::schema;
 use super::status::{ApiError, ApiResult, Reason};
 use super::store::{ObjKey, Store, new_uid, now_rfc3339};
@@ -38,6 +44,16 @@ pub struct WriteCtx {
     pub warnings: Vec<String>,
     /// CEL rules not evaluated because a schema error blocked them.
     pub cel_skipped: u64,
+    /// The API group the request was addressed to, when it differs from the stored form's
+    /// (`events.k8s.io` writes are stored as core Events but validated more strictly).
+    pub request_group: String,
+}
+
+impl WriteCtx {
+    /// Whether the write came through `events.k8s.io`.
+    fn events_v1(&self) -> bool {
+        self.request_group == "events.k8s.io"
+    }
 }
 
 fn meta(obj: &mut Value) -> ApiResult<&mut Map<String, Value>> {
@@ -56,29 +72,40 @@ fn str_at<'a>(v: &'a Value, ptr: &str) -> Option<&'a str> {
     v.pointer(ptr).and_then(Value::as_str)
 }
 
-/// DNS-1123 subdomain (or label when `label`), as Kubernetes validates names.
-fn name_error(name: &str, label: bool) -> Option<String> {
-    let max = if label { 63 } else { 253 };
-    let ok_chars = name
-        .chars()
-        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || (!label && c == '.'));
-    let ends_ok = name.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
-        && name.chars().last().is_some_and(|c| c.is_ascii_alphanumeric());
-    if name.len() > max {
-        Some(format!(
-            "Invalid value: \"{name}\": must be no more than {max} characters"
-        ))
-    } else if !ok_chars || !ends_ok {
-        Some(format!(
-            "Invalid value: \"{name}\": a lowercase RFC 1123 {} must consist of lower case alphanumeric \
-             characters, '-'{}, and must start and end with an alphanumeric character",
-            if label { "label" } else { "subdomain" },
-            if label { "" } else { " or '.'" }
-        ))
-    } else {
-        None
+/// etcd's default `--max-request-bytes` (1.5 MiB).
+const ETCD_MAX_REQUEST_BYTES: usize = 1536 * 1024;
+
+/// Refuses to store a custom resource larger than etcd accepts: etcd answers `etcdserver:
+/// request is too large`, which the API server passes on as a 500 without a reason (apiserver
+/// `handlers/rest.go` `isTooLargeError` only retries without managedFields, which are tiny
+/// here). Custom resources are stored as JSON, so their JSON size is their stored size; built-in
+/// types are stored as smaller protobuf and are not checked.
+fn check_stored_size(def: &ResourceDef, obj: &Value) -> ApiResult<()> {
+    if def.builtin.is_some() {
+        return Ok(());
     }
+    let size = serde_json::to_vec(obj).map_or(0, |b| b.len());
+    if size > ETCD_MAX_REQUEST_BYTES {
+        return Err(ApiError::new(Reason::Unknown, "etcdserver: request is too large"));
+    }
+    Ok(())
 }
+
+/// batch `jobStrategy.WarningsOnCreate`: a Job name that is not a DNS label is accepted with a
+/// warning, its pods' names and hostnames derive from it.
+fn job_name_warning(name: &str) -> Option<String> {
+    let msgs = naming::dns1123_label(name);
+    (!msgs.is_empty()).then(|| {
+        format!(
+            "metadata.name: this is used in Pod names and hostnames, which can result in surprising \
+             behavior; a DNS label is recommended: [{}]",
+            msgs.join(" ")
+        )
+    })
+}
+
+/// Longest generateName prefix kept (`names.SimpleNameGenerator`: 63 − 5 random characters).
+const MAX_GENERATED_PREFIX: usize = 58;
 
 fn random_suffix() -> String {
     const CHARS: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
@@ -108,19 +135,20 @@ fn comparable(v: &Value) -> Value {
 
 impl Store {
     /// Decodes, validates and prunes a body against its type, then runs its CEL rules (`old` is
-    /// the stored object on update); errors are 400 or 422.
+    /// the stored object on update). A body that does not decode is a 400; the field errors of a
+    /// custom resource are returned, to be reported with the other field errors of the write.
     fn normalize(
         &self,
         def: &ResourceDef,
         obj: &mut Value,
         old: Option<&Value>,
         ctx: &mut WriteCtx,
-    ) -> ApiResult<()> {
-        let name = str_at(obj, "/metadata/name").unwrap_or_default().to_string();
+    ) -> ApiResult<Vec<FieldError>> {
         if let Some(m) = obj.as_object_mut() {
             m.insert("apiVersion".into(), json!(def.api_version()));
             m.insert("kind".into(), json!(def.kind));
         }
+        let mut errors = Vec::new();
         let unknown = if let Some(b) = def.builtin {
             let decoded = builtin::decode(b, obj).map_err(|e| {
                 ApiError::bad_request(format!("{} in body could not be decoded: {e}", def.kind))
@@ -148,9 +176,7 @@ impl Store {
             } else {
                 out.errors.extend(cel::evaluate(schema, obj, old));
             }
-            if !out.errors.is_empty() {
-                return Err(ApiError::invalid(&def.group, &def.kind, &name, &out.errors));
-            }
+            errors = out.errors;
             out.unknown
         } else {
             Vec::new()
@@ -172,7 +198,31 @@ impl Store {
                 FieldValidation::Ignore => {}
             }
         }
-        Ok(())
+        Ok(errors)
+    }
+
+    /// The field errors every kind's registry strategy and the generic registry add to those of
+    /// the body itself: metadata (names, labels, annotations), and per kind the rules that look
+    /// at the old object too.
+    fn field_errors(def: &ResourceDef, obj: &Value, old: Option<&Value>, ctx: &WriteCtx) -> Vec<FieldError> {
+        // Updates check names only as path segments (`validateCommonFields`): the kind's own
+        // format was checked at create and the name cannot change.
+        let rule = match old {
+            None => objectmeta::name_rule(def, ctx.events_v1()),
+            Some(_) => NameRule::PathSegment,
+        };
+        let mut errs = objectmeta::validate(rule, obj);
+        match (def.builtin, old) {
+            (Some(Builtin::CoreEvent), None) => {
+                errs.extend(event_validation::validate_create(obj, ctx.events_v1()));
+            }
+            (Some(Builtin::CoreEvent), Some(old)) => {
+                errs.extend(event_validation::validate_update(obj, old, ctx.events_v1()));
+            }
+            (Some(Builtin::Job), Some(old)) => errs.extend(job_update::validate(obj, old)),
+            _ => {}
+        }
+        errs
     }
 
     fn set_managed(
@@ -276,7 +326,17 @@ impl Store {
         } else {
             String::new()
         };
+        if def.namespaced {
+            // NamespaceLifecycle admission runs before anything looks at the object.
+            self.check_namespace_open(ns)?;
+        }
+        if def.builtin == Some(Builtin::Pod) {
+            // Mutating admission sees the pod before the server names it.
+            let shown = if name.is_empty() { &generate } else { &name };
+            sa_admission::admit(self, ns, shown, &obj)?;
+        }
         if name.is_empty() {
+            let generate: String = generate.chars().take(MAX_GENERATED_PREFIX).collect();
             name = format!("{generate}{}", random_suffix());
             for _ in 0..8 {
                 let k = ObjKey {
@@ -289,19 +349,7 @@ impl Store {
                 }
                 name = format!("{generate}{}", random_suffix());
             }
-            m.insert("name".into(), json!(name));
-        }
-        let label = def.builtin == Some(Builtin::Namespace);
-        if let Some(e) = name_error(&name, label) {
-            return Err(ApiError::invalid(
-                &def.group,
-                &def.kind,
-                &name,
-                &[("metadata.name".into(), e)],
-            ));
-        }
-        if def.namespaced {
-            self.check_namespace_open(ns)?;
+            meta(&mut obj)?.insert("name".into(), json!(name));
         }
         let key = ObjKey {
             tk: def.type_key(),
@@ -316,7 +364,7 @@ impl Store {
         {
             o.remove("status");
         }
-        self.normalize(def, &mut obj, None, ctx)?;
+        let mut errs = self.normalize(def, &mut obj, None, ctx)?;
         let uid = new_uid();
         let m = meta(&mut obj)?;
         m.insert("uid".into(), json!(uid));
@@ -326,18 +374,23 @@ impl Store {
         }
         if let Some(b) = def.builtin {
             builtin::apply_defaults(b, &mut obj, &uid, &name);
-            let errs = builtin::validate(b, &obj);
-            if !errs.is_empty() {
-                return Err(ApiError::invalid(&def.group, &def.kind, &name, &errs));
-            }
-            if b == Builtin::Pod {
-                super::pod_security::admit(self.get(&namespace_key(ns)).as_deref(), &name, &obj)?;
-            }
+            errs.extend(builtin::validate(b, &obj));
+        }
+        errs.extend(Store::field_errors(def, &obj, None, ctx));
+        if !errs.is_empty() {
+            return Err(ApiError::invalid(&def.group, &def.kind, &name, &errs));
+        }
+        if def.builtin == Some(Builtin::Pod) {
+            super::pod_security::admit(self.get(&namespace_key(ns)).as_deref(), &name, &obj)?;
+        }
+        if def.builtin == Some(Builtin::Job) {
+            ctx.warnings.extend(job_name_warning(&name));
         }
         if def.builtin == Some(Builtin::Crd) {
             crd::accept(self, &mut obj)?;
         }
         self.set_managed(def, &mut obj, None, ctx, "");
+        check_stored_size(def, &obj)?;
         let created = self.put(&key, obj);
         self.collect_if_orphaned(&key);
         Ok(created)
@@ -421,14 +474,15 @@ impl Store {
                 ));
             }
         }
-        self.normalize(def, &mut new, Some(&current), ctx)?;
+        let mut errs = self.normalize(def, &mut new, Some(&current), ctx)?;
         if let Some(b) = def.builtin {
             let uid = str_at(&current, "/metadata/uid").unwrap_or_default().to_string();
             builtin::apply_defaults(b, &mut new, &uid, &key.name);
-            let errs = builtin::validate(b, &new);
-            if !errs.is_empty() {
-                return Err(ApiError::invalid(&def.group, &def.kind, &key.name, &errs));
-            }
+            errs.extend(builtin::validate(b, &new));
+        }
+        errs.extend(Store::field_errors(def, &new, Some(&current), ctx));
+        if !errs.is_empty() {
+            return Err(ApiError::invalid(&def.group, &def.kind, &key.name, &errs));
         }
         if def.tracks_generation() && spec_part(&new) != spec_part(&current) {
             let g = current
@@ -459,6 +513,7 @@ impl Store {
                 }
             }
         }
+        check_stored_size(def, &new)?;
         let stored = self.put(key, new);
         self.finalize_if_done(key);
         Ok(stored)

@@ -1,97 +1,45 @@
-//! Label selectors (`=`, `==`, `!=`, `in`, `notin`, `exists`, `!exists`) and field selectors.
+//! Label selectors (`=`, `==`, `!=`, `in`, `notin`, `exists`, `!exists`, `gt`, `lt`; parsed and
+//! validated in `label_parse`) and field selectors.
 
 use serde_json::Value;
 
+use super::label_parse::{self, Op, Requirement};
 use super::status::ApiError;
-
-/// One parsed label requirement.
-#[derive(Clone, Debug, PartialEq)]
-enum Requirement {
-    Eq(String, String),
-    NotEq(String, String),
-    In(String, Vec<String>),
-    NotIn(String, Vec<String>),
-    Exists(String),
-    NotExists(String),
-}
 
 /// A parsed label selector; empty matches everything.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct LabelSelector(Vec<Requirement>);
 
-/// Splits on commas that are not inside parentheses.
-fn split_top(s: &str) -> Vec<&str> {
-    let mut out = Vec::new();
-    let mut depth = 0i32;
-    let mut start = 0;
-    for (i, c) in s.char_indices() {
-        match c {
-            '(' => depth += 1,
-            ')' => depth -= 1,
-            ',' if depth == 0 => {
-                out.push(&s[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    out.push(&s[start..]);
-    out
-}
-
-fn parse_set(rest: &str) -> Option<Vec<String>> {
-    let inner = rest.trim().strip_prefix('(')?.strip_suffix(')')?;
-    Some(
-        inner
-            .split(',')
-            .map(|s| s.trim().to_string())
-            .filter(|s| !s.is_empty())
-            .collect(),
-    )
-}
-
 impl LabelSelector {
-    /// Parses the `labelSelector` query parameter.
+    /// Parses the `labelSelector` query parameter; a malformed selector, a bad key or a value
+    /// that is not a valid label value is a 400 with the real parser's message.
     pub fn parse(s: &str) -> Result<LabelSelector, ApiError> {
-        let mut reqs = Vec::new();
-        for part in split_top(s).into_iter().map(str::trim).filter(|p| !p.is_empty()) {
-            let bad = || ApiError::bad_request(format!("unable to parse requirement: {part}"));
-            let req = if let Some(key) = part.strip_prefix('!') {
-                Requirement::NotExists(key.trim().to_string())
-            } else if let Some((k, v)) = part.split_once("!=") {
-                Requirement::NotEq(k.trim().into(), v.trim().into())
-            } else if let Some((k, v)) = part.split_once("==") {
-                Requirement::Eq(k.trim().into(), v.trim().into())
-            } else if let Some((k, v)) = part.split_once('=') {
-                Requirement::Eq(k.trim().into(), v.trim().into())
-            } else if let Some((k, rest)) = part.split_once(" notin ") {
-                Requirement::NotIn(k.trim().into(), parse_set(rest).ok_or_else(bad)?)
-            } else if let Some((k, rest)) = part.split_once(" in ") {
-                Requirement::In(k.trim().into(), parse_set(rest).ok_or_else(bad)?)
-            } else if part
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
-            {
-                Requirement::Exists(part.to_string())
-            } else {
-                return Err(bad());
-            };
-            reqs.push(req);
-        }
-        Ok(LabelSelector(reqs))
+        label_parse::parse(s)
+            .map(LabelSelector)
+            .map_err(ApiError::bad_request)
     }
 
-    /// Whether an object's labels satisfy every requirement.
+    /// Whether an object's labels satisfy every requirement (`Requirement.Matches`).
     pub fn matches(&self, obj: &Value) -> bool {
         let labels = obj.pointer("/metadata/labels");
         let get = |k: &str| labels.and_then(|l| l.get(k)).and_then(Value::as_str);
-        self.0.iter().all(|r| match r {
-            Requirement::Eq(k, v) => get(k) == Some(v.as_str()),
-            Requirement::NotEq(k, v) => get(k) != Some(v.as_str()),
-            Requirement::In(k, vs) => get(k).is_some_and(|x| vs.iter().any(|v| v == x)),
-            Requirement::NotIn(k, vs) => get(k).is_none_or(|x| !vs.iter().any(|v| v == x)),
-            Requirement::Exists(k) => get(k).is_some(),
-            Requirement::NotExists(k) => get(k).is_none(),
+        self.0.iter().all(|r| {
+            let has = |x: &str| r.values.iter().any(|v| v == x);
+            match r.op {
+                Op::Equals | Op::DoubleEquals | Op::In => get(&r.key).is_some_and(has),
+                Op::NotEquals | Op::NotIn => get(&r.key).is_none_or(|x| !has(x)),
+                Op::Exists => get(&r.key).is_some(),
+                Op::DoesNotExist => get(&r.key).is_none(),
+                Op::GreaterThan | Op::LessThan => {
+                    let have = get(&r.key).and_then(|x| x.parse::<i64>().ok());
+                    let want = r.values.first().and_then(|x| x.parse::<i64>().ok());
+                    match (have, want) {
+                        (Some(h), Some(w)) if r.op == Op::GreaterThan => h > w,
+                        (Some(h), Some(w)) => h < w,
+                        _ => false,
+                    }
+                }
+            }
         })
     }
 }
@@ -191,6 +139,9 @@ mod tests {
         assert!(t("!missing"));
         assert!(!t("missing"));
         assert!(t("missing notin (a)"));
+        let n = json!({"metadata": {"labels": {"n": "5", "s": "x"}}});
+        let t = |s: &str| LabelSelector::parse(s).map(|l| l.matches(&n)).unwrap_or(false);
+        assert!(t("n>4") && t("n<6") && !t("n>5") && !t("s>1") && !t("missing<1"));
     }
 
     #[test]

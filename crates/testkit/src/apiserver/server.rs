@@ -17,6 +17,10 @@ use super::shared::{Shared, lock};
 use super::status::{ApiError, Reason};
 use super::verbs;
 
+/// apiserver `pkg/server/config.go` `MaxRequestBodyBytes` (3 MiB): a longer body is refused
+/// with 413 before it is decoded (`handlers/rest.go` `limitedReadBody`).
+pub const MAX_REQUEST_BODY_BYTES: usize = 3 * 1024 * 1024;
+
 /// A parsed resource request.
 pub struct Target {
     /// The addressed type.
@@ -183,6 +187,10 @@ pub async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response
                         error_response(&e, retry)
                     } else {
                         match axum::body::to_bytes(body, 256 * 1024 * 1024).await {
+                            Ok(bytes) if bytes.len() > MAX_REQUEST_BODY_BYTES => error_response(
+                                &ApiError::too_large(format!("limit is {MAX_REQUEST_BODY_BYTES}")),
+                                None,
+                            ),
                             Ok(bytes) => verbs::dispatch(
                                 &shared,
                                 verb,

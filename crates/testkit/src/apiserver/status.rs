@@ -33,6 +33,11 @@ pub enum Reason {
     TooManyRequests,
     /// 504: a server timeout.
     Timeout,
+    /// 413: the request body is over the server's limit.
+    RequestEntityTooLarge,
+    /// 500 with no reason (`StatusReasonUnknown`): an error the server did not classify, such
+    /// as etcd refusing an object over its request size limit.
+    Unknown,
 }
 
 impl Reason {
@@ -53,6 +58,8 @@ impl Reason {
             Reason::ServiceUnavailable => "ServiceUnavailable",
             Reason::TooManyRequests => "TooManyRequests",
             Reason::Timeout => "Timeout",
+            Reason::RequestEntityTooLarge => "RequestEntityTooLarge",
+            Reason::Unknown => "",
         }
     }
 
@@ -71,6 +78,8 @@ impl Reason {
             Reason::ServiceUnavailable => 503,
             Reason::TooManyRequests => 429,
             Reason::Timeout => 504,
+            Reason::RequestEntityTooLarge => 413,
+            Reason::Unknown => 500,
         }
     }
 
@@ -88,6 +97,7 @@ impl Reason {
             503 => Reason::ServiceUnavailable,
             429 => Reason::TooManyRequests,
             504 => Reason::Timeout,
+            413 => Reason::RequestEntityTooLarge,
             _ => Reason::InternalError,
         }
     }
@@ -191,6 +201,14 @@ impl ApiError {
         ApiError::new(Reason::BadRequest, message)
     }
 
+    /// apimachinery `NewRequestEntityTooLargeError`: 413 `Request entity too large: <why>`.
+    pub fn too_large(why: impl std::fmt::Display) -> ApiError {
+        ApiError::new(
+            Reason::RequestEntityTooLarge,
+            format!("Request entity too large: {why}"),
+        )
+    }
+
     /// 410 for a watch or list from a compacted resourceVersion.
     pub fn gone(rv: u64) -> ApiError {
         ApiError::new(Reason::Gone, format!("too old resource version: {rv}"))
@@ -209,6 +227,12 @@ impl ApiError {
         });
         if let (Some(d), Some(obj)) = (&self.details, v.as_object_mut()) {
             obj.insert("details".into(), d.clone());
+        }
+        if self.reason == Reason::Unknown
+            && let Some(obj) = v.as_object_mut()
+        {
+            // `reason` is omitempty: an unknown reason is no reason at all.
+            obj.remove("reason");
         }
         v
     }

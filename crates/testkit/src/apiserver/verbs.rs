@@ -99,7 +99,7 @@ pub fn selectors(def: &ResourceDef, params: &Params) -> ApiResult<Selectors> {
     })
 }
 
-fn write_ctx(params: &Params, headers: &HeaderMap, apply: bool) -> WriteCtx {
+fn write_ctx(t: &Target, params: &Params, headers: &HeaderMap, apply: bool) -> WriteCtx {
     let validation = match params.get("fieldValidation").map(String::as_str) {
         Some("Strict") => FieldValidation::Strict,
         Some("Ignore") => FieldValidation::Ignore,
@@ -123,6 +123,7 @@ fn write_ctx(params: &Params, headers: &HeaderMap, apply: bool) -> WriteCtx {
         apply,
         warnings: Vec::new(),
         cel_skipped: 0,
+        request_group: t.def.group.clone(),
     }
 }
 
@@ -261,7 +262,7 @@ fn create(
         ));
     }
     let obj = parse_object(headers, body)?;
-    let mut ctx = write_ctx(params, headers, false);
+    let mut ctx = write_ctx(t, params, headers, false);
     let ns = t.ns.clone().unwrap_or_default();
     if t.def.namespaced && ns.is_empty() {
         return Err(ApiError::bad_request(
@@ -283,7 +284,7 @@ fn update(
     body: &[u8],
 ) -> ApiResult<Response> {
     let obj = parse_object(headers, body)?;
-    let mut ctx = write_ctx(params, headers, false);
+    let mut ctx = write_ctx(t, params, headers, false);
     let key = key_for(t)?;
     let status_only = t.sub.as_deref() == Some("status");
     let mut store = lock(&shared.store);
@@ -317,7 +318,7 @@ fn patch_obj(
             "PATCH /apply requires fieldManager to be set",
         ));
     }
-    let mut ctx = write_ctx(params, headers, kind == PatchKind::Apply);
+    let mut ctx = write_ctx(t, params, headers, kind == PatchKind::Apply);
     let key = key_for(t)?;
     let status_only = t.sub.as_deref() == Some("status");
     let rules = if t.def.builtin.is_some() {

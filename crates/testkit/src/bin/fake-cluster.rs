@@ -22,7 +22,7 @@ use forgerunner_testkit::standalone::{self, ForgeFake};
 Use it with the real operator:
   fake-cluster --kubeconfig /tmp/fake.kubeconfig --simulate --forges gitea
   export KUBECONFIG=/tmp/fake.kubeconfig
-  forgerunner crd | kubectl apply -f -
+  forgerunner crd | kubectl apply --server-side -f -
   forgerunner run --forges gitea      # reads KUBECONFIG; its Lease goes to namespace default
 
 Without --simulate nothing runs Jobs: they never get Pods. With --simulate a Job controller and

@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::events::{Index, JobKey, JobMsg, Memory, lock};
 use super::logic::{self, JobMemory};
-use super::podgen::{build_pod, controlling_job_uid, pod_name};
+use super::podgen::{build_pod, controlling_job_uid, generate_name, pod_name};
 use super::quota::{EventWrite, FailedCreates, PodQuotas, record_failed_create};
 use crate::sim::config::{Counters, SimConfig};
 use crate::sim::queue::WorkQueue;
@@ -186,33 +186,42 @@ impl JobController {
         }
         let mut create_backoff = None;
         for _ in 0..decision.create {
-            let name = pod_name(&key.name);
-            let pod = match build_pod(&job, name.clone()) {
+            // Holds the quota reservation until the API server has named the pod.
+            let placeholder = pod_name(&key.name);
+            let generate = generate_name(&key.name);
+            let mut pod = match build_pod(&job, placeholder.clone()) {
                 Ok(pod) => pod,
                 Err(err) => {
                     tracing::warn!(job = %key.name, error = %err, "cannot build pod for job");
                     break;
                 }
             };
-            let admitted = self
-                .quotas
-                .admit(&key.namespace, &name, || self.pods.in_namespace(&key.namespace));
+            // As `CreatePodsWithGenerateName`: the server names the pod, and a refusal names
+            // the pod by its generateName.
+            pod.metadata.name = None;
+            pod.metadata.generate_name = Some(generate.clone());
+            let admitted = self.quotas.admit(&key.namespace, &placeholder, || {
+                self.pods.in_namespace(&key.namespace)
+            });
             if let Err(exceeded) = admitted {
-                create_backoff = Some(self.failed_create(key, &job, &exceeded.message(&name)).await);
+                create_backoff = Some(self.failed_create(key, &job, &exceeded.message(&generate)).await);
                 break;
             }
             match pod_api.create(&PostParams::default(), &pod).await {
-                Ok(_) => {
+                Ok(created) => {
+                    let name = created.metadata.name.unwrap_or(placeholder.clone());
+                    self.quotas.named(&key.namespace, &placeholder, &name);
                     next.expected.insert(name, now);
                     Counters::bump(&self.counters.pods_created);
                     self.failed_creates.succeeded(key);
                 }
                 Err(err) => {
                     tracing::debug!(job = %key.name, error = %err, "creating pod failed");
-                    self.quotas.release(&key.namespace, &name);
+                    self.quotas.release(&key.namespace, &placeholder);
                     match &err {
-                        // Admission refused it (e.g. a real ResourceQuota): the Job controller
-                        // says why on the Job and backs off. Other errors retry as before.
+                        // Admission refused it (a ResourceQuota, Pod Security, a missing
+                        // ServiceAccount): the Job controller says why on the Job and backs off.
+                        // Other errors retry as before.
                         kube::Error::Api(status) if status.code == 403 => {
                             let message = format!("Error creating: {}", status.message);
                             create_backoff = Some(self.failed_create(key, &job, &message).await);

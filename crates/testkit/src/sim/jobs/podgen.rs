@@ -52,6 +52,12 @@ pub fn pod_name(job_name: &str) -> String {
     format!("{}-{}", &job_name[..cut], random_suffix())
 }
 
+/// The `generateName` the Job controller creates a Job's pods with (`<job>-`); the API server
+/// keeps 58 characters of it and appends 5 random ones.
+pub fn generate_name(job_name: &str) -> String {
+    format!("{job_name}-")
+}
+
 /// The pod for `job`, named `name`: template labels and annotations, the Job labels, and an
 /// owner reference to the Job (controller, blockOwnerDeletion).
 pub fn build_pod(job: &Job, name: String) -> Result<Pod, PodGenError> {

@@ -37,8 +37,9 @@ pub struct QuotaExceeded {
 }
 
 impl QuotaExceeded {
-    /// The message of the Job's `FailedCreate` event for pod `pod_name`, as the API server's
-    /// quota admission and the Job controller word it.
+    /// The message of the Job's `FailedCreate` event for a pod the server has not named yet,
+    /// so quota admission names it by its generateName `pod_name`, as the API server's quota
+    /// admission and the Job controller word it.
     pub fn message(&self, pod_name: &str) -> String {
         format!(
             "Error creating: pods \"{pod_name}\" is forbidden: exceeded quota: {POD_QUOTA_NAME}, \
@@ -107,6 +108,16 @@ impl PodQuotas {
         }
         pending.insert(name.to_owned(), now);
         Ok(())
+    }
+
+    /// The pod reserved as `placeholder` was created and named `name` by the server: the
+    /// reservation follows the name, so the cache showing the pod ends it.
+    pub fn named(&self, namespace: &str, placeholder: &str, name: &str) {
+        if let Some(pending) = lock(&self.reserved).get_mut(namespace)
+            && let Some(at) = pending.remove(placeholder)
+        {
+            pending.insert(name.to_owned(), at);
+        }
     }
 
     /// Gives back the room reserved for `name` (its creation failed).
@@ -307,16 +318,22 @@ mod tests {
         );
         quotas.release("ns", "b");
         assert_eq!(quotas.admit("ns", "c", Vec::new), Ok(()));
+        // Renamed to the server's name, the reservation ends when the cache shows that pod.
+        quotas.named("ns", "c", "job-x2k4z");
+        let cached: Pod = serde_json::from_value(json!({"metadata": {"name": "job-x2k4z"},
+            "status": {"phase": "Succeeded"}}))
+        .unwrap();
+        assert_eq!(quotas.admit("ns", "e", || vec![Arc::new(cached)]), Ok(()));
         quotas.set("ns", None);
         assert_eq!(quotas.admit("ns", "d", Vec::new), Ok(()));
     }
 
     #[test]
     fn message_shape() {
-        let m = QuotaExceeded { used: 2, limit: 2 }.message("job-abcde");
+        let m = QuotaExceeded { used: 2, limit: 2 }.message("job-");
         assert_eq!(
             m,
-            "Error creating: pods \"job-abcde\" is forbidden: exceeded quota: pods-quota, requested: pods=1, used: pods=2, limited: pods=2"
+            "Error creating: pods \"job-\" is forbidden: exceeded quota: pods-quota, requested: pods=1, used: pods=2, limited: pods=2"
         );
     }
 

@@ -231,3 +231,19 @@ def test_crd_is_applied_server_side(path):
     commands = crd_applies(path.read_text(), markdown=path.suffix == ".md")
     client_side = [c for c in commands if "--server-side" not in c]
     assert not client_side, f"{path.name} applies the CRD client-side: {client_side}"
+
+
+def test_the_supported_kubernetes_floor_is_the_charts_kube_version():
+    """The minimum Kubernetes version the docs state is the one the chart's kubeVersion enforces."""
+    chart = yaml.safe_load((ROOT / "charts" / "forgerunner" / "Chart.yaml").read_text(encoding="utf-8"))
+    floor = re.fullmatch(r">=(\d+\.\d+)\.0-0", chart["kubeVersion"])
+    assert floor, chart["kubeVersion"]
+    stated = {
+        "docs/operations.md": r"\*\*Kubernetes (\d+\.\d+) or newer\.\*\*",
+        "docs/quick-start.md": r"Needs Kubernetes \*\*(\d+\.\d+) or newer\*\*",
+        "README.md": r"Kubernetes (\d+\.\d+) or newer",
+    }
+    for path, pattern in stated.items():
+        found = re.search(pattern, (ROOT / path).read_text(encoding="utf-8"))
+        assert found, f"{path} does not state the minimum Kubernetes version"
+        assert found.group(1) == floor.group(1), f"{path} says {found.group(1)}, Chart.yaml {floor.group(1)}"

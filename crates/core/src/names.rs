@@ -91,16 +91,8 @@ mod tests {
     use rand::rngs::StdRng;
 
     use super::*;
-
-    /// apimachinery `pkg/util/validation/validation.go` `IsDNS1123Subdomain`: at most 253
-    /// characters, every dot-separated part `[a-z0-9]([-a-z0-9]*[a-z0-9])?`.
-    fn is_dns1123_subdomain(s: &str) -> bool {
-        let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
-        s.len() <= 253
-            && s.split('.').all(|p| {
-                p.starts_with(alnum) && p.ends_with(alnum) && p.chars().all(|c| alnum(c) || c == '-')
-            })
-    }
+    // apimachinery `IsDNS1123Subdomain`: every dot-separated part starts and ends alphanumeric.
+    use crate::validate::is_object_name as is_dns1123_subdomain;
 
     #[test]
     fn a_cut_ending_in_a_dot_or_dash_is_trimmed() {

@@ -161,16 +161,25 @@ pub struct RunnerGroupSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub active_deadline_seconds: Option<i64>,
-    /// Seconds a runner may wait without taking a job before it is removed (default 600).
+    /// Seconds a runner may run without taking a job before it is removed (default 600),
+    /// counted from when it was first seen running.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1), extend("format" = "int32"))]
     pub idle_timeout_seconds: Option<u32>,
     /// Seconds a runner may take from its Job's creation to a running runner container (default
     /// 300); a runner not started by then, or stuck sooner on an error Kubernetes will not retry
-    /// away (image pull, config, quota), is removed and counted as a failure.
+    /// away (image pull, config, quota), is removed and counted as a failure. One only out of
+    /// time (slow pull, no node yet) is kept while a waiting job has no other runner.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1), extend("format" = "int32"))]
     pub startup_timeout_seconds: Option<u32>,
+    /// Seconds the group's waiting runners must outnumber the jobs waiting for them before the
+    /// surplus is removed (default 120). GitHub cancels a job assignment no runner took in time
+    /// and assigns it again a little later; a runner still starting for it must outlive that
+    /// gap. 0 removes surplus runners at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0), extend("format" = "int32"))]
+    pub scale_down_delay_seconds: Option<u32>,
     /// How jobs' containers run: beside the runner with a Docker daemon (`dind`), or as pods of
     /// their own through the runner container hooks (`kubernetes`, `kubernetes-novolume`;
     /// GitHub only). Unset: the runner runs steps in its own container, with no daemon.
@@ -182,6 +191,8 @@ pub struct RunnerGroupSpec {
 pub const DEFAULT_IDLE_TIMEOUT_SECONDS: u32 = 600;
 /// Default startup timeout of a runner.
 pub const DEFAULT_STARTUP_TIMEOUT_SECONDS: u32 = 300;
+/// Default time surplus runners are kept before they are removed.
+pub const DEFAULT_SCALE_DOWN_DELAY_SECONDS: u32 = 120;
 
 /// How a runner runs its jobs' containers (ARC's `containerMode`, same words and shape).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -246,6 +257,12 @@ impl RunnerGroupSpec {
     pub fn startup_timeout_seconds(&self) -> u32 {
         self.startup_timeout_seconds
             .unwrap_or(DEFAULT_STARTUP_TIMEOUT_SECONDS)
+    }
+
+    /// The scale-down delay with its default applied.
+    pub fn scale_down_delay_seconds(&self) -> u32 {
+        self.scale_down_delay_seconds
+            .unwrap_or(DEFAULT_SCALE_DOWN_DELAY_SECONDS)
     }
 
     /// The container mode's type, if a mode is set.
@@ -441,8 +458,8 @@ pub type ForgejoScope = GiteaScope;
     {"rule": "!has(self.repo) || self.repo.matches('^[^/]+/[^/]+$')",
      "message": "repo must be owner/name",
      "fieldPath": ".repo"},
-    {"rule": "self.labels.all(l, l.matches('^[^:, ]+(:host|:docker(://[^, ]+)?|:lxc(://[^, ]+)?)?$'))",
-     "message": "each label must be name, name:host, name:docker://image or name:lxc://template",
+    {"rule": "self.labels.all(l, l.matches('^[^:, ]+(:host|:docker(://[^, ]+)?)?$'))",
+     "message": "each label must be name, name:host or name:docker://image (lxc cannot run in a pod)",
      "fieldPath": ".labels"},
     {"rule": "!has(self.proxyUrl) || self.proxyUrl.matches('^https?://[^/]+')",
      "message": "proxyUrl must be an http:// or https:// URL with a host",
@@ -470,9 +487,9 @@ pub struct ForgejoSpec {
     /// `registration_token` a fixed runner registration token (Forgejo 11–14 only).
     #[schemars(length(min = 1, max = MAX_OBJECT_NAME_LEN))]
     pub credentials: String,
-    /// Runner labels in forgejo-runner form `name[:docker://image|:lxc://template|:host]`
-    /// (no scheme means docker); jobs whose `runs-on` labels are all among these names are
-    /// served by this group.
+    /// Runner labels in forgejo-runner form `name[:docker://image|:host]` (no scheme means
+    /// docker, which needs `containerMode: dind`); jobs whose `runs-on` labels are all among
+    /// these names are served by this group.
     #[schemars(length(min = 1, max = MAX_LABELS), inner(length(min = 1, max = MAX_LABEL_LEN)))]
     pub labels: Vec<String>,
     /// Seconds between polls of the waiting jobs (default 5).

@@ -8,6 +8,8 @@ use std::collections::BTreeSet;
 use crate::forge::{ForgeRunnerState, ForgeView};
 use crate::startup::{StartupFailure, Stuck};
 
+pub mod memory;
+
 /// After this many consecutive runner failures, the group stops bursting: it creates at most
 /// one runner at a time, and only when none is active, until a runner succeeds.
 pub const FAILURE_THROTTLE_THRESHOLD: u32 = 5;
@@ -58,6 +60,10 @@ pub struct ObservedRunner {
     pub forge_state: ForgeRunnerState,
     /// Seconds since the runner Job was created.
     pub age_seconds: u64,
+    /// Seconds the runner has been running without its Job finishing, counted from the first
+    /// pass that saw it running ([`memory::PlanMemory::note_running`]); 0 while pending. The
+    /// idle timeout counts this, so a slow pull or node scale-up does not eat into it.
+    pub running_seconds: u64,
     /// The runner has been seen busy before (recorded on the Job), so it is never idle again.
     pub ever_busy: bool,
     /// The runner has not started and will not ([`crate::startup::classify`]).
@@ -83,6 +89,21 @@ pub struct PlanInput<'a> {
     pub consecutive_failures: u32,
     /// Creation waits: the backoff after the last failures has not passed yet.
     pub creation_held: bool,
+    /// `spec.scaleDownDelaySeconds`: how long a surplus of waiting runners must last before it
+    /// is removed.
+    pub scale_down_delay_seconds: u32,
+    /// The surplus earlier passes left and how long it has lasted
+    /// ([`memory::PlanMemory::surplus`]); `None` when the last pass had none.
+    pub surplus: Option<Surplus>,
+}
+
+/// Waiting runners beyond what demand asks for, and for how long there have been that many.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Surplus {
+    /// How many runners.
+    pub runners: u32,
+    /// Seconds since the surplus appeared or last grew.
+    pub seconds: u64,
 }
 
 /// Why the plan removes a runner.
@@ -167,6 +188,10 @@ pub struct Plan {
     pub counts: RunnerCounts,
     /// Creation is held back because runners keep failing.
     pub throttled: bool,
+    /// Waiting runners beyond demand that this plan keeps, for now, on a complete view
+    /// (scale-down waits for the surplus to last `scaleDownDelaySeconds`); the caller records
+    /// it ([`memory::PlanMemory::record_surplus`]).
+    pub surplus: u32,
 }
 
 /// Decides what to create and remove. Pure: same input, same plan.
@@ -179,14 +204,19 @@ pub struct Plan {
 ///   (`Finished`: neither; they only occupy capacity until their pod is gone).
 /// - Creation, for every forge: `create = clamp(waitingJobs + minRunners - waiting, 0,
 ///   maxRunners - occupied)` (ARC's meaning of `minRunners`: idle runners on top of demand).
-/// - Scale-down, only on a view the forge calls complete: waiting runners beyond
+/// - Scale-down, only on a view the forge calls complete and only once the surplus has lasted
+///   `scaleDownDelaySeconds` without growing: waiting runners beyond
 ///   `min(waitingJobs + minRunners, maxRunners - working)` are removed, pending first, then those
-///   the forge does not know or sees offline, then the youngest idle ones.
-/// - A runner that never took a job within the idle timeout is removed, except the warm pool:
-///   up to `minRunners` started idle runners live until used. A runner that is or ever was busy
-///   is never removed while it runs.
-/// - A runner that will not start (`stuck`) is removed as a failure; an idle runner built from
-///   an older spec (`outdated`) is replaced; busy ones finish.
+///   the forge does not know or sees offline, then the youngest idle ones. (GitHub cancels an
+///   assignment no runner took in time and assigns the job again a little later, up to three
+///   times: a runner starting for it must not be thrown away in between.)
+/// - A runner that never took a job within the idle timeout, counted from when it was first
+///   seen running, is removed, except the warm pool: up to `minRunners` started idle runners
+///   live until used. A runner that is or ever was busy is never removed while it runs.
+/// - A runner that will not start (`stuck`) is removed as a failure, except one that only ran
+///   out of time (startup timeout, unschedulable) while demand still covers it: node scale-up
+///   and large pulls take what they take, and a replacement would start no sooner. An idle
+///   runner built from an older spec (`outdated`) is replaced; busy ones finish.
 /// - While `creation_held` (the failure backoff), nothing is created.
 /// - After [`FAILURE_THROTTLE_THRESHOLD`] consecutive failures, at most one runner is created
 ///   at a time, and only when none is active.
@@ -243,8 +273,20 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
 
     // Runners that will not start, or were built from an older spec, go first; neither covers
     // demand, so the creation below replaces them (the stuck ones behind the backoff).
+    let max = input.max_runners;
+    // Saturating throughout: `waiting_jobs` comes from the forge and may be huge.
+    let wanted_waiting = input.view.waiting_jobs.saturating_add(input.min_runners);
+    let healthy = waiting.iter().filter(|r| r.stuck.is_none() && !r.outdated).count() as u32;
+    // Runners only out of time to start keep covering demand that no healthy runner covers,
+    // oldest (closest to starting) first.
+    let mut patient_slots = wanted_waiting.saturating_sub(healthy);
     let mut replaced: BTreeSet<&str> = BTreeSet::new();
     for r in &waiting {
+        let waits_out = r.stuck.as_ref().is_some_and(|s| s.cause.waits_out()) && !r.outdated;
+        if waits_out && patient_slots > 0 {
+            patient_slots -= 1;
+            continue;
+        }
         if let Some(stuck) = &r.stuck {
             out.remove.push(Removal {
                 message: Some(stuck.message.clone()),
@@ -274,7 +316,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     let timed_out: BTreeSet<&str> = current
         .iter()
         .filter(|r| !warm.contains(r.name.as_str()))
-        .filter(|r| r.age_seconds >= u64::from(input.idle_timeout_seconds))
+        .filter(|r| r.running_seconds >= u64::from(input.idle_timeout_seconds))
         .map(|r| r.name.as_str())
         .collect();
     for name in &timed_out {
@@ -287,12 +329,16 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
         .collect();
     let waiting_kept_count = waiting_kept.len() as u32;
 
-    let max = input.max_runners;
-    // Saturating throughout: `waiting_jobs` comes from the forge and may be huge.
-    let wanted_waiting = input.view.waiting_jobs.saturating_add(input.min_runners);
     if input.view.complete {
         let keep = wanted_waiting.min(max.saturating_sub(working));
-        if waiting_kept_count > keep {
+        let excess = waiting_kept_count.saturating_sub(keep);
+        let quiet_long_enough = input.scale_down_delay_seconds == 0
+            || input.surplus.is_some_and(|s| {
+                excess <= s.runners && s.seconds >= u64::from(input.scale_down_delay_seconds)
+            });
+        if excess > 0 && !quiet_long_enough {
+            out.surplus = excess;
+        } else if excess > 0 {
             let mut candidates = waiting_kept.clone();
             candidates.sort_by(|a, b| {
                 scale_down_rank(a)
@@ -300,8 +346,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                     .then_with(|| a.age_seconds.cmp(&b.age_seconds))
                     .then_with(|| a.name.cmp(&b.name))
             });
-            let excess = (waiting_kept_count - keep) as usize;
-            for r in candidates.into_iter().take(excess) {
+            for r in candidates.into_iter().take(excess as usize) {
                 out.remove.push(active_removal(&r.name, RemovalReason::ScaleDown));
             }
         }

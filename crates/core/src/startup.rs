@@ -63,6 +63,13 @@ impl StartupFailure {
         .find(|f| f.as_str() == s)
     }
 
+    /// Whether the runner only ran out of time (nothing Kubernetes calls final): it may still
+    /// start, e.g. once a node is added or a large image is pulled. The planner keeps such a
+    /// runner while demand covers it.
+    pub fn waits_out(self) -> bool {
+        matches!(self, StartupFailure::StartupTimeout | StartupFailure::Unschedulable)
+    }
+
     /// What a person can do about it.
     pub fn hint(self) -> &'static str {
         match self {

@@ -32,6 +32,8 @@ impl Observation {
             view: &self.view,
             consecutive_failures: self.failures,
             creation_held: self.held,
+            scale_down_delay_seconds: 0,
+            surplus: None,
         }
     }
 
@@ -134,6 +136,7 @@ fn observation() -> impl Strategy<Value = Observation> {
                             phase,
                             forge_state,
                             age_seconds,
+                            running_seconds: age_seconds,
                             ever_busy,
                             stuck: (flags == 0).then(|| Stuck {
                                 cause: StartupFailure::ImagePullFailed,

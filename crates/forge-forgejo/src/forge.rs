@@ -396,6 +396,7 @@ impl Forge for ForgejoForge {
             .map(crate::validate::validate_forgejo)
             .unwrap_or_default();
         out.extend(crate::validate::validate_container_mode(spec));
+        out.extend(crate::validate::validate_docker_daemon(spec));
         out
     }
 

@@ -4,16 +4,21 @@
 
 use forgerunner_core::labels::{LabelError, LabelParts};
 
+/// The image of a docker label without an argument (`ArgDocker` of forgejo-runner's
+/// `internal/pkg/labels/labels.go`).
+pub const DEFAULT_DOCKER_IMAGE: &str = "node:22-bookworm";
+
 /// How forgejo-runner executes a job for a label.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RunnerLabel {
     /// In a container (`name`, `name:docker`, `name:docker://image`); `None` is the runner's
-    /// default image (`node:22-bookworm`).
+    /// default image ([`DEFAULT_DOCKER_IMAGE`]).
     Docker {
         /// Image reference without the `//` prefix.
         image: Option<String>,
     },
-    /// In an LXC container (`name:lxc`, `name:lxc://template[:release]`).
+    /// In an LXC container (`name:lxc`, `name:lxc://template[:release]`). Parsed as
+    /// forgejo-runner does, but refused by validation: a runner pod cannot run LXC.
     Lxc {
         /// Template (and release) without the `//` prefix; `None` is `debian:bookworm`.
         template: Option<String>,

@@ -12,9 +12,11 @@
 //!   `forgejo-runner one-job --wait` from that file, with no Secret mount, so workflow steps
 //!   cannot read the scope-wide registration token.
 //!
-//! The image is [`RUNNER_IMAGE`] unless `spec.image` says otherwise. Labels with `docker://`
-//! need a Docker daemon: `containerMode: dind` adds one ([`crate::pod_security`]). `host` labels
-//! work as is.
+//! The image is [`RUNNER_IMAGE`] unless `spec.image` says otherwise. Docker labels (`docker://`,
+//! or a bare name) need a Docker daemon: forgejo-runner's `configCheck` exits at start without
+//! one, so validation requires `containerMode: dind` (which adds one, [`crate::pod_security`]) or
+//! a template that gives the runner `DOCKER_HOST` ([`crate::validate::validate_docker_daemon`]).
+//! `host` labels work as is; `lxc` labels are refused (no LXC in the pod).
 
 use std::collections::BTreeMap;
 

@@ -16,8 +16,11 @@ pub const RUN_AS: RunAs = RunAs {
 /// How the Forgejo runner fits the generic pod settings.
 pub const PROFILE: RunnerPodProfile<'static> = RunnerPodProfile {
     run_as: RUN_AS,
-    // The image sets `HOME=/data` itself.
-    home: None,
+    // The stock image sets `HOME=/data` (forgejo-runner `Dockerfile`), but a `spec.image` without
+    // it runs uid 1000 with `HOME=/`, and forgejo-runner keeps its cache and host work
+    // directories under `HOME` (`internal/pkg/config/config.go` `New`: `os.UserHomeDir()`), which
+    // `/` cannot hold: set it to the writable data volume, as the image does.
+    home: Some(DATA_DIR),
     dind: DindProfile {
         // forgejo-runner's home and work directory.
         work_dir: DATA_DIR,

@@ -1,6 +1,8 @@
 //! The default pod, as built, played by the testkit's simulated forgejo-runner against the
 //! fake Forgejo: the v15 one-job shape (bound and unbound) and the 11–14 register shape (init
-//! container, then one-job from the state file) must each take a job and exit 0.
+//! container, then one-job from the state file) must each take a job and exit 0. And validation
+//! agrees with the runner: every spec `Forge::validate` accepts makes a pod that starts and runs
+//! its job, every docker or lxc setup it refuses would have made pods that cannot.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on broken setup
 
 mod common;
@@ -9,12 +11,14 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use common::{ctx, fake, forge};
-use forgerunner_core::crd::ForgejoScope;
-use forgerunner_core::forge::{Forge, RunnerCredentials};
-use forgerunner_testkit::forgejo::{ADMIN_TOKEN, RunnerOptions, runner_behaviour};
+use forgerunner_core::crd::{ContainerMode, ContainerModeType, ForgejoScope};
+use forgerunner_core::embedded::Embedded;
+use forgerunner_core::forge::{Forge, GroupContext, RunnerCredentials};
+use forgerunner_core::runner_job::{RunnerJobInput, build_runner_job};
+use forgerunner_testkit::forgejo::{ADMIN_TOKEN, Conclusion, JobStatus, RunnerOptions, runner_behaviour};
 use forgerunner_testkit::sim::PodInfo;
 use forgerunner_testkit::sim::behaviour::PodScratch;
-use k8s_openapi::api::core::v1::{Container, PodSpec};
+use k8s_openapi::api::core::v1::{Container, EnvVar, PodSpec, PodTemplateSpec};
 use tokio_util::sync::CancellationToken;
 
 /// What the kubelet would hand the runner container: `$(VAR)` expanded from the env, the
@@ -103,7 +107,7 @@ async fn v15_pods_take_their_job_and_exit_zero() {
     let a = fake.queue_job("o/r", "a", &["debian"]);
     let b = fake.queue_job("o/r", "b", &["debian"]);
     let f = forge();
-    let c = ctx(
+    let mut c = ctx(
         "web",
         &fake.url(),
         ForgejoScope::Global,
@@ -111,6 +115,8 @@ async fn v15_pods_take_their_job_and_exit_zero() {
         &["debian:docker://node:22"],
         ADMIN_TOKEN,
     );
+    // Docker labels need a daemon: forgejo-runner's `configCheck` exits at start without one.
+    with_dind(&mut c);
     let bound = f.runner_credentials(&c, "web-aaaaa").await.unwrap();
     assert!(bound.env.contains_key("FORGEJO_JOB_HANDLE"));
     // The second runner's handle is dropped: the pod then has no `--handle` and takes any
@@ -147,7 +153,7 @@ async fn register_pod_on_14_takes_a_job_and_exits_zero() {
     let fake = fake("14.0.4+gitea-1.22.0").await;
     let a = fake.queue_job("o/r", "a", &["debian"]);
     let f = forge();
-    let c = ctx(
+    let mut c = ctx(
         "web",
         &fake.url(),
         ForgejoScope::Global,
@@ -155,6 +161,8 @@ async fn register_pod_on_14_takes_a_job_and_exits_zero() {
         &["debian:docker://node:22"],
         ADMIN_TOKEN,
     );
+    // Docker labels need a daemon: forgejo-runner's `configCheck` exits at start without one.
+    with_dind(&mut c);
     let creds = f.runner_credentials(&c, "web-aaaaa").await.unwrap();
     let pod = f.default_runner_pod(&c.group, "web-aaaaa", "web-aaaaa", &creds);
     // The kubelet's order: the `register` init container, then the runner, sharing /data.
@@ -173,4 +181,154 @@ async fn register_pod_on_14_takes_a_job_and_exits_zero() {
     assert_eq!(sim.run(main).await, 0);
     assert_eq!(fake.job(a).unwrap().status.as_str(), "success");
     assert_eq!(fake.runners()[0].name, "web-aaaaa");
+}
+
+/// `containerMode: dind` on a test group.
+fn with_dind(c: &mut GroupContext) {
+    c.group.spec.container_mode = Some(ContainerMode {
+        type_: ContainerModeType::Dind,
+        kubernetes_mode_work_volume_claim: None,
+    });
+}
+
+/// A template whose runner container sets `DOCKER_HOST` (a daemon the user runs elsewhere).
+fn docker_host_template(value: &str) -> PodTemplateSpec {
+    PodTemplateSpec {
+        metadata: None,
+        spec: Some(PodSpec {
+            containers: vec![Container {
+                name: "runner".into(),
+                env: Some(vec![EnvVar {
+                    name: "DOCKER_HOST".into(),
+                    value: Some(value.into()),
+                    value_from: None,
+                }]),
+                ..Container::default()
+            }],
+            ..PodSpec::default()
+        }),
+    }
+}
+
+/// Validation and forgejo-runner agree on Docker and LXC. Upstream (forgejo-runner 12.8.x):
+/// `internal/pkg/labels/labels.go` `Parse` makes a label without a scheme docker;
+/// `internal/app/cmd/job.go` `runJob` calls `internal/app/cmd/daemon.go` `configCheck` before it
+/// declares or polls, which exits 1 ("daemon Docker Engine socket not found and docker_host
+/// config was invalid") when a label is docker and neither `DOCKER_HOST` nor a socket is there;
+/// `configCheck` ignores `lxc`, so an `lxc` label's job is taken and fails (no LXC in the image).
+/// For each setup the group's whole runner pod (default pod, container mode, template) is played
+/// by the simulated runner: a spec `Forge::validate` accepts must run its job to success.
+#[tokio::test]
+async fn validation_accepts_exactly_the_setups_forgejo_runner_can_run() {
+    struct Case {
+        labels: &'static [&'static str],
+        dind: bool,
+        docker_host: Option<&'static str>,
+        valid: bool,
+    }
+    let cases = [
+        // The Forgejo idiom: a bare label is docker://node:22-bookworm.
+        Case {
+            labels: &["ubuntu-latest"],
+            dind: false,
+            docker_host: None,
+            valid: false,
+        },
+        Case {
+            labels: &["ubuntu-latest:docker://node:22", "linux:host"],
+            dind: false,
+            docker_host: None,
+            valid: false,
+        },
+        Case {
+            labels: &["ubuntu-latest:lxc://debian:bookworm"],
+            dind: false,
+            docker_host: None,
+            valid: false,
+        },
+        Case {
+            labels: &["ubuntu-latest:lxc"],
+            dind: true,
+            docker_host: None,
+            valid: false,
+        },
+        Case {
+            labels: &["ubuntu-latest"],
+            dind: true,
+            docker_host: None,
+            valid: true,
+        },
+        Case {
+            labels: &["ubuntu-latest:docker://node:22", "linux:host"],
+            dind: true,
+            docker_host: None,
+            valid: true,
+        },
+        Case {
+            labels: &["ubuntu-latest:host"],
+            dind: false,
+            docker_host: None,
+            valid: true,
+        },
+        Case {
+            labels: &["ubuntu-latest"],
+            dind: false,
+            docker_host: Some("tcp://docker.ci.svc:2375"),
+            valid: true,
+        },
+    ];
+    let f = forge();
+    for (i, case) in cases.iter().enumerate() {
+        // A fresh Forgejo per case, so a job a failed case left waiting binds no later runner.
+        let fake = fake("15.0.3+gitea-1.22.0").await;
+        let sim = runner_behaviour(fake.clone(), opts());
+        let job = fake.queue_job("o/r", "build", &["ubuntu-latest"]);
+        let mut c = ctx(
+            "web",
+            &fake.url(),
+            ForgejoScope::Global,
+            None,
+            case.labels,
+            ADMIN_TOKEN,
+        );
+        c.group.metadata.uid = Some("uid-web".into());
+        if case.dind {
+            with_dind(&mut c);
+        }
+        if let Some(host) = case.docker_host {
+            c.group.spec.template = Some(Embedded::new(&docker_host_template(host)));
+        }
+        let what = format!(
+            "case {i}: labels {:?}, dind {}, template DOCKER_HOST {:?}",
+            case.labels, case.dind, case.docker_host
+        );
+        // The runner pod the reconciler would create, played by the simulated forgejo-runner.
+        let name = "web-abcde";
+        let creds = f.runner_credentials(&c, name).await.unwrap();
+        let default_pod = f.default_runner_pod(&c.group, name, name, &creds);
+        let runner_job = build_runner_job(RunnerJobInput {
+            group: &c.group,
+            runner_name: name,
+            default_pod,
+            credentials: &creds,
+        })
+        .expect("runner job");
+        let pod = runner_job.spec.and_then(|s| s.template.spec).expect("pod");
+        let runner = pod
+            .containers
+            .iter()
+            .find(|k| k.name == "runner")
+            .expect("runner");
+        let info = container_info(&pod, runner, false, name, &creds, &PodScratch::default());
+        let code = sim.run(info).await;
+        let status = fake.job(job).unwrap().status;
+        let runs = code == 0 && status == JobStatus::Done(Conclusion::Success);
+        assert_eq!(runs, case.valid, "{what}: exit {code}, job {status:?}");
+        let violations = f.validate(&c.group.spec);
+        assert_eq!(
+            violations.is_empty(),
+            runs,
+            "{what}: validation says {violations:?}, but forgejo-runner exits {code} and the job is {status:?}"
+        );
+    }
 }

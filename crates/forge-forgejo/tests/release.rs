@@ -27,7 +27,7 @@ fn all(m: &Metrics) -> [i64; 4] {
 fn ctx(name: &str, url: &str, token: &str) -> GroupContext {
     group_context(
         name,
-        spec(url, ForgejoScope::Repo, Some("o/r"), &["debian"]),
+        spec(url, ForgejoScope::Repo, Some("o/r"), &["debian:host"]),
         token,
     )
 }

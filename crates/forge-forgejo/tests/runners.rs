@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use common::{ctx, fake, forge, runner_ref};
-use forgerunner_core::crd::ForgejoScope;
+use forgerunner_core::crd::{ContainerMode, ContainerModeType, ForgejoScope};
 use forgerunner_core::forge::{Forge, ForgeRunnerState, RemoveOutcome, SecretValue};
 use forgerunner_core::plan::RunnerPhase;
 use forgerunner_forgejo::state::{JOB_HANDLE_ANNOTATION, RUNNER_ID_ANNOTATION};
@@ -57,7 +57,7 @@ async fn v15_create_bind_observe_remove() {
         &fake.url(),
         ForgejoScope::Repo,
         Some("o/r"),
-        &["debian:docker://node:22"],
+        &["debian:host"],
         ADMIN_TOKEN,
     );
     assert_eq!(f.observe(&c, &[]).await.unwrap().waiting_jobs, 2);
@@ -154,7 +154,7 @@ async fn concurrent_creations_never_bind_one_handle_twice() {
         &fake.url(),
         ForgejoScope::Global,
         None,
-        &["debian"],
+        &["debian:host"],
         ADMIN_TOKEN,
     );
     let calls = (0..20).map(|i| {
@@ -188,7 +188,7 @@ async fn a_finished_runner_covers_its_job_until_a_new_listing() {
     let fake = fake("15.0.3+gitea-1.22.0").await;
     let job = fake.queue_job("o/r", "a", &["debian"]);
     let f = forge();
-    let mut spec = common::spec(&fake.url(), ForgejoScope::Global, None, &["debian"]);
+    let mut spec = common::spec(&fake.url(), ForgejoScope::Global, None, &["debian:host"]);
     spec.poll_interval_seconds = Some(1);
     let c = common::group_context("web", spec, ADMIN_TOKEN);
     let creds = f.runner_credentials(&c, "web-aaaaa").await.unwrap();
@@ -227,7 +227,7 @@ async fn token_path_on_forgejo_14() {
     fake.queue_job("o/r", "b", &["debian"]);
     let f = forge();
     let labels = ["debian:docker://node:22", "self-hosted:host"];
-    let c = ctx(
+    let mut c = ctx(
         "web",
         &fake.url(),
         ForgejoScope::Global,
@@ -235,6 +235,11 @@ async fn token_path_on_forgejo_14() {
         &labels,
         ADMIN_TOKEN,
     );
+    // A docker label needs a daemon (forgejo-runner's `configCheck` exits at start without one).
+    c.group.spec.container_mode = Some(ContainerMode {
+        type_: ContainerModeType::Dind,
+        kubernetes_mode_work_volume_claim: None,
+    });
     let view = f.observe(&c, &[]).await.unwrap();
     assert_eq!(view.waiting_jobs, 2);
     assert_eq!(view.facts.forge_version.as_deref(), Some("14.0.4+gitea-1.22.0"));

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use common::{ctx, fake, forge, forge_and_wakes, group_context, spec};
 use forgerunner_core::ErrorCategory;
-use forgerunner_core::crd::ForgejoScope;
-use forgerunner_core::forge::{Forge, ForgeError};
+use forgerunner_core::crd::{ContainerMode, ContainerModeType, ForgejoScope};
+use forgerunner_core::forge::{Forge, ForgeError, GroupContext};
 use forgerunner_testkit::forgejo::{ADMIN_TOKEN, Fault, ForgejoFakeHandle};
 
 fn count(fake: &ForgejoFakeHandle, path_part: &str) -> usize {
@@ -63,7 +63,7 @@ async fn every_scope_counts_its_own_waiting_jobs() {
         ),
     ];
     for (i, (scope, target, token, want, path)) in cases.into_iter().enumerate() {
-        let c = ctx(&format!("g{i}"), &url, scope, target, &["debian"], &token);
+        let c = ctx(&format!("g{i}"), &url, scope, target, &["debian:host"], &token);
         let view = f.observe(&c, &[]).await.unwrap();
         assert_eq!(view.waiting_jobs, want, "{scope:?}");
         assert!(!view.complete);
@@ -81,8 +81,30 @@ async fn the_label_filter_is_sent_and_the_listing_shared() {
     fake.queue_job("o/r", "d", &["debian", "gpu"]);
     let f = forge();
     let labels = ["self-hosted:host", "debian:docker://node:22"];
-    let a = ctx("a", &fake.url(), ForgejoScope::Global, None, &labels, ADMIN_TOKEN);
-    let b = ctx("b", &fake.url(), ForgejoScope::Global, None, &labels, ADMIN_TOKEN);
+    // Docker labels need a daemon (forgejo-runner's `configCheck` exits at start without one).
+    let dind = |mut c: GroupContext| {
+        c.group.spec.container_mode = Some(ContainerMode {
+            type_: ContainerModeType::Dind,
+            kubernetes_mode_work_volume_claim: None,
+        });
+        c
+    };
+    let a = dind(ctx(
+        "a",
+        &fake.url(),
+        ForgejoScope::Global,
+        None,
+        &labels,
+        ADMIN_TOKEN,
+    ));
+    let b = dind(ctx(
+        "b",
+        &fake.url(),
+        ForgejoScope::Global,
+        None,
+        &labels,
+        ADMIN_TOKEN,
+    ));
     assert_eq!(f.observe(&a, &[]).await.unwrap().waiting_jobs, 2);
     assert_eq!(f.observe(&b, &[]).await.unwrap().waiting_jobs, 2);
     let lists: Vec<_> = fake
@@ -98,7 +120,7 @@ async fn the_label_filter_is_sent_and_the_listing_shared() {
         &fake.url(),
         ForgejoScope::Global,
         None,
-        &["windows"],
+        &["windows:host"],
         ADMIN_TOKEN,
     );
     assert_eq!(f.observe(&none, &[]).await.unwrap().waiting_jobs, 0);
@@ -109,7 +131,7 @@ async fn a_listings_groups_are_woken_when_it_expires() {
     let fake = fake("15.0.3+gitea-1.22.0").await;
     let (f, mut wakes) = forge_and_wakes();
     let group = |name: &str| {
-        let mut s = spec(&fake.url(), ForgejoScope::Global, None, &["debian"]);
+        let mut s = spec(&fake.url(), ForgejoScope::Global, None, &["debian:host"]);
         s.poll_interval_seconds = Some(1);
         group_context(name, s, ADMIN_TOKEN)
     };
@@ -152,7 +174,7 @@ async fn unsupported_versions_are_config_errors_that_say_what_to_do() {
         &old.url(),
         ForgejoScope::Global,
         None,
-        &["debian"],
+        &["debian:host"],
         ADMIN_TOKEN,
     );
     let err = f.observe(&c, &[]).await.unwrap_err();
@@ -169,7 +191,14 @@ async fn unsupported_versions_are_config_errors_that_say_what_to_do() {
 
 async fn observe_error(fake: &ForgejoFakeHandle, name: &str, token: &str) -> ForgeError {
     let f = forge();
-    let c = ctx(name, &fake.url(), ForgejoScope::Global, None, &["debian"], token);
+    let c = ctx(
+        name,
+        &fake.url(),
+        ForgejoScope::Global,
+        None,
+        &["debian:host"],
+        token,
+    );
     f.observe(&c, &[]).await.unwrap_err()
 }
 
@@ -192,7 +221,7 @@ async fn http_failures_map_to_categories() {
         &url,
         ForgejoScope::Org,
         Some("ghost"),
-        &["debian"],
+        &["debian:host"],
         ADMIN_TOKEN,
     );
     let e = f.observe(&c, &[]).await.unwrap_err();
@@ -221,7 +250,14 @@ async fn http_failures_map_to_categories() {
     // A transient 503 is retried away.
     fake.inject_fault(Fault::status("/runners/jobs", 503).times(1));
     let f = forge();
-    let c = ctx("f", &url, ForgejoScope::Global, None, &["debian"], ADMIN_TOKEN);
+    let c = ctx(
+        "f",
+        &url,
+        ForgejoScope::Global,
+        None,
+        &["debian:host"],
+        ADMIN_TOKEN,
+    );
     assert!(f.observe(&c, &[]).await.is_ok());
     fake.clear_faults();
     // Garbage and timeouts: unavailable.

@@ -72,6 +72,27 @@ pub enum GiteaError {
     /// The credentials Secret lacks the `token` key.
     #[error("Secret {0} has no non-empty key \"token\" (the Gitea API token)")]
     MissingToken(String),
+    /// The credentials Secret holds a fixed registration token, but the group is not global.
+    ///
+    /// Gitea cannot tell the operator which scope a registration token belongs to, and the one
+    /// users have at hand, `GITEA_RUNNER_REGISTRATION_TOKEN`, is the *global* token
+    /// (`services/actions/init.go` `initGlobalRunnerToken`: owner 0, repo 0). `Register` gives a
+    /// runner its token's scope, so an org/user/repo group would get global runners that take
+    /// every repository's jobs, never show in the scope's runner list and cannot be deleted
+    /// there. With the API token (always required) the scope's own token is fetched instead.
+    #[error(
+        "Secret {secret} has the key \"registration_token\", which is only allowed with \
+         spec.gitea.scope: global: a fixed registration token such as Gitea's instance-wide \
+         GITEA_RUNNER_REGISTRATION_TOKEN registers global runners, which would take jobs from every \
+         repository on the instance and never appear in the runner list of {scope}; remove the key \
+         so the operator creates a registration token for {scope} with the API token (key \"token\")"
+    )]
+    FixedTokenOutsideGlobal {
+        /// The credentials Secret's name.
+        secret: String,
+        /// The group's scope (display form, e.g. "organization acme").
+        scope: String,
+    },
     /// User scope, but the token belongs to someone else.
     #[error(
         "spec.gitea.user is {spec:?} but the token belongs to {actual:?}; /user/actions lists the token user's jobs"
@@ -128,7 +149,9 @@ impl From<GiteaError> for ForgeError {
             | GiteaError::Label(_)
             | GiteaError::Scope(_)
             | GiteaError::Spec(_) => ForgeError::Config(msg),
-            GiteaError::MissingToken(_) => ForgeError::InvalidCredentials(msg),
+            GiteaError::MissingToken(_) | GiteaError::FixedTokenOutsideGlobal { .. } => {
+                ForgeError::InvalidCredentials(msg)
+            }
         }
     }
 }

@@ -222,6 +222,25 @@ impl GiteaForge {
         Ok(inst)
     }
 
+    /// Refuses the credentials key [`REGISTRATION_TOKEN_KEY`] unless the group is global.
+    ///
+    /// Gitea gives a runner the scope of the token it registers with (`Register` in
+    /// `routers/api/actions/runner/runner.go`), and a token's value does not say its scope. The
+    /// fixed token admins have, `GITEA_RUNNER_REGISTRATION_TOKEN`, is the global one
+    /// (`initGlobalRunnerToken` in `services/actions/init.go`), so in an org/user/repo group it
+    /// would make global runners: other tenants' jobs on this group's pods, and rows the scope's
+    /// runner list never shows, so they could be neither observed nor removed. The API token
+    /// (always present) fetches the scope's own token, so scoped groups need no fixed one.
+    fn check_fixed_token(ctx: &GroupContext, r: &Resolved<'_>) -> Result<(), GiteaError> {
+        if r.scope == Scope::Global || ctx.credentials.get(REGISTRATION_TOKEN_KEY).is_none() {
+            return Ok(());
+        }
+        Err(GiteaError::FixedTokenOutsideGlobal {
+            secret: ctx.credentials.secret_name.clone(),
+            scope: r.scope.to_string(),
+        })
+    }
+
     /// Checks (and caches) the server version and, for user scope, the token's login.
     async fn ensure_ready(&self, r: &Resolved<'_>) -> Result<(GiteaVersion, String), GiteaError> {
         let client = &r.instance.client;
@@ -299,6 +318,8 @@ impl GiteaForge {
         let r = self.resolve(ctx)?;
         // Before any request: deliveries for the group verify even while the forge is down.
         self.remember(ctx, &r);
+        // Every pass, not only when a runner is made: the group reports the bad key at once.
+        Self::check_fixed_token(ctx, &r)?;
         let (version, raw_version) = self.ensure_ready(&r).await?;
         let (jobs, fetched_at) = self.jobs(&r).await?;
         let group = &ctx.key.name;
@@ -412,6 +433,7 @@ impl GiteaForge {
         runner_name: &str,
     ) -> Result<RunnerCredentials, GiteaError> {
         let r = self.resolve(ctx)?;
+        Self::check_fixed_token(ctx, &r)?;
         let token = match ctx.credentials.get(REGISTRATION_TOKEN_KEY) {
             Some(t) => t.clone(),
             None => {
@@ -439,6 +461,8 @@ impl GiteaForge {
         ctx: &GroupContext,
         runner: &RunnerRef,
     ) -> Result<RemoveOutcome, GiteaError> {
+        // No `check_fixed_token` here: removal uses only the API token, and refusing it would
+        // keep a misconfigured group from cleaning up while it is fixed or deleted.
         let r = self.resolve(ctx)?;
         self.ensure_ready(&r).await?;
         // Always a fresh listing: removing a runner that just took a job would kill the job.

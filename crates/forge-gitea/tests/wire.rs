@@ -391,14 +391,22 @@ async fn credentials_state_removal_and_ghosts() {
     assert!(creds.env.keys().all(|k| !k.contains("TOKEN")));
     assert!(!format!("{creds:?}").contains(&expected), "token never printed");
 
-    // A fixed token from the Secret wins and costs no request.
-    let mut fixed = c.clone();
+    // In a global group a fixed token from the Secret wins and costs no request (other
+    // scopes refuse it: `fixed_instance_registration_token_is_refused_outside_global_scope`).
+    let mut fixed = ctx(
+        "glob",
+        &fake.url(),
+        GiteaScope::Global,
+        None,
+        &["linux:host"],
+        ADMIN_TOKEN,
+    );
     fixed
         .credentials
         .data
         .insert("registration_token".into(), SecretValue::new("fixed"));
     let before = count(&fake, "registration-token");
-    let creds = f.runner_credentials(&fixed, "grp-abcde").await.unwrap();
+    let creds = f.runner_credentials(&fixed, "glob-abcde").await.unwrap();
     assert_eq!(creds.secret_data["registration_token"].expose(), "fixed");
     assert_eq!(count(&fake, "registration-token"), before);
 
@@ -453,6 +461,136 @@ async fn credentials_state_removal_and_ghosts() {
     assert!(resp.status().is_success());
     assert_eq!(f.remove_runner(&c, &refs[1]).await.unwrap(), RemoveOutcome::Busy);
     assert!(fake.runners().iter().any(|r| r.id == busy_id));
+}
+
+/// Gitea's fixed registration token (`GITEA_RUNNER_REGISTRATION_TOKEN`) is the *global* token:
+/// `services/actions/init.go` `initGlobalRunnerToken` stores it with
+/// `NewRunnerTokenWithValue(ctx, 0, 0, token)`, and `routers/api/actions/runner/runner.go`
+/// `Register` gives the runner the token's `OwnerID`/`RepoID` (0, 0). An org group that hands
+/// it to its runners gets global runners: they take every repository's jobs, the org's runner
+/// list (`FindRunnerOptions.ToConds`: `owner_id = X`) never shows them, and an org `DELETE` is
+/// 404 (`EditableInContext`). So the key is refused outside `scope: global`.
+#[tokio::test]
+async fn fixed_instance_registration_token_is_refused_outside_global_scope() {
+    const FIXED: &str = "0123456789abcdef0123456789abcdef01234567";
+    let fake = GiteaFakeHandle::start(FakeConfig {
+        version: "1.26.0".into(),
+        runner_registration_token: Some(FIXED.into()),
+        ..FakeConfig::default()
+    })
+    .await
+    .unwrap();
+    fake.add_org("acme", &["alice"]);
+    fake.add_repo("acme/app");
+    let alice = fake.add_token("alice", false);
+    let foreign = fake.queue_job("other/secret", &["linux"]);
+    let (f, _) = forge();
+    let org = ctx(
+        "org",
+        &fake.url(),
+        GiteaScope::Org,
+        Some("acme"),
+        &["linux"],
+        &alice,
+    );
+    let mut org_fixed = org.clone();
+    org_fixed
+        .credentials
+        .data
+        .insert("registration_token".into(), SecretValue::new(FIXED));
+
+    // What the real server does with that token, whatever the operator meant: a runner
+    // registered with it is global, takes another owner's job, is invisible to the org group
+    // (state unknown) and its removal deletes nothing.
+    let http = reqwest::Client::new();
+    let reg: serde_json::Value = http
+        .post(format!(
+            "{}/api/actions/runner.v1.RunnerService/Register",
+            fake.url()
+        ))
+        .json(&serde_json::json!({
+            "name": "org-abcde", "token": FIXED, "labels": ["linux"], "ephemeral": true
+        }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = reg["runner"]["id"].as_i64().unwrap();
+    assert_eq!(fake.runners()[0].scope, FakeScope::Global);
+    let refs = [common::running("org-abcde")];
+    let view = f.observe(&org, &refs).await.unwrap();
+    assert_eq!(
+        view.runners.get("org-abcde"),
+        None,
+        "not in the org's runner list"
+    );
+    assert_eq!(
+        f.remove_runner(&org, &refs[0]).await.unwrap(),
+        RemoveOutcome::Removed
+    );
+    assert!(
+        fake.runners().iter().any(|r| r.id == id),
+        "the org DELETE cannot reach it"
+    );
+    assert_eq!(fake.take_job(id), Some(foreign), "it serves every repository");
+
+    // So the org group refuses the key: a credentials problem of this group, before any
+    // runner is made and before any request.
+    let before = fake.requests().len();
+    match f.runner_credentials(&org_fixed, "org-fghij").await {
+        Err(ForgeError::InvalidCredentials(m)) => {
+            assert!(
+                m.contains("registration_token") && m.contains("scope: global"),
+                "{m}"
+            );
+            assert!(m.contains("organization acme"), "{m}");
+            assert!(!m.contains(FIXED), "never echoes the token: {m}");
+        }
+        Err(e) => panic!("expected InvalidCredentials, got {e}"),
+        Ok(c) => panic!(
+            "an org group accepted the instance-wide token: its runners would be global \
+             (it handed out the fixed token: {})",
+            c.secret_data["registration_token"].expose() == FIXED
+        ),
+    }
+    match f.observe(&org_fixed, &[]).await {
+        Err(ForgeError::InvalidCredentials(m)) => assert!(m.contains("registration_token"), "{m}"),
+        other => panic!("observe must report the key too, got {other:?}"),
+    }
+    assert_eq!(fake.requests().len(), before, "refused without a request");
+    // Repo and user groups alike.
+    for (scope, target) in [(GiteaScope::Repo, "acme/app"), (GiteaScope::User, "alice")] {
+        let mut c = ctx("other", &fake.url(), scope, Some(target), &["linux"], &alice);
+        c.credentials
+            .data
+            .insert("registration_token".into(), SecretValue::new(FIXED));
+        assert!(
+            matches!(
+                f.runner_credentials(&c, "other-abcde").await,
+                Err(ForgeError::InvalidCredentials(_))
+            ),
+            "{scope:?}"
+        );
+    }
+
+    // A global group may use it: its runners are meant to be global.
+    let mut global = ctx(
+        "glob",
+        &fake.url(),
+        GiteaScope::Global,
+        None,
+        &["linux"],
+        ADMIN_TOKEN,
+    );
+    global
+        .credentials
+        .data
+        .insert("registration_token".into(), SecretValue::new(FIXED));
+    assert!(f.observe(&global, &[]).await.is_ok());
+    let creds = f.runner_credentials(&global, "glob-abcde").await.unwrap();
+    assert_eq!(creds.secret_data["registration_token"].expose(), FIXED);
 }
 
 #[tokio::test]

@@ -46,7 +46,15 @@ pub struct HttpOptions {
     /// Backoff between those retries; a `Retry-After` longer than `retry.cap` is not waited
     /// for but returned to the caller as a rate limit.
     pub retry: Backoff,
+    /// Backoff between the [`REGISTRATION_RETRIES`] retries of a runner registration that
+    /// GitHub refuses with 401/403 (a registration token minted a moment earlier may not have
+    /// replicated yet, actions-runner-controller#3377). scaleset retries these for about 15 s
+    /// (`client.go`, its `CheckRetry` with go-retryablehttp's 1 s → 30 s defaults).
+    pub registration_retry: Backoff,
 }
+
+/// Retries of a runner registration refused with 401/403 (scaleset: `RetryMax` 4).
+pub const REGISTRATION_RETRIES: u32 = 4;
 
 impl Default for HttpOptions {
     fn default() -> Self {
@@ -58,6 +66,10 @@ impl Default for HttpOptions {
             retry: Backoff {
                 base: Duration::from_millis(500),
                 cap: Duration::from_secs(10),
+            },
+            registration_retry: Backoff {
+                base: Duration::from_secs(1),
+                cap: Duration::from_secs(30),
             },
         }
     }
@@ -368,8 +380,8 @@ impl GithubClient {
                 })
                 .await;
             match result {
-                Err(e) if matches!(e.status(), Some(401 | 403)) && attempt < self.opts.max_retries => {
-                    tokio::time::sleep(self.opts.retry.delay(attempt)).await;
+                Err(e) if matches!(e.status(), Some(401 | 403)) && attempt < REGISTRATION_RETRIES => {
+                    tokio::time::sleep(self.opts.registration_retry.delay(attempt)).await;
                     attempt += 1;
                 }
                 other => break other?,
@@ -513,7 +525,22 @@ fn status_error(operation: &'static str, status: u16, headers: &HeaderMap, body:
         message: truncate(&message),
         retry_after,
         rate_limited,
+        request_ids: request_ids(headers),
     }
+}
+
+/// The ids GitHub support needs to trace a failed call, from the reply's headers.
+fn request_ids(headers: &HeaderMap) -> Option<String> {
+    let ids: Vec<String> = [("x-github-request-id", "X-GitHub-Request-Id"), ("activityid", "ActivityId")]
+        .into_iter()
+        .filter_map(|(header, label)| {
+            let value = headers.get(header)?.to_str().ok()?.trim();
+            // Ids are short tokens; anything else is not shown.
+            (!value.is_empty() && value.len() <= 80 && value.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == ':'))
+                .then(|| format!("{label} {value}"))
+        })
+        .collect();
+    (!ids.is_empty()).then(|| ids.join(", "))
 }
 
 /// Byte helpers kept apart from the client for unit tests.

@@ -18,7 +18,7 @@ pub enum ApiError {
         message: String,
     },
     /// A non-success HTTP status.
-    #[error("{operation}: HTTP {status}{}: {message}", type_name.as_deref().map(|t| format!(" {t}")).unwrap_or_default())]
+    #[error("{operation}: HTTP {status}{}: {message}{}", type_name.as_deref().map(|t| format!(" {t}")).unwrap_or_default(), request_ids.as_deref().map(|r| format!(" ({r})")).unwrap_or_default())]
     Status {
         /// Fixed operation name.
         operation: &'static str,
@@ -32,6 +32,9 @@ pub enum ApiError {
         retry_after: Option<u64>,
         /// Whether the response is a (primary or secondary) rate limit.
         rate_limited: bool,
+        /// `X-GitHub-Request-Id` and `ActivityId`, as scaleset keeps them (`errors.go`,
+        /// `newRequestResponseError`): what GitHub support asks for.
+        request_ids: Option<String>,
     },
     /// A 2xx whose body could not be decoded.
     #[error("{operation}: unreadable response: {message}")]
@@ -178,6 +181,7 @@ mod tests {
             message: "m".into(),
             retry_after,
             rate_limited,
+            request_ids: None,
         }
     }
 

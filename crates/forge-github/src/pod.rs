@@ -8,8 +8,11 @@
 //! on a date nobody chose. Groups that want a fixed version set `spec.image` and update it when
 //! the group reports outdated runners.
 //!
-//! `spec.github.caBundleConfigMap` and `spec.github.proxyUrl` reach the runner as ARC's
-//! `githubServerTLS` and proxy settings do (`forgerunner_core::runner_pod::trust`).
+//! `spec.github.proxyUrl` reaches the runner as ARC's proxy settings do.
+//! `spec.github.caBundleConfigMap` does not go ARC's `githubServerTLS` way (`RUNNER_UPDATE_CA_CERTS`,
+//! which needs `sudo` and so cannot work in the hardened runner container): an init container
+//! writes the image's roots plus the CA into a bundle that `SSL_CERT_FILE`, `GIT_SSL_CAINFO`
+//! and `NODE_EXTRA_CA_CERTS` point at (`forgerunner_core::runner_pod::trust`).
 
 use forgerunner_core::RunnerGroup;
 use forgerunner_core::runner_pod::trust::{RunnerTrust, TrustStyle};
@@ -111,7 +114,7 @@ pub fn work_folder(group: &RunnerGroup) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use forgerunner_core::runner_pod::trust::NODE_CA_FILE;
+    use forgerunner_core::runner_pod::trust::{CA_BUNDLE_FILE, CA_BUNDLE_INIT, EXTRA_CA_FILE, TRUST_DIR};
 
     fn group(extra: serde_json::Value) -> RunnerGroup {
         let mut gh = serde_json::json!({"configUrl": "https://github.com/acme", "credentials": "c"});
@@ -140,6 +143,8 @@ mod tests {
         assert_eq!(plain.containers[0].image.as_deref(), Some(DEFAULT_RUNNER_IMAGE));
         for n in [
             "NODE_EXTRA_CA_CERTS",
+            "SSL_CERT_FILE",
+            "GIT_SSL_CAINFO",
             "RUNNER_UPDATE_CA_CERTS",
             "https_proxy",
             "http_proxy",
@@ -148,23 +153,44 @@ mod tests {
             assert_eq!(env(&plain, n), None, "{n}");
         }
         assert!(plain.volumes.is_none() && plain.containers[0].volume_mounts.is_none());
+        assert_eq!(plain.init_containers, None);
 
         let pod = default_runner_pod(
             &group(serde_json::json!({"caBundleConfigMap": "corp-ca", "proxyUrl": "http://proxy:3128"})),
             "s",
         );
-        assert_eq!(env(&pod, "NODE_EXTRA_CA_CERTS").as_deref(), Some(NODE_CA_FILE));
-        assert_eq!(env(&pod, "RUNNER_UPDATE_CA_CERTS").as_deref(), Some("1"));
+        assert_eq!(env(&pod, "NODE_EXTRA_CA_CERTS").as_deref(), Some(EXTRA_CA_FILE));
+        assert_eq!(env(&pod, "SSL_CERT_FILE").as_deref(), Some(CA_BUNDLE_FILE));
+        assert_eq!(env(&pod, "GIT_SSL_CAINFO").as_deref(), Some(CA_BUNDLE_FILE));
+        assert_eq!(env(&pod, "RUNNER_UPDATE_CA_CERTS"), None, "needs sudo");
         assert_eq!(env(&pod, "https_proxy").as_deref(), Some("http://proxy:3128"));
         assert_eq!(env(&pod, "http_proxy").as_deref(), Some("http://proxy:3128"));
         assert!(env(&pod, "no_proxy").is_some_and(|n| n.contains(".svc")));
         let m = &pod.containers[0].volume_mounts.as_ref().expect("mounts")[0];
-        assert_eq!(
-            (m.mount_path.as_str(), m.sub_path.as_deref()),
-            (NODE_CA_FILE, Some("ca.crt"))
+        assert_eq!((m.mount_path.as_str(), m.read_only), (TRUST_DIR, Some(true)));
+        let init = &pod.init_containers.as_ref().expect("init")[0];
+        assert_eq!(init.name, CA_BUNDLE_INIT);
+        assert_eq!(init.image.as_deref(), Some(DEFAULT_RUNNER_IMAGE));
+        let cm = pod
+            .volumes
+            .iter()
+            .flatten()
+            .find_map(|v| v.config_map.as_ref())
+            .expect("configMap volume");
+        assert_eq!(cm.name, "corp-ca");
+        assert!(
+            init.volume_mounts
+                .iter()
+                .flatten()
+                .any(|m| m.name == "forgerunner-ca"),
+            "only the init container reads the ConfigMap"
         );
-        let v = &pod.volumes.as_ref().expect("volumes")[0];
-        assert_eq!(v.config_map.as_ref().map(|c| c.name.as_str()), Some("corp-ca"));
-        assert_eq!(v.name, m.name);
+        let trust = pod
+            .volumes
+            .iter()
+            .flatten()
+            .find(|v| v.name == m.name)
+            .expect("trust volume");
+        assert!(trust.empty_dir.is_some());
     }
 }

@@ -211,6 +211,7 @@ fn not_found(operation: &'static str, message: String) -> ApiError {
         message,
         retry_after: None,
         rate_limited: false,
+        request_ids: None,
     }
 }
 

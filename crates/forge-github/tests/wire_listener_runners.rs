@@ -390,3 +390,47 @@ async fn runners_adopted_after_a_restart_keep_scale_down_off_until_known() {
     let d = after.forge.observe(&ctx, &[own]).await.unwrap();
     assert!(d.complete, "its own runners keep the view complete");
 }
+
+/// An ack that fails (after the client's retries) must not skip the message: the legacy ARC
+/// listener advanced `lastMessageId` only after the message was handled (seed
+/// `001_*.txt`, `GetRunnerScaleSetMessage`), and scaleset's listener ends the session on any
+/// handling error so a new one starts from 0 (`listener/listener.go`, `Run`). Ours keeps the
+/// session, so it must ask again for the same message, and acquire the job it offers.
+#[tokio::test]
+async fn a_message_whose_ack_failed_is_handled_again() {
+    let emu = emulator().await;
+    let h = harness();
+    let ctx = pat_context(&emu, "ack-fails");
+    let id = ScaleSetId(demand(&h.forge, &ctx).await.facts.scale_set_id.unwrap());
+    emu.wait_until(WAIT, |s| s.sessions.len() == 1).await;
+    emu.inject(Fault::status(Endpoint::DeleteMessage, 500).times(8));
+    emu.queue_job(id, Vec::<String>::new());
+    eventually(WAIT, "the ack to fail for good", || async {
+        let acks = emu.requests_to(Endpoint::DeleteMessage);
+        (acks.len() >= 8).then_some(())
+    })
+    .await;
+    emu.wait_until(WAIT, |s| s.jobs_in(id, JobState::Assigned).count() == 1)
+        .await;
+    h.forge.shutdown_all().await;
+}
+
+/// Jobs offered by a message that was acked but whose acquire failed are acquired on a later
+/// poll: the message is gone, and nothing else would offer them in this session.
+#[tokio::test]
+async fn jobs_whose_acquire_failed_are_acquired_later() {
+    let emu = emulator().await;
+    let h = harness();
+    let ctx = pat_context(&emu, "acquire-fails");
+    let id = ScaleSetId(demand(&h.forge, &ctx).await.facts.scale_set_id.unwrap());
+    emu.wait_until(WAIT, |s| s.sessions.len() == 1).await;
+    emu.inject(Fault::status(Endpoint::AcquireJobs, 500).times(8));
+    emu.queue_job(id, Vec::<String>::new());
+    eventually(WAIT, "the acquire to fail for good", || async {
+        (emu.requests_to(Endpoint::AcquireJobs).len() >= 8).then_some(())
+    })
+    .await;
+    emu.wait_until(WAIT, |s| s.jobs_in(id, JobState::Assigned).count() == 1)
+        .await;
+    h.forge.shutdown_all().await;
+}

@@ -78,9 +78,10 @@ fn base(forge: &str) -> Value {
     match forge {
         "github" => json!({"forge": "github", "maxRunners": 5, "github": {
             "configUrl": "https://github.com/org", "credentials": "creds"}}),
+        // A bare Forgejo label is a docker label, which needs a Docker daemon: `:host` here.
         f => json!({"forge": f, "maxRunners": 5, f: {
             "url": format!("https://{f}.example.com"), "scope": "repo", "repo": "o/r",
-            "credentials": "creds", "labels": ["linux"]}}),
+            "credentials": "creds", "labels": [if f == "forgejo" { "linux:host" } else { "linux" }]}}),
     }
 }
 

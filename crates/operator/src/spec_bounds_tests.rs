@@ -71,7 +71,9 @@ fn base(path: &[String]) -> Value {
         Some("gitea") => json!({"forge": "gitea", "maxRunners": 5, "gitea": {
             "url": "https://gitea.example.com", "scope": "repo", "repo": "o/r",
             "credentials": "creds", "labels": ["linux"]}}),
-        Some("forgejo") => json!({"forge": "forgejo", "maxRunners": 5, "forgejo": {
+        // A bare Forgejo label is a docker label: it needs the Docker daemon of dind.
+        Some("forgejo") => json!({"forge": "forgejo", "maxRunners": 5,
+            "containerMode": {"type": "dind"}, "forgejo": {
             "url": "https://forgejo.example.com", "scope": "repo", "repo": "o/r",
             "credentials": "creds", "labels": ["linux"]}}),
         _ => json!({"forge": "github", "maxRunners": 5, "github": {

@@ -47,6 +47,7 @@ async fn a_huge_forge_answer_is_a_condition_not_an_oom() {
         max: 2,
         idle_timeout_seconds: None,
         startup_timeout_seconds: None,
+        scale_down_delay_seconds: None,
     };
     world
         .add_gitea_group_with(NS, GROUP, &gitea_group(GROUP), &size)

@@ -37,6 +37,7 @@ async fn unpullable_image_degrades_backs_off_and_recovers() {
         max: 3,
         idle_timeout_seconds: Some(600),
         startup_timeout_seconds: Some(90),
+        scale_down_delay_seconds: None,
     };
     world
         .add_gitea_group_with(NS, "pull", &gitea_group("pull"), &size)
@@ -135,6 +136,7 @@ async fn warm_pool_outlives_two_idle_timeouts() {
         max: 5,
         idle_timeout_seconds: Some(IDLE_TIMEOUT),
         startup_timeout_seconds: None,
+        scale_down_delay_seconds: None,
     };
     world
         .add_gitea_group_with(NS, "warm", &gitea_group("warm"), &size)
@@ -184,6 +186,7 @@ async fn image_change_replaces_idle_runners_and_busy_ones_finish() {
         max: 4,
         idle_timeout_seconds: Some(600),
         startup_timeout_seconds: None,
+        scale_down_delay_seconds: None,
     };
     world
         .add_gitea_group_with(NS, "roll", &gitea_group("roll"), &size)
@@ -295,6 +298,7 @@ async fn restricted_namespace_refuses_dind_and_says_so() {
         max: 2,
         idle_timeout_seconds: Some(600),
         startup_timeout_seconds: None,
+        scale_down_delay_seconds: None,
     };
     world
         .add_gitea_group_with(NS, "psa", &gitea_group("psa"), &size)

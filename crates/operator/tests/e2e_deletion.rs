@@ -315,6 +315,7 @@ async fn churn_cycle(world: &World, fake: &GiteaFakeHandle, op: &OperatorProcess
         active_deadline_seconds: None,
         idle_timeout_seconds: None,
         startup_timeout_seconds: None,
+        scale_down_delay_seconds: None,
         container_mode: None,
     };
     Api::<RunnerGroup>::namespaced(world.client.clone(), ns)

@@ -47,6 +47,7 @@ fn group_size() -> GroupSize {
         max: MAX,
         idle_timeout_seconds: Some(20),
         startup_timeout_seconds: None,
+        scale_down_delay_seconds: None,
     }
 }
 

@@ -70,6 +70,7 @@ async fn fifty_jobs_two_label_sets_two_groups_max_eight() {
         max: MAX_RUNNERS as u32,
         idle_timeout_seconds: Some(5),
         startup_timeout_seconds: None,
+        scale_down_delay_seconds: None,
     };
     for (name, label) in GROUPS {
         let group = ForgejoGroup {
@@ -203,6 +204,7 @@ async fn forgejo_14_registration_token_path_small_burst() {
         max: MAX,
         idle_timeout_seconds: Some(5),
         startup_timeout_seconds: None,
+        scale_down_delay_seconds: None,
     };
     world
         .add_forgejo_group(NS, GROUP, &["linux:host"], &size, 1)

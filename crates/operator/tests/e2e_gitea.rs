@@ -39,6 +39,7 @@ async fn fifty_jobs_two_label_sets_two_groups_max_eight() {
         max: MAX_RUNNERS as u32,
         idle_timeout_seconds: Some(5),
         startup_timeout_seconds: None,
+        scale_down_delay_seconds: None,
     };
     for (name, label) in GROUPS {
         let group = GiteaGroup {

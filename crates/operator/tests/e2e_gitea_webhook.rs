@@ -81,6 +81,7 @@ async fn webhooks_serve_jobs_long_before_the_next_poll() {
         max: 2,
         idle_timeout_seconds: Some(600),
         startup_timeout_seconds: None,
+        scale_down_delay_seconds: None,
     };
     world
         .add_gitea_group(

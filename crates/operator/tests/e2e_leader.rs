@@ -77,6 +77,7 @@ async fn a_deposed_leader_stops_writing_before_the_standby_leads() {
         max: MAX,
         idle_timeout_seconds: Some(20),
         startup_timeout_seconds: None,
+        scale_down_delay_seconds: None,
     };
     world
         .add_gitea_group(NS, "gt", LABELS, &size, 1, None)

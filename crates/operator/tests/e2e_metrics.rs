@@ -41,6 +41,7 @@ fn size() -> GroupSize {
         max: 3,
         idle_timeout_seconds: Some(5),
         startup_timeout_seconds: None,
+        scale_down_delay_seconds: None,
     }
 }
 

@@ -195,6 +195,7 @@ async fn unschedulable_runners_fail_at_startup_timeout_and_recover() {
         max: 2,
         idle_timeout_seconds: Some(600),
         startup_timeout_seconds: Some(STARTUP_TIMEOUT),
+        scale_down_delay_seconds: None,
     };
     world
         .add_gitea_group_with(NS, GROUP, &gitea_group(GROUP), &size)
@@ -367,6 +368,7 @@ async fn pod_quota_refusals_degrade_at_once_and_recover() {
         max: 3,
         idle_timeout_seconds: Some(600),
         startup_timeout_seconds: Some(90),
+        scale_down_delay_seconds: None,
     };
     world
         .add_gitea_group_with(NS, GROUP, &gitea_group(GROUP), &size)
@@ -467,6 +469,7 @@ async fn slow_image_pulls_are_not_failures() {
         max: 2,
         idle_timeout_seconds: Some(600),
         startup_timeout_seconds: None,
+        scale_down_delay_seconds: None,
     };
     world
         .add_gitea_group_with(NS, GROUP, &gitea_group(GROUP), &size)
@@ -563,6 +566,7 @@ async fn evicted_runners_leave_no_ghost_and_the_group_recovers() {
         max: 3,
         idle_timeout_seconds: Some(IDLE_TIMEOUT),
         startup_timeout_seconds: None,
+        scale_down_delay_seconds: None,
     };
     world
         .add_gitea_group_with(NS, GROUP, &gitea_group(GROUP), &size)

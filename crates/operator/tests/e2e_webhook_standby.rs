@@ -103,6 +103,7 @@ async fn deliveries_to_the_standby_reach_the_leader() {
         max: 2,
         idle_timeout_seconds: Some(600),
         startup_timeout_seconds: None,
+        scale_down_delay_seconds: None,
     };
     world
         .add_gitea_group(

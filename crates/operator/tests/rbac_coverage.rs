@@ -290,6 +290,7 @@ async fn exercise_operator(world: &World) -> Vec<PolicyRule> {
         max: 3,
         idle_timeout_seconds: Some(5),
         startup_timeout_seconds: None,
+        scale_down_delay_seconds: None,
     };
     world
         .add_gitea_group(NS, "gt", &["linux"], &gitea_size, 1, Some(WEBHOOK_SECRET))

@@ -13,6 +13,10 @@ use forgerunner_testkit::sim::behaviour::{PodInfo, PodScratch};
 use tokio_util::sync::CancellationToken;
 
 const DEADLINE: Duration = Duration::from_secs(30);
+/// What `containerMode: dind` gives the runner container. Docker labels need a daemon:
+/// forgejo-runner's `runJob` (`internal/app/cmd/job.go`) runs `configCheck`
+/// (`internal/app/cmd/daemon.go`) first and exits 1 without `DOCKER_HOST` or a socket.
+const DIND_DOCKER_HOST: &str = "unix:///run/dind/docker.sock";
 
 fn pod(command: &[&str], args: Vec<String>, env: &[(&str, String)], files: &[(&str, String)]) -> PodInfo {
     PodInfo {
@@ -57,7 +61,7 @@ fn one_job_pod(
     let p = pod(
         &["forgejo-runner"],
         args,
-        &[],
+        &[("DOCKER_HOST", DIND_DOCKER_HOST.to_string())],
         &[(TOKEN_FILE, format!("{}\n", r.token))],
     );
     (p, r.id)
@@ -192,6 +196,7 @@ async fn register_shape_on_forgejo_14() {
     let elsewhere = fake.queue_job("other/r", "x", &["debian"]);
     let job = fake.queue_job("acme/app", "build", &["debian"]);
     let env = [
+        ("DOCKER_HOST", DIND_DOCKER_HOST.to_string()),
         ("FORGEJO_INSTANCE_URL", fake.url()),
         ("FORGEJO_RUNNER_NAME", "grp-reg01".to_string()),
         (

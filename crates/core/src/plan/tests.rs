@@ -14,6 +14,7 @@ fn r(name: &str, phase: RunnerPhase, state: ForgeRunnerState) -> ObservedRunner 
         phase,
         forge_state: state,
         age_seconds: 10,
+        running_seconds: 10,
         ever_busy: false,
         stuck: None,
         outdated: false,
@@ -35,6 +36,14 @@ fn outdated(mut runner: ObservedRunner) -> ObservedRunner {
 
 fn aged(mut runner: ObservedRunner, age_seconds: u64) -> ObservedRunner {
     runner.age_seconds = age_seconds;
+    if runner.phase == RunnerPhase::Running {
+        runner.running_seconds = age_seconds;
+    }
+    runner
+}
+
+fn running_for(mut runner: ObservedRunner, running_seconds: u64) -> ObservedRunner {
+    runner.running_seconds = running_seconds;
     runner
 }
 
@@ -52,6 +61,8 @@ struct Case {
     view: ForgeView,
     failures: u32,
     held: bool,
+    delay: u32,
+    surplus: Option<Surplus>,
 }
 
 /// A view the forge calls complete (runner activity reported as it happens): scale-down allowed.
@@ -67,6 +78,8 @@ fn complete(min: u32, max: u32) -> Case {
         },
         failures: 0,
         held: false,
+        delay: 0,
+        surplus: None,
     }
 }
 
@@ -99,6 +112,12 @@ impl Case {
         self.failures = failures;
         self
     }
+    /// `scaleDownDelaySeconds`, and the surplus earlier passes recorded.
+    fn quiet_for(mut self, delay: u32, surplus: Option<(u32, u64)>) -> Self {
+        self.delay = delay;
+        self.surplus = surplus.map(|(runners, seconds)| Surplus { runners, seconds });
+        self
+    }
     fn held(mut self) -> Self {
         self.held = true;
         self
@@ -112,6 +131,8 @@ impl Case {
             view: &self.view,
             consecutive_failures: self.failures,
             creation_held: self.held,
+            scale_down_delay_seconds: self.delay,
+            surplus: self.surplus,
         })
     }
 }
@@ -261,14 +282,52 @@ cases! {
     only_idle_runners_above_min_time_out: complete(1, 5).jobs(1).runners(vec![
             aged(r("old", Running, Idle), 900), aged(r("older", Running, Idle), 1000)])
         => create(1).remove(&[("old", IdleTimeout)]);
-    pending_runners_are_not_the_warm_pool: partial(1, 5).runners(vec![aged(r("p", Pending, Unknown), 700)])
-        => create(1).remove(&[("p", IdleTimeout)]);
+    // Idle time counts from running: a pending runner is the startup timeout's (`stuck`).
+    pending_runners_do_not_time_out_idle: partial(1, 5).runners(vec![aged(r("p", Pending, Unknown), 700)])
+        => create(0);
+    idle_time_counts_from_running_not_from_the_job: partial(0, 5).runners(vec![
+            running_for(aged(r("slow-pull", Running, Idle), 1_000), 100)])
+        => create(0);
+    idle_time_from_running_still_times_out: partial(0, 5).runners(vec![
+            running_for(aged(r("slow-pull", Running, Idle), 1_000), 600)])
+        => create(0).remove(&[("slow-pull", IdleTimeout)]);
 
     // Runners that do not start, and the backoff.
     stuck_runner_removed_as_failure: partial(0, 1).jobs(1).runners(vec![stuck(r("s", Pending, Unknown), StartupFailure::ImagePullFailed)])
         => create(0).remove(&[("s", RemovalReason::StartupFailed(StartupFailure::ImagePullFailed))]);
-    stuck_runner_replaced_when_capacity_allows: partial(0, 3).jobs(1).runners(vec![stuck(r("s", Pending, Unknown), StartupFailure::Unschedulable)])
-        .failures(1) => create(1).remove(&[("s", RemovalReason::StartupFailed(StartupFailure::Unschedulable))]);
+    stuck_runner_replaced_when_capacity_allows: partial(0, 3).jobs(1).runners(vec![stuck(r("s", Pending, Unknown), StartupFailure::ImagePullFailed)])
+        .failures(1) => create(1).remove(&[("s", RemovalReason::StartupFailed(StartupFailure::ImagePullFailed))]);
+    // Out of time but not failed (node scale-up, a large pull): kept while a job waits for it,
+    // as ARC keeps it; a replacement would start no sooner.
+    unschedulable_runner_kept_while_its_job_waits: partial(0, 3).jobs(1).runners(vec![stuck(r("s", Pending, Unknown), StartupFailure::Unschedulable)])
+        => create(0);
+    slow_runner_kept_while_its_job_waits: complete(0, 3).jobs(1).runners(vec![stuck(r("s", Pending, Unknown), StartupFailure::StartupTimeout)])
+        => create(0);
+    slow_runners_beyond_demand_removed: partial(0, 3).jobs(1).runners(vec![
+            aged(stuck(r("older", Pending, Unknown), StartupFailure::StartupTimeout), 400),
+            aged(stuck(r("newer", Pending, Unknown), StartupFailure::StartupTimeout), 350)])
+        => create(0).remove(&[("newer", RemovalReason::StartupFailed(StartupFailure::StartupTimeout))]);
+    slow_runner_removed_when_a_healthy_one_covers_the_job: partial(0, 3).jobs(1).runners(vec![
+            stuck(r("s", Pending, Unknown), StartupFailure::StartupTimeout), r("ok", Running, Idle)])
+        => create(0).remove(&[("s", RemovalReason::StartupFailed(StartupFailure::StartupTimeout))]);
+    slow_runner_without_demand_removed: partial(0, 3).runners(vec![stuck(r("s", Pending, Unknown), StartupFailure::StartupTimeout)])
+        => create(0).remove(&[("s", RemovalReason::StartupFailed(StartupFailure::StartupTimeout))]);
+
+    // Scale-down waits until the surplus has lasted scaleDownDelaySeconds. GitHub cancels an
+    // assignment no runner took in time and assigns the job again a little later, up to three
+    // times (actions/scaleset README.md, "Job Reassignment"); the runner starting for it must
+    // survive the gap (ARC scales down only when quiet: ephemeralrunnerset_controller.go,
+    // patchID == 0).
+    surplus_is_kept_on_the_pass_it_appears: complete(0, 5).quiet_for(120, None)
+        .runners(vec![r("starting", Pending, Unknown)]) => create(0);
+    surplus_is_kept_until_the_delay_is_over: complete(0, 5).quiet_for(120, Some((1, 119)))
+        .runners(vec![r("starting", Pending, Unknown)]) => create(0);
+    surplus_goes_once_the_delay_is_over: complete(0, 5).quiet_for(120, Some((1, 120)))
+        .runners(vec![r("starting", Pending, Unknown)]) => create(0).remove(&[("starting", ScaleDown)]);
+    surplus_that_grew_waits_again: complete(0, 5).quiet_for(120, Some((1, 500)))
+        .runners(vec![r("a", Pending, Unknown), r("b", Running, Idle)]) => create(0);
+    no_delay_scales_down_at_once: complete(0, 5).quiet_for(0, None)
+        .runners(vec![r("starting", Pending, Unknown)]) => create(0).remove(&[("starting", ScaleDown)]);
     held_creation_creates_nothing: partial(0, 3).jobs(2).held() => create(0).throttled();
     held_creation_still_cleans_up: partial(0, 3).jobs(2).held().runners(vec![stuck(r("s", Pending, Unknown), StartupFailure::QuotaExceeded)])
         => create(0).throttled().remove(&[("s", RemovalReason::StartupFailed(StartupFailure::QuotaExceeded))]);
@@ -424,4 +483,16 @@ fn incomplete_view_never_scales_down() {
     let p = case.incomplete().plan();
     assert_eq!(p.create, 0);
     assert!(p.remove.is_empty(), "{p:?}");
+}
+
+#[test]
+fn a_kept_surplus_is_reported_for_the_memory_and_a_removed_one_is_not() {
+    let runners = vec![r("a", Pending, Unknown), r("b", Running, Idle)];
+    let kept = complete(0, 5).quiet_for(120, None).runners(runners.clone()).plan();
+    assert_eq!(kept.surplus, 2);
+    let removed = complete(0, 5).quiet_for(120, Some((2, 130))).runners(runners.clone()).plan();
+    assert_eq!(removed.surplus, 0);
+    assert_eq!(removed.remove.len(), 2);
+    let covered = complete(0, 5).jobs(2).quiet_for(120, None).runners(runners).plan();
+    assert_eq!(covered.surplus, 0, "no surplus while every waiting runner has a job to wait for");
 }

@@ -73,6 +73,8 @@ pub struct GroupMemory {
     pub identity_writes: super::identity::IdentityWrites,
     /// Events written lately, so a repeat is not written again at once.
     pub recent_events: super::events::RecentEvents,
+    /// Since when runners run and a surplus lasts (the scaling rule's clocks).
+    pub plan: crate::plan::memory::PlanMemory,
     /// What the latency per stage has already counted.
     pub stages: super::stage_track::StageTracker,
     /// The last pass created fewer runners than planned because the API budget is low (the

@@ -326,6 +326,10 @@ async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, Reconcil
     });
     let now = Timestamp::now();
     let mut cluster = observe_runners(&jobs, &in_flight, &template_hash(&group.spec), now);
+    let surplus = ctx.with_memory(&key, |m| {
+        m.plan.note_running(&mut cluster, now);
+        m.plan.surplus(now)
+    });
     let startup_timeout = Duration::from_secs(u64::from(group.spec.startup_timeout_seconds()));
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &key.namespace);
     let check_pod_security = ctx.with_memory(&key, |m| m.pod_security_checked != group.metadata.generation);
@@ -356,6 +360,13 @@ async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, Reconcil
         view: &view,
         consecutive_failures: prev_failures,
         creation_held: creation_held(prev, prev_failures, now),
+        scale_down_delay_seconds: group.spec.scale_down_delay_seconds(),
+        surplus,
+    });
+    let surplus_due_in = ctx.with_memory(&key, |m| {
+        m.plan.record_surplus(the_plan.surplus, now);
+        let delay = Duration::from_secs(u64::from(group.spec.scale_down_delay_seconds()));
+        m.plan.surplus_due_in(delay, now)
     });
     slow_down_on_budget(ctx, group, &key, &mut the_plan.create, &view, now).await;
     debug!(
@@ -483,7 +494,11 @@ async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, Reconcil
     .await;
     match report.first_error.take() {
         Some(e) => Err(e),
-        None => Ok(success_requeue(forge, group, deferred)),
+        None => Ok(success_requeue(
+            forge,
+            group,
+            [deferred, surplus_due_in].into_iter().flatten().min(),
+        )),
     }
 }
 

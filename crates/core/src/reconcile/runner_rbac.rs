@@ -131,6 +131,7 @@ mod tests {
                 active_deadline_seconds: None,
                 idle_timeout_seconds: None,
                 startup_timeout_seconds: None,
+                scale_down_delay_seconds: None,
                 container_mode: None,
             },
         );

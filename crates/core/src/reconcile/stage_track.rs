@@ -272,6 +272,7 @@ mod tests {
             phase,
             forge_state,
             age_seconds: 0,
+            running_seconds: 0,
             ever_busy: false,
             stuck: None,
             outdated: false,

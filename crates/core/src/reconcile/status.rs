@@ -535,6 +535,7 @@ mod tests {
             phase,
             forge_state: crate::forge::ForgeRunnerState::Unknown,
             age_seconds,
+            running_seconds: 0,
             ever_busy: false,
             stuck: None,
             outdated: false,

@@ -44,6 +44,7 @@ fn group(template: Option<PodTemplateSpec>) -> RunnerGroup {
             active_deadline_seconds: Some(3600),
             idle_timeout_seconds: None,
             startup_timeout_seconds: None,
+            scale_down_delay_seconds: None,
             container_mode: None,
         },
     );

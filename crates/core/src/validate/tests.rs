@@ -26,6 +26,7 @@ fn github() -> RunnerGroupSpec {
         active_deadline_seconds: None,
         idle_timeout_seconds: None,
         startup_timeout_seconds: None,
+        scale_down_delay_seconds: None,
         container_mode: None,
     }
 }

@@ -164,7 +164,7 @@ fn ca_bundle_and_proxy_reach_the_containers_that_talk_to_forgejo() {
     use forgerunner_core::runner_pod::trust::GO_CA_FILE;
     let mut spec: RunnerGroupSpec = serde_json::from_value(serde_json::json!({
         "forge": "forgejo", "maxRunners": 1,
-        "forgejo": {"url": "https://code.example.com", "scope": "global", "credentials": "c", "labels": ["debian"]},
+        "forgejo": {"url": "https://code.example.com", "scope": "global", "credentials": "c", "labels": ["debian:host"]},
     }))
     .expect("spec");
     let c = RunnerCredentials {

@@ -18,11 +18,18 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use crate::forge::ForgejoForge;
 
 fn group(mode: Option<ContainerModeType>, template: Option<PodTemplateSpec>) -> RunnerGroup {
+    // A docker label only with its daemon: validation refuses one without (forgejo-runner's
+    // `configCheck` would exit at start).
+    let labels: &[&str] = if mode == Some(ContainerModeType::Dind) {
+        &["ubuntu-latest:docker://node:22", "linux:host"]
+    } else {
+        &["linux:host"]
+    };
     let mut spec: RunnerGroupSpec = serde_json::from_value(serde_json::json!({
         "forge": "forgejo", "maxRunners": 5,
         "forgejo": {
             "url": "https://code.example.com", "scope": "repo", "repo": "alice/app",
-            "credentials": "token", "labels": ["ubuntu-latest:docker://node:22", "linux:host"]
+            "credentials": "token", "labels": labels
         }
     }))
     .expect("spec");
@@ -103,7 +110,9 @@ fn no_mode_passes_restricted_as_uid_1000() {
             .map(|c| c.name.as_str())
             .collect();
         assert!(init.iter().all(|n| *n == "register"), "{init:?}");
-        assert_eq!(env_value(&p, "HOME").as_deref(), None);
+        // forgejo-runner's `Dockerfile` sets `HOME=/data`; a custom image may not, and
+        // `internal/pkg/config/config.go` `New` puts the cache under `os.UserHomeDir()`.
+        assert_eq!(env_value(&p, "HOME").as_deref(), Some("/data"));
     }
 }
 

@@ -23,6 +23,7 @@ pub fn group_context(name: &str, gitea: GiteaSpec, token: &str) -> GroupContext 
             active_deadline_seconds: None,
             idle_timeout_seconds: None,
             startup_timeout_seconds: None,
+            scale_down_delay_seconds: None,
             container_mode: None,
         },
     );

@@ -223,3 +223,40 @@ fn credential_ids_name_no_secret() {
     assert_eq!(pat.credential_id("ci/creds"), "secret/ci/creds");
     assert!(!pat.credential_id("ci/creds").contains("ghp_"));
 }
+
+/// A registration refused with 401/403 is retried for about as long as scaleset does (its
+/// `CheckRetry` retries 401/403 `RetryMax` 4 times with go-retryablehttp's 1 s → 30 s waits,
+/// about 15 s in all), not the ~3 s of the ordinary retries, which gave up while a fresh
+/// registration token was still replicating (actions-runner-controller#3377).
+#[test]
+fn a_refused_registration_is_retried_for_about_fifteen_seconds() {
+    let opts = HttpOptions::default();
+    for _ in 0..50 {
+        let total: Duration = (0..crate::client::REGISTRATION_RETRIES)
+            .map(|a| opts.registration_retry.delay(a))
+            .sum();
+        assert!(
+            total >= Duration::from_millis(7_500) && total <= Duration::from_secs(15),
+            "{total:?}"
+        );
+    }
+    let ordinary: Duration = (0..opts.max_retries).map(|a| opts.retry.delay(a)).sum();
+    assert!(ordinary < Duration::from_secs(4), "the old window was this short: {ordinary:?}");
+}
+
+/// scaleset keeps `X-GitHub-Request-Id` and `ActivityId` in its errors (`errors.go`,
+/// `newRequestResponseError`); GitHub support asks for them.
+#[test]
+fn errors_name_the_request_ids_support_asks_for() {
+    let mut h = HeaderMap::new();
+    h.insert("x-github-request-id", "C0DE:1234:ABCD".parse().unwrap());
+    h.insert("activityid", "6f1c2d3e-0000-4a4a-9b9b-112233445566".parse().unwrap());
+    let e = status_error("op", 500, &h, br#"{"message":"boom"}"#);
+    assert_eq!(
+        e.to_string(),
+        "op: HTTP 500: boom (X-GitHub-Request-Id C0DE:1234:ABCD, ActivityId 6f1c2d3e-0000-4a4a-9b9b-112233445566)"
+    );
+    let mut odd = HeaderMap::new();
+    odd.insert("x-github-request-id", "a b <script>".parse().unwrap());
+    assert_eq!(status_error("op", 500, &odd, b"x").to_string(), "op: HTTP 500: x");
+}

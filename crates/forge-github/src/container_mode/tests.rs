@@ -274,3 +274,81 @@ fn template_resources_reach_the_hardened_runner() {
     assert_eq!(r.requests.as_ref(), Some(&requests));
     assert_eq!(restricted_violations(&p), [], "still restricted");
 }
+
+fn with_ca(mut g: RunnerGroup) -> RunnerGroup {
+    if let Some(gh) = g.spec.github.as_mut() {
+        gh.ca_bundle_config_map = Some("corp-ca".into());
+    }
+    g
+}
+
+/// GHES behind a private CA (`caBundleConfigMap`) must be trusted by a runner that cannot use
+/// `sudo`, in every mode.
+///
+/// Upstream `actions/runner` `src/Misc/layoutroot/run.sh` `updateCerts`: with
+/// `RUNNER_UPDATE_CA_CERTS` set, a runner whose uid is not 0 runs `sudo update-ca-certificates`
+/// and, when that fails, only prints a message before starting. ARC relies on it because the
+/// image gives `runner` passwordless sudo (`images/Dockerfile`) and ARC's pod sets no security
+/// context. Here `allowPrivilegeEscalation: false` (no_new_privs) makes sudo refuse, so the
+/// .NET listener and git would never trust the CA and every runner would idle.
+#[test]
+fn a_ca_bundle_is_trusted_without_sudo_in_every_mode() {
+    for mode in [
+        None,
+        Some(ContainerModeType::Kubernetes),
+        Some(ContainerModeType::KubernetesNoVolume),
+        Some(ContainerModeType::Dind),
+    ] {
+        let p = built_pod(&with_ca(group(mode, None)));
+        let r = runner(&p);
+        let sc = r.security_context.as_ref().expect("runner context");
+        assert_eq!(
+            sc.allow_privilege_escalation,
+            Some(false),
+            "{mode:?}: sudo is blocked"
+        );
+        assert_eq!(
+            env_value(&p, "RUNNER_UPDATE_CA_CERTS"),
+            None,
+            "{mode:?}: RUNNER_UPDATE_CA_CERTS only works through sudo"
+        );
+        let bundle = env_value(&p, "SSL_CERT_FILE").expect("SSL_CERT_FILE");
+        assert_eq!(
+            env_value(&p, "GIT_SSL_CAINFO").as_ref(),
+            Some(&bundle),
+            "{mode:?}"
+        );
+        let mount = r
+            .volume_mounts
+            .iter()
+            .flatten()
+            .find(|m| bundle.starts_with(&format!("{}/", m.mount_path)))
+            .expect("the bundle's directory is mounted");
+        assert_eq!(mount.read_only, Some(true), "{mode:?}");
+        let writer = p
+            .init_containers
+            .iter()
+            .flatten()
+            .find(|c| {
+                c.volume_mounts
+                    .iter()
+                    .flatten()
+                    .any(|m| m.name == mount.name && m.read_only != Some(true))
+            })
+            .expect("an init container writes the bundle");
+        assert_eq!(
+            writer.image.as_deref(),
+            Some("ghcr.io/actions/actions-runner:2.330.0"),
+            "{mode:?}: the runner image's own system bundle"
+        );
+        let v = restricted_violations(&p);
+        if mode == Some(ContainerModeType::Dind) {
+            assert!(
+                v.iter().all(|v| v.field.starts_with("spec.initContainers[dind]")),
+                "{v:?}"
+            );
+        } else {
+            assert_eq!(v, [], "{mode:?}");
+        }
+    }
+}

@@ -157,11 +157,16 @@ impl GithubForge {
         // Statistics and runner activity of one message batch, recorded together.
         let state = st.listener.as_ref().map(Listener::state).unwrap_or_default();
         // Without a session (opening, or waiting out a 409 after a crash) there are no messages
-        // naming busy or finished runners: fall back to the scale set's statistics.
+        // naming busy or finished runners: fall back to the scale set's statistics. A poll that
+        // keeps failing makes the session's statistics stale: still the best demand there is,
+        // but no view to scale down on.
         let (stats, complete) = match state.statistics {
-            Some(s) => (s, true),
+            Some(s) => (s, state.last_error.is_none()),
+            // `statistics` is `omitempty` on the scale set (actions/scaleset `types.go`,
+            // `RunnerScaleSet`) and no upstream client reads it from there: when it is absent,
+            // the pass still runs (cleanup, status) on no known demand, and scales nothing down.
             None => match scale_set::get(&client, id).await? {
-                Some(set) => (set.statistics.ok_or_else(not_ready)?, false),
+                Some(set) => (set.statistics.unwrap_or_default(), false),
                 None => {
                     // Deleted between ensure and now: recreated on the next call.
                     st.scale_set = None;
@@ -175,6 +180,11 @@ impl GithubForge {
             .iter()
             .filter_map(|r| {
                 let state = state.runners.state_of(&r.name).or_else(|| {
+                    if registered_in_another_scale_set(r, id) {
+                        // The scale set was deleted and made again: the runner cannot take
+                        // this set's jobs, so it covers no demand and goes first.
+                        return Some(ForgeRunnerState::Offline);
+                    }
                     r.annotations
                         .contains_key(RUNNER_ID_ANNOTATION)
                         .then_some(ForgeRunnerState::Idle)
@@ -305,6 +315,15 @@ impl GithubForge {
         }
         Ok(())
     }
+}
+
+/// Whether the runner's Job says it was registered in a scale set other than `current` (one
+/// deleted since, then made again under the same name).
+fn registered_in_another_scale_set(r: &RunnerRef, current: i64) -> bool {
+    r.annotations
+        .get(SCALE_SET_ID_ANNOTATION)
+        .and_then(|v| v.parse::<i64>().ok())
+        .is_some_and(|set| set != current)
 }
 
 fn not_ready() -> ApiError {
@@ -472,6 +491,21 @@ impl Forge for GithubForge {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_runner_of_a_scale_set_made_again_is_not_supply() {
+        let runner = |set: Option<&str>| RunnerRef {
+            name: "r".into(),
+            annotations: set
+                .map(|v| BTreeMap::from([(SCALE_SET_ID_ANNOTATION.to_owned(), v.to_owned())]))
+                .unwrap_or_default(),
+            phase: forgerunner_core::plan::RunnerPhase::Running,
+        };
+        assert!(registered_in_another_scale_set(&runner(Some("7")), 8));
+        assert!(!registered_in_another_scale_set(&runner(Some("8")), 8));
+        assert!(!registered_in_another_scale_set(&runner(None), 8), "older Jobs without the id are left alone");
+        assert!(!registered_in_another_scale_set(&runner(Some("x")), 8));
+    }
 
     #[test]
     fn only_the_deprecated_version_exit_code_means_outdated() {

@@ -179,6 +179,12 @@ enum SessionEnd {
     Lost,
 }
 
+/// What handling one message did: whether it was acked, and the first error.
+struct Handled {
+    acked: bool,
+    result: Result<(), ApiError>,
+}
+
 impl Task {
     fn wake(&self) {
         self.trigger.wake(self.config.key.clone());
@@ -266,6 +272,18 @@ impl Task {
                 }
                 SessionEnd::Lost => {
                     tracing::info!(group = %self.config.key, "GitHub message session lost; opening a new one");
+                    // Its statistics say nothing about what happens from now on.
+                    self.shared.lock().statistics = None;
+                    // The 404 may come from the broker while the service still holds the
+                    // session; a new one would then meet our own 409 until it expires.
+                    let deleted = tokio::time::timeout(
+                        self.config.shutdown_timeout,
+                        session::delete(&self.client, &session),
+                    )
+                    .await;
+                    if !matches!(deleted, Ok(Ok(()))) {
+                        tracing::debug!(group = %self.config.key, "the lost GitHub session could not be deleted (likely gone already)");
+                    }
                 }
             }
         }
@@ -274,6 +292,9 @@ impl Task {
     async fn poll_session(&self, session: &mut Session) -> SessionEnd {
         let mut last_id = 0i64;
         let mut attempt = 0u32;
+        // Jobs offered by an acked message whose acquire failed: retried after every poll
+        // until the service takes them (the message that offered them is gone).
+        let mut unacquired: Vec<i64> = Vec::new();
         loop {
             let capacity = self.shared.max_capacity.load(Ordering::Relaxed);
             let polled = tokio::select! {
@@ -291,10 +312,20 @@ impl Task {
                 // Unacked, the message goes to the next session: the new leader's.
                 Ok(Some(_)) if self.fenced() => return SessionEnd::Cancelled,
                 Ok(Some(msg)) => {
-                    last_id = msg.id;
+                    let id = msg.id;
                     // Not cancellable: a shutdown must not leave a message half handled.
-                    self.handle(session, msg).await
+                    let handled = self.handle(session, msg, &mut unacquired).await;
+                    // Past a message only once it is acked: an ack that failed leaves it with
+                    // the service, and the next poll (same `lastMessageId`) gets it again.
+                    if handled.acked {
+                        last_id = id;
+                    }
+                    handled.result
                 }
+                Err(e) => Err(e),
+            };
+            let result = match result {
+                Ok(()) => self.acquire(session, &mut unacquired).await,
                 Err(e) => Err(e),
             };
             match result {
@@ -333,8 +364,9 @@ impl Task {
         self.pause(delay).await
     }
 
-    /// Records statistics, acks, acquires available jobs and tracks busy runners.
-    async fn handle(&self, session: &mut Session, msg: Message) -> Result<(), ApiError> {
+    /// Records statistics and busy runners, acks, and adds the jobs the message offers to
+    /// `unacquired` once it is acked (the caller acquires them).
+    async fn handle(&self, session: &mut Session, msg: Message, unacquired: &mut Vec<i64>) -> Handled {
         {
             let mut st = self.shared.lock();
             st.polls += 1;
@@ -362,25 +394,51 @@ impl Task {
                 }
             }
         }
-        self.with_queue_token(session, |s| {
-            let client = self.client.clone();
-            let s = s.clone();
-            async move { poll::delete_message(&client, &s, msg.id).await }
-        })
-        .await?;
-        let ids = msg.available_ids();
-        // Jobs left unacquired are offered again to whoever holds the next session.
-        if !ids.is_empty() && !self.fenced() {
-            let acquired = self
-                .with_queue_token(session, |s| {
-                    let client = self.client.clone();
-                    let s = s.clone();
-                    let ids = ids.clone();
-                    async move { poll::acquire_jobs(&client, &s, &ids).await }
-                })
-                .await?;
-            tracing::debug!(group = %self.config.key, offered = ids.len(), acquired = acquired.len(), "acquired jobs");
+        let acked = self
+            .with_queue_token(session, |s| {
+                let client = self.client.clone();
+                let s = s.clone();
+                async move { poll::delete_message(&client, &s, msg.id).await }
+            })
+            .await;
+        match acked {
+            Ok(()) => {
+                for id in msg.available_ids() {
+                    if !unacquired.contains(&id) {
+                        unacquired.push(id);
+                    }
+                }
+                Handled {
+                    acked: true,
+                    result: Ok(()),
+                }
+            }
+            Err(e) => Handled {
+                acked: false,
+                result: Err(e),
+            },
         }
+    }
+
+    /// Acquires the offered jobs not acquired yet; on failure they stay in `unacquired` for
+    /// the next poll. A fenced (former) leader acquires nothing: the jobs stay available for
+    /// the new leader's session.
+    async fn acquire(&self, session: &mut Session, unacquired: &mut Vec<i64>) -> Result<(), ApiError> {
+        if unacquired.is_empty() || self.fenced() {
+            return Ok(());
+        }
+        let ids = unacquired.clone();
+        let acquired = self
+            .with_queue_token(session, |s| {
+                let client = self.client.clone();
+                let s = s.clone();
+                let ids = ids.clone();
+                async move { poll::acquire_jobs(&client, &s, &ids).await }
+            })
+            .await?;
+        tracing::debug!(group = %self.config.key, offered = ids.len(), acquired = acquired.len(), "acquired jobs");
+        // What the service did not acquire is no longer available (taken, cancelled): done.
+        unacquired.clear();
         Ok(())
     }
 

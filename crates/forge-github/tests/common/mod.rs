@@ -37,6 +37,10 @@ pub fn fast_options() -> GithubOptions {
                 base: Duration::from_millis(5),
                 cap: Duration::from_secs(2),
             },
+            registration_retry: Backoff {
+                base: Duration::from_millis(5),
+                cap: Duration::from_millis(50),
+            },
         },
         listener_backoff: Backoff {
             base: Duration::from_millis(10),

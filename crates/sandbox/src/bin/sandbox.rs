@@ -18,6 +18,7 @@ use forgerunner_sandbox::world::operator::{
 use forgerunner_sandbox::world::watch::JobWatch;
 use forgerunner_sandbox::world::workload::{Progress, Queued, percentile_ms, queue_to_runner_latencies};
 use forgerunner_sandbox::world::{World, WorldOptions, block_on_main};
+use forgerunner_testkit::github::ReassignPolicy;
 
 const NAMESPACE: &str = "sandbox";
 const GITHUB_GROUP: &str = "gh-linux";
@@ -55,6 +56,14 @@ struct Args {
     /// always polls).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     webhook: bool,
+    /// How long a runner pod takes from creation to a running container, in milliseconds
+    /// (image pull and start).
+    #[arg(long, default_value_t = 50)]
+    pod_start_ms: u64,
+    /// Cancel a GitHub job assignment no runner took within this many milliseconds and queue
+    /// the job again, up to 3 times, as GitHub does; 0 leaves assignments standing.
+    #[arg(long, default_value_t = 0)]
+    github_reassign_after_ms: u64,
     /// Keep everything running afterwards and print the kubeconfig for kubectl.
     #[arg(long)]
     keep: bool,
@@ -91,6 +100,13 @@ async fn sandbox(args: Args) -> anyhow::Result<bool> {
     println!("starting the fake cluster, the GitHub emulator, the Gitea fake and the Forgejo fake …");
     let world = World::start(WorldOptions {
         work_time: Duration::from_millis(args.work_ms),
+        pod_start_delay: Duration::from_millis(args.pod_start_ms),
+        github_reassign: (args.github_reassign_after_ms > 0).then(|| {
+            ReassignPolicy::github(
+                Duration::from_millis(args.github_reassign_after_ms),
+                Duration::from_millis(args.github_reassign_after_ms / 3),
+            )
+        }),
         ..WorldOptions::default()
     })
     .await?;

@@ -113,6 +113,7 @@ impl Cell {
             max: opts.max_runners,
             idle_timeout_seconds: Some(IDLE_TIMEOUT_SECONDS),
             startup_timeout_seconds: None,
+            scale_down_delay_seconds: None,
         };
         let label = format!("chaos-{GROUP}");
         let w = &self.world;

@@ -31,6 +31,8 @@ pub struct GroupSize {
     pub idle_timeout_seconds: Option<u32>,
     /// `spec.startupTimeoutSeconds`.
     pub startup_timeout_seconds: Option<u32>,
+    /// `spec.scaleDownDelaySeconds`.
+    pub scale_down_delay_seconds: Option<u32>,
 }
 
 impl GroupSize {
@@ -41,6 +43,7 @@ impl GroupSize {
             max,
             idle_timeout_seconds: None,
             startup_timeout_seconds: None,
+            scale_down_delay_seconds: None,
         }
     }
 }
@@ -118,6 +121,7 @@ fn spec(forge: ForgeKind, size: &GroupSize) -> RunnerGroupSpec {
         active_deadline_seconds: None,
         idle_timeout_seconds: size.idle_timeout_seconds,
         startup_timeout_seconds: size.startup_timeout_seconds,
+        scale_down_delay_seconds: size.scale_down_delay_seconds,
         container_mode: None,
     }
 }
@@ -309,7 +313,9 @@ impl World {
     }
 
     /// Creates a Forgejo RunnerGroup at the org scope of the world's repository (admin token),
-    /// with `labels`, polling every `poll_interval_seconds`.
+    /// with `labels`, polling every `poll_interval_seconds`. A label without a scheme gets
+    /// `:host` (jobs still ask for its bare name): the simulated runners run jobs in their own
+    /// container, and forgejo-runner refuses to start with a docker label and no Docker daemon.
     pub async fn add_forgejo_group(
         &self,
         namespace: &str,
@@ -320,7 +326,16 @@ impl World {
     ) -> Result<(), WorldError> {
         let group = ForgejoGroup {
             scope: ForgejoRunnerScope::world_org(),
-            labels: labels.iter().map(|l| (*l).to_owned()).collect(),
+            labels: labels
+                .iter()
+                .map(|l| {
+                    if l.contains(':') {
+                        (*l).to_owned()
+                    } else {
+                        format!("{l}:host")
+                    }
+                })
+                .collect(),
             poll_interval_seconds,
         };
         self.add_forgejo_group_with(namespace, name, &group, size).await

@@ -13,6 +13,7 @@ pub mod workload;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use forgerunner_core::RunnerGroup;
@@ -57,6 +58,9 @@ pub struct WorldOptions {
     pub pod_start_delay: Duration,
     /// Long-poll hold of the GitHub emulator when idle.
     pub github_long_poll: Duration,
+    /// Cancel and re-queue GitHub assignments no runner takes in time, as the real service
+    /// does; `None` leaves assignments standing.
+    pub github_reassign: Option<forgerunner_testkit::github::ReassignPolicy>,
 }
 
 impl Default for WorldOptions {
@@ -69,6 +73,7 @@ impl Default for WorldOptions {
             work_time: Duration::from_millis(300),
             pod_start_delay: Duration::from_millis(50),
             github_long_poll: Duration::from_secs(2),
+            github_reassign: None,
         }
     }
 }
@@ -106,6 +111,8 @@ pub struct World {
     pub forgejo: Option<ForgejoFakeHandle>,
     kubeconfig: PathBuf,
     _dir: tempfile::TempDir,
+    /// Stops the world's background tasks when the world is dropped.
+    _stop: tokio_util::sync::DropGuard,
 }
 
 impl World {
@@ -125,6 +132,7 @@ impl World {
                 ..SimConfig::default()
             },
         );
+        let stop = tokio_util::sync::CancellationToken::new();
         let github = if opts.github {
             let emu = start_emulator(EmulatorOptions {
                 long_poll: opts.github_long_poll,
@@ -135,10 +143,18 @@ impl World {
                 work_time: opts.work_time,
                 ..Default::default()
             };
-            sim.register_behaviour(
-                groups::GITHUB_RUNNER_IMAGE,
-                forgerunner_testkit::github::runner_behaviour(emu.emu.clone(), runner_opts),
-            );
+            let runners = Arc::new(forgerunner_testkit::github::GithubRunner::new(
+                emu.emu.clone(),
+                runner_opts,
+            ));
+            if let Some(policy) = opts.github_reassign {
+                forgerunner_testkit::github::spawn_reassignment(
+                    runners.clone(),
+                    policy,
+                    stop.child_token(),
+                );
+            }
+            sim.register_behaviour(groups::GITHUB_RUNNER_IMAGE, runners);
             Some(emu)
         } else {
             None
@@ -174,6 +190,7 @@ impl World {
             forgejo,
             kubeconfig,
             _dir: dir,
+            _stop: stop.drop_guard(),
         };
         world.install_crd().await?;
         world.sim.wait_ready().await;

@@ -57,6 +57,39 @@ pub fn label_name(label: &str) -> Result<&str, String> {
     }
 }
 
+/// forgejo-runner's scheme of a label: `docker` when none is given (`internal/pkg/labels/labels.go`
+/// `Parse`: `Schema: "docker"` unless a second part names `host`, `docker` or `lxc`).
+pub fn label_scheme(label: &str) -> Result<&str, String> {
+    label_name(label)?;
+    Ok(label.split(':').nth(1).unwrap_or("docker"))
+}
+
+/// `Labels.RequireDocker` (`internal/pkg/labels/labels.go`): whether any label resolves to the
+/// docker scheme, which makes `configCheck` look for a Docker daemon. Invalid labels count as
+/// not docker (the runner refuses them before this check).
+pub fn require_docker<S: AsRef<str>>(labels: &[S]) -> bool {
+    labels.iter().any(|l| label_scheme(l.as_ref()) == Ok("docker"))
+}
+
+/// The scheme `Labels.PickPlatform` (`internal/pkg/labels/labels.go`) runs a job with: that of
+/// the first `runs-on` entry a label names (a later label of the same name wins), else docker.
+pub fn pick_scheme<'a, S: AsRef<str>>(labels: &'a [S], runs_on: &[String]) -> &'a str {
+    let platforms: Vec<(&str, &str)> = labels
+        .iter()
+        .filter_map(|l| Some((label_name(l.as_ref()).ok()?, label_scheme(l.as_ref()).ok()?)))
+        .collect();
+    runs_on
+        .iter()
+        .find_map(|want| {
+            platforms
+                .iter()
+                .rev()
+                .find(|(name, _)| name == want)
+                .map(|(_, scheme)| *scheme)
+        })
+        .unwrap_or("docker")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -98,5 +131,22 @@ mod tests {
         assert!(label_name("x:host://y").is_err());
         assert!(label_name("x:vm://y").is_err());
         assert!(label_name(" x").is_err());
+    }
+
+    #[test]
+    fn schemes_and_require_docker() {
+        assert_eq!(label_scheme("ubuntu-latest"), Ok("docker"));
+        assert_eq!(label_scheme("debian:docker://node:22"), Ok("docker"));
+        assert_eq!(label_scheme("bookworm:lxc"), Ok("lxc"));
+        assert_eq!(label_scheme("self-hosted:host"), Ok("host"));
+        assert!(require_docker(&["a:host", "ubuntu-latest"]));
+        assert!(require_docker(&["a:docker"]));
+        assert!(!require_docker(&["a:host", "b:lxc://debian:bookworm"]));
+        assert!(!require_docker::<&str>(&[]));
+        let labels = ["a:host", "b:lxc", "c"];
+        let runs_on = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(pick_scheme(&labels, &runs_on(&["b", "a"])), "lxc");
+        assert_eq!(pick_scheme(&labels, &runs_on(&["x", "a"])), "host");
+        assert_eq!(pick_scheme(&labels, &runs_on(&["x"])), "docker");
     }
 }

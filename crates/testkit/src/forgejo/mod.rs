@@ -11,10 +11,11 @@
 //! - API tokens with scopes and owner rights ([`ADMIN_TOKEN`]); fault injection and a request
 //!   log ([`Fault`], [`LoggedRequest`]).
 //! - [`runner_behaviour`]: a `ContainerBehaviour` playing forgejo-runner for the two pod shapes
-//!   the operator makes (see [`runner`]).
+//!   the operator makes (see [`runner`]), with its start-up Docker check ([`config_check`]).
 
 mod assign;
 mod auth;
+pub mod config_check;
 pub mod control;
 pub mod json;
 pub mod labels;
@@ -27,6 +28,7 @@ pub mod version;
 
 pub use crate::forge_common::faults::{Fault, LoggedRequest};
 pub use assign::{TaskUpdate, runner_status};
+pub use config_check::SOCKET_NOT_FOUND;
 pub use control::{ADMIN_LOGIN, ADMIN_TOKEN, FakeConfig, ForgejoFakeHandle};
 pub use model::{Conclusion, FakeJob, FakeRunner, FakeScope, FakeTask, JobSpec, JobStatus};
 pub use runner::{RUNNER_IMAGE_PREFIX, RunnerOptions, runner_behaviour};

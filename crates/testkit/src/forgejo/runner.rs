@@ -3,9 +3,19 @@
 //! polls for one task (bound to a job handle when given), works on it with log and task
 //! heartbeats, reports success and exits 0.
 //!
+//! Before it declares anything, `one-job` runs forgejo-runner's `configCheck`
+//! (`internal/app/cmd/job.go` `runJob` → `internal/app/cmd/daemon.go` `configCheck`): when a
+//! label resolves to the docker scheme (a label without a scheme does) and the pod gives no
+//! `DOCKER_HOST` and no socket at a common path, it exits 1 with "daemon Docker Engine socket not
+//! found and docker_host config was invalid" without ever polling ([`super::config_check`]).
+//!
+//! A task whose `runs-on` picks an `lxc` label fails (the pod cannot run LXC); the runner still
+//! exits 0.
+//!
 //! Exit codes: 0 after a task (also when the job was cancelled at the forge); 2 for `one-job`
 //! without `--wait` when the first poll finds nothing; 143 when the pod is cancelled; 1 for a
-//! bad pod (flags, missing token file), rejected credentials or a server without the RPC.
+//! bad pod (flags, missing token file), no Docker daemon for docker labels, rejected credentials
+//! or a server without the RPC.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,7 +23,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
+use super::config_check::config_check;
 use super::control::ForgejoFakeHandle;
+use super::labels::pick_scheme;
 use super::runner_args::{PodShape, STATE_FILE, parse_pod};
 use crate::forge_common::rpc::RunnerClient;
 use crate::sim::behaviour::{ContainerBehaviour, PodInfo};
@@ -96,7 +108,7 @@ impl ForgejoRunner {
         Err(Exit(1))
     }
 
-    /// Polls until a task arrives; its id.
+    /// Polls until a task arrives; its id and its job's `runs-on`.
     async fn poll(
         &self,
         pod: &PodInfo,
@@ -104,7 +116,7 @@ impl ForgejoRunner {
         handle: Option<&str>,
         wait: bool,
         every: Duration,
-    ) -> Result<i64, Exit> {
+    ) -> Result<(i64, Vec<String>), Exit> {
         let (method, body) = match handle {
             Some(h) => ("FetchSingleTask", json!({"handle": h})),
             None => ("FetchTask", json!({})),
@@ -113,7 +125,13 @@ impl ForgejoRunner {
             match c.call(method, body.clone()).await {
                 Ok((200, v)) => {
                     if let Some(id) = v["task"]["id"].as_i64() {
-                        return Ok(id);
+                        let runs_on = v["task"]["runsOn"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .filter_map(|l| l.as_str().map(str::to_string))
+                            .collect();
+                        return Ok((id, runs_on));
                     }
                     if !wait {
                         return Err(Exit(2));
@@ -164,21 +182,40 @@ impl ForgejoRunner {
         0
     }
 
+    /// A task picked by an `lxc` label: forgejo-runner runs it through `lxc-helpers.sh`
+    /// (`act/runner/run_context.go`), which needs LXC and root on the host; neither is in the
+    /// runner image (`Dockerfile`: alpine, git, bash, `USER 1000:1000`). The job fails; the
+    /// runner reports it and exits 0 (`runJob` returns the poller's error, not the job's).
+    async fn fail_lxc(c: &RunnerClient, id: i64) -> i32 {
+        let rows = json!([{"content": "lxc-helpers.sh: cannot create LXC containers in this runner"}]);
+        let log = json!({"taskId": id, "index": 0, "rows": rows, "noMore": true});
+        let _ = c.call("UpdateLog", log).await;
+        let done = json!({"state": {"id": id, "result": "RESULT_FAILURE"}});
+        let _ = c.call("UpdateTask", done).await;
+        0
+    }
+
     async fn play(&self, pod: &PodInfo) -> Result<i32, Exit> {
         let shape = parse_pod(pod).map_err(|e| {
             tracing::warn!(pod = %pod.name, error = %e, "forgejo-runner sim: bad pod");
             Exit(1)
         })?;
-        let (client, handle, wait, every) = match shape {
+        let (client, handle, wait, every, full_labels) = match shape {
             PodShape::OneJob {
                 url,
                 uuid,
                 token,
                 handle,
                 labels,
+                full_labels,
                 wait,
                 fetch_interval,
             } => {
+                // `runJob` checks the Docker daemon before `createRunner` (`Declare`).
+                config_check(pod, &full_labels).map_err(|e| {
+                    tracing::warn!(pod = %pod.name, error = %e, "forgejo-runner sim: configCheck failed");
+                    Exit(1)
+                })?;
                 let mut c = RunnerClient::new(&url).map_err(|_| Exit(1))?;
                 c.uuid = uuid;
                 c.token = token;
@@ -189,6 +226,7 @@ impl ForgejoRunner {
                     handle,
                     wait,
                     fetch_interval.unwrap_or(self.opts.fetch_interval),
+                    full_labels,
                 )
             }
             PodShape::Register {
@@ -215,7 +253,10 @@ impl ForgejoRunner {
                 };
             }
         };
-        let task = self.poll(pod, &client, handle.as_deref(), wait, every).await?;
+        let (task, runs_on) = self.poll(pod, &client, handle.as_deref(), wait, every).await?;
+        if pick_scheme(&full_labels, &runs_on) == "lxc" {
+            return Ok(Self::fail_lxc(&client, task).await);
+        }
         Ok(self.work(pod, &client, task).await)
     }
 }
@@ -226,5 +267,93 @@ impl ContainerBehaviour for ForgejoRunner {
         match self.play(&pod).await {
             Ok(code) | Err(Exit(code)) => code,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use tokio_util::sync::CancellationToken;
+
+    use super::*;
+    use crate::forgejo::runner_args::TOKEN_FILE;
+    use crate::forgejo::{Conclusion, FakeConfig, FakeScope, JobStatus};
+
+    /// A v15 one-job pod for a REST-created runner with `labels` and `env`; its runner id too.
+    fn one_job_pod(fake: &ForgejoFakeHandle, labels: &[&str], env: &[(&str, &str)]) -> (PodInfo, i64) {
+        let r = fake.add_runner(FakeScope::Global, "g-abcde", &[], true);
+        let mut args: Vec<String> = vec!["one-job".into(), "--wait".into(), "--url".into(), fake.url()];
+        args.extend(["--uuid".into(), r.uuid.clone()]);
+        args.push(format!("--token-url=file:{TOKEN_FILE}"));
+        for l in labels {
+            args.extend(["--label".to_string(), l.to_string()]);
+        }
+        let pod = PodInfo {
+            namespace: "ns".into(),
+            name: "g-abcde".into(),
+            labels: BTreeMap::new(),
+            annotations: BTreeMap::new(),
+            image: format!("{RUNNER_IMAGE_PREFIX}:12.8.2"),
+            command: vec!["forgejo-runner".into()],
+            args,
+            env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            files: BTreeMap::from([(TOKEN_FILE.to_string(), r.token.clone())]),
+            cancel: CancellationToken::new(),
+            container: "runner".into(),
+            init: false,
+            scratch: Default::default(),
+        };
+        (pod, r.id)
+    }
+
+    /// forgejo-runner `internal/app/cmd/job.go` `runJob` calls `configCheck`
+    /// (`internal/app/cmd/daemon.go`) before `Declare` and the first poll: a label without a
+    /// scheme is docker (`internal/pkg/labels/labels.go` `Parse`), and without `DOCKER_HOST` or
+    /// a socket `getDockerSocketPath` fails, so the runner exits 1 and never takes the job.
+    #[tokio::test]
+    async fn docker_labels_without_a_daemon_exit_1_before_declaring() {
+        let fake = ForgejoFakeHandle::start(FakeConfig::default())
+            .await
+            .expect("fake");
+        let job = fake.queue_job("o/r", "j", &["ubuntu-latest"]);
+        let sim = runner_behaviour(fake.clone(), RunnerOptions::default());
+        let (p, id) = one_job_pod(&fake, &["ubuntu-latest"], &[]);
+        assert_eq!(sim.run(p).await, 1);
+        let row = fake.runner(id).expect("runner row");
+        assert!(row.labels.is_empty(), "never declared: {:?}", row.labels);
+        assert_eq!(fake.job(job).expect("job").status, JobStatus::Waiting);
+
+        // The same labels with a daemon (what `containerMode: dind` sets), or as host labels.
+        let (p, _) = one_job_pod(
+            &fake,
+            &["ubuntu-latest"],
+            &[("DOCKER_HOST", "unix:///run/dind/docker.sock")],
+        );
+        assert_eq!(sim.run(p).await, 0);
+        assert!(matches!(fake.job(job).expect("job").status, JobStatus::Done(_)));
+        let other = fake.queue_job("o/r", "k", &["ubuntu-latest"]);
+        let (p, _) = one_job_pod(&fake, &["ubuntu-latest:host"], &[]);
+        assert_eq!(sim.run(p).await, 0);
+        assert!(matches!(fake.job(other).expect("job").status, JobStatus::Done(_)));
+    }
+
+    /// forgejo-runner `internal/pkg/labels/labels.go` `PickPlatform` gives an `lxc` label's job
+    /// the platform `lxc:…`, which `act/runner/run_context.go` runs through `lxc-helpers.sh`;
+    /// the runner image has no LXC (`Dockerfile`). `configCheck` does not look at LXC, so the
+    /// runner starts, takes the job, and the job fails.
+    #[tokio::test]
+    async fn an_lxc_label_takes_the_job_and_fails_it() {
+        let fake = ForgejoFakeHandle::start(FakeConfig::default())
+            .await
+            .expect("fake");
+        let job = fake.queue_job("o/r", "j", &["bookworm"]);
+        let sim = runner_behaviour(fake.clone(), RunnerOptions::default());
+        let (p, _) = one_job_pod(&fake, &["bookworm:lxc://debian:bookworm"], &[]);
+        assert_eq!(sim.run(p).await, 0);
+        assert_eq!(
+            fake.job(job).expect("job").status,
+            JobStatus::Done(Conclusion::Failure)
+        );
     }
 }

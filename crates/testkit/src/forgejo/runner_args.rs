@@ -13,7 +13,8 @@
 //!   `FORGEJO_RUNNER_LABELS` (comma-separated labels), and the registration token mounted at
 //!   `/var/run/forgejo-runner/registration-token`; it writes [`STATE_FILE`] and exits.
 //!
-//! Labels follow forgejo-runner's syntax (`name[:scheme[:arg]]`); only the names are declared.
+//! Labels follow forgejo-runner's syntax (`name[:scheme[:arg]]`); only the names are declared,
+//! the full labels decide whether `one-job` needs a Docker daemon ([`super::config_check`]).
 
 use std::time::Duration;
 
@@ -42,6 +43,8 @@ pub enum PodShape {
         handle: Option<String>,
         /// Label names.
         labels: Vec<String>,
+        /// The labels as given (`name:scheme://arg`): what `configCheck` reads.
+        full_labels: Vec<String>,
         /// `--wait`: poll until a task arrives (else exit 2 on the first empty poll).
         wait: bool,
         /// `--fetch-interval`, if given.
@@ -143,6 +146,7 @@ fn one_job(pod: &PodInfo, args: &[String]) -> Result<PodShape, String> {
         token: file(pod, &path)?,
         handle,
         labels: names(labels.iter().map(String::as_str))?,
+        full_labels: labels,
         wait,
         fetch_interval,
     })
@@ -162,23 +166,21 @@ fn from_state_file(
     let state: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| format!("{STATE_FILE}: not a runner file: {e}"))?;
     let field = |k: &str| state[k].as_str().unwrap_or_default().to_string();
-    let stored: Vec<&str> = state["labels"]
+    let stored: Vec<String> = state["labels"]
         .as_array()
         .into_iter()
         .flatten()
         .filter_map(serde_json::Value::as_str)
+        .map(str::to_string)
         .collect();
-    let labels = if labels.is_empty() {
-        names(stored)?
-    } else {
-        names(labels.iter().map(String::as_str))?
-    };
+    let full_labels = if labels.is_empty() { stored } else { labels };
     Ok(PodShape::OneJob {
         url: field("address"),
         uuid: field("uuid"),
         token: field("token"),
         handle,
-        labels,
+        labels: names(full_labels.iter().map(String::as_str))?,
+        full_labels,
         wait,
         fetch_interval,
     })

@@ -21,6 +21,14 @@ pub struct FakeConfig {
     pub version: String,
     /// A runner is `offline` once it has not polled for this long (Gitea: one minute).
     pub offline_after: Duration,
+    /// What the server's `GITEA_RUNNER_REGISTRATION_TOKEN` holds, if set: Gitea's fixed,
+    /// instance-wide registration token. Upstream (`services/actions/init.go`
+    /// `initGlobalRunnerToken`, v1.25/v1.26) stores it at start with
+    /// `NewRunnerTokenWithValue(ctx, 0, 0, token)`, i.e. as the *global* token, so every runner
+    /// registered with it is a global runner whatever scope its owner meant (see
+    /// [`Model::init_global_runner_token`]). Like upstream, fewer than 32 characters make the
+    /// start fail.
+    pub runner_registration_token: Option<String>,
 }
 
 impl Default for FakeConfig {
@@ -28,6 +36,7 @@ impl Default for FakeConfig {
         FakeConfig {
             version: "1.26.0".to_string(),
             offline_after: Duration::from_secs(60),
+            runner_registration_token: None,
         }
     }
 }
@@ -98,11 +107,17 @@ pub struct GiteaFakeHandle {
 pub const ADMIN_TOKEN: &str = "fake-admin-token";
 
 impl GiteaFakeHandle {
-    /// Starts a fake with `config` on a free loopback port.
+    /// Starts a fake with `config` on a free loopback port. Fails like Gitea's start when
+    /// [`FakeConfig::runner_registration_token`] is shorter than 32 characters.
     pub async fn start(config: FakeConfig) -> std::io::Result<GiteaFakeHandle> {
+        let mut model = Model::default();
+        if let Some(token) = config.runner_registration_token.as_deref() {
+            model
+                .init_global_runner_token(token)
+                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+        }
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
-        let mut model = Model::default();
         model.tokens.insert(
             ADMIN_TOKEN.to_string(),
             FakeUser {
@@ -218,7 +233,9 @@ impl GiteaFakeHandle {
         r.id
     }
 
-    /// The registration token of a scope (created if needed).
+    /// The registration token of a scope (created if needed). For [`FakeScope::Global`] this is
+    /// [`FakeConfig::runner_registration_token`] when set, as Gitea's admin route returns the
+    /// latest global token (`GetLatestRunnerToken(ctx, 0, 0)`), which that one is.
     pub fn registration_token(&self, scope: &FakeScope) -> String {
         self.model().registration_token(scope)
     }

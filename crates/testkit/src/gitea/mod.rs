@@ -7,12 +7,18 @@
 //! - The runner protocol under `/api/actions` (see [`runner_api`]); jobs are handed out by
 //!   Gitea's rule: the oldest queued job in scope whose `runs-on` the runner's labels cover.
 //! - `workflow_job` webhooks with Gitea's headers and HMAC signature.
+//! - Gitea's fixed instance-wide registration token (`GITEA_RUNNER_REGISTRATION_TOKEN`,
+//!   [`FakeConfig::runner_registration_token`]): the global token, so runners registered with
+//!   it are global (owner 0, repo 0) whichever scope was meant, appear in no org/user/repo
+//!   runner listing, and answer 404 to a scoped `DELETE`, as in Gitea 1.25/1.26.
 //! - Fault injection and a request log ([`Fault`], [`LoggedRequest`]).
 //! - [`runner_behaviour`]: a `ContainerBehaviour` playing an ephemeral Gitea Runner (register
 //!   init container, then daemon).
 
 pub mod control;
 pub mod faults;
+#[cfg(test)]
+mod global_token_tests;
 pub mod json;
 pub mod model;
 pub mod runner;

@@ -207,7 +207,30 @@ impl Model {
         t
     }
 
+    /// Gitea's `initGlobalRunnerToken` (`services/actions/init.go`, v1.25/v1.26) for the value
+    /// of `GITEA_RUNNER_REGISTRATION_TOKEN`: shorter than 32 characters is an error; a token
+    /// the server already knows is kept as it is (whatever its scope); otherwise it becomes the
+    /// active **global** token (`NewRunnerTokenWithValue(ctx, 0, 0, token)`: owner 0, repo 0),
+    /// replacing the previous global one (upstream deactivates it). Runners registered with it
+    /// are therefore global runners ([`Model::register`]).
+    pub fn init_global_runner_token(&mut self, token: &str) -> Result<(), String> {
+        if token.len() < 32 {
+            return Err("GITEA_RUNNER_REGISTRATION_TOKEN must be at least 32 random characters".into());
+        }
+        if self.registration_tokens.values().any(|t| t == token) {
+            return Ok(());
+        }
+        self.registration_tokens
+            .insert(FakeScope::Global, token.to_string());
+        Ok(())
+    }
+
     /// Registers a runner with a registration token; `None` if the token is unknown.
+    ///
+    /// As Gitea's `Register` (`routers/api/actions/runner/runner.go`, v1.25/v1.26), the runner's
+    /// scope is the *token's* (`OwnerID: runnerToken.OwnerID, RepoID: runnerToken.RepoID`):
+    /// nothing the runner sends can narrow it, so a runner registered with the global token
+    /// (e.g. the fixed `GITEA_RUNNER_REGISTRATION_TOKEN`) is global.
     pub fn register(
         &mut self,
         token: &str,

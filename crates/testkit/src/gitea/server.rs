@@ -151,6 +151,10 @@ async fn list_runners(s: Arc<Shared>, route: Route, headers: HeaderMap, query: O
         Ok(sc) => sc,
         Err(e) => return e,
     };
+    // Gitea's `FindRunnerOptions.ToConds` (`models/actions/runner.go`) as `shared.ListRunners`
+    // uses it: the admin route has no condition (every runner, global ones included); an
+    // org/user route is `owner_id = X`, a repo route `repo_id = X`. A global runner (owner 0,
+    // repo 0) is therefore in no org, user or repo listing.
     let all: Vec<Value> = m
         .runners
         .values()
@@ -182,12 +186,19 @@ async fn runner_by_id(
     let Ok(id) = id.parse::<i64>() else {
         return api_error(StatusCode::BAD_REQUEST, "invalid runner id");
     };
-    let visible = m
+    // Gitea's `getRunnerByID` (`routers/api/v1/shared/runners.go`): an unknown id is 404
+    // "Runner not found"; a runner not `EditableInContext` of the route (`models/actions/
+    // runner.go`: admin edits any, org/user only `OwnerID == X`, repo only `RepoID == X`) is
+    // 404 too, e.g. a global runner through an org, user or repo route.
+    let Some(editable) = m
         .runners
         .get(&id)
-        .is_some_and(|r| scope == FakeScope::Global || r.scope == scope);
-    if !visible {
-        return api_error(StatusCode::NOT_FOUND, "runner not found");
+        .map(|r| scope == FakeScope::Global || r.scope == scope)
+    else {
+        return api_error(StatusCode::NOT_FOUND, "Runner not found");
+    };
+    if !editable {
+        return api_error(StatusCode::NOT_FOUND, "No permission to access this runner");
     }
     if delete {
         m.delete_runner(id);
@@ -198,7 +209,7 @@ async fn runner_by_id(
             StatusCode::OK,
             super::json::runner(r, Model::online(r, s.config.offline_after), s.dialect()),
         ),
-        None => api_error(StatusCode::NOT_FOUND, "runner not found"),
+        None => api_error(StatusCode::NOT_FOUND, "Runner not found"),
     }
 }
 

@@ -6,7 +6,10 @@ mod runner;
 mod view;
 
 pub use emulator::{E2eEmulator, EmulatorOptions, start_emulator};
-pub use runner::{GithubRunner, JitInfo, RunnerOptions, parse_jit_config, runner_behaviour};
+pub use runner::{
+    GithubRunner, JitInfo, ReassignPolicy, Reassignments, RunnerOptions, parse_jit_config,
+    runner_behaviour, spawn_reassignment,
+};
 
 /// The emulator types e2e tests inspect, re-exported so that test crates need no direct
 /// `scaleset` dependency.

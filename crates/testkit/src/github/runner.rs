@@ -1,7 +1,7 @@
 //! A `ContainerBehaviour` playing an ephemeral GitHub runner against the emulator: it reads its
 //! JIT config, takes one job assigned to its scale set, works, completes it and exits 0.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -9,7 +9,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use base64::Engine;
 use scaleset::JobRequestId;
-use scaleset::testing::Emulator;
+use scaleset::testing::{Emulator, JobState};
 use serde::Deserialize;
 use tokio::time::Instant;
 
@@ -82,6 +82,78 @@ pub fn runner_behaviour(emu: Arc<Emulator>, opts: RunnerOptions) -> Arc<dyn Cont
     Arc::new(GithubRunner::new(emu, opts))
 }
 
+/// Runs beside the simulated runners as GitHub re-assigns jobs: an assignment no runner of the
+/// scale set took within `policy.after` is cancelled and the job queued again
+/// ([`GithubRunner::reassign_unclaimed`]). Ends when `stop` is cancelled.
+pub fn spawn_reassignment(
+    runners: Arc<GithubRunner>,
+    policy: ReassignPolicy,
+    stop: tokio_util::sync::CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut ledger = Reassignments::default();
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep(policy.tick) => {}
+            }
+            let requeue = runners.reassign_unclaimed(&policy, &mut ledger, Instant::now());
+            for (scale_set, labels, attempt) in requeue {
+                let emu = runners.emu.clone();
+                let delay = policy.requeue_delay.saturating_mul(attempt);
+                let chains = ledger.pending.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(delay).await;
+                    let id = emu.queue_job(scale_set, labels);
+                    chains
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .push((id, attempt));
+                });
+            }
+        }
+    })
+}
+
+/// How the real service treats an assignment no runner picks up (actions/scaleset README.md,
+/// "Job Reassignment": "GitHub cancels the assignment and requeues the job. This can happen up
+/// to 3 times with incremental delays").
+#[derive(Clone, Copy, Debug)]
+pub struct ReassignPolicy {
+    /// How long an assigned job may wait for a runner before the assignment is cancelled.
+    pub after: Duration,
+    /// The delay before the first re-queue; the n-th waits n times this.
+    pub requeue_delay: Duration,
+    /// Re-queues per job; after the last one the assignment stands until a runner takes it.
+    pub attempts: u32,
+    /// How often assignments are checked.
+    pub tick: Duration,
+}
+
+impl ReassignPolicy {
+    /// GitHub's three attempts, with `after` and `requeue_delay` scaled to a test.
+    pub fn github(after: Duration, requeue_delay: Duration) -> ReassignPolicy {
+        ReassignPolicy {
+            after,
+            requeue_delay,
+            attempts: 3,
+            tick: Duration::from_millis(50),
+        }
+    }
+}
+
+/// What the re-assignment remembers: when each assignment was first seen, and how many times
+/// each job (by its latest request id) was re-queued.
+#[derive(Debug, Default)]
+pub struct Reassignments {
+    assigned_since: HashMap<i64, Instant>,
+    attempts: HashMap<i64, u32>,
+    /// Jobs queued again (their new id and attempt), not yet taken into `attempts`.
+    pending: Arc<Mutex<Vec<(JobRequestId, u32)>>>,
+    /// Assignments cancelled so far.
+    pub cancelled: u32,
+}
+
 impl GithubRunner {
     /// A runner behaviour on `emu`.
     pub fn new(emu: Arc<Emulator>, opts: RunnerOptions) -> GithubRunner {
@@ -91,6 +163,55 @@ impl GithubRunner {
             claim: Mutex::new(ClaimView::default()),
             finished: Mutex::default(),
         }
+    }
+
+    /// One round of GitHub's re-assignment ([`spawn_reassignment`]): cancels every assignment
+    /// older than `policy.after` that no runner took and that has attempts left, and returns the
+    /// jobs to queue again (scale set, labels, attempt). Holds the claim lock, so no simulated
+    /// runner starts a job while it is being cancelled.
+    pub fn reassign_unclaimed(
+        &self,
+        policy: &ReassignPolicy,
+        ledger: &mut Reassignments,
+        now: Instant,
+    ) -> Vec<(scaleset::ScaleSetId, Vec<String>, u32)> {
+        let mut view = self
+            .claim
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for (id, attempt) in ledger
+            .pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .drain(..)
+        {
+            ledger.attempts.insert(id.0, attempt);
+        }
+        let state = self.emu.state();
+        let assigned: Vec<_> = state
+            .jobs
+            .iter()
+            .filter(|j| j.state == JobState::Assigned && j.runner_id.is_none())
+            .collect();
+        ledger
+            .assigned_since
+            .retain(|id, _| assigned.iter().any(|j| j.id.0 == *id));
+        let mut requeue = Vec::new();
+        for job in assigned {
+            let since = *ledger.assigned_since.entry(job.id.0).or_insert(now);
+            let attempt = ledger.attempts.get(&job.id.0).copied().unwrap_or(0);
+            if now.duration_since(since) < policy.after || attempt >= policy.attempts {
+                continue;
+            }
+            self.emu.complete_job(job.id, Some("canceled"));
+            ledger.assigned_since.remove(&job.id.0);
+            ledger.cancelled += 1;
+            requeue.push((job.scale_set_id, job.labels.clone(), attempt + 1));
+        }
+        if !requeue.is_empty() {
+            view.invalidate();
+        }
+        requeue
     }
 
     /// Names of runners that completed their job.
@@ -134,6 +255,11 @@ impl GithubRunner {
 #[async_trait]
 impl ContainerBehaviour for GithubRunner {
     async fn run(&self, pod: PodInfo) -> i32 {
+        // Init containers on the runner image (the CA bundle, dind's externals copy) do their
+        // file work and exit; only the runner container takes a job.
+        if pod.init {
+            return 0;
+        }
         let Some(jit) = pod.env.get(JIT_CONFIG_ENV).and_then(|b| parse_jit_config(b)) else {
             tracing::warn!(pod = %pod.name, "simulated GitHub runner without a usable JIT config");
             return EXIT_BAD_CONFIG;
@@ -181,8 +307,6 @@ mod tests {
 
     use scaleset::{JitRunnerSetting, RunnerScaleSetSpec};
     use tokio_util::sync::CancellationToken;
-
-    use scaleset::testing::JobState;
 
     use super::*;
 

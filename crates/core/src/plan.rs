@@ -276,7 +276,10 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     let max = input.max_runners;
     // Saturating throughout: `waiting_jobs` comes from the forge and may be huge.
     let wanted_waiting = input.view.waiting_jobs.saturating_add(input.min_runners);
-    let healthy = waiting.iter().filter(|r| r.stuck.is_none() && !r.outdated).count() as u32;
+    let healthy = waiting
+        .iter()
+        .filter(|r| r.stuck.is_none() && !r.outdated)
+        .count() as u32;
     // Runners only out of time to start keep covering demand that no healthy runner covers,
     // oldest (closest to starting) first.
     let mut patient_slots = wanted_waiting.saturating_sub(healthy);

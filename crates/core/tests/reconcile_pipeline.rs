@@ -99,6 +99,18 @@ async fn idle_runners_are_removed_after_timeout_and_cleanup_runs() {
     })
     .await;
 
+    // Idle time counts from running: no kubelet runs here, so the test says the pods run.
+    for job in h.runner_jobs("idle").await {
+        let name = job.metadata.name.clone().expect("job name");
+        h.jobs()
+            .patch_status(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(&serde_json::json!({"status": {"ready": 1, "active": 1}})),
+            )
+            .await
+            .expect("mark the runner running");
+    }
     h.forge.jobs.store(0, Ordering::SeqCst);
     wait_for("idle runners removed", || async {
         h.runner_jobs("idle").await.is_empty()

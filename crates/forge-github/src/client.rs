@@ -3,6 +3,7 @@
 //! of responses onto [`ApiError`].
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes_helpers::{BOM, strip_bom};
@@ -81,6 +82,22 @@ const IDLE_CONNECTIONS_PER_HOST: usize = 8;
 /// How long an idle connection is kept.
 const IDLE_CONNECTION_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// The HTTP clients one (CA bundle, proxy) pair needs, shared by every group with that pair.
+#[derive(Clone, Debug)]
+pub struct Transport {
+    /// Admin, REST and queue calls other than the long poll: HTTP/2 where the server offers it,
+    /// so the short calls of many groups share a connection.
+    pub http: reqwest::Client,
+    /// The message long poll only, over HTTP/1.1: every group holds a poll open for about 50 s,
+    /// and as streams of one HTTP/2 connection the polls beyond the server's
+    /// `SETTINGS_MAX_CONCURRENT_STREAMS` would queue behind the others (ARC runs one listener
+    /// process, so one connection, per scale set). Over HTTP/1.1 each open poll holds its own
+    /// connection of this client's pool.
+    pub poll: reqwest::Client,
+    /// Whether requests go through a proxy (reported in the User-Agent, as ARC's did).
+    pub has_proxy: bool,
+}
+
 /// Builds the HTTP transport: `ca_bundle` (PEM) is trusted on top of the system roots, `proxy`
 /// proxies every request. One transport serves every group with the same CA bundle and proxy,
 /// so they share one connection pool and one root store (each costs memory per group
@@ -89,27 +106,56 @@ pub fn build_transport(
     ca_bundle: Option<&str>,
     proxy: Option<&str>,
     opts: &HttpOptions,
-) -> Result<reqwest::Client, ApiError> {
-    let mut headers = HeaderMap::new();
-    let agent = format!(
-        r#"{{"system":"forgerunner","version":"{}","subsystem":"forgerunner-github","kind":"scaleset"}}"#,
-        env!("CARGO_PKG_VERSION")
-    );
-    if let Ok(v) = HeaderValue::from_str(&agent) {
-        headers.insert(reqwest::header::USER_AGENT, v);
-    }
-    let mut builder = reqwest::Client::builder()
-        .default_headers(headers)
-        .connect_timeout(opts.connect_timeout)
+) -> Result<Transport, ApiError> {
+    let http = reqwest::Client::builder()
         .pool_max_idle_per_host(IDLE_CONNECTIONS_PER_HOST)
         .pool_idle_timeout(IDLE_CONNECTION_TIMEOUT);
-    builder = forgerunner_http::with_trust(builder, ca_bundle, proxy).map_err(|e| match e {
+    // Each group's connection goes back to the pool for the moment between two polls: the
+    // pool keeps as many as there are groups (reqwest's default, no cap), or every poll of
+    // the groups above a cap would open a new TLS connection.
+    let poll = reqwest::Client::builder()
+        .http1_only()
+        .pool_idle_timeout(IDLE_CONNECTION_TIMEOUT);
+    Ok(Transport {
+        http: finish_client(http, ca_bundle, proxy, opts)?,
+        poll: finish_client(poll, ca_bundle, proxy, opts)?,
+        has_proxy: forgerunner_http::proxy_of(proxy).is_some(),
+    })
+}
+
+/// Adds the settings both clients of a transport share and builds the client.
+fn finish_client(
+    builder: reqwest::ClientBuilder,
+    ca_bundle: Option<&str>,
+    proxy: Option<&str>,
+    opts: &HttpOptions,
+) -> Result<reqwest::Client, ApiError> {
+    let builder = builder.connect_timeout(opts.connect_timeout);
+    let builder = forgerunner_http::with_trust(builder, ca_bundle, proxy).map_err(|e| match e {
         forgerunner_http::TrustError::CaBundle(_) => ApiError::Config(e.to_string()),
         forgerunner_http::TrustError::Proxy => ApiError::Config("proxyUrl is not a valid proxy URL".into()),
     })?;
     builder
         .build()
         .map_err(|e| ApiError::Config(format!("cannot build HTTP client: {e}")))
+}
+
+/// The `User-Agent` of every call: JSON with the fields of scaleset's (`client.go`,
+/// `SystemInfo` and `userAgent`; `common_client.go`, `setUserAgent`) that apply to us, plus
+/// `has_proxy` from ARC's former `UserAgentInfo` (`github/actions/client.go`). GitHub reads
+/// them when it debugs a scale set; `scale_set_id` is 0 until the scale set is known, as in
+/// ARC's controller.
+pub fn user_agent(scale_set_id: i64, has_proxy: bool) -> String {
+    serde_json::json!({
+        "system": "forgerunner",
+        "version": env!("CARGO_PKG_VERSION"),
+        "scale_set_id": scale_set_id,
+        "subsystem": "forgerunner-github",
+        "build_version": env!("CARGO_PKG_VERSION"),
+        "kind": "scaleset",
+        "has_proxy": has_proxy,
+    })
+    .to_string()
 }
 
 /// How a request is authorized.
@@ -161,6 +207,11 @@ struct ErrorBody {
 #[derive(Debug)]
 pub struct GithubClient {
     http: reqwest::Client,
+    /// The HTTP/1.1 client of the long poll (see [`Transport::poll`]).
+    poll_http: reqwest::Client,
+    has_proxy: bool,
+    /// The scale set this client serves, 0 until known; named in the `User-Agent`.
+    scale_set_id: AtomicI64,
     metrics: Arc<Metrics>,
     config: ConfigUrl,
     auth: AuthMethod,
@@ -175,16 +226,19 @@ pub struct GithubClient {
 }
 
 impl GithubClient {
-    /// A client for one config URL and credentials over `http` (from [`build_transport`]).
+    /// A client for one config URL and credentials over `transport` (from [`build_transport`]).
     pub fn new(
         metrics: Arc<Metrics>,
         config: ConfigUrl,
         auth: AuthMethod,
-        http: reqwest::Client,
+        transport: Transport,
         opts: HttpOptions,
     ) -> GithubClient {
         GithubClient {
-            http,
+            http: transport.http,
+            poll_http: transport.poll,
+            has_proxy: transport.has_proxy,
+            scale_set_id: AtomicI64::new(0),
             metrics,
             config,
             auth,
@@ -220,6 +274,11 @@ impl GithubClient {
             self.budget.update(b);
             self.metrics.budget.set(FORGE, &self.credential_id, &b);
         }
+    }
+
+    /// Names the scale set this client serves in the `User-Agent` of later calls.
+    pub fn set_scale_set_id(&self, id: i64) {
+        self.scale_set_id.store(id, Ordering::Relaxed);
     }
 
     /// The parsed config URL.
@@ -306,18 +365,34 @@ impl GithubClient {
     }
 
     fn request(&self, method: Method, url: Url, auth: Auth<'_>) -> RequestBuilder {
+        self.request_on(&self.http, method, url, auth)
+    }
+
+    fn request_on(&self, http: &reqwest::Client, method: Method, url: Url, auth: Auth<'_>) -> RequestBuilder {
         let value = match auth {
             Auth::Bearer(t) => format!("Bearer {}", t.expose()),
             Auth::RemoteAuth(t) => format!("RemoteAuth {}", t.expose()),
         };
-        self.http
+        let agent = user_agent(self.scale_set_id.load(Ordering::Relaxed), self.has_proxy);
+        let mut req = http
             .request(method, url)
-            .header(reqwest::header::AUTHORIZATION, value)
+            .header(reqwest::header::AUTHORIZATION, value);
+        if let Ok(v) = HeaderValue::from_str(&agent) {
+            req = req.header(reqwest::header::USER_AGENT, v);
+        }
+        req
     }
 
     /// Builds a request to an arbitrary URL (message queue) with `auth`.
     pub fn raw_request(&self, method: Method, url: Url, auth: Auth<'_>) -> RequestBuilder {
         self.request(method, url, auth)
+    }
+
+    /// Builds the message long poll: on the HTTP/1.1 client, so that it holds a connection of
+    /// its own instead of a stream of the connection every group shares (see
+    /// [`Transport::poll`]).
+    pub fn poll_request(&self, url: Url, auth: Auth<'_>) -> RequestBuilder {
+        self.request_on(&self.poll_http, Method::GET, url, auth)
     }
 
     /// Ordinary request timeout.
@@ -352,7 +427,7 @@ impl GithubClient {
                 let url = self.rest_url(&format!("app/installations/{installation_id}/access_tokens"))?;
                 let reply = self
                     .execute("app_access_token", self.opts.request_timeout, || {
-                        self.request(Method::POST, url.clone(), Auth::Bearer(&jwt))
+                        no_body(self.request(Method::POST, url.clone(), Auth::Bearer(&jwt)))
                             .header(reqwest::header::ACCEPT, "application/vnd.github+json")
                     })
                     .await?;
@@ -362,7 +437,7 @@ impl GithubClient {
         let url = self.rest_url(&self.config.registration_token_path())?;
         let reply = self
             .execute("registration_token", self.opts.request_timeout, || {
-                self.request(Method::POST, url.clone(), Auth::Bearer(&bearer))
+                no_body(self.request(Method::POST, url.clone(), Auth::Bearer(&bearer)))
                     .header(reqwest::header::ACCEPT, "application/vnd.github.v3+json")
             })
             .await?;
@@ -446,6 +521,7 @@ impl GithubClient {
                     let req = self.request(method.clone(), url.clone(), Auth::Bearer(&conn.token));
                     match body {
                         Some(b) => req.json(b),
+                        None if [Method::POST, Method::PATCH, Method::PUT].contains(&method) => no_body(req),
                         None => req,
                     }
                 })
@@ -478,6 +554,15 @@ impl Drop for GithubClient {
             self.metrics.budget.release(FORGE, &self.credential_id);
         }
     }
+}
+
+/// Marks a bodyless POST or PATCH as such with `Content-Length: 0`. hyper writes no length for
+/// an empty HTTP/1.1 body (`proto/h1/role.rs`, `set_length`), while Go's `net/http`, which is
+/// what GitHub sees from ARC, always sends one for these methods, and a strict proxy or GHES
+/// front end may answer 411 without it. Never used with a body: an explicit length overrides
+/// the body's own.
+fn no_body(req: RequestBuilder) -> RequestBuilder {
+    req.header(reqwest::header::CONTENT_LENGTH, "0")
 }
 
 #[derive(Deserialize)]
@@ -531,15 +616,22 @@ fn status_error(operation: &'static str, status: u16, headers: &HeaderMap, body:
 
 /// The ids GitHub support needs to trace a failed call, from the reply's headers.
 fn request_ids(headers: &HeaderMap) -> Option<String> {
-    let ids: Vec<String> = [("x-github-request-id", "X-GitHub-Request-Id"), ("activityid", "ActivityId")]
-        .into_iter()
-        .filter_map(|(header, label)| {
-            let value = headers.get(header)?.to_str().ok()?.trim();
-            // Ids are short tokens; anything else is not shown.
-            (!value.is_empty() && value.len() <= 80 && value.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == ':'))
-                .then(|| format!("{label} {value}"))
-        })
-        .collect();
+    let ids: Vec<String> = [
+        ("x-github-request-id", "X-GitHub-Request-Id"),
+        ("activityid", "ActivityId"),
+    ]
+    .into_iter()
+    .filter_map(|(header, label)| {
+        let value = headers.get(header)?.to_str().ok()?.trim();
+        // Ids are short tokens; anything else is not shown.
+        (!value.is_empty()
+            && value.len() <= 80
+            && value
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == ':'))
+        .then(|| format!("{label} {value}"))
+    })
+    .collect();
     (!ids.is_empty()).then(|| ids.join(", "))
 }
 

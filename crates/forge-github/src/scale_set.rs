@@ -41,6 +41,41 @@ pub struct ScaleSet {
     /// Current statistics, when the service includes them.
     #[serde(default)]
     pub statistics: Option<Statistics>,
+    /// Labels workflows can target (the name is one of them).
+    #[serde(default)]
+    pub labels: Vec<ScaleSetLabel>,
+}
+
+impl ScaleSet {
+    /// The label names, to compare with [`DesiredScaleSet::label_list`].
+    pub fn label_names(&self) -> Vec<String> {
+        self.labels.iter().map(|l| l.name.clone()).collect()
+    }
+}
+
+/// One label of a scale set (its `type` is `System` for the labels we set).
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+pub struct ScaleSetLabel {
+    /// The label text.
+    #[serde(default)]
+    pub name: String,
+}
+
+/// Whether two label lists name the same labels; order carries no meaning for `runs-on`, so a
+/// service that returns them in another order causes no PATCH.
+pub fn same_labels(a: &[String], b: &[String]) -> bool {
+    fn set(l: &[String]) -> std::collections::BTreeSet<&str> {
+        l.iter().map(String::as_str).collect()
+    }
+    set(a) == set(b)
+}
+
+/// One entry of `acquirablejobs` (only the id is used).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct AcquirableJob {
+    #[serde(default)]
+    runner_request_id: i64,
 }
 
 /// What the spec asks of the scale set.
@@ -135,17 +170,22 @@ pub async fn get(client: &GithubClient, id: i64) -> Result<Option<ScaleSet>, Api
     }
 }
 
+/// The labels of `desired` as the service takes them: each of type `System`, the type
+/// scaleset fills in for labels without one (`client.go`, `applyDefaultLabelTypes`).
+fn label_body(labels: &[String]) -> serde_json::Value {
+    labels
+        .iter()
+        .map(|l| json!({"type": "System", "name": l}))
+        .collect()
+}
+
 /// Creates a scale set (ephemeral runners, updates disabled, labels of type `System`).
 pub async fn create(
     client: &GithubClient,
     group_id: i64,
     desired: &DesiredScaleSet,
 ) -> Result<ScaleSet, ApiError> {
-    let labels: Vec<_> = desired
-        .label_list()
-        .into_iter()
-        .map(|l| json!({"type": "System", "name": l}))
-        .collect();
+    let labels = label_body(&desired.label_list());
     let body = json!({
         "name": desired.name,
         "runnerGroupId": group_id,
@@ -183,6 +223,48 @@ pub async fn update(
         )
         .await?;
     reply.json("update_scale_set")
+}
+
+/// Replaces the labels of a scale set (actions/scaleset `client.go`, `UpdateRunnerScaleSet`:
+/// a PATCH of the scale set whose body carries only what changes).
+pub async fn update_labels(client: &GithubClient, id: i64, labels: &[String]) -> Result<ScaleSet, ApiError> {
+    let body = json!({ "labels": label_body(labels) });
+    let reply = client
+        .actions(
+            "update_scale_set_labels",
+            Method::PATCH,
+            &format!("{SCALE_SETS}/{id}"),
+            &[],
+            Some(&body),
+        )
+        .await?;
+    reply.json("update_scale_set_labels")
+}
+
+/// The request ids of the jobs the scale set could acquire now (admin token). The old ARC client
+/// called it (`github/actions/client.go`, `GetAcquirableJobs`: 204 means none, else
+/// `{count, value:[{runnerRequestId, …}]}`); an empty 200 is read as none too.
+pub async fn acquirable_jobs(client: &GithubClient, id: i64) -> Result<Vec<i64>, ApiError> {
+    let reply = client
+        .actions(
+            "get_acquirable_jobs",
+            Method::GET,
+            &path(id, "acquirablejobs"),
+            &[],
+            None,
+        )
+        .await?;
+    if reply.status == 204 || reply.body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Vec::new());
+    }
+    let list: ListOf<AcquirableJob> = reply.json("get_acquirable_jobs")?;
+    let mut seen = std::collections::HashSet::new();
+    Ok(list
+        .value
+        .into_iter()
+        .map(|j| j.runner_request_id)
+        .filter(|id| *id > 0 && seen.insert(*id))
+        .collect())
 }
 
 /// Deletes a scale set; one already gone counts as deleted.
@@ -237,5 +319,13 @@ mod tests {
         };
         assert_eq!(d.label_list(), vec!["linux", "gpu"]);
         assert_eq!(path(5, "sessions"), "_apis/runtime/runnerscalesets/5/sessions");
+    }
+
+    #[test]
+    fn label_order_does_not_matter() {
+        let l = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        assert!(same_labels(&l(&["linux", "gpu"]), &l(&["gpu", "linux"])));
+        assert!(!same_labels(&l(&["linux", "gpu"]), &l(&["linux"])));
+        assert!(!same_labels(&l(&["linux"]), &l(&["renamed"])));
     }
 }

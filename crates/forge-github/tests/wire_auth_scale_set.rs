@@ -344,3 +344,118 @@ async fn proxy_and_ca_bundle_settings_are_used() {
     }
     h.forge.shutdown_all().await;
 }
+
+/// The label names of scale set `id` at the emulator, in its order.
+fn labels_at(emu: &Emulator, id: i64) -> Vec<String> {
+    let state = emu.state();
+    let set = state.scale_set(ScaleSetId(id)).expect("scale set");
+    set.labels.iter().map(|l| l.name.clone()).collect()
+}
+
+fn label_patches(emu: &Emulator) -> usize {
+    emu.requests_to(Endpoint::ScaleSets)
+        .into_iter()
+        .filter(|r| r.method == "PATCH")
+        .count()
+}
+
+/// C3: a change of `spec.github.labels` reaches the existing scale set. scaleset updates a scale
+/// set with a PATCH carrying the labels (`client.go`, `UpdateRunnerScaleSet`, after
+/// `applyDefaultLabelTypes`); the emulator serves it. A rename changes the name label too,
+/// and a restarted operator finds the scale set and corrects labels changed meanwhile.
+#[tokio::test]
+async fn label_changes_are_patched_onto_the_scale_set() {
+    let emu = emulator().await;
+    let h = harness();
+    let ctx = |extra: serde_json::Value| {
+        context(
+            group("relabel", &emu.config_url(), extra, 5),
+            pat_credentials(DEFAULT_PAT),
+        )
+    };
+    let id = demand(&h.forge, &ctx(serde_json::json!({"labels": ["gpu"]})))
+        .await
+        .facts
+        .scale_set_id
+        .expect("scale set id");
+    assert_eq!(labels_at(&emu, id), vec!["relabel", "gpu"]);
+    assert_eq!(label_patches(&emu), 0, "created with its labels");
+
+    // Changed labels: the same scale set gets them.
+    let changed = ctx(serde_json::json!({"labels": ["gpu", "x64"]}));
+    assert_eq!(demand(&h.forge, &changed).await.facts.scale_set_id, Some(id));
+    assert_eq!(labels_at(&emu, id), vec!["relabel", "gpu", "x64"]);
+    let patches = label_patches(&emu);
+    assert_eq!(patches, 1);
+    // Nothing changed: no more PATCHes.
+    demand(&h.forge, &changed).await;
+    assert_eq!(label_patches(&emu), patches);
+
+    // A rename moves the name label along.
+    let renamed = ctx(serde_json::json!({"labels": ["gpu", "x64"], "scaleSetName": "renamed"}));
+    assert_eq!(demand(&h.forge, &renamed).await.facts.scale_set_id, Some(id));
+    assert_eq!(labels_at(&emu, id), vec!["renamed", "gpu", "x64"]);
+    h.forge.shutdown_all().await;
+
+    // A new process (no cached state) with labels changed while it was down.
+    let h = harness();
+    let later = ctx(serde_json::json!({"labels": ["arm64"], "scaleSetName": "renamed"}));
+    assert_eq!(demand(&h.forge, &later).await.facts.scale_set_id, Some(id));
+    assert_eq!(labels_at(&emu, id), vec!["renamed", "arm64"]);
+    assert_eq!(emu.state().scale_sets.len(), 1);
+    h.forge.shutdown_all().await;
+}
+
+/// C2: the User-Agent carries the fields of scaleset's (`client.go`, `SystemInfo` and
+/// `userAgent`, set by `common_client.go` `setUserAgent`) that apply: our version, the scale
+/// set id once known (ARC's listener sets `ScaleSetID`, `cmd/ghalistener/config/config.go`
+/// `ActionsClient`), and whether a proxy is used (`HasProxy` of ARC's former
+/// `UserAgentInfo`, `github/actions/client.go`).
+#[tokio::test]
+async fn the_user_agent_names_version_scale_set_and_proxy() {
+    let emu = emulator().await;
+    let h = harness();
+    let agent = |r: &scaleset::testing::RecordedRequest| -> serde_json::Value {
+        serde_json::from_str(r.user_agent.as_deref().expect("a User-Agent")).expect("JSON")
+    };
+    let id = demand(&h.forge, &pat_context(&emu, "agent"))
+        .await
+        .facts
+        .scale_set_id
+        .expect("scale set id");
+    emu.wait_until(WAIT, |s| s.sessions.len() == 1).await;
+    let session = emu.requests_to(Endpoint::Sessions);
+    let ua = agent(&session[0]);
+    assert_eq!(ua["system"], "forgerunner");
+    assert_eq!(ua["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(ua["kind"], "scaleset");
+    assert_eq!(ua["scale_set_id"], id);
+    assert_eq!(ua["has_proxy"], false);
+    let poll = eventually(WAIT, "a poll", || async {
+        emu.requests_to(Endpoint::GetMessage).into_iter().next()
+    })
+    .await;
+    assert_eq!(agent(&poll)["scale_set_id"], id, "the long poll's client too");
+    // Before the scale set is known there is no id to name.
+    let first = emu.requests_to(Endpoint::RegistrationToken);
+    assert_eq!(agent(&first[0])["scale_set_id"], 0);
+    h.forge.shutdown_all().await;
+
+    // Through a proxy (the emulator serves absolute-form requests).
+    let emu = emulator().await;
+    let h = harness();
+    let ctx = context(
+        group(
+            "proxied",
+            "http://forge.invalid/org",
+            serde_json::json!({"proxyUrl": emu.uri()}),
+            5,
+        ),
+        pat_credentials(DEFAULT_PAT),
+    );
+    demand(&h.forge, &ctx).await;
+    let requests = emu.requests();
+    assert!(!requests.is_empty());
+    assert!(requests.iter().all(|r| agent(r)["has_proxy"] == true));
+    h.forge.shutdown_all().await;
+}

@@ -51,7 +51,11 @@ async fn a_job_reassigned_while_its_runner_starts_is_served_by_that_runner() {
         emu.state().sessions.iter().any(|s| s.scale_set_id == set_id)
     })
     .await;
-    assert!(session.is_ok(), "no session; operator log:\n{}", op.output_tail(OUTPUT_LINES));
+    assert!(
+        session.is_ok(),
+        "no session; operator log:\n{}",
+        op.output_tail(OUTPUT_LINES)
+    );
 
     world.queue_github_job(set_id, GROUP).expect("queue");
     let served = wait_until(Duration::from_secs(120), "the job to run to success", || {

@@ -105,7 +105,10 @@ mod tests {
         assert_eq!(rs[0].running_seconds, 0);
         let mut rs = vec![runner("a", RunnerPhase::Running)];
         m.note_running(&mut rs, at(100));
-        assert_eq!(rs[0].running_seconds, 0, "a runner only now running has run for 0 s, whatever its Job's age");
+        assert_eq!(
+            rs[0].running_seconds, 0,
+            "a runner only now running has run for 0 s, whatever its Job's age"
+        );
         let mut rs = vec![runner("a", RunnerPhase::Running)];
         m.note_running(&mut rs, at(250));
         assert_eq!(rs[0].running_seconds, 150);
@@ -119,15 +122,30 @@ mod tests {
         assert_eq!(m.surplus(at(0)), None);
         m.record_surplus(1, at(0));
         m.record_surplus(1, at(50));
-        assert_eq!(m.surplus(at(60)), Some(Surplus { runners: 1, seconds: 60 }));
+        assert_eq!(
+            m.surplus(at(60)),
+            Some(Surplus {
+                runners: 1,
+                seconds: 60
+            })
+        );
         m.record_surplus(2, at(70));
         assert_eq!(
             m.surplus(at(80)),
-            Some(Surplus { runners: 2, seconds: 10 }),
+            Some(Surplus {
+                runners: 2,
+                seconds: 10
+            }),
             "a cancelled job adds a runner to the surplus: a new event, a new delay"
         );
         m.record_surplus(1, at(90));
-        assert_eq!(m.surplus(at(90)), Some(Surplus { runners: 1, seconds: 20 }));
+        assert_eq!(
+            m.surplus(at(90)),
+            Some(Surplus {
+                runners: 1,
+                seconds: 20
+            })
+        );
         m.record_surplus(0, at(95));
         assert_eq!(m.surplus(at(95)), None, "demand caught up: the surplus is gone");
     }

@@ -488,11 +488,24 @@ fn incomplete_view_never_scales_down() {
 #[test]
 fn a_kept_surplus_is_reported_for_the_memory_and_a_removed_one_is_not() {
     let runners = vec![r("a", Pending, Unknown), r("b", Running, Idle)];
-    let kept = complete(0, 5).quiet_for(120, None).runners(runners.clone()).plan();
+    let kept = complete(0, 5)
+        .quiet_for(120, None)
+        .runners(runners.clone())
+        .plan();
     assert_eq!(kept.surplus, 2);
-    let removed = complete(0, 5).quiet_for(120, Some((2, 130))).runners(runners.clone()).plan();
+    let removed = complete(0, 5)
+        .quiet_for(120, Some((2, 130)))
+        .runners(runners.clone())
+        .plan();
     assert_eq!(removed.surplus, 0);
     assert_eq!(removed.remove.len(), 2);
-    let covered = complete(0, 5).jobs(2).quiet_for(120, None).runners(runners).plan();
-    assert_eq!(covered.surplus, 0, "no surplus while every waiting runner has a job to wait for");
+    let covered = complete(0, 5)
+        .jobs(2)
+        .quiet_for(120, None)
+        .runners(runners)
+        .plan();
+    assert_eq!(
+        covered.surplus, 0,
+        "no surplus while every waiting runner has a job to wait for"
+    );
 }

@@ -123,6 +123,12 @@ pub async fn cleanup(group: Arc<RunnerGroup>, ctx: &Context) -> Result<Action, R
     if left > 0 {
         return Ok(Action::requeue(JOBS_GONE_POLL));
     }
+    if forge.is_some_and(|f| !f.runner_role_rules(&group.spec).is_empty()) {
+        // The runner pods are gone with their Jobs; what their hooks made has no owner.
+        let pods = Api::namespaced(ctx.client.clone(), &key.namespace);
+        let secrets = Api::namespaced(ctx.client.clone(), &key.namespace);
+        super::hook_leftovers::sweep(&pods, &secrets, &key.name).await;
+    }
     remove_finalizer(ctx, &group).await?;
     if let Some(f) = forge {
         // Forge calls above may have cached a client for the group.

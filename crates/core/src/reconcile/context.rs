@@ -75,6 +75,8 @@ pub struct GroupMemory {
     pub recent_events: super::events::RecentEvents,
     /// Since when runners run and a surplus lasts (the scaling rule's clocks).
     pub plan: crate::plan::memory::PlanMemory,
+    /// When the runner container hooks' leftovers were last looked for.
+    pub hook_sweep: super::hook_leftovers::SweepClock,
     /// What the latency per stage has already counted.
     pub stages: super::stage_track::StageTracker,
     /// The last pass created fewer runners than planned because the API budget is low (the

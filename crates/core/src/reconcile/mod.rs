@@ -9,6 +9,7 @@ pub mod cleanup;
 pub mod context;
 pub mod error;
 pub mod events;
+pub mod hook_leftovers;
 pub mod identity;
 pub mod observe;
 pub mod pass_metrics;

@@ -20,6 +20,7 @@ use super::cleanup::{cleanup, needs_cleanup};
 use super::context::{Context, USER_ACTION_RETRY, WrittenStatus, with_jitter};
 use super::error::ReconcileError;
 use super::events;
+use super::hook_leftovers;
 use super::identity::{identities_to_record, spawn_record_identities};
 use super::observe::{belongs_to, observe_runners, runner_refs, with_forge_states};
 use super::pass_metrics::record_pass;
@@ -417,6 +418,7 @@ async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, Reconcil
         identity_writes,
     );
     report.deleted.extend(retired);
+    sweep_hook_leftovers(ctx, forge, group, &key, &target, !report.deleted.is_empty()).await;
     if report.first_error.is_some() {
         ctx.with_memory(&key, |m| m.secrets_checked = false);
     }
@@ -499,6 +501,33 @@ async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, Reconcil
             group,
             [deferred, surplus_due_in].into_iter().flatten().min(),
         )),
+    }
+}
+
+/// In the container modes where runner pods make job pods of their own (the forge gives the
+/// runners permissions), deletes what the hooks left of runner pods that are gone: at once when
+/// a runner went this pass, otherwise every [`hook_leftovers::SWEEP_EVERY`].
+async fn sweep_hook_leftovers(
+    ctx: &Context,
+    forge: &dyn Forge,
+    group: &RunnerGroup,
+    key: &GroupKey,
+    target: &Target<'_>,
+    runner_went: bool,
+) {
+    if forge.runner_role_rules(&group.spec).is_empty() {
+        return;
+    }
+    let now = std::time::Instant::now();
+    let due = ctx.with_memory(key, |m| {
+        let due = m.hook_sweep.due(runner_went, now);
+        if due {
+            m.hook_sweep.swept(now);
+        }
+        due
+    });
+    if due {
+        hook_leftovers::sweep(&target.pods, &target.secrets, &key.name).await;
     }
 }
 

@@ -241,7 +241,10 @@ fn a_refused_registration_is_retried_for_about_fifteen_seconds() {
         );
     }
     let ordinary: Duration = (0..opts.max_retries).map(|a| opts.retry.delay(a)).sum();
-    assert!(ordinary < Duration::from_secs(4), "the old window was this short: {ordinary:?}");
+    assert!(
+        ordinary < Duration::from_secs(4),
+        "the old window was this short: {ordinary:?}"
+    );
 }
 
 /// scaleset keeps `X-GitHub-Request-Id` and `ActivityId` in its errors (`errors.go`,
@@ -250,7 +253,10 @@ fn a_refused_registration_is_retried_for_about_fifteen_seconds() {
 fn errors_name_the_request_ids_support_asks_for() {
     let mut h = HeaderMap::new();
     h.insert("x-github-request-id", "C0DE:1234:ABCD".parse().unwrap());
-    h.insert("activityid", "6f1c2d3e-0000-4a4a-9b9b-112233445566".parse().unwrap());
+    h.insert(
+        "activityid",
+        "6f1c2d3e-0000-4a4a-9b9b-112233445566".parse().unwrap(),
+    );
     let e = status_error("op", 500, &h, br#"{"message":"boom"}"#);
     assert_eq!(
         e.to_string(),

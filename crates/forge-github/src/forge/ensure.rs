@@ -1,5 +1,6 @@
 //! Bringing a group's forge-side state in line with its spec: the client (per URL and
-//! credentials), the scale set (find, create, rename, move, recreate) and the listener task.
+//! credentials), the scale set (find, create, rename, move, relabel, recreate) and the listener
+//! task.
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
@@ -10,7 +11,7 @@ use forgerunner_core::forge::{GroupContext, GroupKey};
 use super::transports::trust_key;
 use super::{GithubForge, GroupState, ScaleSetInfo};
 use crate::auth::AuthMethod;
-use crate::client::{GithubClient, build_transport};
+use crate::client::{GithubClient, Transport, build_transport};
 use crate::config_url::ConfigUrl;
 use crate::error::ApiError;
 use crate::listener::{Listener, ListenerConfig};
@@ -83,7 +84,7 @@ impl GithubForge {
         group: &GroupKey,
         ca_bundle: Option<&str>,
         proxy: Option<&str>,
-    ) -> Result<reqwest::Client, ApiError> {
+    ) -> Result<Transport, ApiError> {
         let key = trust_key(ca_bundle, proxy);
         let http = self
             .transports
@@ -116,7 +117,7 @@ impl GithubForge {
         Ok(client)
     }
 
-    /// Makes sure the scale set exists and matches the spec's name and runner group.
+    /// Makes sure the scale set exists and matches the spec's name, runner group and labels.
     pub(super) async fn ensure_scale_set(
         &self,
         ctx: &GroupContext,
@@ -130,8 +131,10 @@ impl GithubForge {
             }
             st.scale_set = None;
         }
+        let want_labels = want.label_list();
         if let Some(have) = &st.scale_set {
-            if have.name == want.name && have.runner_group == want.runner_group {
+            let labels_same = scale_set::same_labels(&have.labels, &want_labels);
+            if have.name == want.name && have.runner_group == want.runner_group && labels_same {
                 return Ok(have.id);
             }
             let id = have.id;
@@ -141,12 +144,14 @@ impl GithubForge {
             } else {
                 None
             };
-            match scale_set::update(client, id, name, group).await {
-                Ok(_) => {
+            let labels = (!labels_same).then_some(want_labels.as_slice());
+            match self.patch_scale_set(ctx, client, id, name, group, labels).await {
+                Ok(()) => {
                     st.scale_set = Some(ScaleSetInfo {
                         id,
                         name: want.name,
                         runner_group: want.runner_group,
+                        labels: want_labels,
                     });
                     return Ok(id);
                 }
@@ -156,34 +161,73 @@ impl GithubForge {
         }
         let group_id = scale_set::runner_group_id(client, want.runner_group.as_deref()).await?;
         let known = ctx.group.status.as_ref().and_then(|s| s.scale_set_id);
-        let mut found = match known {
+        let found = match known {
             Some(id) => scale_set::get(client, id).await?,
             None => None,
         };
-        if let Some(set) = &found
-            && (set.name != want.name || set.runner_group_id != group_id)
-        {
-            let name = (set.name != want.name).then_some(want.name.as_str());
-            let group = (set.runner_group_id != group_id).then_some(group_id);
-            found = Some(scale_set::update(client, set.id, name, group).await?);
-        }
-        let set = match found {
-            Some(set) => set,
-            None => match scale_set::find(client, group_id, &want.name).await? {
-                Some(set) => set,
-                None => {
-                    let set = scale_set::create(client, group_id, &want).await?;
-                    tracing::info!(group = %ctx.key, scale_set_id = set.id, name = %want.name, "created GitHub runner scale set");
-                    set
+        let found = match found {
+            Some(set) => Some(set),
+            None => scale_set::find(client, group_id, &want.name).await?,
+        };
+        let id = match found {
+            // Made earlier, by us or by hand: bring name, group and labels in line with the
+            // spec (the labels may have changed while no operator ran).
+            Some(set) => {
+                let name = (set.name != want.name).then_some(want.name.as_str());
+                let group = (set.runner_group_id != group_id).then_some(group_id);
+                let labels = (!scale_set::same_labels(&set.label_names(), &want_labels))
+                    .then_some(want_labels.as_slice());
+                if name.is_some() || group.is_some() || labels.is_some() {
+                    self.patch_scale_set(ctx, client, set.id, name, group, labels)
+                        .await?;
                 }
-            },
+                set.id
+            }
+            None => {
+                let set = scale_set::create(client, group_id, &want).await?;
+                tracing::info!(group = %ctx.key, scale_set_id = set.id, name = %want.name, "created GitHub runner scale set");
+                set.id
+            }
         };
         st.scale_set = Some(ScaleSetInfo {
-            id: set.id,
+            id,
             name: want.name,
             runner_group: want.runner_group,
+            labels: want_labels,
         });
-        Ok(set.id)
+        Ok(id)
+    }
+
+    /// PATCHes what differs from the spec: name and runner group in one call, then the labels
+    /// (actions/scaleset `client.go`, `UpdateRunnerScaleSet`). A 404 (the scale set is gone)
+    /// is returned for the caller to recreate it. A refusal of the labels alone (400, 422) is
+    /// logged and not retried until the labels change again or the operator restarts: the
+    /// scale set still serves the workflows that use its old labels, and failing here would
+    /// stop every runner of the group.
+    async fn patch_scale_set(
+        &self,
+        ctx: &GroupContext,
+        client: &GithubClient,
+        id: i64,
+        name: Option<&str>,
+        group: Option<i64>,
+        labels: Option<&[String]>,
+    ) -> Result<(), ApiError> {
+        if name.is_some() || group.is_some() {
+            scale_set::update(client, id, name, group).await?;
+        }
+        if let Some(labels) = labels {
+            match scale_set::update_labels(client, id, labels).await {
+                Ok(_) => {
+                    tracing::info!(group = %ctx.key, scale_set_id = id, labels = ?labels, "updated the labels of the GitHub runner scale set");
+                }
+                Err(e) if matches!(e.status(), Some(400 | 422)) => {
+                    tracing::warn!(group = %ctx.key, scale_set_id = id, error = %e, "GitHub refused the new labels; the scale set keeps its old ones");
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
     }
 
     pub(super) async fn ensure(
@@ -193,6 +237,8 @@ impl GithubForge {
     ) -> Result<(Arc<GithubClient>, i64), ApiError> {
         let client = self.ensure_client(ctx, st).await?;
         let id = self.ensure_scale_set(ctx, st, &client).await?;
+        // Named in the User-Agent of every later call, as ARC's listener does.
+        client.set_scale_set_id(id);
         Ok((client, id))
     }
 

@@ -34,6 +34,8 @@ struct ScaleSetInfo {
     id: i64,
     name: String,
     runner_group: Option<String>,
+    /// The labels last set (or found) at the service, the name among them.
+    labels: Vec<String>,
 }
 
 #[derive(Default)]
@@ -503,7 +505,10 @@ mod tests {
         };
         assert!(registered_in_another_scale_set(&runner(Some("7")), 8));
         assert!(!registered_in_another_scale_set(&runner(Some("8")), 8));
-        assert!(!registered_in_another_scale_set(&runner(None), 8), "older Jobs without the id are left alone");
+        assert!(
+            !registered_in_another_scale_set(&runner(None), 8),
+            "older Jobs without the id are left alone"
+        );
         assert!(!registered_in_another_scale_set(&runner(Some("x")), 8));
     }
 

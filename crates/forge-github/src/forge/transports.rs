@@ -7,10 +7,12 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 
 use forgerunner_core::forge::GroupKey;
 
+use crate::client::Transport;
+
 /// The transports and their users.
 #[derive(Default)]
 pub(super) struct Transports {
-    by_trust: HashMap<u64, reqwest::Client>,
+    by_trust: HashMap<u64, Transport>,
     users: HashMap<GroupKey, u64>,
 }
 
@@ -29,8 +31,8 @@ impl Transports {
         &mut self,
         group: &GroupKey,
         key: u64,
-        build: impl FnOnce() -> Result<reqwest::Client, E>,
-    ) -> Result<reqwest::Client, E> {
+        build: impl FnOnce() -> Result<Transport, E>,
+    ) -> Result<Transport, E> {
         let http = match self.by_trust.get(&key) {
             Some(http) => http.clone(),
             None => {
@@ -80,8 +82,12 @@ mod tests {
         }
     }
 
-    fn client() -> Result<reqwest::Client, ()> {
-        Ok(reqwest::Client::new())
+    fn client() -> Result<Transport, ()> {
+        Ok(Transport {
+            http: reqwest::Client::new(),
+            poll: reqwest::Client::new(),
+            has_proxy: false,
+        })
     }
 
     #[test]

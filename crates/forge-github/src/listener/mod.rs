@@ -22,6 +22,7 @@ use self::session::Session;
 use crate::backoff::Backoff;
 use crate::client::GithubClient;
 use crate::error::ApiError;
+use crate::scale_set;
 use crate::types::Statistics;
 
 /// Settings of one listener.
@@ -293,8 +294,17 @@ impl Task {
         let mut last_id = 0i64;
         let mut attempt = 0u32;
         // Jobs offered by an acked message whose acquire failed: retried after every poll
-        // until the service takes them (the message that offered them is gone).
-        let mut unacquired: Vec<i64> = Vec::new();
+        // until the service takes them (the message that offered them is gone). Seeded with
+        // the jobs that were available before this session opened.
+        let mut unacquired = tokio::select! {
+            () = self.cancel.cancelled() => return SessionEnd::Cancelled,
+            () = self.config.fence.lapsed() => return SessionEnd::Cancelled,
+            ids = self.acquirable(session) => ids,
+        };
+        if let Err(e) = self.acquire(session, &mut unacquired).await {
+            // Kept in `unacquired`: tried again after the first poll.
+            tracing::warn!(group = %self.config.key, error = %e, "could not acquire the jobs available before the session opened");
+        }
         loop {
             let capacity = self.shared.max_capacity.load(Ordering::Relaxed);
             let polled = tokio::select! {
@@ -417,6 +427,32 @@ impl Task {
                 acked: false,
                 result: Err(e),
             },
+        }
+    }
+
+    /// The jobs that were available before this session opened, when its statistics count any.
+    /// The message stream offers a job (`JobAvailable`) to the session open at the time, and
+    /// nothing public shows it offered again to a later one: a job queued while no session was
+    /// open (operator down, leader change, a 409 window), or offered to a session that ended
+    /// before acquiring it, could otherwise wait for good. ARC's
+    /// former listener asked for them on session open (`cmd/githubrunnerscalesetlistener/
+    /// autoScalerMessageListener.go`, `CreateSession`, calling `GetAcquirableJobs` of
+    /// `github/actions/client.go`); today's ARC and scaleset do not (ARC issue #4027). A failure
+    /// is logged and costs only those jobs: the session goes on.
+    async fn acquirable(&self, session: &Session) -> Vec<i64> {
+        let available = session.statistics.map_or(0, |s| s.total_available_jobs);
+        if available == 0 {
+            return Vec::new();
+        }
+        match scale_set::acquirable_jobs(&self.client, self.config.scale_set_id).await {
+            Ok(ids) => {
+                tracing::info!(group = %self.config.key, available, acquirable = ids.len(), "jobs available before the session opened");
+                ids
+            }
+            Err(e) => {
+                tracing::warn!(group = %self.config.key, error = %e, "could not list the jobs available before the session opened");
+                Vec::new()
+            }
         }
     }
 

@@ -35,8 +35,10 @@ pub async fn get_message(
     }
     let reply = client
         .execute("get_message", client.poll_timeout(), || {
+            // Its own HTTP/1.1 connection: a stream of the shared HTTP/2 one could queue
+            // behind other groups' polls.
             client
-                .raw_request(Method::GET, url.clone(), Auth::Bearer(&session.token))
+                .poll_request(url.clone(), Auth::Bearer(&session.token))
                 .header(
                     reqwest::header::ACCEPT,
                     "application/json; api-version=6.0-preview",

@@ -161,3 +161,5 @@ pub async fn demand(forge: &GithubForge, ctx: &GroupContext) -> forgerunner_core
 }
 
 pub const WAIT: Duration = Duration::from_secs(15);
+
+pub mod stub;

@@ -148,11 +148,7 @@ impl World {
                 runner_opts,
             ));
             if let Some(policy) = opts.github_reassign {
-                forgerunner_testkit::github::spawn_reassignment(
-                    runners.clone(),
-                    policy,
-                    stop.child_token(),
-                );
+                forgerunner_testkit::github::spawn_reassignment(runners.clone(), policy, stop.child_token());
             }
             sim.register_behaviour(groups::GITHUB_RUNNER_IMAGE, runners);
             Some(emu)

@@ -58,6 +58,12 @@ impl RunnerActivity {
         }
     }
 
+    /// Forgets which requests wait: after a lost session their `JobStarted`/`JobCompleted` may
+    /// never arrive, and the next session's messages say again what is assigned.
+    pub fn forget_waiting(&mut self) {
+        self.waiting.clear();
+    }
+
     /// Follows which job requests wait for a runner: assigned until started or completed.
     pub fn track_request(&mut self, job: &JobMessage) {
         match job {
@@ -123,6 +129,9 @@ mod tests {
             result: "canceled".into(),
         });
         assert_eq!(a.waiting_requests().collect::<Vec<_>>(), [(2, Some(queued))]);
+        // A lost session: what it showed waiting may start or end unseen.
+        a.forget_waiting();
+        assert_eq!(a.waiting_requests().count(), 0);
     }
 
     #[test]

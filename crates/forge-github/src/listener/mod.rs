@@ -273,8 +273,13 @@ impl Task {
                 }
                 SessionEnd::Lost => {
                     tracing::info!(group = %self.config.key, "GitHub message session lost; opening a new one");
-                    // Its statistics say nothing about what happens from now on.
-                    self.shared.lock().statistics = None;
+                    // Its statistics say nothing about what happens from now on, and the jobs it
+                    // showed waiting may start or end unseen.
+                    {
+                        let mut st = self.shared.lock();
+                        st.statistics = None;
+                        Arc::make_mut(&mut st.runners).forget_waiting();
+                    }
                     // The 404 may come from the broker while the service still holds the
                     // session; a new one would then meet our own 409 until it expires.
                     let deleted = tokio::time::timeout(

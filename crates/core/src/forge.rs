@@ -121,6 +121,9 @@ pub struct ForgeView {
     /// The waiting jobs by id, where the forge names them, for the latency per stage
     /// (`crate::metrics::Stage`). Empty where the forge only gives counts.
     pub waiting: Vec<WaitingJob>,
+    /// Runners that will never take a job: the one job they were made for is gone (re-run
+    /// under a new handle, cancelled). The planner removes them at once unless they worked.
+    pub stranded: std::collections::BTreeSet<String>,
 }
 
 /// A job waiting for a runner of the group, as the forge names it.

@@ -123,6 +123,8 @@ pub enum RemovalReason {
     StartupFailed(StartupFailure),
     /// The runner never took a job and its pod comes from an older spec: it is replaced.
     SpecChanged,
+    /// The one job the runner was made for is gone at the forge (re-run, cancelled).
+    JobGone,
 }
 
 impl RemovalReason {
@@ -136,6 +138,7 @@ impl RemovalReason {
             RemovalReason::Orphaned => "Orphaned",
             RemovalReason::StartupFailed(cause) => cause.as_str(),
             RemovalReason::SpecChanged => "SpecChanged",
+            RemovalReason::JobGone => "JobGone",
         }
     }
 }
@@ -192,6 +195,9 @@ pub struct Plan {
     /// (scale-down waits for the surplus to last `scaleDownDelaySeconds`); the caller records
     /// it ([`memory::PlanMemory::record_surplus`]).
     pub surplus: u32,
+    /// Runners out of time to start (startup timeout, unschedulable) that the plan keeps
+    /// because a waiting job needs them, with what Kubernetes says about each.
+    pub waiting_out: Vec<(String, Stuck)>,
 }
 
 /// Decides what to create and remove. Pure: same input, same plan.
@@ -217,6 +223,8 @@ pub struct Plan {
 ///   out of time (startup timeout, unschedulable) while demand still covers it: node scale-up
 ///   and large pulls take what they take, and a replacement would start no sooner. An idle
 ///   runner built from an older spec (`outdated`) is replaced; busy ones finish.
+/// - A runner whose one job is gone at the forge (`stranded`: re-run under a new handle,
+///   cancelled) is removed at once, unless it worked.
 /// - While `creation_held` (the failure backoff), nothing is created.
 /// - After [`FAILURE_THROTTLE_THRESHOLD`] consecutive failures, at most one runner is created
 ///   at a time, and only when none is active.
@@ -288,6 +296,9 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
         let waits_out = r.stuck.as_ref().is_some_and(|s| s.cause.waits_out()) && !r.outdated;
         if waits_out && patient_slots > 0 {
             patient_slots -= 1;
+            if let Some(stuck) = &r.stuck {
+                out.waiting_out.push((r.name.clone(), stuck.clone()));
+            }
             continue;
         }
         if let Some(stuck) = &r.stuck {
@@ -310,6 +321,11 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
 
     // The warm pool: up to `minRunners` started runners never time out (oldest first, the
     // ones the timeout would take); only idle runners above it do.
+    let stranded = |r: &ObservedRunner| input.view.stranded.contains(&r.name);
+    for r in current.iter().filter(|r| stranded(r)) {
+        out.remove.push(active_removal(&r.name, RemovalReason::JobGone));
+    }
+    let current: Vec<&ObservedRunner> = current.into_iter().filter(|r| !stranded(r)).collect();
     let warm: BTreeSet<&str> = current
         .iter()
         .filter(|r| r.phase == RunnerPhase::Running)

@@ -67,7 +67,10 @@ impl StartupFailure {
     /// start, e.g. once a node is added or a large image is pulled. The planner keeps such a
     /// runner while demand covers it.
     pub fn waits_out(self) -> bool {
-        matches!(self, StartupFailure::StartupTimeout | StartupFailure::Unschedulable)
+        matches!(
+            self,
+            StartupFailure::StartupTimeout | StartupFailure::Unschedulable
+        )
     }
 
     /// What a person can do about it.

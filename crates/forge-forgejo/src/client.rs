@@ -68,6 +68,8 @@ pub enum Operation {
     CreateRunner,
     /// `DELETE …/actions/runners/{id}`.
     DeleteRunner,
+    /// `GET /api/v1/user`.
+    CurrentUser,
 }
 
 impl Operation {
@@ -81,6 +83,7 @@ impl Operation {
             Operation::ListRunners => "list_runners",
             Operation::CreateRunner => "create_runner",
             Operation::DeleteRunner => "delete_runner",
+            Operation::CurrentUser => "get_user",
         }
     }
 
@@ -92,6 +95,7 @@ impl Operation {
             Operation::ListRunners => "list runners",
             Operation::CreateRunner => "create a runner",
             Operation::DeleteRunner => "delete a runner",
+            Operation::CurrentUser => "read the token's user",
         }
     }
 

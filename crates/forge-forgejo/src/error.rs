@@ -77,6 +77,17 @@ pub enum ForgejoError {
     /// The credentials Secret lacks the `token` key.
     #[error("Secret {0} has no non-empty key \"token\" (the Forgejo API token)")]
     MissingToken(String),
+    /// `scope: user` names another user than the token's owner; Forgejo's `/user/actions/…`
+    /// routes always act for the token's owner.
+    #[error(
+        "spec.forgejo.user is {spec:?} but the token belongs to {actual:?}; Forgejo lists jobs and makes runners for the token's own user: use a token of {spec:?} or set user to {actual:?}"
+    )]
+    WrongUser {
+        /// The user in the spec.
+        spec: String,
+        /// The token's login.
+        actual: String,
+    },
 }
 
 impl ForgejoError {
@@ -107,9 +118,9 @@ impl From<ForgejoError> for ForgeError {
     fn from(e: ForgejoError) -> ForgeError {
         let msg = e.to_string();
         match e {
-            ForgejoError::Unauthenticated { .. } | ForgejoError::Forbidden { .. } => {
-                ForgeError::Unauthorized(msg)
-            }
+            ForgejoError::Unauthenticated { .. }
+            | ForgejoError::Forbidden { .. }
+            | ForgejoError::WrongUser { .. } => ForgeError::Unauthorized(msg),
             ForgejoError::NotFound { .. } => ForgeError::NotFound(msg),
             ForgejoError::RateLimited(s) => ForgeError::RateLimited {
                 retry_after_seconds: s,

@@ -5,14 +5,15 @@
 //! scope, labels, token) and one runner listing per (instance, scope, token) per poll
 //! interval, however many groups use them.
 
-use std::collections::{BTreeMap, HashMap};
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::Hash;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use forgerunner_core::crd::{
-    DEFAULT_FORGEJO_POLL_INTERVAL_SECONDS, ForgeKind, ForgejoSpec, RunnerGroup, RunnerGroupSpec,
+    DEFAULT_FORGEJO_POLL_INTERVAL_SECONDS, ForgeKind, ForgejoScope, ForgejoSpec, RunnerGroup, RunnerGroupSpec,
 };
 use forgerunner_core::forge::{
     ClusterRefs, Forge, ForgeError, ForgeFacts, ForgeView, GroupContext, GroupKey, OutboundUrl,
@@ -27,14 +28,19 @@ use crate::cache::{Cell, Fetched};
 use crate::client::{ClientOptions, ForgejoClient};
 use crate::error::ForgejoError;
 use crate::labels::LabelSet;
-use crate::observe::{self, Graces, Listing};
+use crate::observe::{self, Graces, Listing, RunnerRows};
 use crate::scope::Scope;
-use crate::state::GroupBook;
-use crate::types::{RunJob, Runner};
+use crate::state::{GroupBook, HeldBackoff};
+use crate::types::{RunJob, Runner, RunnerList};
 use crate::version::{ForgejoVersion, Mode, VersionError};
 
 mod actions;
 mod release;
+
+/// At most this many runners are looked up by id per pass when a paged runner listing did
+/// not show them; the rest stay unknown until a later pass (unknown is safe: such a runner
+/// still covers demand and still times out).
+const MAX_LOOKUPS: usize = 16;
 
 /// Tunables of the backend; the defaults suit production.
 #[derive(Clone, Debug)]
@@ -50,6 +56,12 @@ pub struct ForgejoOptions {
     pub offline_grace: Duration,
     /// An offline runner row created by this process less than this ago is never a ghost.
     pub ghost_grace: Duration,
+    /// A runner bound to a job that was connected at least this long when it was removed idle
+    /// had time to take its job: the job is held back by Forgejo ([`GroupBook::note_held`]).
+    pub held_evidence: Duration,
+    /// How long no runner is made for a held job after the first such removal; each further
+    /// one doubles it, up to [`HeldBackoff::max`].
+    pub held_backoff: HeldBackoff,
 }
 
 impl Default for ForgejoOptions {
@@ -60,6 +72,13 @@ impl Default for ForgejoOptions {
             token_ttl: Duration::from_secs(300),
             offline_grace: Duration::from_secs(180),
             ghost_grace: Duration::from_secs(300),
+            // forgejo-runner polls every 2 s by default (`FetchInterval`, `config.go` `New`):
+            // a minute of polling is thirty chances to get an available job.
+            held_evidence: Duration::from_secs(60),
+            held_backoff: HeldBackoff {
+                first: Duration::from_secs(60),
+                max: Duration::from_secs(30 * 60),
+            },
         }
     }
 }
@@ -76,6 +95,8 @@ pub(crate) struct InstanceKey {
 pub(crate) struct Instance {
     pub(crate) client: ForgejoClient,
     version: Cell<(ForgejoVersion, Mode, String)>,
+    /// The token owner's login, for `scope: user`.
+    login: Cell<String>,
 }
 
 /// One runner listing scope on one instance.
@@ -116,7 +137,7 @@ pub struct ForgejoForge {
     trigger: ReconcileTrigger,
     instances: Mutex<HashMap<InstanceKey, Arc<Instance>>>,
     jobs: Cells<JobsKey, Vec<RunJob>>,
-    runners: Cells<ScopeKey, Vec<Runner>>,
+    runners: Cells<ScopeKey, RunnerList>,
     tokens: Cells<ScopeKey, SecretValue>,
     /// Per group: bindings, finished runners, creations, offline times.
     pub(crate) books: Mutex<HashMap<GroupKey, GroupBook>>,
@@ -189,6 +210,9 @@ impl ForgejoForge {
         };
         let instance = self.instance(&key, token, ctx.ca_bundle.as_deref(), proxy)?;
         let (version, mode, raw_version) = self.check_version(&instance).await?;
+        if let Scope::User(user) = &scope {
+            self.check_user(&instance, user).await?;
+        }
         let scope_key = ScopeKey {
             instance: key,
             scope: scope.clone(),
@@ -238,6 +262,7 @@ impl ForgejoForge {
         let inst = Arc::new(Instance {
             client,
             version: Cell::default(),
+            login: Cell::default(),
         });
         map.insert(key.clone(), inst.clone());
         Ok(inst)
@@ -259,6 +284,26 @@ impl ForgejoForge {
             })
             .await?;
         Ok((*got.value).clone())
+    }
+
+    /// Refuses `scope: user` for another user than the token's owner: every `/user/actions/…`
+    /// route acts for the token's owner (`routers/api/v1/user/runners.go`: `ctx.Doer.ID`), so a
+    /// mistyped `user` would silently serve (and make runners for) the owner's repositories.
+    /// The owner's login is read once per `version_ttl`. Forgejo user names are unique without
+    /// regard to case (`models/user/user.go`: `LowerName` is the unique key).
+    async fn check_user(&self, inst: &Instance, user: &str) -> Result<(), ForgejoError> {
+        let login = inst
+            .login
+            .get(self.opts.version_ttl, inst.client.current_user())
+            .await?;
+        if login.value.eq_ignore_ascii_case(user) {
+            Ok(())
+        } else {
+            Err(ForgejoError::WrongUser {
+                spec: user.to_string(),
+                actual: (*login.value).clone(),
+            })
+        }
     }
 
     /// The group's waiting and running jobs, at most one poll interval old.
@@ -284,10 +329,29 @@ impl ForgejoForge {
         &self,
         r: &Resolved<'_>,
         max_age: Duration,
-    ) -> Result<Fetched<Vec<Runner>>, ForgejoError> {
+    ) -> Result<Fetched<RunnerList>, ForgejoError> {
         cell_for(&self.runners, &r.scope_key)
             .get(max_age, r.instance.client.list_runners(r.version, &r.scope))
             .await
+    }
+
+    /// Looks up by id (at most [`MAX_LOOKUPS`] per pass) our active runners that a paged
+    /// listing did not show: the rows found, and the ids Forgejo no longer knows (404). A lookup
+    /// that fails proves nothing: that runner stays unknown for this pass.
+    async fn look_up(&self, r: &Resolved<'_>, ids: &[i64]) -> (Vec<Runner>, BTreeSet<i64>) {
+        let (mut found, mut gone) = (Vec::new(), BTreeSet::new());
+        for id in ids.iter().take(MAX_LOOKUPS) {
+            match r.instance.client.get_runner(r.version, &r.scope, *id).await {
+                Ok(Some(row)) => found.push(row),
+                Ok(None) => {
+                    gone.insert(*id);
+                }
+                Err(e) => {
+                    tracing::debug!(runner_id = id, error = %e, "could not look up a Forgejo runner");
+                }
+            }
+        }
+        (found, gone)
     }
 
     /// Drops the cached runner listing of the scope (after a create or delete).
@@ -327,6 +391,18 @@ impl ForgejoForge {
         let seen = match r.mode {
             Mode::Ephemeral => {
                 let runners = self.runners(&r, r.interval).await?;
+                let listed = &runners.value;
+                // A paged listing may have skipped live runners (its order shifts as runners
+                // call in): ask for the missing ones by id before calling any of them gone.
+                let (found, gone) = if listed.whole {
+                    (Vec::new(), BTreeSet::new())
+                } else {
+                    self.look_up(&r, &observe::unlisted_ids(refs, &listed.rows)).await
+                };
+                let mut rows: Cow<'_, [Runner]> = Cow::Borrowed(&listed.rows);
+                if !found.is_empty() {
+                    rows.to_mut().extend(found);
+                }
                 let graces = Graces {
                     offline: self.opts.offline_grace,
                     ghost: self.opts.ghost_grace,
@@ -340,9 +416,11 @@ impl ForgejoForge {
                         book,
                         refs,
                         jobs_listing,
-                        Listing {
-                            rows: &runners.value,
+                        RunnerRows {
+                            rows: &rows,
                             at: runners.at,
+                            whole: listed.whole,
+                            gone: &gone,
                         },
                         graces,
                         now,
@@ -379,6 +457,7 @@ impl ForgejoForge {
             // headers.
             job_identities: BTreeMap::new(),
             budget: None,
+            stranded: seen.stranded,
         })
     }
 }
@@ -451,6 +530,7 @@ impl Forge for ForgejoForge {
         let mut pod =
             crate::pod::default_runner_pod(&labels, group.spec.image.as_deref(), secret_name, credentials);
         crate::pod::apply_trust(&group.spec, &mut pod);
+        crate::pod::apply_config_file(&group.spec, &mut pod);
         // Container mode and the restricted Pod Security settings.
         crate::pod_security::finish_pod(&mut pod, &group.spec);
         pod
@@ -485,11 +565,26 @@ impl Forge for ForgejoForge {
         self.release_group(key);
     }
 
-    fn cleanup_hint(&self, _spec: &RunnerGroupSpec) -> String {
-        "runners named after the group may stay registered at Forgejo: delete them under Settings \
-         → Actions → Runners of the group's scope, or let Forgejo's cron.cleanup_offline_runners \
-         remove them"
-            .to_owned()
+    fn cleanup_hint(&self, spec: &RunnerGroupSpec) -> String {
+        // Forgejo's own cleanup of offline runners (`services/cron/tasks_actions.go`
+        // `registerOfflineRunnersCleanup`) exists from 12, is off by default, and by default
+        // deletes only instance-wide runners (`GLOBAL_SCOPE_ONLY`); 11 has none, and there is no
+        // runner DELETE in the API before 15.
+        let global = spec
+            .forgejo
+            .as_ref()
+            .is_some_and(|f| f.scope == ForgejoScope::Global);
+        let scope_setting = if global {
+            ""
+        } else {
+            " and GLOBAL_SCOPE_ONLY = false (org, user and repository runners are kept otherwise)"
+        };
+        format!(
+            "runners named after the group may stay registered at Forgejo: delete them under \
+             Settings → Actions → Runners of the group's scope. On Forgejo 12 or newer the \
+             [cron.cleanup_offline_runners] job can remove offline runners after a day: set \
+             ENABLED = true{scope_setting}; Forgejo 11 has no such job"
+        )
     }
 
     async fn shutdown_all(&self) {

@@ -10,8 +10,9 @@
 //! - **Forgejo 11–14**: the registration-token path. Each pod registers with the scope's
 //!   shared registration token (`forgejo-runner register`) and runs one job. Limits, stated
 //!   plainly: there is no runner API before 15, so runners cannot be listed or deregistered
-//!   (registered runners stay until Forgejo's `cron.cleanup_offline_runners` removes them),
-//!   their states are unknown (the oldest runners are reported busy up to the number of
+//!   (one offline runner row per job stays; Forgejo 12+ can delete them with
+//!   `[cron.cleanup_offline_runners]`, off by default and, unless `GLOBAL_SCOPE_ONLY = false`,
+//!   only for instance-wide runners; Forgejo 11 has no such job), their states are unknown (the oldest runners are reported busy up to the number of
 //!   running jobs, so a runner at work is not idle-reaped), and a job may go to any runner
 //!   with matching labels.
 //! - **Forgejo 10 and older, or a server that is not Forgejo**: refused with a `Config`
@@ -44,4 +45,5 @@ pub use error::ForgejoError;
 pub use forge::{ForgejoForge, ForgejoOptions};
 pub use labels::{LabelSet, RunnerLabel, parse_labels};
 pub use scope::Scope;
+pub use state::HeldBackoff;
 pub use version::{ForgejoVersion, Mode};

@@ -18,12 +18,40 @@ pub(crate) struct Listing<'a, T> {
     pub(crate) at: Instant,
 }
 
+/// The runner listing (v15), and what proves a runner it does not show gone.
+pub(crate) struct RunnerRows<'a> {
+    /// Rows of the listing, plus rows found by id since.
+    pub(crate) rows: &'a [Runner],
+    /// When the listing's fetch started.
+    pub(crate) at: Instant,
+    /// One page held the listing ([`crate::types::RunnerList::whole`]): absence proves a
+    /// runner gone. Across pages a runner may just have moved.
+    pub(crate) whole: bool,
+    /// Runners a lookup by id found gone (404) after the listing.
+    pub(crate) gone: &'a BTreeSet<i64>,
+}
+
+/// The ids of our active runners that `rows` do not show, for a lookup by id when the listing
+/// took more than one page (oldest id first: the longest-lived are looked at first).
+pub(crate) fn unlisted_ids(refs: &[RunnerRef], rows: &[Runner]) -> Vec<i64> {
+    let shown: BTreeSet<i64> = rows.iter().map(|x| x.id).collect();
+    let ids: BTreeSet<i64> = refs
+        .iter()
+        .filter(|r| r.phase.is_active())
+        .filter_map(runner_id)
+        .filter(|id| !shown.contains(id))
+        .collect();
+    ids.into_iter().collect()
+}
+
 /// What the view says, before the facts are added.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(crate) struct Seen {
     pub(crate) waiting_jobs: u32,
     pub(crate) runners: BTreeMap<String, ForgeRunnerState>,
     pub(crate) ghosts: Vec<String>,
+    /// Bound runners whose job is gone ([`is_stranded`]): the planner removes them at once.
+    pub(crate) stranded: BTreeSet<String>,
 }
 
 /// The group being observed: its name (runner name prefix) and labels.
@@ -53,10 +81,11 @@ pub(crate) fn waiting<'a>(jobs: &'a [RunJob], labels: &LabelSet) -> Vec<&'a RunJ
     w
 }
 
-/// Waiting jobs not already done by one of our runners the listing predates.
-fn demand(book: &mut GroupBook, waiting: &[&RunJob], jobs_at: Instant) -> u32 {
+/// Waiting jobs not already done by one of our runners the listing predates, nor held back
+/// by Forgejo ([`GroupBook::note_held`]).
+fn demand(book: &mut GroupBook, waiting: &[&RunJob], jobs_at: Instant, now: Instant) -> u32 {
     let handles: BTreeSet<&str> = waiting.iter().map(|j| j.handle.as_str()).collect();
-    let covered = book.covered(&handles, jobs_at);
+    let covered = book.covered(&handles, jobs_at, now);
     u32::try_from(waiting.len())
         .unwrap_or(u32::MAX)
         .saturating_sub(covered)
@@ -68,7 +97,7 @@ pub(crate) fn view_v15(
     book: &mut GroupBook,
     refs: &[RunnerRef],
     jobs: Listing<'_, RunJob>,
-    runners: Listing<'_, Runner>,
+    runners: RunnerRows<'_>,
     graces: Graces,
     now: Instant,
 ) -> Seen {
@@ -76,7 +105,10 @@ pub(crate) fn view_v15(
     book.sync(refs, now);
     let waiting_jobs = waiting(jobs.rows, labels);
     let waiting_handles: BTreeSet<&str> = waiting_jobs.iter().map(|j| j.handle.as_str()).collect();
+    // Every handle the jobs listing shows, waiting or running.
+    let listed_handles: BTreeSet<&str> = jobs.rows.iter().map(|j| j.handle.as_str()).collect();
     let mut states = BTreeMap::new();
+    let mut stranded = BTreeSet::new();
     for r in refs {
         let id = runner_id(r);
         let row = runners
@@ -88,23 +120,44 @@ pub(crate) fn view_v15(
         // handle); inferring Busy from it would mark this runner busy for good, and a runner
         // that never gets its job would then never leave.
         let state = match row {
+            Some(x)
+                if x.status != RunnerStatus::Active
+                    && is_stranded(r, book, &jobs, &runners, &listed_handles) =>
+            {
+                book.offline_for(&r.name, x.status == RunnerStatus::Offline, now, graces.offline);
+                book.connected(&r.name, x.status != RunnerStatus::Offline, now);
+                stranded.insert(r.name.clone());
+                ForgeRunnerState::Offline
+            }
             Some(x) => match x.status {
-                RunnerStatus::Active => ForgeRunnerState::Busy,
+                RunnerStatus::Active => {
+                    book.connected(&r.name, true, now);
+                    ForgeRunnerState::Busy
+                }
                 RunnerStatus::Idle => {
                     book.offline_for(&r.name, false, now, graces.offline);
+                    book.connected(&r.name, true, now);
                     ForgeRunnerState::Idle
                 }
-                RunnerStatus::Offline if book.offline_for(&r.name, true, now, graces.offline) => {
-                    ForgeRunnerState::Offline
+                RunnerStatus::Offline => {
+                    book.connected(&r.name, false, now);
+                    if book.offline_for(&r.name, true, now, graces.offline) {
+                        ForgeRunnerState::Offline
+                    } else {
+                        ForgeRunnerState::Idle
+                    }
                 }
-                RunnerStatus::Offline => ForgeRunnerState::Idle,
             },
             None => {
                 // Ephemeral rows are deleted after their task. Only a listing fetched after the
-                // runner was created can tell that it is gone. The runner listing is trusted
-                // over an older jobs listing that may still show the job waiting.
+                // runner was created can tell that it is gone, and only a whole one (or a
+                // lookup by id): a runner that called in between two page requests is missing
+                // from a paged listing although it lives, and a live runner taken for finished
+                // would neither cover its job nor ever be reaped. The runner listing is
+                // trusted over an older jobs listing that may still show the job waiting.
                 let listing_knows = book.created_at(&r.name).is_none_or(|c| runners.at >= c);
-                if id.is_some() && listing_knows && r.phase != RunnerPhase::Failed {
+                let proven = runners.whole || id.is_some_and(|id| runners.gone.contains(&id));
+                if id.is_some() && listing_knows && proven && r.phase != RunnerPhase::Failed {
                     ForgeRunnerState::Finished
                 } else {
                     ForgeRunnerState::Unknown
@@ -136,12 +189,38 @@ pub(crate) fn view_v15(
         })
         .filter_map(job_handle)
         .collect();
+    // A stranded runner can take no job: the planner removes it at once and it covers no
+    // demand (the re-run of its own job gets a runner of its own).
     Seen {
-        waiting_jobs: demand(book, &waiting_jobs, jobs.at)
+        waiting_jobs: demand(book, &waiting_jobs, jobs.at, now)
             .saturating_sub(book.uncovered_among(&at_work, &waiting_handles)),
         runners: states,
         ghosts: ghosts.into_iter().collect(),
+        stranded,
     }
+}
+
+/// Whether `r`, a live runner bound to a job handle that Forgejo shows not at work, can never
+/// get a job: the jobs listing shows its handle neither waiting nor running although it was
+/// fetched after the runner was made, and the runner row was read after that listing (so the
+/// runner did not take the job and finish in between: its ephemeral row would be gone). A
+/// re-run gives the job a new handle (`models/actions/run_job.go` `PrepareNextAttempt`) and a
+/// cancel ends it; either way the runner's `one-job --handle` polls for nothing until its idle
+/// timeout.
+fn is_stranded(
+    r: &RunnerRef,
+    book: &GroupBook,
+    jobs: &Listing<'_, RunJob>,
+    runners: &RunnerRows<'_>,
+    listed_handles: &BTreeSet<&str>,
+) -> bool {
+    let Some(handle) = job_handle(r) else {
+        return false;
+    };
+    r.phase.is_active()
+        && !listed_handles.contains(handle)
+        && book.created_at(&r.name).is_none_or(|c| jobs.at >= c)
+        && runners.at >= jobs.at
 }
 
 /// Forgejo 11–14: no runner API. So that a runner at work is never idle-reaped, the oldest
@@ -174,9 +253,10 @@ pub(crate) fn view_token(
         .map(|r| (r.name.clone(), ForgeRunnerState::Busy))
         .collect();
     Seen {
-        waiting_jobs: demand(book, &waiting_jobs, jobs.at),
+        waiting_jobs: demand(book, &waiting_jobs, jobs.at, now),
         runners,
         ghosts: Vec::new(),
+        stranded: BTreeSet::new(),
     }
 }
 

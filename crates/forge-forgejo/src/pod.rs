@@ -17,6 +17,13 @@
 //! one, so validation requires `containerMode: dind` (which adds one, [`crate::pod_security`]) or
 //! a template that gives the runner `DOCKER_HOST` ([`crate::validate::validate_docker_daemon`]).
 //! `host` labels work as is; `lxc` labels are refused (no LXC in the pod).
+//!
+//! A config file: forgejo-runner reads one only from `--config` (`internal/app/cmd/cmd.go`), and
+//! neither it nor its image (`Dockerfile`: `CMD ["/bin/forgejo-runner"]`) knows `CONFIG_FILE`,
+//! the Gitea runner image's convention (act_runner `scripts/run.sh`). Users carry it over, so
+//! when `spec.template`'s runner container sets `CONFIG_FILE` in its `env`,
+//! [`apply_config_file`] passes `--config $(CONFIG_FILE)` to `one-job` and, on 11–14, to
+//! `register` ([`REGISTER_SCRIPT`]); see [`apply_config_file`] for what a config may change.
 
 use std::collections::BTreeMap;
 
@@ -52,12 +59,16 @@ pub const ENV_RUNNER_LABELS: &str = "FORGEJO_RUNNER_LABELS";
 /// forgejo-runner's home and work directory; an emptyDir so every runner starts fresh.
 pub const DATA_DIR: &str = "/data";
 
+/// Env: the path of a forgejo-runner config file, when `spec.template` sets it.
+pub const ENV_CONFIG_FILE: &str = "CONFIG_FILE";
+
 /// Name of the init container that registers a token-path runner.
 pub const REGISTER_CONTAINER: &str = "register";
 
 /// The token-path registration, run in `/data` by the init container: the token is read from
-/// the mounted file, so it is never in the pod spec or any environment.
-pub const REGISTER_SCRIPT: &str = r#"exec forgejo-runner register --no-interactive --instance "$FORGEJO_INSTANCE_URL" --token "$(cat /var/run/forgejo-runner/registration-token)" --name "$FORGEJO_RUNNER_NAME" --labels "$FORGEJO_RUNNER_LABELS""#;
+/// the mounted file, so it is never in the pod spec or any environment. `--config` only when
+/// [`ENV_CONFIG_FILE`] is set ([`apply_config_file`]).
+pub const REGISTER_SCRIPT: &str = r#"exec forgejo-runner register --no-interactive ${CONFIG_FILE:+--config "$CONFIG_FILE"} --instance "$FORGEJO_INSTANCE_URL" --token "$(cat /var/run/forgejo-runner/registration-token)" --name "$FORGEJO_RUNNER_NAME" --labels "$FORGEJO_RUNNER_LABELS""#;
 
 /// The one-job arguments; `bound` adds `--handle`.
 pub fn one_job_args(labels: &[String], bound: bool) -> Vec<String> {
@@ -201,6 +212,88 @@ pub fn apply_trust(group: &RunnerGroupSpec, pod: &mut PodSpec) {
         TrustStyle::Go,
         group,
     );
+}
+
+/// The `CONFIG_FILE` entry of `spec.template`'s runner container `env` (a value or a
+/// `valueFrom`), if it sets a usable one. Read when the pod is built: the pod runs
+/// forgejo-runner without a shell, and forgejo-runner never reads `CONFIG_FILE` itself.
+pub fn template_config_file(group: &RunnerGroupSpec) -> Option<EnvVar> {
+    let tpl = group.pod_template().ok().flatten()?;
+    tpl.spec?
+        .containers
+        .into_iter()
+        .filter(|c| c.name == RUNNER_CONTAINER)
+        .flat_map(|c| c.env.unwrap_or_default())
+        .find(|e| {
+            e.name == ENV_CONFIG_FILE
+                && (e.value.as_deref().is_some_and(|v| !v.trim().is_empty()) || e.value_from.is_some())
+        })
+}
+
+/// Passes the config file named by `spec.template`'s `CONFIG_FILE` ([`template_config_file`])
+/// to forgejo-runner: `one-job --config $(CONFIG_FILE)` (the kubelet expands it from the
+/// runner container's env, where the template's entry is merged) and, on the token path, to
+/// `register` (its script adds `--config "$CONFIG_FILE"`; the entry is copied to the init
+/// container, with the template runner mounts that hold a literal path, so the file is there
+/// too). Without the entry the pod is left alone.
+///
+/// What a config changes (forgejo-runner 12.8): `runner.labels` replaces `register`'s
+/// `--labels` and, on 11–14, the labels `one-job` declares (`register.go`,
+/// `config.FromRegistration`); on 15 the `--label` flags win (`config.New`). A config with
+/// `server.connections` makes `one-job` refuse to start (`args.go` `connectionFromArguments`).
+pub fn apply_config_file(group: &RunnerGroupSpec, pod: &mut PodSpec) {
+    let Some(entry) = template_config_file(group) else {
+        return;
+    };
+    if let Some(runner) = pod.containers.iter_mut().find(|c| c.name == RUNNER_CONTAINER)
+        && let Some(args) = runner.args.as_mut()
+        && args.first().is_some_and(|a| a == "one-job")
+    {
+        args.splice(1..1, ["--config".to_string(), format!("$({ENV_CONFIG_FILE})")]);
+    }
+    let Some(register) = pod
+        .init_containers
+        .iter_mut()
+        .flatten()
+        .find(|c| c.name == REGISTER_CONTAINER)
+    else {
+        return;
+    };
+    // The mounts of the template's runner container that hold the file: the template gives
+    // them to the runner container only, and `register` needs the same file.
+    let mounts: Vec<VolumeMount> = entry
+        .value
+        .as_deref()
+        .map(|path| config_mounts(group, path))
+        .unwrap_or_default();
+    register.env.get_or_insert_with(Vec::new).push(entry);
+    let have = register.volume_mounts.get_or_insert_with(Vec::new);
+    for m in mounts {
+        if !have.iter().any(|h| h.mount_path == m.mount_path) {
+            have.push(m);
+        }
+    }
+}
+
+/// The template runner container's mounts at or above `path`, read-only.
+fn config_mounts(group: &RunnerGroupSpec, path: &str) -> Vec<VolumeMount> {
+    let Some(spec) = group.pod_template().ok().flatten().and_then(|t| t.spec) else {
+        return Vec::new();
+    };
+    spec.containers
+        .into_iter()
+        .filter(|c| c.name == RUNNER_CONTAINER)
+        .flat_map(|c| c.volume_mounts.unwrap_or_default())
+        .filter(|m| {
+            let dir = m.mount_path.trim_end_matches('/');
+            !dir.is_empty()
+                && (path == dir || path.strip_prefix(dir).is_some_and(|rest| rest.starts_with('/')))
+        })
+        .map(|m| VolumeMount {
+            read_only: Some(true),
+            ..m
+        })
+        .collect()
 }
 
 /// The plain environment of a token-path runner.

@@ -10,7 +10,8 @@ use crate::client::{DeleteOutcome, ForgejoClient, Operation, Target};
 use crate::error::ForgejoError;
 use crate::scope::Scope;
 use crate::types::{
-    CreatedRunner, RegisterRunnerResponse, RegistrationTokenBody, RunJob, Runner, ServerVersion,
+    CreatedRunner, CurrentUser, RegisterRunnerResponse, RegistrationTokenBody, RunJob, Runner, RunnerList,
+    ServerVersion,
 };
 use crate::version::ForgejoVersion;
 
@@ -59,6 +60,25 @@ impl ForgejoClient {
         Ok(v.version)
     }
 
+    /// `GET /api/v1/user`: the login of the token's owner (`routers/api/v1/user/user.go`
+    /// `GetAuthenticatedUser`), the user every `/user/actions/…` route acts for.
+    pub async fn current_user(&self) -> Result<String, ForgejoError> {
+        let t = Target {
+            op: Operation::CurrentUser,
+            scope: None,
+            missing: Some("the token's user"),
+        };
+        let decode = |b: &[u8]| {
+            serde_json::from_slice::<CurrentUser>(b)
+                .ok()
+                .map(|u| u.login)
+                .filter(|l| !l.is_empty())
+        };
+        let url = self.url(&API, &["user"], &[]);
+        let r = self.request(t, Method::GET, url, None, &decode).await?;
+        Ok(r.value)
+    }
+
     /// `GET /api/forgejo/v1/version`, the Forgejo-only probe: `Ok(None)` on 404 (not Forgejo).
     pub async fn forgejo_version(&self) -> Result<Option<String>, ForgejoError> {
         let t = Target {
@@ -95,9 +115,10 @@ impl ForgejoClient {
         Ok(jobs.unwrap_or_default())
     }
 
-    /// Every runner registered at `scope` (v15), across pages. A listing over
+    /// Every runner registered at `scope` (v15), across pages, and whether one page held them
+    /// all (see [`RunnerList::whole`] for why that matters). A listing over
     /// [`ListingLimits::FORGE_DEFAULT`] fails whole (see [`ListingBudget`] for why).
-    pub async fn list_runners(&self, v: ForgejoVersion, scope: &Scope) -> Result<Vec<Runner>, ForgejoError> {
+    pub async fn list_runners(&self, v: ForgejoVersion, scope: &Scope) -> Result<RunnerList, ForgejoError> {
         let t = Target {
             op: Operation::ListRunners,
             scope: Some(scope),
@@ -105,7 +126,9 @@ impl ForgejoClient {
         };
         let mut budget = ListingBudget::new(ListingLimits::FORGE_DEFAULT);
         let mut all: Vec<Runner> = Vec::new();
+        let mut pages = 0usize;
         loop {
+            pages += 1;
             let page = budget.next_page().map_err(|e| listing_error(t.op, e))?;
             let query = [("page", page.to_string()), ("limit", PAGE_LIMIT.to_string())];
             let url = self.url(&API, &scope.runners_path(v), &query);
@@ -135,7 +158,10 @@ impl ForgejoClient {
                 break;
             }
         }
-        Ok(all)
+        Ok(RunnerList {
+            rows: all,
+            whole: pages == 1,
+        })
     }
 
     /// One runner by id (v15); `None` when it is gone (404).

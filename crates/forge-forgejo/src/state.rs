@@ -20,6 +20,32 @@ const HANDED_OUT_GRACE: Duration = Duration::from_secs(120);
 /// How long a creation by this process is remembered (listing freshness, ghost protection,
 /// age order).
 const CREATED_MEMORY: Duration = Duration::from_secs(3600);
+/// A held job's backoff is forgotten this long after the last removal (a listing that no
+/// longer shows the job waiting forgets it sooner).
+const HELD_MEMORY: Duration = Duration::from_secs(6 * 3600);
+/// At most this many held jobs are remembered per group; the oldest go first.
+const MAX_HELD: usize = 256;
+
+/// How held jobs back off: the first wait, and the longest one (each removal doubles it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HeldBackoff {
+    /// Wait after the first removal.
+    pub first: Duration,
+    /// Longest wait.
+    pub max: Duration,
+}
+
+/// A waiting job that a connected runner bound to it did not get: Forgejo holds it back (a
+/// concurrency group queue, 14+), although its listing shows it `waiting`.
+#[derive(Clone, Copy, Debug)]
+struct Held {
+    /// Removals of runners bound to it so far.
+    strikes: u32,
+    /// No new runner is made for it before this.
+    until: Instant,
+    /// The last removal.
+    at: Instant,
+}
 
 /// The runner id recorded on a runner's Job, if any.
 pub fn runner_id(r: &RunnerRef) -> Option<i64> {
@@ -55,6 +81,10 @@ pub struct GroupBook {
     created: BTreeMap<String, Instant>,
     /// Since when each runner has looked offline.
     offline_since: BTreeMap<String, Instant>,
+    /// Since when each runner has looked connected (its row `idle` or `active`).
+    connected_since: BTreeMap<String, Instant>,
+    /// Waiting jobs held back by Forgejo, by handle, with their backoff.
+    held: BTreeMap<String, Held>,
 }
 
 impl GroupBook {
@@ -100,23 +130,69 @@ impl GroupBook {
         self.created
             .retain(|name, at| seen.contains(name.as_str()) || now.duration_since(*at) < CREATED_MEMORY);
         self.offline_since.retain(|name, _| seen.contains(name.as_str()));
+        self.connected_since
+            .retain(|name, _| seen.contains(name.as_str()));
     }
 
     /// Forgets what a listing fetched at `listing_at`, showing `waiting` handles, accounts for:
-    /// finished handles it no longer shows waiting, and unbound runners that finished before it
-    /// was fetched. Returns how many waiting jobs the rest cover.
-    pub fn covered(&mut self, waiting: &BTreeSet<&str>, listing_at: Instant) -> u32 {
+    /// finished handles it no longer shows waiting, unbound runners that finished before it
+    /// was fetched, and held jobs it no longer shows waiting. Returns how many waiting jobs
+    /// need no new runner now: covered by a runner, or held back ([`GroupBook::note_held`]).
+    pub fn covered(&mut self, waiting: &BTreeSet<&str>, listing_at: Instant, now: Instant) -> u32 {
         self.finished_handles.retain(|h| waiting.contains(h.as_str()));
         self.finished_unbound.retain(|_, at| *at >= listing_at);
-        // A job whose bound runner failed after the listing was fetched may have been taken
-        // (and ended) by that runner: it waits for no new runner until a fresher listing says so.
-        let failed_since = self
-            .failed_handles
+        // A held job that a listing fetched after the removal no longer shows waiting ran or
+        // ended: its backoff is over.
+        self.held.retain(|h, e| {
+            (waiting.contains(h.as_str()) || listing_at <= e.at) && now.duration_since(e.at) < HELD_MEMORY
+        });
+        let discounted = waiting
             .iter()
-            .filter(|(h, at)| waiting.contains(h.as_str()) && listing_at < **at)
+            .filter(|h| {
+                self.finished_handles.contains(**h)
+                    // A job whose bound runner failed after the listing was fetched may have been
+                    // taken (and ended) by that runner: it waits for no new runner until a
+                    // fresher listing says so.
+                    || self.failed_handles.get(**h).is_some_and(|at| listing_at < *at)
+                    || self.held(h, now)
+            })
             .count();
-        let n = self.finished_handles.len() + self.finished_unbound.len() + failed_since;
+        let n = discounted + self.finished_unbound.len();
         u32::try_from(n).unwrap_or(u32::MAX)
+    }
+
+    /// Records that a runner bound to `handle`, connected long enough to have taken its job,
+    /// was removed idle while the job still waited: Forgejo holds the job back (Forgejo 14+
+    /// hands no job queued behind its concurrency group to any runner,
+    /// `models/actions/task.go` `GetAvailableJobsForRunner`, while its listing shows it
+    /// `waiting`). No runner is made for it for a while, doubling with each such removal, so a
+    /// held job does not get a runner that idles out over and over.
+    pub fn note_held(&mut self, handle: &str, backoff: HeldBackoff, now: Instant) {
+        let strikes = self.held.get(handle).map_or(1, |e| e.strikes.saturating_add(1));
+        let factor = 1u32
+            .checked_shl(strikes.saturating_sub(1).min(16))
+            .unwrap_or(u32::MAX);
+        let wait = backoff.first.saturating_mul(factor).min(backoff.max);
+        self.held.insert(
+            handle.to_string(),
+            Held {
+                strikes,
+                until: now + wait,
+                at: now,
+            },
+        );
+        while self.held.len() > MAX_HELD {
+            let oldest = self.held.iter().min_by_key(|(_, e)| e.at).map(|(h, _)| h.clone());
+            match oldest {
+                Some(h) => self.held.remove(&h),
+                None => break,
+            };
+        }
+    }
+
+    /// Whether the job of `handle` is held back now ([`GroupBook::note_held`]).
+    pub fn held(&self, handle: &str, now: Instant) -> bool {
+        self.held.get(handle).is_some_and(|e| now < e.until)
     }
 
     /// How many of `at_work` (handles whose runner is busy or done) `waiting` still shows and
@@ -131,9 +207,10 @@ impl GroupBook {
 
     /// Whether `handle` is bound to a live runner or done as far as we know, or its runner
     /// failed after the listing at `listing_at` was fetched (that listing cannot say whether
-    /// the runner had taken the job first).
-    fn taken(&self, handle: &str, listing_at: Instant) -> bool {
-        self.observed.contains_key(handle)
+    /// the runner had taken the job first), or its job is held back now.
+    fn taken(&self, handle: &str, listing_at: Instant, now: Instant) -> bool {
+        self.held(handle, now)
+            || self.observed.contains_key(handle)
             || self.handed_out.contains_key(handle)
             || self.finished_handles.contains(handle)
             || self
@@ -154,7 +231,7 @@ impl GroupBook {
     ) -> Option<String> {
         let h = handles
             .into_iter()
-            .find(|h| !h.is_empty() && !self.taken(h, listing_at))?;
+            .find(|h| !h.is_empty() && !self.taken(h, listing_at, now))?;
         self.handed_out.insert(h.to_string(), (runner.to_string(), now));
         Some(h.to_string())
     }
@@ -179,6 +256,22 @@ impl GroupBook {
         self.created
             .get(runner)
             .is_some_and(|at| now.duration_since(*at) < grace)
+    }
+
+    /// Records whether `runner` looks connected now (its row `idle` or `active`).
+    pub fn connected(&mut self, runner: &str, connected: bool, now: Instant) {
+        if connected {
+            self.connected_since.entry(runner.to_string()).or_insert(now);
+        } else {
+            self.connected_since.remove(runner);
+        }
+    }
+
+    /// How long `runner` has looked connected without a break, as passes saw it.
+    pub fn connected_for(&self, runner: &str, now: Instant) -> Duration {
+        self.connected_since
+            .get(runner)
+            .map_or(Duration::ZERO, |since| now.saturating_duration_since(*since))
     }
 
     /// Records `runner` as offline now (or online: forgets it); whether it has been offline
@@ -260,9 +353,9 @@ mod tests {
         b.sync(&[r("g-aaaaa", RunnerPhase::Failed, Some("h1"))], now);
         assert_eq!(b.bind(["h1"], listing, "g-bbbbb", now), None);
         // Nor does that listing count the job as waiting for a new runner.
-        assert_eq!(b.covered(&["h1", "h2"].into(), listing), 1);
+        assert_eq!(b.covered(&["h1", "h2"].into(), listing, listing), 1);
         let fresh = now + Duration::from_millis(1);
-        assert_eq!(b.covered(&["h1", "h2"].into(), fresh), 0);
+        assert_eq!(b.covered(&["h1", "h2"].into(), fresh, fresh), 0);
         assert_eq!(b.bind(["h1"], fresh, "g-bbbbb", fresh).as_deref(), Some("h1"));
     }
 
@@ -273,16 +366,52 @@ mod tests {
         let now = listing + Duration::from_millis(5);
         b.sync(&[r("g-aaaaa", RunnerPhase::Succeeded, Some("h1"))], now);
         let waiting: BTreeSet<&str> = ["h1", "h2"].into();
-        assert_eq!(b.covered(&waiting, listing), 1);
+        assert_eq!(b.covered(&waiting, listing, listing), 1);
         assert_eq!(b.bind(["h1", "h2"], now, "g-bbbbb", now).as_deref(), Some("h2"));
         // The Job is cleaned up: still remembered while the listing shows h1 waiting.
         b.sync(&[], now);
-        assert_eq!(b.covered(&waiting, listing), 1);
-        assert_eq!(b.covered(&["h2"].into(), now), 0);
+        assert_eq!(b.covered(&waiting, listing, listing), 1);
+        assert_eq!(b.covered(&["h2"].into(), now, now), 0);
         // An unbound runner covers one job until a listing fetched after it finished.
         b.sync(&[r("g-ccccc", RunnerPhase::Succeeded, None)], now);
-        assert_eq!(b.covered(&BTreeSet::new(), listing), 1);
-        assert_eq!(b.covered(&BTreeSet::new(), now + Duration::from_millis(1)), 0);
+        assert_eq!(b.covered(&BTreeSet::new(), listing, listing), 1);
+        assert_eq!(
+            b.covered(
+                &BTreeSet::new(),
+                now + Duration::from_millis(1),
+                now + Duration::from_millis(1)
+            ),
+            0
+        );
+    }
+
+    /// A job a connected bound runner did not get is held back, doubling, up to the cap;
+    /// a listing fetched after the removal that no longer shows it waiting forgets it.
+    #[test]
+    fn held_jobs_back_off_doubling_until_a_listing_drops_them() {
+        let mut b = GroupBook::default();
+        let t0 = Instant::now();
+        let s = Duration::from_secs(1);
+        let backoff = HeldBackoff { first: s, max: 3 * s };
+        let waiting: BTreeSet<&str> = ["h1", "h2"].into();
+        b.note_held("h1", backoff, t0);
+        assert!(b.held("h1", t0) && !b.held("h1", t0 + s));
+        assert_eq!(b.covered(&waiting, t0, t0), 1, "h1 needs no runner now");
+        assert_eq!(b.bind(["h1", "h2"], t0, "g-aaaaa", t0).as_deref(), Some("h2"));
+        assert_eq!(b.covered(&waiting, t0, t0 + s), 0, "the wait is over");
+        b.note_held("h1", backoff, t0 + s);
+        assert!(b.held("h1", t0 + 2 * s) && !b.held("h1", t0 + 3 * s), "doubled");
+        b.note_held("h1", backoff, t0 + 3 * s);
+        b.note_held("h1", backoff, t0 + 6 * s);
+        assert!(!b.held("h1", t0 + 9 * s), "capped at max");
+        // An older listing without h1 proves nothing; a newer one ends the backoff.
+        let later = t0 + 7 * s;
+        assert_eq!(b.covered(&["h2"].into(), t0, later), 0);
+        assert!(b.held("h1", later));
+        assert_eq!(b.covered(&["h2"].into(), later, later), 0);
+        assert!(!b.held("h1", later));
+        b.note_held("h1", backoff, later);
+        assert!(!b.held("h1", later + s), "strikes start over");
     }
 
     #[test]

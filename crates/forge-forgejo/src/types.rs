@@ -112,6 +112,19 @@ pub struct Runner {
     pub ephemeral: bool,
 }
 
+/// A scope's runners as one listing read them (v15).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RunnerList {
+    /// The rows, each id once.
+    pub rows: Vec<Runner>,
+    /// One page held them all. A page is one query, so its rows are all the runners at one
+    /// instant; across pages they are not: Forgejo orders the list by `last_online DESC`
+    /// (`models/actions/runner.go` `FindRunnerOptions.ToOrders`), which every runner call
+    /// rewrites, so a runner that calls in between two page requests moves to an earlier page
+    /// and is skipped. Only a whole listing proves a runner gone by its absence.
+    pub whole: bool,
+}
+
 /// `201` body of `POST …/actions/runners` (v15), read into [`CreatedRunner`] at once.
 #[derive(Deserialize)]
 pub(crate) struct RegisterRunnerResponse {
@@ -129,6 +142,13 @@ pub struct CreatedRunner {
     pub uuid: String,
     /// Token the runner authenticates with.
     pub token: SecretValue,
+}
+
+/// `GET /api/v1/user` body (`modules/structs/user.go` `User`: the user name is `login`).
+#[derive(Deserialize)]
+pub(crate) struct CurrentUser {
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub(crate) login: String,
 }
 
 /// `GET …/registration-token` body.

@@ -98,6 +98,12 @@ mod tests {
             ("v15.0.0-rc1", (15, 0, 0), Mode::Ephemeral),
             ("14.0.4+gitea-1.22.0", (14, 0, 4), Mode::RegistrationToken),
             ("11.0", (11, 0, 0), Mode::RegistrationToken),
+            // Distribution builds set `GITEA_VERSION`, and then `/api/v1/version` (`AppVer` =
+            // `FORGEJO_VERSION`) has no `+gitea-…` suffix (`Makefile@v15.0.0`, lines 88-91); a
+            // build from git between tags reads `git describe`.
+            ("15.0.3", (15, 0, 3), Mode::Ephemeral),
+            ("14.0.2", (14, 0, 2), Mode::RegistrationToken),
+            ("15.0.3-12-6a0c2f1+gitea-1.22.0", (15, 0, 3), Mode::Ephemeral),
         ];
         for (raw, (a, b, c), mode) in ok {
             let (v, m) = ForgejoVersion::supported(raw).expect(raw);

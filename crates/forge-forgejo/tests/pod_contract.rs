@@ -76,6 +76,13 @@ fn container_info(
             let value = creds.secret_data[&item.key].expose().to_string();
             files.insert(format!("{}/{}", mount.mount_path, item.path), value);
         }
+        // The tests' ConfigMaps all hold the runner config below.
+        for item in vol.config_map.iter().flat_map(|c| c.items.iter().flatten()) {
+            files.insert(
+                format!("{}/{}", mount.mount_path, item.path),
+                RUNNER_CONFIG.to_string(),
+            );
+        }
     }
     PodInfo {
         namespace: "ns".into(),
@@ -93,6 +100,9 @@ fn container_info(
         scratch: scratch.with_mounts(dirs),
     }
 }
+
+/// The forgejo-runner config the tests' ConfigMaps hold: labels the `--label` flags override.
+const RUNNER_CONFIG: &str = "runner:\n  labels: [\"gpu:host\"]\n  timeout: 1h\n";
 
 fn opts() -> RunnerOptions {
     RunnerOptions {
@@ -331,4 +341,82 @@ async fn validation_accepts_exactly_the_setups_forgejo_runner_can_run() {
             "{what}: validation says {violations:?}, but forgejo-runner exits {code} and the job is {status:?}"
         );
     }
+}
+
+/// forgejo-runner reads its config only from `--config` (`internal/app/cmd/cmd.go`); neither it
+/// nor its image knows `CONFIG_FILE` (the Gitea runner image's convention, which users carry
+/// over). A template that sets `CONFIG_FILE` and mounts the file must make the runner read it, and the
+/// runner must still take its job: on 15 the `--label` flags win over the config's
+/// `runner.labels` (`internal/pkg/config/config.go` `New`).
+#[tokio::test]
+async fn a_config_file_from_the_template_is_read_by_the_runner() {
+    use k8s_openapi::api::core::v1::{ConfigMapVolumeSource, KeyToPath, Volume, VolumeMount};
+    let fake = fake("15.0.3+gitea-1.22.0").await;
+    let job = fake.queue_job("o/r", "build", &["debian"]);
+    let f = forge();
+    let mut c = ctx(
+        "web",
+        &fake.url(),
+        ForgejoScope::Global,
+        None,
+        &["debian:host"],
+        ADMIN_TOKEN,
+    );
+    c.group.metadata.uid = Some("uid-web".into());
+    let tpl = PodTemplateSpec {
+        metadata: None,
+        spec: Some(PodSpec {
+            containers: vec![Container {
+                name: "runner".into(),
+                env: Some(vec![EnvVar {
+                    name: "CONFIG_FILE".into(),
+                    value: Some("/etc/forgejo-runner/config.yaml".into()),
+                    value_from: None,
+                }]),
+                volume_mounts: Some(vec![VolumeMount {
+                    name: "runner-config".into(),
+                    mount_path: "/etc/forgejo-runner".into(),
+                    ..VolumeMount::default()
+                }]),
+                ..Container::default()
+            }],
+            volumes: Some(vec![Volume {
+                name: "runner-config".into(),
+                config_map: Some(ConfigMapVolumeSource {
+                    name: "runner-config".into(),
+                    items: Some(vec![KeyToPath {
+                        key: "config.yaml".into(),
+                        path: "config.yaml".into(),
+                        ..KeyToPath::default()
+                    }]),
+                    ..ConfigMapVolumeSource::default()
+                }),
+                ..Volume::default()
+            }]),
+            ..PodSpec::default()
+        }),
+    };
+    c.group.spec.template = Some(Embedded::new(&tpl));
+    let name = "web-abcde";
+    let creds = f.runner_credentials(&c, name).await.unwrap();
+    let default_pod = f.default_runner_pod(&c.group, name, name, &creds);
+    let runner_job = build_runner_job(RunnerJobInput {
+        group: &c.group,
+        runner_name: name,
+        default_pod,
+        credentials: &creds,
+    })
+    .expect("runner job");
+    let pod = runner_job.spec.and_then(|s| s.template.spec).expect("pod");
+    let runner = pod.containers.iter().find(|k| k.name == "runner").unwrap();
+    let info = container_info(&pod, runner, false, name, &creds, &PodScratch::default());
+    let at = info.args.iter().position(|a| a == "--config").expect("--config");
+    assert_eq!(info.args[at + 1], "/etc/forgejo-runner/config.yaml");
+    let sim = runner_behaviour(fake.clone(), opts());
+    assert_eq!(sim.run(info).await, 0);
+    assert_eq!(
+        fake.job(job).unwrap().status,
+        JobStatus::Done(Conclusion::Success)
+    );
+    assert_eq!(fake.tasks_for_job(job)[0].runner_labels, ["debian"]);
 }

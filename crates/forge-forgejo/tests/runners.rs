@@ -11,9 +11,10 @@ use common::{ctx, fake, forge, runner_ref};
 use forgerunner_core::crd::{ContainerMode, ContainerModeType, ForgejoScope};
 use forgerunner_core::forge::{Forge, ForgeRunnerState, RemoveOutcome, SecretValue};
 use forgerunner_core::plan::RunnerPhase;
+use forgerunner_forgejo::HeldBackoff;
 use forgerunner_forgejo::state::{JOB_HANDLE_ANNOTATION, RUNNER_ID_ANNOTATION};
 use forgerunner_testkit::forge_common::rpc::RunnerClient;
-use forgerunner_testkit::forgejo::{ADMIN_TOKEN, FakeScope, ForgejoFakeHandle};
+use forgerunner_testkit::forgejo::{ADMIN_TOKEN, FakeConfig, FakeScope, ForgejoFakeHandle, JobSpec};
 use serde_json::json;
 
 /// Plays forgejo-runner over the runner RPC: declares `debian`, fetches one task (by
@@ -305,4 +306,257 @@ async fn token_path_on_forgejo_14() {
         RemoveOutcome::Removed
     );
     assert!(fake.requests().is_empty(), "no runner API before 15");
+}
+
+/// Forgejo lists runners by `last_online DESC` (`models/actions/runner.go`
+/// `FindRunnerOptions.ToOrders@v15.0.0`), rewritten on every runner call
+/// (`routers/api/actions/runner/interceptor.go` `withRunner`), and caps `limit` at
+/// `MAX_RESPONSE_ITEMS`: a runner that polls between two page requests moves to page 1 and the
+/// listing never shows it. Its absence must not make it `Finished` (it would neither cover
+/// demand nor ever be reaped); a lookup by id tells.
+#[tokio::test]
+async fn a_runner_a_shifting_page_skipped_is_not_finished() {
+    let fake = ForgejoFakeHandle::start(FakeConfig {
+        max_response_items: 2,
+        ..FakeConfig::version("15.0.3+gitea-1.22.0")
+    })
+    .await
+    .unwrap();
+    for i in 0..3 {
+        fake.queue_job("o/r", &format!("j{i}"), &["debian"]);
+    }
+    let f = forge();
+    let c = ctx(
+        "web",
+        &fake.url(),
+        ForgejoScope::Global,
+        None,
+        &["debian:host"],
+        ADMIN_TOKEN,
+    );
+    let mut refs = Vec::new();
+    let mut ids = Vec::new();
+    for name in ["web-aaaaa", "web-bbbbb", "web-ccccc"] {
+        let creds = f.runner_credentials(&c, name).await.unwrap();
+        ids.push(creds.annotations[RUNNER_ID_ANNOTATION].parse::<i64>().unwrap());
+        refs.push(runner_ref(name, RunnerPhase::Running, &creds.annotations));
+    }
+    // All three poll; the oldest call first, so the list reads c, b | a.
+    for (i, id) in ids.iter().enumerate() {
+        let ago = Duration::from_secs(3 - i as u64);
+        fake.set_runner_seen(*id, Some(ago), None);
+    }
+    // `a` polls after page 1 was read: page 2 then holds `b` again, and `a` is never seen.
+    let a = ids[0];
+    let once = std::sync::atomic::AtomicBool::new(false);
+    fake.before_runner_page(move |page, m| {
+        if page == 2 && !once.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            m.touch_runner(a);
+        }
+    });
+    let view = f.observe(&c, &refs).await.unwrap();
+    assert_eq!(
+        view.runners.get("web-aaaaa"),
+        Some(&ForgeRunnerState::Idle),
+        "a live runner the listing skipped: {:?}",
+        view.runners
+    );
+    assert_eq!(view.runners.get("web-bbbbb"), Some(&ForgeRunnerState::Idle));
+    assert_eq!(view.waiting_jobs, 3, "every job still waits for its runner");
+
+    // A runner that is really gone is still seen as finished, by its id.
+    fake.clear_runner_page_hook();
+    let gone = fake.runner(a).unwrap();
+    take_task(
+        &fake,
+        &gone.uuid,
+        &gone.token,
+        refs[0].annotations.get(JOB_HANDLE_ANNOTATION).map(String::as_str),
+        true,
+    )
+    .await;
+    // Another group's runner keeps the listing at two pages: a's absence from it proves
+    // nothing, the lookup by id does.
+    fake.add_runner(FakeScope::Global, "other-zzzzz", &[], true);
+    let f = forge();
+    let view = f.observe(&c, &refs).await.unwrap();
+    assert_eq!(view.runners.get("web-aaaaa"), Some(&ForgeRunnerState::Finished));
+    assert_eq!(view.runners.get("web-bbbbb"), Some(&ForgeRunnerState::Idle));
+    assert_eq!(view.runners.get("web-ccccc"), Some(&ForgeRunnerState::Idle));
+}
+
+/// What the planner does with `view` for these runners (running, never busy, young).
+fn plan_for(view: &forgerunner_core::forge::ForgeView, names: &[&str]) -> forgerunner_core::plan::Plan {
+    use forgerunner_core::plan::{ObservedRunner, PlanInput, plan};
+    let runners: Vec<ObservedRunner> = names
+        .iter()
+        .map(|n| ObservedRunner {
+            name: n.to_string(),
+            phase: RunnerPhase::Running,
+            forge_state: view.runners.get(*n).copied().unwrap_or_default(),
+            age_seconds: 30,
+            running_seconds: 30,
+            ever_busy: false,
+            stuck: None,
+            outdated: false,
+        })
+        .collect();
+    plan(&PlanInput {
+        min_runners: 0,
+        max_runners: 8,
+        idle_timeout_seconds: 600,
+        runners: &runners,
+        view,
+        consecutive_failures: 0,
+        creation_held: false,
+        scale_down_delay_seconds: 0,
+        surplus: None,
+    })
+}
+
+/// A re-run gives the job a new handle (`models/actions/run_job.go`
+/// `PrepareNextAttempt@v15.0.0`) and a cancel ends it; a runner bound to the old handle never
+/// matches again (`IsRequestedByRunner`) and polls until its idle timeout. Meanwhile it must not
+/// hide the re-run from the planner: the re-run gets its own runner at once.
+#[tokio::test]
+async fn a_runner_whose_job_was_rerun_or_cancelled_hides_no_demand() {
+    let fake = fake("15.0.3+gitea-1.22.0").await;
+    let job = fake.queue_job("o/r", "a", &["debian"]);
+    let f = forge();
+    let mut spec = common::spec(&fake.url(), ForgejoScope::Global, None, &["debian:host"]);
+    spec.poll_interval_seconds = Some(1);
+    let c = common::group_context("web", spec, ADMIN_TOKEN);
+    let creds = f.runner_credentials(&c, "web-aaaaa").await.unwrap();
+    let old = fake.job(job).unwrap().handle;
+    assert_eq!(creds.annotations.get(JOB_HANDLE_ANNOTATION), Some(&old));
+    let id: i64 = creds.annotations[RUNNER_ID_ANNOTATION].parse().unwrap();
+    // The runner polls for its handle.
+    fake.set_runner_seen(id, Some(Duration::ZERO), None);
+    let refs = [runner_ref("web-aaaaa", RunnerPhase::Running, &creds.annotations)];
+    let view = f.observe(&c, &refs).await.unwrap();
+    assert_eq!(view.runners.get("web-aaaaa"), Some(&ForgeRunnerState::Idle));
+    assert_eq!(
+        plan_for(&view, &["web-aaaaa"]).create,
+        0,
+        "the runner covers its job"
+    );
+
+    // The job is cancelled and re-run before the runner got it.
+    assert!(fake.cancel_job(job));
+    let new = fake.rerun_job(job).unwrap();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    fake.set_runner_seen(id, Some(Duration::ZERO), None);
+    let view = f.observe(&c, &refs).await.unwrap();
+    assert_eq!(
+        view.runners.get("web-aaaaa"),
+        Some(&ForgeRunnerState::Offline),
+        "it will never take a job"
+    );
+    let plan = plan_for(&view, &["web-aaaaa"]);
+    assert_eq!(
+        plan.create, 1,
+        "the re-run gets a runner now, not after the idle timeout"
+    );
+    assert!(
+        plan.remove
+            .iter()
+            .any(|r| r.name == "web-aaaaa" && r.reason == forgerunner_core::plan::RemovalReason::JobGone),
+        "the stranded runner goes at once: {plan:?}"
+    );
+    let second = f.runner_credentials(&c, "web-bbbbb").await.unwrap();
+    assert_eq!(second.annotations.get(JOB_HANDLE_ANNOTATION), Some(&new));
+}
+
+/// A job cancelled before its bound runner got it (`Status = cancelled`, no longer listed by
+/// `shared.GetActionRunJobs`): the runner will never get a job, and nothing else waits, so
+/// nothing new is made.
+#[tokio::test]
+async fn a_runner_whose_job_was_cancelled_makes_no_new_runner() {
+    let fake = fake("15.0.3+gitea-1.22.0").await;
+    let job = fake.queue_job("o/r", "a", &["debian"]);
+    let f = forge();
+    let mut spec = common::spec(&fake.url(), ForgejoScope::Global, None, &["debian:host"]);
+    spec.poll_interval_seconds = Some(1);
+    let c = common::group_context("web", spec, ADMIN_TOKEN);
+    let creds = f.runner_credentials(&c, "web-aaaaa").await.unwrap();
+    let id: i64 = creds.annotations[RUNNER_ID_ANNOTATION].parse().unwrap();
+    assert!(fake.cancel_job(job));
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    fake.set_runner_seen(id, Some(Duration::ZERO), None);
+    let refs = [runner_ref("web-aaaaa", RunnerPhase::Running, &creds.annotations)];
+    let view = f.observe(&c, &refs).await.unwrap();
+    assert_eq!(view.runners.get("web-aaaaa"), Some(&ForgeRunnerState::Offline));
+    let plan = plan_for(&view, &["web-aaaaa"]);
+    assert_eq!(plan.create, 0);
+    assert_eq!(
+        plan.remove.len(),
+        1,
+        "removed at once, not at the idle timeout: {plan:?}"
+    );
+}
+
+/// Forgejo 14+ hands no job queued behind its concurrency group to any runner
+/// (`models/actions/task.go` `GetAvailableJobsForRunner@v15.0.0` with
+/// `CONCURRENCY_GROUP_QUEUE_ENABLED`, default true), while `…/runners/jobs` lists it `waiting`.
+/// A runner bound to it polls until its idle timeout; once one was removed that way, the job
+/// is backed off instead of getting the next runner at once.
+#[tokio::test]
+async fn a_job_held_by_its_concurrency_group_is_backed_off_after_an_idle_removal() {
+    let fake = fake("15.0.3+gitea-1.22.0").await;
+    // Another runner works on the group's first run; the second run waits behind it.
+    let row = fake.add_runner(FakeScope::Global, "elsewhere", &[], false);
+    fake.queue(JobSpec::new("o/r", "deploy", &["debian"]).concurrency("prod"));
+    take_task(&fake, &row.uuid, &row.token, None, false).await;
+    let held = fake.queue(JobSpec::new("o/r", "deploy", &["debian"]).concurrency("prod"));
+    let handle = fake.job(held).unwrap().handle;
+    let (f, _wakes) = common::forge_with(|o| {
+        o.held_evidence = Duration::ZERO;
+        o.held_backoff = HeldBackoff {
+            first: Duration::from_millis(1500),
+            max: Duration::from_secs(60),
+        };
+    });
+    let mut spec = common::spec(&fake.url(), ForgejoScope::Global, None, &["debian:host"]);
+    spec.poll_interval_seconds = Some(1);
+    let c = common::group_context("web", spec, ADMIN_TOKEN);
+    assert_eq!(
+        f.observe(&c, &[]).await.unwrap().waiting_jobs,
+        1,
+        "listed waiting"
+    );
+
+    // A runner is bound to it and polls for it: Forgejo hands it nothing.
+    let creds = f.runner_credentials(&c, "web-aaaaa").await.unwrap();
+    assert_eq!(creds.annotations.get(JOB_HANDLE_ANNOTATION), Some(&handle));
+    let id: i64 = creds.annotations[RUNNER_ID_ANNOTATION].parse().unwrap();
+    let r = fake.runner(id).unwrap();
+    let mut client = RunnerClient::new(&fake.url()).unwrap();
+    client.uuid = r.uuid.clone();
+    client.token = r.token.clone();
+    let (_, t) = client
+        .call("FetchSingleTask", json!({"handle": handle}))
+        .await
+        .unwrap();
+    assert_eq!(t["task"], serde_json::Value::Null, "held behind the running run");
+    let refs = [runner_ref("web-aaaaa", RunnerPhase::Running, &creds.annotations)];
+    let view = f.observe(&c, &refs).await.unwrap();
+    assert_eq!(view.runners.get("web-aaaaa"), Some(&ForgeRunnerState::Idle));
+
+    // Its idle timeout removes it; the job still waits, but gets no new runner for a while.
+    assert_eq!(
+        f.remove_runner(&c, &refs[0]).await.unwrap(),
+        RemoveOutcome::Removed
+    );
+    let view = f.observe(&c, &[]).await.unwrap();
+    assert_eq!(view.waiting_jobs, 0, "backed off");
+    let spare = f.runner_credentials(&c, "web-bbbbb").await.unwrap();
+    assert_eq!(
+        spare.annotations.get(JOB_HANDLE_ANNOTATION),
+        None,
+        "not bound to it"
+    );
+
+    // After the backoff it is demand again.
+    tokio::time::sleep(Duration::from_millis(1600)).await;
+    assert_eq!(f.observe(&c, &[]).await.unwrap().waiting_jobs, 1);
 }

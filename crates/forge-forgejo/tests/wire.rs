@@ -280,3 +280,115 @@ async fn a_gitea_server_is_refused() {
     assert_eq!(e.category(), ErrorCategory::ForgeConfig, "{e}");
     assert!(e.to_string().contains("not Forgejo"), "{e}");
 }
+
+/// Every `/user/actions/…` route acts for the token's owner (`routers/api/v1/user/runners.go`
+/// `ctx.Doer.ID`, v11–v15), so `scope: user` naming anyone else would silently serve (and make
+/// runners for) the owner's repositories. `GET /api/v1/user` (`GetAuthenticatedUser`) tells
+/// who that is; it is read once per version TTL.
+#[tokio::test]
+async fn a_user_scope_must_name_the_tokens_owner() {
+    let fake = fake("15.0.3+gitea-1.22.0").await;
+    let bob = fake.add_token("bob");
+    fake.queue_job("bob/tool", "c", &["debian"]);
+    let f = forge();
+    let url = fake.url();
+    let typo = ctx(
+        "g",
+        &url,
+        ForgejoScope::User,
+        Some("bobb"),
+        &["debian:host"],
+        &bob,
+    );
+    let err = f.observe(&typo, &[]).await.unwrap_err();
+    assert_eq!(err.category(), ErrorCategory::Unauthorized, "{err}");
+    assert!(
+        err.to_string()
+            .contains("spec.forgejo.user is \"bobb\" but the token belongs to \"bob\""),
+        "{err}"
+    );
+    assert_eq!(
+        count(&fake, "/user/actions"),
+        0,
+        "nothing listed for the wrong user"
+    );
+    let err = f.runner_credentials(&typo, "g-abcde").await.unwrap_err();
+    assert_eq!(err.category(), ErrorCategory::Unauthorized);
+    assert!(fake.runners().is_empty(), "no runner made for the token's owner");
+
+    // The owner, in any case: served, and the login is not read again.
+    let ok = ctx("h", &url, ForgejoScope::User, Some("Bob"), &["debian:host"], &bob);
+    assert_eq!(f.observe(&ok, &[]).await.unwrap().waiting_jobs, 1);
+    assert_eq!(f.observe(&ok, &[]).await.unwrap().waiting_jobs, 1);
+    let user_reads = fake
+        .requests()
+        .iter()
+        .filter(|r| r.path == "/api/v1/user")
+        .count();
+    assert_eq!(user_reads, 1);
+    // Other scopes never ask.
+    fake.clear_requests();
+    let org = ctx(
+        "i",
+        &url,
+        ForgejoScope::Global,
+        None,
+        &["debian:host"],
+        ADMIN_TOKEN,
+    );
+    f.observe(&org, &[]).await.unwrap();
+    assert!(!fake.requests().iter().any(|r| r.path == "/api/v1/user"));
+}
+
+/// Distribution builds of Forgejo report the version without the `+gitea-…` suffix
+/// (`Makefile@v15.0.0`: with `GITEA_VERSION` set, `FORGEJO_VERSION` has none); the Forgejo-only
+/// `/api/forgejo/v1/version` still tells it is Forgejo.
+#[tokio::test]
+async fn a_distribution_build_without_the_gitea_suffix_is_forgejo() {
+    let fake = fake("15.0.3").await;
+    fake.queue_job("o/r", "a", &["debian"]);
+    let f = forge();
+    let c = ctx(
+        "g",
+        &fake.url(),
+        ForgejoScope::Global,
+        None,
+        &["debian:host"],
+        ADMIN_TOKEN,
+    );
+    let view = f.observe(&c, &[]).await.unwrap();
+    assert_eq!(view.waiting_jobs, 1);
+    assert_eq!(view.facts.forge_version.as_deref(), Some("15.0.3"));
+}
+
+/// The cleanup hint says what Forgejo's offline-runner cleanup really does
+/// (`services/cron/tasks_actions.go` `registerOfflineRunnersCleanup@v12.0.0`: `Enabled: false`,
+/// `GlobalScopeOnly: true`; none in v11.0.0).
+#[tokio::test]
+async fn the_cleanup_hint_names_the_settings_the_scope_needs() {
+    let f = forge();
+    let org = ctx(
+        "g",
+        "https://x",
+        ForgejoScope::Org,
+        Some("acme"),
+        &["debian:host"],
+        "t",
+    );
+    let hint = f.cleanup_hint(&org.group.spec);
+    assert!(
+        hint.contains("ENABLED = true and GLOBAL_SCOPE_ONLY = false"),
+        "{hint}"
+    );
+    assert!(hint.contains("Forgejo 11 has no such job"), "{hint}");
+    let global = ctx(
+        "g",
+        "https://x",
+        ForgejoScope::Global,
+        None,
+        &["debian:host"],
+        "t",
+    );
+    let hint = f.cleanup_hint(&global.group.spec);
+    assert!(!hint.contains("GLOBAL_SCOPE_ONLY"), "{hint}");
+}

@@ -2,7 +2,7 @@
 //! runner deletion. Retries transient failures with backoff and honours 429 `Retry-After`.
 //! Trusts the group's extra CA bundle and sends through its proxy, as the other forges do.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -15,7 +15,7 @@ use serde::de::DeserializeOwned;
 use url::Url;
 
 use crate::error::GiteaError;
-use crate::scope::Scope;
+use crate::scope::{Access, Scope};
 use crate::types::{
     RegistrationTokenBody, Runner, RunnersPage, ServerVersion, User, WorkflowJob, WorkflowJobsPage,
 };
@@ -105,8 +105,14 @@ impl Operation {
         }
     }
 
-    fn writes(self) -> bool {
-        matches!(self, Operation::RegistrationToken | Operation::DeleteRunner)
+    /// The right the operation needs at its scope. Listing runners only reads, yet Gitea
+    /// guards it like the writes, with the owner check (`addActionsRoutes`).
+    fn access(self) -> Access {
+        match self {
+            Operation::RegistrationToken | Operation::DeleteRunner => Access::Write,
+            Operation::ListRunners => Access::OwnerRead,
+            Operation::Version | Operation::User | Operation::ListJobs => Access::Read,
+        }
     }
 
     fn body_cap(self) -> usize {
@@ -115,6 +121,22 @@ impl Operation {
             _ => MAX_SMALL_BYTES,
         }
     }
+}
+
+/// The runners at a scope, as one paged listing saw them.
+#[derive(Clone, Debug, Default)]
+pub struct RunnerListing {
+    /// The runners, each id once.
+    pub runners: Vec<Runner>,
+    /// Whether the pages fit together: no runner on two pages, every page telling the same
+    /// `total_count`, and that many runners seen. Gitea pages runners in `last_online DESC`
+    /// order (`FindRunnerOptions.ToOrders`, `models/actions/runner.go`), which every runner
+    /// call rewrites (`withRunner`, `routers/api/actions/runner/interceptor.go`): a runner
+    /// that polls between two page requests moves to the head and is on neither page, while
+    /// the row pushed over the page boundary shows up twice. A registration or deletion
+    /// between pages changes the count. Only a complete listing tells that a runner missing
+    /// from it is not registered; a single page always is one snapshot.
+    pub complete: bool,
 }
 
 /// Result of deleting a runner.
@@ -291,7 +313,7 @@ impl GiteaClient {
                 StatusCode::FORBIDDEN => GiteaError::Forbidden {
                     operation: op.words(),
                     scope: where_(),
-                    needs: scope.map_or("a valid token", |s| s.rights_hint(op.writes())),
+                    needs: scope.map_or("a valid token", |s| s.rights_hint(op.access())),
                 },
                 StatusCode::NOT_FOUND => GiteaError::NotFound(where_()),
                 StatusCode::TOO_MANY_REQUESTS => {
@@ -416,12 +438,15 @@ impl GiteaClient {
         Ok(by_id.into_values().collect())
     }
 
-    /// Every runner registered at `scope`, across pages, within the same limits as jobs.
-    pub async fn list_runners(&self, scope: &Scope) -> Result<Vec<Runner>, GiteaError> {
+    /// Every runner registered at `scope`, across pages, within the same limits as jobs, and
+    /// whether the pages fit together (see [`RunnerListing::complete`]).
+    pub async fn list_runners(&self, scope: &Scope) -> Result<RunnerListing, GiteaError> {
         let op = Operation::ListRunners;
         let mut budget = ListingBudget::new(ListingLimits::FORGE_DEFAULT);
         let mut by_id = BTreeMap::new();
         let mut seen = 0i64;
+        let mut repeated = false;
+        let mut totals = BTreeSet::new();
         loop {
             let page = budget.next_page().map_err(|e| listing_error(op, e))?;
             let query = [("page", page.to_string()), ("limit", PAGE_LIMIT.to_string())];
@@ -430,14 +455,20 @@ impl GiteaClient {
             let n = body.runners.len();
             budget.charge(n, bytes).map_err(|e| listing_error(op, e))?;
             seen += n as i64;
+            totals.insert(body.total_count);
             for r in body.runners {
-                by_id.insert(r.id, r);
+                // The later page's row wins: it is the fresher one.
+                repeated |= by_id.insert(r.id, r).is_some();
             }
             if n == 0 || seen >= body.total_count {
                 break;
             }
         }
-        Ok(by_id.into_values().collect())
+        let distinct = i64::try_from(by_id.len()).unwrap_or(i64::MAX);
+        Ok(RunnerListing {
+            complete: !repeated && totals.len() == 1 && totals.first() == Some(&distinct),
+            runners: by_id.into_values().collect(),
+        })
     }
 
     /// The scope's registration token (`POST …/registration-token`; does not rotate it).

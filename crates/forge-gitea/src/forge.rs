@@ -22,10 +22,11 @@ use forgerunner_core::webhook::RecentDeliveries;
 use k8s_openapi::api::core::v1::PodSpec;
 use sha2::{Digest, Sha256};
 
-use crate::cache::Cell;
-use crate::client::{ClientOptions, GiteaClient};
+use crate::cache::{Cell, Got};
+use crate::client::{ClientOptions, GiteaClient, RunnerListing};
 use crate::error::GiteaError;
 use crate::forge_webhook::AnnouncedState;
+use crate::ghosts::OfflineSince;
 use crate::labels::LabelSet;
 use crate::pod::{self, REGISTRATION_TOKEN_KEY};
 use crate::runner_names::strongest;
@@ -34,6 +35,11 @@ use crate::taken::TakenSinceListing;
 use crate::types::{JobStatus, Runner, WorkflowJob};
 use crate::version::GiteaVersion;
 use forgerunner_core::names::is_runner_name_of;
+
+/// Fresh runner listings a removal makes at most while they shift under it (see
+/// [`RunnerListing::complete`]); each further one is only made when the one before skipped or
+/// repeated rows and did not show the runner.
+const REMOVAL_LISTINGS: usize = 3;
 
 /// Tunables of the backend; the defaults suit production.
 #[derive(Clone, Debug)]
@@ -44,6 +50,11 @@ pub struct GiteaOptions {
     pub version_ttl: Duration,
     /// How long a fetched registration token is reused (POST does not rotate it).
     pub token_ttl: Duration,
+    /// How long a runner row named like the group must stay offline (and not busy), seen so
+    /// in listings this far apart, before it is reported as a ghost. A freshly registered
+    /// runner is offline until its daemon first calls in, and at `scope: global` the rows
+    /// include same-named groups' runners elsewhere; see `ghosts`.
+    pub ghost_grace: Duration,
 }
 
 impl Default for GiteaOptions {
@@ -52,6 +63,9 @@ impl Default for GiteaOptions {
             client: ClientOptions::default(),
             version_ttl: Duration::from_secs(600),
             token_ttl: Duration::from_secs(300),
+            // Between `register` and the daemon's first call lie, at worst, the start of the
+            // dind sidecar (an image pull on a cold node) and of the runner container.
+            ghost_grace: Duration::from_secs(300),
         }
     }
 }
@@ -111,7 +125,9 @@ pub struct GiteaForge {
     pub(crate) opts: GiteaOptions,
     pub(crate) instances: Mutex<HashMap<InstanceKey, Arc<Instance>>>,
     pub(crate) jobs: Mutex<HashMap<ListingKey, Arc<Cell<Vec<WorkflowJob>>>>>,
-    pub(crate) runners: Mutex<HashMap<ListingKey, Arc<Cell<Vec<Runner>>>>>,
+    pub(crate) runners: Mutex<HashMap<ListingKey, Arc<Cell<RunnerListing>>>>,
+    /// Per listing scope, since when its offline rows have been offline (ghost candidates).
+    pub(crate) offline: Mutex<HashMap<ListingKey, OfflineSince>>,
     pub(crate) tokens: Mutex<HashMap<ListingKey, Arc<Cell<SecretValue>>>>,
     pub(crate) groups: Mutex<HashMap<GroupKey, GroupInfo>>,
     /// What webhook deliveries told since each scope's cached jobs listing.
@@ -148,6 +164,7 @@ impl GiteaForge {
             instances: Mutex::default(),
             jobs: Mutex::default(),
             runners: Mutex::default(),
+            offline: Mutex::default(),
             tokens: Mutex::default(),
             groups: Mutex::default(),
             announced: Mutex::default(),
@@ -287,10 +304,40 @@ impl GiteaForge {
         Ok((got.value, got.fetched_at))
     }
 
-    async fn runners(&self, r: &Resolved<'_>, max_age: Duration) -> Result<Arc<Vec<Runner>>, GiteaError> {
+    /// The scope's runner listing, at most `max_age` old, and when its fetch started.
+    async fn runners(&self, r: &Resolved<'_>, max_age: Duration) -> Result<Got<RunnerListing>, GiteaError> {
         let cell = cell_for(&self.runners, &r.listing);
-        cell.get_or_fetch(max_age, r.instance.client.list_runners(&r.scope))
+        cell.get_or_fetch_at(max_age, r.instance.client.list_runners(&r.scope))
             .await
+    }
+
+    /// Names of the group's ghosts in `listing`: rows named like the group's runners that have
+    /// been offline and not busy for at least [`GiteaOptions::ghost_grace`] (see `ghosts`).
+    fn ghosts(&self, r: &Resolved<'_>, group: &str, listing: &Got<RunnerListing>) -> BTreeSet<String> {
+        let Ok(mut books) = self.offline.lock() else {
+            // A poisoned map: report no ghost rather than one not checked.
+            return BTreeSet::new();
+        };
+        let book = books.entry(r.listing.clone()).or_default();
+        book.note(&listing.value, listing.fetched_at);
+        let ghosts = listing
+            .value
+            .runners
+            .iter()
+            .filter(|x| !x.is_online() && !x.busy && is_runner_name_of(group, &x.name))
+            .filter(|x| book.for_at_least(x.id, listing.fetched_at, self.opts.ghost_grace))
+            .map(|x| x.name.clone())
+            .collect();
+        if book.is_empty() {
+            books.remove(&r.listing);
+        }
+        ghosts
+    }
+
+    /// Whether a fresh jobs listing shows runner `name` working on a job.
+    async fn works(&self, r: &Resolved<'_>, name: &str) -> Result<bool, GiteaError> {
+        let running = r.instance.client.list_jobs(&r.scope, &["in_progress"]).await?;
+        Ok(running.iter().any(|j| j.runner_name == name))
     }
 
     fn remember(&self, ctx: &GroupContext, r: &Resolved<'_>) {
@@ -366,7 +413,8 @@ impl GiteaForge {
                     .or_insert_with(|| identity.clone());
             }
         }
-        let runners = self.runners(&r, r.interval).await?;
+        let listing = self.runners(&r, r.interval).await?;
+        let runners = &listing.value.runners;
         let mut states = BTreeMap::new();
         for rr in refs {
             let mut state = ForgeRunnerState::Unknown;
@@ -402,13 +450,9 @@ impl GiteaForge {
             ),
             Err(_) => 0,
         };
+        let ghosts = self.ghosts(&r, group, &listing);
         // This pass's listings are cached by now.
         self.report_cache();
-        let ghosts: BTreeSet<String> = runners
-            .iter()
-            .filter(|x| !x.is_online() && !x.busy && is_runner_name_of(group, &x.name))
-            .map(|x| x.name.clone())
-            .collect();
         Ok(ForgeView {
             waiting,
             waiting_jobs: queued.saturating_sub(covered),
@@ -424,6 +468,7 @@ impl GiteaForge {
             job_identities: identities,
             // Gitea sends no rate-limit headers.
             budget: None,
+            stranded: Default::default(),
         })
     }
 
@@ -465,14 +510,33 @@ impl GiteaForge {
         // keep a misconfigured group from cleaning up while it is fixed or deleted.
         let r = self.resolve(ctx)?;
         self.ensure_ready(&r).await?;
-        // Always a fresh listing: removing a runner that just took a job would kill the job.
-        let runners = self.runners(&r, Duration::ZERO).await?;
-        let ours: Vec<&Runner> = runners.iter().filter(|x| x.name == runner.name).collect();
-        if ours.iter().any(|x| x.busy) {
+        let mut ours: BTreeMap<i64, Runner> = BTreeMap::new();
+        let mut settled = false;
+        for _ in 0..REMOVAL_LISTINGS {
+            // Always a fresh listing: removing a runner that just took a job would kill the job.
+            let listing = self.runners(&r, Duration::ZERO).await?;
+            for x in listing.value.runners.iter().filter(|x| x.name == runner.name) {
+                ours.insert(x.id, x.clone());
+            }
+            if ours.values().any(|x| x.busy) {
+                return Ok(RemoveOutcome::Busy);
+            }
+            // Found, or not registered by the word of a listing whose pages fit together. A
+            // listing that shifted between its pages may have skipped the runner just because
+            // it polled (perhaps taking a job), so it is not taken for "gone": look again.
+            if !ours.is_empty() || listing.value.complete {
+                settled = true;
+                break;
+            }
+        }
+        // Still missing after listings that all shifted: only a runner at work must stay, and
+        // the jobs listing (not ordered by polls) names it. One not at work is gone, or idle
+        // and skipped each time: its Job may go, and a row left behind is swept as a ghost.
+        if !settled && self.works(&r, &runner.name).await? {
             return Ok(RemoveOutcome::Busy);
         }
-        for x in ours {
-            r.instance.client.delete_runner(&r.scope, x.id).await?;
+        for id in ours.keys() {
+            r.instance.client.delete_runner(&r.scope, *id).await?;
         }
         cell_for(&self.runners, &r.listing)
             .expire_if_older(Duration::ZERO)
@@ -542,6 +606,7 @@ impl Forge for GiteaForge {
             Some(spec) => {
                 let mut p = pod::default_runner_pod(spec, image, runner_name, secret_name);
                 pod::apply_trust(&group.spec, spec, &mut p);
+                pod::apply_config_file(&group.spec, &mut p);
                 p
             }
             // Validation rejects such a group before any runner is made; keep a sane shape.

@@ -11,6 +11,7 @@ pub mod client;
 pub mod error;
 pub mod forge;
 mod forge_webhook;
+mod ghosts;
 pub mod labels;
 pub mod pod;
 pub mod pod_security;
@@ -23,7 +24,7 @@ pub mod validate;
 pub mod version;
 pub mod webhook;
 
-pub use client::{ClientOptions, DeleteOutcome, GiteaClient};
+pub use client::{ClientOptions, DeleteOutcome, GiteaClient, RunnerListing};
 pub use error::GiteaError;
 pub use forge::{GiteaForge, GiteaOptions};
 pub use forge_webhook::MAX_SECRETS_PER_DELIVERY;

@@ -19,8 +19,14 @@
 //!
 //! `spec.image` naming the legacy `gitea/act_runner` image (≥ 0.2.12, the first with
 //! `--ephemeral`) works too: its binary is `act_runner`, picked by [`runner_binary`].
+//!
+//! A config file: the binary reads one only from `--config` (a persistent flag of its root
+//! command, act_runner `internal/app/cmd/cmd.go`); `CONFIG_FILE` is read by the image's
+//! entrypoint script alone (`scripts/run.sh`), which this pod replaces. So when the template
+//! sets [`CONFIG_FILE_ENV`] on the `runner` container, [`apply_config_file`] passes `--config`
+//! to both steps and mounts the file in `register` too.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{
     Container, EmptyDirVolumeSource, EnvVar, KeyToPath, PodSpec, SecretVolumeSource, Volume, VolumeMount,
@@ -46,6 +52,10 @@ pub const TOKEN_DIR: &str = "/var/run/gitea-runner";
 pub const RUNNER_BINARY: &str = "gitea-runner";
 /// Binary of the legacy `gitea/act_runner` images.
 pub const LEGACY_RUNNER_BINARY: &str = "act_runner";
+
+/// The variable users set on the `runner` container to name a config file (the name the
+/// runner images' entrypoint uses).
+pub const CONFIG_FILE_ENV: &str = "CONFIG_FILE";
 
 const DATA_VOLUME: &str = "data";
 const TOKEN_VOLUME: &str = "registration-token";
@@ -163,6 +173,92 @@ pub fn default_runner_pod(
         ]),
         restart_policy: Some("Never".to_string()),
         ..PodSpec::default()
+    }
+}
+
+/// Where the template's `CONFIG_FILE` points, as far as the pod spec tells.
+enum ConfigPath {
+    /// A literal path.
+    Literal(String),
+    /// Resolved by the kubelet (`valueFrom`, or a value with `$(VAR)` references).
+    Resolved,
+}
+
+/// The template's `CONFIG_FILE` on the `runner` container (a non-empty one: `run.sh` ignores
+/// an empty one too), where it points, and the template mounts that may hold the file: the
+/// mount covering a literal path, else every ConfigMap, Secret or projected volume mount.
+fn template_config_file(group: &RunnerGroupSpec) -> Option<(EnvVar, ConfigPath, Vec<VolumeMount>)> {
+    // A template that does not decode is refused by validation; no config then.
+    let spec = group.pod_template().ok().flatten()?.spec?;
+    let runner = spec.containers.iter().find(|c| c.name == RUNNER_CONTAINER)?;
+    let var = runner.env.iter().flatten().find(|e| e.name == CONFIG_FILE_ENV)?;
+    let path = match (&var.value, &var.value_from) {
+        (_, Some(_)) => ConfigPath::Resolved,
+        (Some(v), None) if v.contains("$(") => ConfigPath::Resolved,
+        (Some(v), None) if !v.trim().is_empty() => ConfigPath::Literal(v.trim().to_string()),
+        _ => return None,
+    };
+    let file_volumes: BTreeSet<&str> = spec
+        .volumes
+        .iter()
+        .flatten()
+        .filter(|v| v.config_map.is_some() || v.secret.is_some() || v.projected.is_some())
+        .map(|v| v.name.as_str())
+        .collect();
+    let mounts = runner
+        .volume_mounts
+        .iter()
+        .flatten()
+        .filter(|m| match &path {
+            ConfigPath::Literal(p) => {
+                let dir = m.mount_path.trim_end_matches('/');
+                p == &m.mount_path || p.strip_prefix(dir).is_some_and(|rest| rest.starts_with('/'))
+            }
+            ConfigPath::Resolved => file_volumes.contains(m.name.as_str()),
+        })
+        .cloned()
+        .collect();
+    Some((var.clone(), path, mounts))
+}
+
+/// Passes the config file the template names in `CONFIG_FILE` (on the `runner` container) to
+/// the runner, as the image's entrypoint would have: `--config` for `daemon` (the literal
+/// path, or `$(CONFIG_FILE)` for the kubelet to expand, so no shell is needed) and for
+/// `register` (whose script reads the variable), with the variable and the mounts holding
+/// the file copied, read-only, into `register`. `register` needs it too: a config's
+/// `runner.file` moves the state file both steps share, and its `runner.labels` replace
+/// `--labels` (`registerNoInteractive`). Without `CONFIG_FILE` the pod is left as it is.
+pub fn apply_config_file(group: &RunnerGroupSpec, pod: &mut PodSpec) {
+    let Some((var, path, mounts)) = template_config_file(group) else {
+        return;
+    };
+    let arg = match path {
+        ConfigPath::Literal(p) => p,
+        ConfigPath::Resolved => format!("$({CONFIG_FILE_ENV})"),
+    };
+    for c in pod.containers.iter_mut().filter(|c| c.name == RUNNER_CONTAINER) {
+        if let Some(command) = c.command.as_mut() {
+            command.extend(["--config".to_string(), arg.clone()]);
+        }
+    }
+    let registers = pod.init_containers.iter_mut().flatten();
+    for c in registers.filter(|c| c.name == REGISTER_CONTAINER) {
+        if let Some(script) = c.command.as_mut().and_then(|cmd| cmd.get_mut(2)) {
+            script.push_str(&format!(" --config \"${CONFIG_FILE_ENV}\""));
+        }
+        let env = c.env.get_or_insert_with(Vec::new);
+        if !env.iter().any(|e| e.name == CONFIG_FILE_ENV) {
+            env.push(var.clone());
+        }
+        let have = c.volume_mounts.get_or_insert_with(Vec::new);
+        for m in &mounts {
+            if !have.iter().any(|h| h.mount_path == m.mount_path) {
+                have.push(VolumeMount {
+                    read_only: Some(true),
+                    ..m.clone()
+                });
+            }
+        }
     }
 }
 

@@ -49,6 +49,7 @@ impl GiteaForge {
         let instances: HashSet<&InstanceKey> = live.iter().map(ListingKey::instance).collect();
         retain_keys(&self.jobs, |k| live.contains(k));
         retain_keys(&self.runners, |k| live.contains(k));
+        retain_keys(&self.offline, |k| live.contains(k));
         retain_keys(&self.tokens, |k| live.contains(k));
         retain_keys(&self.instances, |k| instances.contains(k));
         if let Ok(mut a) = self.announced.lock() {
@@ -62,6 +63,7 @@ impl GiteaForge {
         clear(&self.groups);
         clear(&self.jobs);
         clear(&self.runners);
+        clear(&self.offline);
         clear(&self.tokens);
         clear(&self.taken);
         self.forget_announced();
@@ -71,7 +73,7 @@ impl GiteaForge {
 
     /// Sets the cache gauge from the maps' sizes.
     pub(crate) fn report_cache(&self) {
-        let listings = len(&self.jobs) + len(&self.runners) + len(&self.announced);
+        let listings = len(&self.jobs) + len(&self.runners) + len(&self.offline) + len(&self.announced);
         let groups = len(&self.groups) + len(&self.taken);
         self.metrics.set_cache_entries(
             "gitea",

@@ -25,6 +25,17 @@ pub enum Scope {
     },
 }
 
+/// The right an operation needs at a scope (what a 403 means).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// Reading jobs: read access from Gitea 1.26, owner rights in 1.25.
+    Read,
+    /// Reading runners: owner rights in every version, although it only reads.
+    OwnerRead,
+    /// Creating registration tokens and deleting runners: owner rights.
+    Write,
+}
+
 /// Why a spec's scope fields do not describe a scope.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ScopeError {
@@ -106,20 +117,39 @@ impl Scope {
     }
 
     /// The token rights an operation at this scope needs, for 403 messages.
-    pub fn rights_hint(&self, write: bool) -> &'static str {
-        match (self, write) {
-            (Scope::Global, false) => "a site-admin token with the read:admin scope",
-            (Scope::Global, true) => "a site-admin token with the write:admin scope",
-            (Scope::Org(_), false) => {
+    ///
+    /// Gitea 1.26 (`routers/api/v1/api.go` `addActionsRoutes`) checks job listings with the
+    /// reader check (`reqRepoReader(unit.TypeActions)`, `reqOrgMembership()`) and everything
+    /// under `/runners`, listing included, with the owner check (`reqOwner()`,
+    /// `reqOrgOwnership()`); 1.25 has one check, the owner one, for both. The user routes check
+    /// no more than the token's scope.
+    pub fn rights_hint(&self, access: Access) -> &'static str {
+        match (self, access) {
+            (Scope::Global, Access::Read | Access::OwnerRead) => {
+                "a site-admin token with the read:admin scope"
+            }
+            (Scope::Global, Access::Write) => "a site-admin token with the write:admin scope",
+            (Scope::Org(_), Access::Read) => {
                 "the read:organization scope and membership (Gitea 1.25: ownership) of the organization"
             }
-            (Scope::Org(_), true) => "the write:organization scope and ownership of the organization",
-            (Scope::User(_), false) => "the read:user scope",
-            (Scope::User(_), true) => "the write:user scope",
-            (Scope::Repo { .. }, false) => {
-                "the read:repository scope and read access to the repository's Actions"
+            (Scope::Org(_), Access::OwnerRead) => {
+                "the read:organization scope and ownership of the organization (membership is not \
+                 enough to list runners)"
             }
-            (Scope::Repo { .. }, true) => {
+            (Scope::Org(_), Access::Write) => {
+                "the write:organization scope and ownership of the organization"
+            }
+            (Scope::User(_), Access::Read | Access::OwnerRead) => "the read:user scope",
+            (Scope::User(_), Access::Write) => "the write:user scope",
+            (Scope::Repo { .. }, Access::Read) => {
+                "the read:repository scope and read access to the repository's Actions (Gitea \
+                 1.25: ownership of the repository)"
+            }
+            (Scope::Repo { .. }, Access::OwnerRead) => {
+                "the read:repository scope and ownership of the repository (or a site admin); read \
+                 access is not enough to list runners"
+            }
+            (Scope::Repo { .. }, Access::Write) => {
                 "the write:repository scope and ownership of the repository (or a site admin)"
             }
         }
@@ -192,6 +222,40 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    /// Runner listings need owner rights although they only read (`addActionsRoutes` in
+    /// `routers/api/v1/api.go`, 1.25 and 1.26: `reqOwnerCheck`/`reqChecker` on `GET
+    /// …/runners`); job listings need read access from 1.26.
+    #[test]
+    fn hints_name_the_right_each_access_needs() {
+        let repo = Scope::Repo {
+            owner: "a".into(),
+            name: "x".into(),
+        };
+        assert!(
+            repo.rights_hint(Access::OwnerRead)
+                .contains("ownership of the repository")
+        );
+        assert!(repo.rights_hint(Access::Read).contains("read access"));
+        assert!(repo.rights_hint(Access::Read).contains("1.25: ownership"));
+        let org = Scope::Org("a".into());
+        assert!(
+            org.rights_hint(Access::OwnerRead)
+                .contains("ownership of the organization")
+        );
+        assert!(org.rights_hint(Access::Read).contains("membership"));
+        assert!(org.rights_hint(Access::Write).contains("write:organization"));
+        assert!(
+            Scope::Global
+                .rights_hint(Access::OwnerRead)
+                .contains("read:admin")
+        );
+        assert!(
+            Scope::User("u".into())
+                .rights_hint(Access::OwnerRead)
+                .contains("read:user")
+        );
     }
 
     #[test]

@@ -31,6 +31,8 @@ fn fast_opts() -> GiteaOptions {
             backoff: Duration::from_millis(10),
             ..ClientOptions::default()
         },
+        // Ghosts at first sight here; the grace has its own tests (`listings.rs`).
+        ghost_grace: Duration::ZERO,
         ..GiteaOptions::default()
     }
 }
@@ -716,5 +718,41 @@ async fn proxy_and_ca_bundle_are_used() {
     match f.observe(&bad_proxy, &[]).await {
         Err(ForgeError::Config(m)) => assert!(!m.contains("hunter2"), "proxy URL never echoed: {m}"),
         other => panic!("expected Config, got {other:?}"),
+    }
+}
+
+/// Runner listings need owner rights, job listings only read rights: Gitea 1.26
+/// `routers/api/v1/api.go` `addActionsRoutes` registers `GET …/runners` with `reqOwnerCheck`
+/// (`reqOwner()` for a repository, `reqOrgOwnership()` for an organization) and `GET …/jobs`
+/// with `reqReaderCheck` (`reqRepoReader(unit.TypeActions)`); 1.25 uses the owner check for
+/// both. A token that may read the repository lists its jobs and then fails on the runner
+/// listing every pass makes: the message must name ownership, not read access.
+#[tokio::test]
+async fn forbidden_runner_listing_names_ownership() {
+    for version in ["1.26.0", "1.25.0"] {
+        let fake = fake(version).await;
+        fake.add_org("acme", &["alice"]);
+        let bob = fake.add_token("bob", false);
+        fake.queue_job("acme/app", &["linux"]);
+        let (f, _) = forge();
+        let c = ctx(
+            "r",
+            &fake.url(),
+            GiteaScope::Repo,
+            Some("acme/app"),
+            &["linux"],
+            &bob,
+        );
+        let err = common::view(&f, &c).await.unwrap_err();
+        let want = if version == "1.26.0" {
+            "may not list runners"
+        } else {
+            "may not list Actions jobs"
+        };
+        assert!(
+            matches!(&err, ForgeError::Unauthorized(m) if m.contains(want)
+                && m.contains("ownership of the repository")),
+            "{version}: {err}"
+        );
     }
 }

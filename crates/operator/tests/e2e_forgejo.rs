@@ -186,7 +186,8 @@ async fn fifty_jobs_two_label_sets_two_groups_max_eight() {
 ///   scope's shared registration token (fetched by the operator) and runs one job, any job its
 ///   labels match;
 /// - runners cannot be listed or deleted before 15, so they stay registered after their job
-///   (Forgejo's `cron.cleanup_offline_runners` removes them later): "nothing left" means no
+///   (only Forgejo 12+'s `cron.cleanup_offline_runners`, off by default and for global runners
+///   unless `GLOBAL_SCOPE_ONLY = false`, removes such rows): "nothing left" means no
 ///   runner Job and no runner at work, not no runner row; every row left is one of ours;
 /// - a runner state is a guess (running jobs count as busy runners), so a runner the planner
 ///   made for a job another runner took idles until the idle timeout reaps its Job: runner Jobs

@@ -9,7 +9,9 @@ mod common;
 use std::cell::Cell;
 use std::time::Duration;
 
-use common::e2e::{OUTPUT_LINES, start_operator, start_world, wait_nothing_left};
+use common::e2e::{
+    OUTPUT_LINES, github_scale_set_with_session, start_operator, start_world, wait_nothing_left,
+};
 use forgerunner_sandbox::world::groups::GroupSize;
 use forgerunner_sandbox::world::watch::JobWatch;
 use forgerunner_sandbox::world::{GROUP_LABEL, WorldOptions, wait_until};
@@ -40,18 +42,7 @@ async fn fifty_jobs_with_max_ten_runners_all_complete_and_clean_up() {
     let emu = world.github.as_ref().expect("emulator").emu.clone();
 
     // The operator creates the scale set (named after the group) and opens its session.
-    let Ok(set_id) = world.github_scale_set(GROUP, Duration::from_secs(90)).await else {
-        panic!("no scale set; operator log:\n{}", op.output_tail(OUTPUT_LINES));
-    };
-    let session = wait_until(Duration::from_secs(90), "a session", || async {
-        emu.state().sessions.iter().any(|s| s.scale_set_id == set_id)
-    })
-    .await;
-    assert!(
-        session.is_ok(),
-        "no session; operator log:\n{}",
-        op.output_tail(OUTPUT_LINES)
-    );
+    let set_id = github_scale_set_with_session(&world, &op, GROUP).await;
 
     let queued: Vec<i64> = (0..JOBS)
         .map(|_| world.queue_github_job(set_id, GROUP).expect("queue").id)

@@ -11,7 +11,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::e2e::{OUTPUT_LINES, start_operator, start_world};
+use common::e2e::{OUTPUT_LINES, github_scale_set_with_session, start_operator, start_world};
 use forgerunner_sandbox::world::groups::GroupSize;
 use forgerunner_sandbox::world::watch::JobWatch;
 use forgerunner_sandbox::world::{WorldOptions, wait_until};
@@ -44,18 +44,7 @@ async fn a_job_reassigned_while_its_runner_starts_is_served_by_that_runner() {
         .expect("group");
     let op = start_operator(&world, "github", "forgerunner-e2e-gh-reassign");
     let emu = world.github.as_ref().expect("emulator").emu.clone();
-    let Ok(set_id) = world.github_scale_set(GROUP, Duration::from_secs(90)).await else {
-        panic!("no scale set; operator log:\n{}", op.output_tail(OUTPUT_LINES));
-    };
-    let session = wait_until(Duration::from_secs(90), "a session", || async {
-        emu.state().sessions.iter().any(|s| s.scale_set_id == set_id)
-    })
-    .await;
-    assert!(
-        session.is_ok(),
-        "no session; operator log:\n{}",
-        op.output_tail(OUTPUT_LINES)
-    );
+    let set_id = github_scale_set_with_session(&world, &op, GROUP).await;
 
     world.queue_github_job(set_id, GROUP).expect("queue");
     let served = wait_until(Duration::from_secs(120), "the job to run to success", || {

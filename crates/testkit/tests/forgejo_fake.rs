@@ -270,7 +270,9 @@ async fn runner_rest_create_list_page_get_delete() {
     let visible = get(&f, "/api/v1/repos/acme/app/actions/runners?visible=true")
         .await
         .json();
-    let want = [created[0], created[1], created[2], repo_runner.0];
+    // The repository's runner called in (`Declare`): `last_online DESC` lists it first, the
+    // never-online ones after it.
+    let want = [repo_runner.0, created[0], created[1], created[2]];
     assert_eq!(ids(&visible), want, "visible adds the org's runners");
     let own = get(&f, "/api/v1/repos/acme/app/actions/runners").await.json();
     assert_eq!(ids(&own), [repo_runner.0]);
@@ -370,6 +372,67 @@ async fn auth_401_403_404() {
         .json();
     assert_eq!(mine[0]["name"], "mine", "user scope is the token's owner");
     assert_eq!(mine.as_array().unwrap().len(), 1);
+}
+
+/// `GET /api/v1/user` answers the token's own user (`routers/api/v1/user/user.go`
+/// `GetAuthenticatedUser@v15.0.0`, `convert.ToUser`: the name is `login`), behind the
+/// `read:user` token scope (`routers/api/v1/api.go`: the `/user` group has
+/// `tokenRequiresScopes(AccessTokenScopeCategoryUser)`).
+#[tokio::test]
+async fn the_current_user_is_the_tokens_owner() {
+    let f = fake(V15).await;
+    let alice = f.add_token("alice");
+    let org_only = f.add_scoped_token("alice", &["read:organization"]);
+    let me = call(&f, "GET", "/api/v1/user", Some(&alice), None).await;
+    assert_eq!(me.status, 200);
+    assert_eq!(me.json()["login"], "alice");
+    assert_eq!(me.json()["id"], f.add_user("alice", false));
+    let r = call(&f, "GET", "/api/v1/user", Some(&org_only), None).await;
+    assert_eq!(r.status, 403, "{}", r.text);
+    assert_eq!(call(&f, "GET", "/api/v1/user", None, None).await.status, 401);
+}
+
+/// Forgejo lists runners by `last_online DESC` (`models/actions/runner.go`
+/// `FindRunnerOptions.ToOrders@v15.0.0`; `shared.ListRunners` sets no `Sort` and has no sort
+/// parameter), and every runner call but `Register` rewrites `last_online`
+/// (`routers/api/actions/runner/interceptor.go` `withRunner`). A runner that calls in between
+/// two page requests moves to page 1: the next page skips it and repeats another row.
+#[tokio::test]
+async fn the_runner_list_follows_last_online_and_its_pages_shift() {
+    let f = fake(V15).await;
+    let base = "/api/v1/admin/actions/runners";
+    let mut made = Vec::new();
+    for _ in 0..3 {
+        made.push(declared_runner(&f, base, &["a"], false).await);
+    }
+    let never = call(&f, "POST", base, Some(ADMIN_TOKEN), Some(json!({"name": "n"})))
+        .await
+        .json()["id"]
+        .as_i64()
+        .unwrap();
+    let [a, b, c] = [made[0].0, made[1].0, made[2].0];
+    assert_eq!(ids(&get(&f, base).await.json()), [c, b, a, never]);
+    // Any runner call (here a poll) puts the runner first.
+    rpc(&f, "FetchTask", (&made[0].1, &made[0].2), json!({})).await;
+    assert_eq!(ids(&get(&f, base).await.json()), [a, c, b, never]);
+    // The list is read in pages; b polls after page 1 was read.
+    f.before_runner_page(move |page, m| {
+        if page == 2 {
+            m.touch_runner(b);
+        }
+    });
+    let first = ids(&get(&f, &format!("{base}?page=1&limit=2")).await.json());
+    let second = get(&f, &format!("{base}?page=2&limit=2")).await;
+    assert_eq!(second.headers["x-total-count"], "4");
+    let second = ids(&second.json());
+    assert_eq!(
+        (first.as_slice(), second.as_slice()),
+        ([a, c].as_slice(), [c, never].as_slice())
+    );
+    let seen: std::collections::BTreeSet<i64> = first.iter().chain(&second).copied().collect();
+    assert!(!seen.contains(&b), "b was skipped");
+    f.clear_runner_page_hook();
+    assert_eq!(ids(&get(&f, base).await.json()), [b, a, c, never]);
 }
 
 #[tokio::test]

@@ -7,7 +7,9 @@ mod forgejo_common;
 use std::time::{Duration, Instant};
 
 use forgejo_common::{V11, V14, V15, declared_runner, fake, get, rpc};
-use forgerunner_testkit::forgejo::{Conclusion, FakeConfig, FakeScope, ForgejoFakeHandle, JobStatus};
+use forgerunner_testkit::forgejo::{
+    Conclusion, FakeConfig, FakeScope, ForgejoFakeHandle, JobSpec, JobStatus,
+};
 use serde_json::{Value, json};
 
 #[tokio::test]
@@ -156,4 +158,109 @@ async fn registration_token_and_register_rpc() {
     let mine = f.queue_job("acme/app", "mine", &["a"]);
     let (_, t) = rpc(&f, "FetchTask", creds, json!({})).await;
     assert_eq!(t["task"]["jobId"].as_i64(), Some(mine));
+}
+
+/// A re-run makes a new attempt with a new handle (`models/actions/run_job.go`
+/// `PrepareNextAttempt@v15.0.0`: refused while the job is active, then `Handle = uuid`), and
+/// `CreateTaskForRunner` hands a job only to the runner that asks for its current handle
+/// (`IsRequestedByRunner`): a runner bound to the old handle never gets the re-run. Cancel ends
+/// a waiting job at once; it is no longer listed.
+#[tokio::test]
+async fn a_rerun_gets_a_new_handle_the_old_binding_never_matches() {
+    let f = fake(V15).await;
+    let admin = "/api/v1/admin/actions/runners";
+    let (_, bu, bt) = declared_runner(&f, admin, &["a"], true).await;
+    let job = f.queue_job("o/r", "j", &["a"]);
+    let old = f.job(job).unwrap().handle;
+    assert_eq!(f.rerun_job(job), None, "a waiting job cannot be re-run");
+    assert!(f.cancel_job(job));
+    let listed = get(&f, "/api/v1/admin/actions/runners/jobs?labels=a")
+        .await
+        .json();
+    assert_eq!(listed, Value::Null, "a cancelled job is not listed");
+    let new = f.rerun_job(job).expect("a finished job can be re-run");
+    assert_ne!(new, old);
+    let j = f.job(job).unwrap();
+    assert_eq!((j.attempt, j.status), (2, JobStatus::Waiting));
+    let listed = get(&f, "/api/v1/admin/actions/runners/jobs?labels=a")
+        .await
+        .json();
+    assert_eq!(listed[0]["handle"], new.as_str());
+    let (_, t) = rpc(&f, "FetchSingleTask", (&bu, &bt), json!({"handle": old})).await;
+    assert_eq!(t["task"], Value::Null, "the old handle matches nothing");
+    let (_, t) = rpc(&f, "FetchSingleTask", (&bu, &bt), json!({"handle": new})).await;
+    assert_eq!(t["task"]["jobId"].as_i64(), Some(job));
+}
+
+/// Forgejo 14+ queues a run behind a running (or older, unfinished) run of the same
+/// concurrency group: `models/actions/task.go` `GetAvailableJobsForRunner@v15.0.0` adds
+/// `getConcurrencyCondition()` when `[actions] CONCURRENCY_GROUP_QUEUE_ENABLED` (default true,
+/// `modules/setting/actions.go@v14.0.0`), while the job lists
+/// (`routers/api/v1/shared/runners.go` `GetActionRunJobs`) show the job `waiting`.
+#[tokio::test]
+async fn a_job_behind_its_concurrency_group_is_listed_waiting_but_never_handed_out() {
+    for (version, queue, held) in [
+        (V15, true, true),
+        (V14, true, true),
+        (V15, false, false),
+        (V11, true, false),
+    ] {
+        let f = ForgejoFakeHandle::start(FakeConfig {
+            concurrency_group_queue: queue,
+            ..FakeConfig::version(version)
+        })
+        .await
+        .unwrap();
+        let admin = if version == V15 {
+            "/api/v1/admin/actions/runners"
+        } else {
+            "/api/v1/admin/runners"
+        };
+        let token = f.registration_token(&FakeScope::Global);
+        let reg = |name: &str| json!({"name": name, "token": token, "labels": ["a"]});
+        let (_, first) = rpc(&f, "Register", ("", ""), reg("first")).await;
+        let (_, second) = rpc(&f, "Register", ("", ""), reg("second")).await;
+        let creds = |v: &Value| {
+            (
+                v["runner"]["uuid"].as_str().unwrap().to_string(),
+                v["runner"]["token"].as_str().unwrap().to_string(),
+            )
+        };
+        let (fu, ft) = creds(&first);
+        let (su, st) = creds(&second);
+        let deploy = f.queue(JobSpec::new("o/r", "deploy", &["a"]).concurrency("prod"));
+        let next = f.queue(JobSpec::new("o/r", "deploy", &["a"]).concurrency("prod"));
+        let other_repo = f.queue(JobSpec::new("o/other", "deploy", &["a"]).concurrency("prod"));
+        let (_, t) = rpc(&f, "FetchTask", (&fu, &ft), json!({})).await;
+        assert_eq!(t["task"]["jobId"].as_i64(), Some(deploy), "{version}");
+        let listed = get(&f, &format!("{admin}/jobs?labels=a")).await.json();
+        let waiting: Vec<i64> = listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|j| j["status"] == "waiting")
+            .map(|j| j["id"].as_i64().unwrap())
+            .collect();
+        assert_eq!(
+            waiting,
+            [other_repo, next],
+            "{version}: listed waiting either way"
+        );
+        let (_, t) = rpc(&f, "FetchTask", (&su, &st), json!({})).await;
+        let got = t["task"]["jobId"].as_i64();
+        if held {
+            assert_eq!(
+                got,
+                Some(other_repo),
+                "{version}: another repository's group is free"
+            );
+            let (_, t) = rpc(&f, "FetchTask", (&su, &st), json!({})).await;
+            assert_eq!(t["task"], Value::Null, "{version}: held behind the running run");
+            assert!(f.complete_job(deploy, Conclusion::Success));
+            let (_, t) = rpc(&f, "FetchTask", (&su, &st), json!({})).await;
+            assert_eq!(t["task"]["jobId"].as_i64(), Some(next), "{version}: released");
+        } else {
+            assert_eq!(got, Some(next), "{version}: no queue");
+        }
+    }
 }

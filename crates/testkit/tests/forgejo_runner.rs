@@ -262,3 +262,83 @@ async fn register_shape_on_forgejo_14() {
     );
     assert_eq!(fake.tasks_for_job(job)[0].runner_name, "grp-reg01");
 }
+
+/// forgejo-runner reads a config only from `--config`/`-c` (`internal/app/cmd/cmd.go`, a root
+/// persistent flag); `config.FromFile` (`internal/pkg/config/config.go`) fails when the file
+/// cannot be opened; `connectionFromArguments` (`internal/app/cmd/args.go`) refuses a config
+/// with `server.connections` next to the connection flags; and `config.New` gives a connection
+/// the config's `runner.labels` only when it has no labels, so `--label` flags win.
+#[tokio::test]
+async fn one_job_reads_its_config_file() {
+    const CONFIG: &str = "/etc/forgejo-runner/config.yaml";
+    let fake = v15().await;
+    let job = fake.queue_job("o/r", "j", &["debian"]);
+    let with_config = |fake: &ForgejoFakeHandle, yaml: Option<&str>| {
+        let (mut p, id) = one_job_pod(fake, None, true, &["debian:host"]);
+        p.args.insert(1, "--config".into());
+        p.args.insert(2, CONFIG.into());
+        if let Some(y) = yaml {
+            p.files.insert(CONFIG.into(), y.into());
+        }
+        (p, id)
+    };
+    let (p, _) = with_config(&fake, None);
+    assert_eq!(run(&fake, RunnerOptions::default(), p).await, 1, "no such file");
+    let conflict = "server:\n  connections:\n    x:\n      url: https://example.org\n";
+    let (p, _) = with_config(&fake, Some(conflict));
+    assert_eq!(
+        run(&fake, RunnerOptions::default(), p).await,
+        1,
+        "two connections"
+    );
+    let yaml = "runner:\n  labels: [\"gpu:host\"]\n  timeout: 1h\n";
+    let (p, id) = with_config(&fake, Some(yaml));
+    assert_eq!(run(&fake, RunnerOptions::default(), p).await, 0);
+    assert_eq!(
+        fake.job(job).unwrap().status,
+        JobStatus::Done(Conclusion::Success)
+    );
+    assert_eq!(
+        fake.tasks_for_job(job)[0].runner_labels,
+        ["debian"],
+        "the --label flags win over runner.labels"
+    );
+    assert!(fake.runner(id).is_none());
+}
+
+/// `register` with a config whose `runner.labels` is set registers those labels, not
+/// `--labels` (`internal/app/cmd/register.go` `registerNoInteractive`: "Labels from command
+/// will be ignored, use labels defined in config file.").
+#[tokio::test]
+async fn register_takes_the_configs_labels() {
+    const CONFIG: &str = "/etc/forgejo-runner/config.yaml";
+    let fake = ForgejoFakeHandle::start(FakeConfig::version("14.0.4+gitea-1.22.0"))
+        .await
+        .unwrap();
+    let token = fake.registration_token(&FakeScope::Global);
+    let env = [
+        ("FORGEJO_INSTANCE_URL", fake.url()),
+        ("FORGEJO_RUNNER_NAME", "grp-reg01".to_string()),
+        ("FORGEJO_RUNNER_LABELS", "debian:host".to_string()),
+        ("CONFIG_FILE", CONFIG.to_string()),
+    ];
+    let script = vec!["exec forgejo-runner register --no-interactive …".to_string()];
+    let files = [
+        (REGISTRATION_TOKEN_FILE, token),
+        (CONFIG, "runner:\n  labels: [\"gpu:host\"]\n".to_string()),
+    ];
+    let mut reg = pod(&["/bin/sh", "-c"], script.clone(), &env, &files);
+    reg.container = "register".into();
+    reg.init = true;
+    reg.scratch = PodScratch::default().with_mounts(vec![("/data".into(), "data".into())]);
+    assert_eq!(run(&fake, RunnerOptions::default(), reg.clone()).await, 0);
+    let state: serde_json::Value = serde_json::from_str(&reg.read_scratch(STATE_FILE).unwrap()).unwrap();
+    assert_eq!(state["labels"], serde_json::json!(["gpu:host"]));
+    let mut missing = pod(&["/bin/sh", "-c"], script, &env, &files[..1]);
+    missing.scratch = PodScratch::default().with_mounts(vec![("/data".into(), "data".into())]);
+    assert_eq!(
+        run(&fake, RunnerOptions::default(), missing).await,
+        1,
+        "no such file"
+    );
+}

@@ -369,3 +369,104 @@ async fn webhook_deliveries_are_signed() {
             .any(|d| d.job_id == id && d.status == 200)
     );
 }
+
+/// `GET {base}{path}` with the admin token: the JSON body.
+async fn admin_get(fake: &GiteaFakeHandle, path: &str) -> Value {
+    reqwest::Client::new()
+        .get(format!("{}{path}", fake.url()))
+        .header("Authorization", format!("token {ADMIN_TOKEN}"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+fn ids(page: &Value) -> Vec<i64> {
+    page["runners"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_i64().unwrap())
+        .collect()
+}
+
+/// Runner listings are ordered as Gitea orders them and shift under polling runners.
+///
+/// Upstream (v1.25.0 and v1.26.0): `shared.ListRunners` (`routers/api/v1/shared/runners.go`)
+/// sets no `Sort`, so `FindRunnerOptions.ToOrders` (`models/actions/runner.go`) orders by
+/// `last_online DESC`; the `withRunner` interceptor (`routers/api/actions/runner/interceptor.go`)
+/// rewrites `last_online` on every runner call but `Register`; `limit` is capped at
+/// `MAX_RESPONSE_ITEMS` = 50 (`modules/setting/api.go`, `services/convert/utils.go`
+/// `ToCorrectPageSize`). A runner that polls between two page requests jumps to the head: the
+/// second page repeats the first page's last row and the runner is in neither.
+#[tokio::test]
+async fn runner_listings_follow_last_online_and_shift_between_pages() {
+    let fake = GiteaFakeHandle::start(FakeConfig::default()).await.unwrap();
+    fake.add_org("acme", &["alice"]);
+    let scope = FakeScope::Owner("acme".into());
+    // Registered and called in in this order: the first is the least recently online.
+    let all: Vec<i64> = (0..51)
+        .map(|i| fake.add_runner(scope.clone(), &format!("grp-{i:05}"), &["linux"], true))
+        .collect();
+    let first = all[0];
+    let path = "/api/v1/orgs/acme/actions/runners";
+    let p1 = admin_get(&fake, &format!("{path}?page=1&limit=100")).await;
+    assert_eq!(p1["total_count"], 51);
+    assert_eq!(ids(&p1).len(), 50, "limit is capped at 50");
+    assert_eq!(ids(&p1)[0], all[50], "most recently online first");
+    let p2 = admin_get(&fake, &format!("{path}?page=2&limit=50")).await;
+    assert_eq!(ids(&p2), [first], "least recently online last");
+
+    // The oldest runner polls: it moves to the head.
+    fake.runner_calls_in(first);
+    let p1 = admin_get(&fake, &format!("{path}?page=1&limit=50")).await;
+    assert_eq!(ids(&p1)[0], first);
+
+    // A runner that never called in (Register alone) is last and offline.
+    let fresh = fake.add_runner(scope.clone(), "grp-fresh", &["linux"], false);
+    let p2 = admin_get(&fake, &format!("{path}?page=2&limit=50")).await;
+    assert_eq!(ids(&p2).last(), Some(&fresh));
+    assert_eq!(p2["runners"][1]["status"], "offline");
+
+    // Paging over a poll: runner `all[1]` (now 51st of 52) polls after page 1 is served.
+    let moving = all[1];
+    fake.poll_after_runner_page(1, moving);
+    let p1 = ids(&admin_get(&fake, &format!("{path}?page=1&limit=50")).await);
+    let p2 = ids(&admin_get(&fake, &format!("{path}?page=2&limit=50")).await);
+    assert!(!p1.contains(&moving) && !p2.contains(&moving), "skipped");
+    assert_eq!(p2[0], p1[49], "the first page's last row is repeated");
+    let now = ids(&admin_get(&fake, &format!("{path}?page=1&limit=50")).await);
+    assert_eq!(now[0], moving, "it is first now");
+}
+
+/// A registered runner is offline until its daemon calls in: Gitea's `Register`
+/// (`routers/api/actions/runner/runner.go`, v1.25.0/v1.26.0) sets no `LastOnline`, and the
+/// `withRunner` interceptor (`routers/api/actions/runner/interceptor.go`) returns early for
+/// `Register`, stamping `last_online` only on the later calls (`Declare`, `FetchTask`, …).
+/// `status` is `online` only when `last_online` is within `RunnerOfflineTime` (one minute,
+/// `models/actions/runner.go` `Status`, `services/convert/convert.go` `ToActionRunner`).
+#[tokio::test]
+async fn a_registered_runner_is_offline_until_it_calls_in() {
+    use forgerunner_testkit::forge_common::rpc::RunnerClient;
+    let fake = GiteaFakeHandle::start(FakeConfig::default()).await.unwrap();
+    let token = fake.registration_token(&FakeScope::Global);
+    let mut rpc = RunnerClient::new(&fake.url()).unwrap();
+    let (status, v) = rpc
+        .call(
+            "Register",
+            json!({"name": "grp-abcde", "token": token, "labels": ["linux"], "ephemeral": true}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 200);
+    let status_of =
+        || async { admin_get(&fake, "/api/v1/admin/actions/runners").await["runners"][0]["status"].clone() };
+    assert_eq!(status_of().await, "offline", "registered, never called in");
+    rpc.uuid = v["runner"]["uuid"].as_str().unwrap().to_string();
+    rpc.token = v["runner"]["token"].as_str().unwrap().to_string();
+    let (status, _) = rpc.call("Declare", json!({"labels": ["linux"]})).await.unwrap();
+    assert_eq!(status, 200);
+    assert_eq!(status_of().await, "online", "Declare stamps last_online");
+}

@@ -208,3 +208,65 @@ async fn daemon_without_a_state_file_fails() {
     assert_eq!(b.run(daemon_pod(&reg)).await, 1);
     assert!(fake.runners().is_empty());
 }
+
+/// act_runner reads a config file only when its command line names one: `--config`/`-c` is a
+/// persistent flag of the root command (`internal/app/cmd/cmd.go`), and only the image's
+/// entrypoint script turns `CONFIG_FILE` into it (`scripts/run.sh`: `CONFIG_ARG="--config
+/// ${CONFIG_FILE}"`), which a pod with its own command never runs. A named file must be there
+/// (`internal/pkg/config/config.go` `LoadDefault`: "open config file"), and its
+/// `runner.labels`, when set, replace `--labels` (`internal/app/cmd/register.go`
+/// `registerNoInteractive`) and the state file's labels (`daemon.go` `runDaemon`).
+#[tokio::test]
+async fn the_config_file_is_read_only_when_the_command_names_it() {
+    const PATH: &str = "/etc/gitea-runner/config.yaml";
+    let config = "runner:\n  labels:\n    - gpu:host\n";
+    let fake = start().await;
+    let token = fake.registration_token(&FakeScope::Global);
+    let b = runner_behaviour(fake.clone(), RunnerOptions::default());
+    let labels_of = |name: &str| {
+        fake.runners()
+            .into_iter()
+            .find(|r| r.name == name)
+            .map(|r| r.labels)
+    };
+    let with_config = |mut p: PodInfo| {
+        p.env.insert("CONFIG_FILE".into(), PATH.into());
+        p.files.insert(PATH.into(), config.into());
+        p
+    };
+
+    // `CONFIG_FILE` alone changes nothing.
+    let reg = with_config(register_pod(&fake, "grp-env00", "linux:host", &token));
+    assert_eq!(b.run(reg).await, 0);
+    assert_eq!(labels_of("grp-env00").unwrap(), ["linux"]);
+
+    // Named on the command line: read, and its labels win over `--labels`.
+    let mut reg = with_config(register_pod(&fake, "grp-cfg00", "linux:host", &token));
+    reg.command[2].push_str(" --config \"$CONFIG_FILE\"");
+    let mut daemon = daemon_pod(&reg);
+    daemon.command = vec![
+        "gitea-runner".into(),
+        "daemon".into(),
+        "--config".into(),
+        PATH.into(),
+    ];
+    daemon.files.insert(PATH.into(), config.into());
+    assert_eq!(b.run(reg).await, 0);
+    assert_eq!(labels_of("grp-cfg00").unwrap(), ["gpu"]);
+    let gpu = fake.queue_job("o/r", &["gpu"]);
+    let code = tokio::time::timeout(Duration::from_secs(30), b.run(daemon))
+        .await
+        .unwrap();
+    assert_eq!(code, 0);
+    let job = fake.job(gpu).unwrap();
+    assert_eq!(
+        (job.state, job.runner_name.as_str()),
+        (JobState::Done(Conclusion::Success), "grp-cfg00")
+    );
+
+    // Named but not mounted: the container fails before registering.
+    let mut reg = register_pod(&fake, "grp-nocfg", "linux:host", &token);
+    reg.command[2].push_str(&format!(" --config {PATH}"));
+    assert_eq!(b.run(reg).await, 1);
+    assert!(labels_of("grp-nocfg").is_none());
+}

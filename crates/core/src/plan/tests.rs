@@ -509,3 +509,24 @@ fn a_kept_surplus_is_reported_for_the_memory_and_a_removed_one_is_not() {
         "no surplus while every waiting runner has a job to wait for"
     );
 }
+
+#[test]
+fn a_runner_whose_job_is_gone_is_removed_at_once_unless_it_worked() {
+    let mut case = partial(1, 5).jobs(1).runners(vec![
+        r("stranded", Running, Offline),
+        was_busy(r("worked", Running, Busy)),
+    ]);
+    case.view.stranded = ["stranded".to_owned(), "worked".to_owned()].into_iter().collect();
+    let got = case.plan();
+    let removed: Vec<(&str, RemovalReason)> =
+        got.remove.iter().map(|r| (r.name.as_str(), r.reason)).collect();
+    assert_eq!(
+        removed,
+        vec![("stranded", RemovalReason::JobGone)],
+        "not the warm pool either"
+    );
+    assert_eq!(
+        got.create, 2,
+        "the waiting job and the warm runner get runners of their own"
+    );
+}

@@ -219,7 +219,10 @@ async fn remove(t: &Target<'_>, r: &Removal, report: &mut ApplyReport) {
                         report.outdated.push(r.name.clone());
                     }
                 }
-                RemovalReason::IdleTimeout | RemovalReason::ScaleDown => report.scaled_down += 1,
+                RemovalReason::IdleTimeout | RemovalReason::ScaleDown | RemovalReason::JobGone => {
+                    info!(runner = %r.name, reason = r.reason.as_str(), "idle runner removed");
+                    report.scaled_down += 1;
+                }
                 RemovalReason::StartupFailed(cause) => {
                     warn!(runner = %r.name, reason = cause.as_str(), "runner did not start; removed");
                     report.failed_deleted.push(r.name.clone());

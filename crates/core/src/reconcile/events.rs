@@ -144,6 +144,26 @@ pub async fn transitions(ctx: &Context, group: &RunnerGroup, changed: &[Conditio
     }
 }
 
+/// One Event per runner kept though it has not started in time, because a waiting job needs it
+/// (bounded per pass; a repeat of the same note is not written again at once).
+pub async fn waiting_out(ctx: &Context, group: &RunnerGroup, runners: &[(String, crate::startup::Stuck)]) {
+    for (name, stuck) in runners.iter().take(MAX_STUCK_EVENTS) {
+        let note = format!(
+            "runner {name} has not started: {}; kept while a job waits for it",
+            stuck.message
+        );
+        publish(
+            ctx,
+            group,
+            EventType::Warning,
+            stuck.cause.as_str(),
+            "WaitForRunners",
+            note,
+        )
+        .await;
+    }
+}
+
 /// Scale up / down and runner failure summaries of one pass.
 pub async fn scaling(ctx: &Context, group: &RunnerGroup, s: &PassSummary, r: &ApplyReport) {
     if s.created > 0 {

@@ -449,13 +449,25 @@ async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, Reconcil
     let failed_now = u32::try_from(report.failed_deleted.len()).unwrap_or(u32::MAX);
     let recovered_since =
         |since: Timestamp| report.succeeded_deleted > 0 || runner_started_since(&observed, since, now);
+    let waiting_out = the_plan
+        .waiting_out
+        .first()
+        .map(|(_, stuck)| (stuck.cause, stuck.message.clone()));
+    // A runner kept while its job waits says itself what holds it up; a failure condition from
+    // an earlier pass is not carried over meanwhile.
     let startup_failure = report
         .stuck
         .last()
         .map(|(_, cause, msg)| (*cause, msg.clone()))
-        .or_else(|| startup_failure_persists(prev, group.metadata.generation, recovered_since));
+        .or_else(|| {
+            waiting_out
+                .is_none()
+                .then(|| startup_failure_persists(prev, group.metadata.generation, recovered_since))
+                .flatten()
+        });
     let summary = PassSummary {
         startup_failure,
+        waiting_out,
         failed_now,
         counts: the_plan.counts,
         facts: view.facts.clone(),
@@ -479,6 +491,7 @@ async fn run_pass(group: &RunnerGroup, ctx: &Context) -> Result<Action, Reconcil
     };
     record_pass(ctx, group, &jobs, &observed, &view, &summary, now);
     events::scaling(ctx, group, &summary, &report).await;
+    events::waiting_out(ctx, group, &the_plan.waiting_out).await;
     if check_pod_security && !report.created.is_empty() {
         ctx.with_memory(&key, |m| m.pod_security_checked = group.metadata.generation);
     }

@@ -38,6 +38,9 @@ pub struct PassSummary {
     pub startup_failure: Option<(StartupFailure, String)>,
     /// Runner Jobs this pass counted as failed (the failure time moves on).
     pub failed_now: u32,
+    /// A runner out of time to start that is kept because a waiting job needs it: the cause
+    /// and Kubernetes' message ([`crate::plan::Plan::waiting_out`]).
+    pub waiting_out: Option<(StartupFailure, String)>,
 }
 
 /// What `Degraded` says while runners exit as outdated.
@@ -107,6 +110,17 @@ pub fn success_conditions(p: &PassSummary) -> Vec<GroupCondition> {
             format!(
                 "runners do not start ({} failed in a row; creation backs off): {}; last: {msg}",
                 p.failed_runners,
+                cause.hint()
+            ),
+        )
+    } else if let Some((cause, msg)) = &p.waiting_out {
+        c(
+            ConditionType::Degraded,
+            True,
+            ConditionReason::Startup(*cause),
+            format!(
+                "a runner a job waits for has not started within startupTimeoutSeconds; it is kept while the \
+                 job waits (a node may still be added): {}; last: {msg}",
                 cause.hint()
             ),
         )

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use forgerunner_core::forge::{GroupContext, RemoveOutcome, RunnerCredentials, RunnerRef};
+use forgerunner_core::plan::RunnerPhase;
 
 use super::{ForgejoForge, Resolved};
 use crate::client::DeleteOutcome;
@@ -14,7 +15,7 @@ use crate::observe::waiting;
 use crate::pod::{
     ENV_INSTANCE_URL, ENV_JOB_HANDLE, ENV_RUNNER_UUID, REGISTRATION_TOKEN_KEY, TOKEN_KEY, register_env,
 };
-use crate::state::{JOB_HANDLE_ANNOTATION, RUNNER_ID_ANNOTATION, runner_id};
+use crate::state::{JOB_HANDLE_ANNOTATION, RUNNER_ID_ANNOTATION, job_handle, runner_id};
 use crate::types::RunnerStatus;
 use crate::version::Mode;
 
@@ -114,8 +115,9 @@ impl ForgejoForge {
     ) -> Result<RemoveOutcome, ForgejoError> {
         let r = self.resolve(ctx).await?;
         if r.mode == Mode::RegistrationToken {
-            // No runner API before 15: nothing can be deregistered; Forgejo's
-            // `cron.cleanup_offline_runners` removes registered runners that stay offline.
+            // No runner API before 15: nothing can be deregistered. The row stays until someone
+            // deletes it, or (12+) Forgejo's `cron.cleanup_offline_runners` does, which is off
+            // by default and keeps org/user/repo runners unless `GLOBAL_SCOPE_ONLY = false`.
             return Ok(RemoveOutcome::Removed);
         }
         let client = &r.instance.client;
@@ -124,7 +126,7 @@ impl ForgejoForge {
             Some(id) => client.get_runner(r.version, &r.scope, id).await?,
             None => {
                 let rows = self.runners(&r, Duration::ZERO).await?;
-                rows.value.iter().find(|x| x.name == runner.name).cloned()
+                rows.value.rows.iter().find(|x| x.name == runner.name).cloned()
             }
         };
         let Some(row) = row else {
@@ -132,6 +134,23 @@ impl ForgejoForge {
         };
         if row.status == RunnerStatus::Active {
             return Ok(RemoveOutcome::Busy);
+        }
+        // A bound runner leaves idle although it has been polling for its job long enough to
+        // get it: Forgejo holds that job back (14+: queued behind its concurrency group, yet
+        // listed `waiting`). Back off the job instead of binding a new runner to it at once.
+        // Only removals tell: the planner removes a runner that never got a job through its
+        // idle timeout, and a stuck one never connected.
+        if let Some(handle) = job_handle(runner)
+            && runner.phase == RunnerPhase::Running
+            && row.status == RunnerStatus::Idle
+        {
+            let now = Instant::now();
+            let (evidence, backoff) = (self.opts.held_evidence, self.opts.held_backoff);
+            self.with_book(&ctx.key, |b| {
+                if b.connected_for(&runner.name, now) >= evidence {
+                    b.note_held(handle, backoff, now);
+                }
+            });
         }
         let outcome = client.delete_runner(r.version, &r.scope, row.id).await?;
         self.expire_runners(&r).await;

@@ -39,6 +39,17 @@ fn rref(name: &str, phase: RunnerPhase, id: Option<i64>, handle: Option<&str>) -
     }
 }
 
+/// A whole (one-page) runner listing fetched at `at`.
+fn runners(rows: &[Runner], at: Instant) -> RunnerRows<'_> {
+    static NONE: BTreeSet<i64> = BTreeSet::new();
+    RunnerRows {
+        rows,
+        at,
+        whole: true,
+        gone: &NONE,
+    }
+}
+
 const GRACES: Graces = Graces {
     offline: Duration::from_secs(60),
     ghost: Duration::from_secs(60),
@@ -81,7 +92,7 @@ fn v15_states_ghosts_and_demand() {
         &mut book,
         &refs,
         Listing { rows: &jobs, at: t0 },
-        Listing { rows: &rows, at: t0 },
+        runners(&rows, t0),
         GRACES,
         t0,
     );
@@ -113,7 +124,7 @@ fn v15_states_ghosts_and_demand() {
         &mut book,
         &refs2,
         Listing { rows: &jobs, at: t0 },
-        Listing { rows: &rows, at: t0 },
+        runners(&rows, t0),
         GRACES,
         later,
     );
@@ -132,10 +143,7 @@ fn v15_states_ghosts_and_demand() {
             rows: &jobs2,
             at: later,
         },
-        Listing {
-            rows: &rows,
-            at: later,
-        },
+        runners(&rows, later),
         GRACES,
         later,
     );
@@ -161,10 +169,7 @@ fn v15_runner_created_after_the_listing_is_not_finished() {
             rows: &[],
             at: listing,
         },
-        Listing {
-            rows: &[],
-            at: listing,
-        },
+        runners(&[], listing),
         GRACES,
         created,
     );
@@ -186,10 +191,7 @@ fn v15_runner_created_after_the_listing_is_not_finished() {
             rows: &[],
             at: created,
         },
-        Listing {
-            rows: &rows,
-            at: created,
-        },
+        runners(&rows, created),
         GRACES,
         created,
     );
@@ -240,7 +242,7 @@ fn a_bound_runner_whose_job_another_runner_runs_stays_idle() {
         &mut book,
         &refs,
         Listing { rows: &jobs, at: t0 },
-        Listing { rows: &rows, at: t0 },
+        runners(&rows, t0),
         GRACES,
         t0,
     );
@@ -266,10 +268,103 @@ fn a_waiting_job_whose_bound_runner_is_at_work_is_not_demand() {
         &mut book,
         &refs,
         Listing { rows: &jobs, at: t0 },
-        Listing { rows: &rows, at: t0 },
+        runners(&rows, t0),
         GRACES,
         t0,
     );
     assert_eq!(seen.runners.get("web-aaaaa"), Some(&ForgeRunnerState::Busy));
     assert_eq!(seen.waiting_jobs, 1, "only h5 waits for a runner");
+}
+
+/// Forgejo orders the runner list by `last_online DESC` (`models/actions/runner.go`
+/// `FindRunnerOptions.ToOrders`), rewritten by every runner call: a paged listing may skip a
+/// live runner. Its absence makes it finished only from a whole listing, or when a lookup by id
+/// found it gone.
+#[test]
+fn absence_from_a_paged_listing_is_finished_only_when_a_lookup_says_so() {
+    let labels = parse_labels(&["debian"]).expect("labels");
+    let mut book = GroupBook::default();
+    let t0 = Instant::now();
+    let jobs = [job(1, "waiting", "h1"), job(2, "waiting", "h2")];
+    let rows = [row(11, "web-bbbbb", RunnerStatus::Idle)];
+    let refs = [
+        rref("web-aaaaa", RunnerPhase::Running, Some(10), Some("h1")),
+        rref("web-bbbbb", RunnerPhase::Running, Some(11), Some("h2")),
+    ];
+    assert_eq!(unlisted_ids(&refs, &rows), [10]);
+    let view = |book: &mut GroupBook, gone: &BTreeSet<i64>| {
+        view_v15(
+            Group {
+                name: "web",
+                labels: &labels,
+            },
+            book,
+            &refs,
+            Listing { rows: &jobs, at: t0 },
+            RunnerRows {
+                rows: &rows,
+                at: t0,
+                whole: false,
+                gone,
+            },
+            GRACES,
+            t0,
+        )
+    };
+    let seen = view(&mut book, &BTreeSet::new());
+    assert_eq!(seen.runners.get("web-aaaaa"), None, "unknown, not finished");
+    assert_eq!(seen.waiting_jobs, 2, "its job still waits for it");
+    let seen = view(&mut book, &[10].into());
+    assert_eq!(seen.runners.get("web-aaaaa"), Some(&ForgeRunnerState::Finished));
+}
+
+/// A bound runner whose handle the jobs listing does not show is stranded (it can never take a
+/// job) only when the runner row was read after that listing: read before it, the runner may
+/// have taken its job and finished in between (the job leaves the listing, the row is deleted
+/// only later than it was read). Nor when the runner was made after the jobs listing.
+#[test]
+fn a_bound_runner_is_stranded_only_on_listings_that_prove_it() {
+    let labels = parse_labels(&["debian"]).expect("labels");
+    let t0 = Instant::now();
+    let t1 = t0 + Duration::from_millis(5);
+    let jobs = [job(2, "waiting", "h2")];
+    let rows = [row(10, "web-aaaaa", RunnerStatus::Idle)];
+    let refs = [rref("web-aaaaa", RunnerPhase::Running, Some(10), Some("h1"))];
+    let seen = |jobs_at: Instant, runners_at: Instant, created: Option<Instant>| {
+        let mut book = GroupBook::default();
+        if let Some(c) = created {
+            book.created("web-aaaaa", c);
+        }
+        view_v15(
+            Group {
+                name: "web",
+                labels: &labels,
+            },
+            &mut book,
+            &refs,
+            Listing {
+                rows: &jobs,
+                at: jobs_at,
+            },
+            runners(&rows, runners_at),
+            GRACES,
+            t1,
+        )
+    };
+    let stranded = seen(t0, t1, Some(t0));
+    assert_eq!(
+        stranded.runners.get("web-aaaaa"),
+        Some(&ForgeRunnerState::Offline)
+    );
+    assert_eq!(stranded.waiting_jobs, 1, "h2");
+    assert!(
+        stranded.stranded.contains("web-aaaaa"),
+        "the planner removes it at once"
+    );
+    for (jobs_at, runners_at, created) in [(t1, t0, None), (t0, t1, Some(t1))] {
+        let s = seen(jobs_at, runners_at, created);
+        assert_eq!(s.runners.get("web-aaaaa"), Some(&ForgeRunnerState::Idle));
+        assert_eq!(s.waiting_jobs, 1);
+        assert!(s.stranded.is_empty());
+    }
 }

@@ -101,7 +101,7 @@ fn token_path_pod_contract() {
     );
     let script = &reg.args.as_ref().expect("args")[0];
     assert!(script.contains(
-        r#"forgejo-runner register --no-interactive --instance "$FORGEJO_INSTANCE_URL" --token "$(cat /var/run/forgejo-runner/registration-token)" --name "$FORGEJO_RUNNER_NAME" --labels "$FORGEJO_RUNNER_LABELS""#
+        r#"forgejo-runner register --no-interactive ${CONFIG_FILE:+--config "$CONFIG_FILE"} --instance "$FORGEJO_INSTANCE_URL" --token "$(cat /var/run/forgejo-runner/registration-token)" --name "$FORGEJO_RUNNER_NAME" --labels "$FORGEJO_RUNNER_LABELS""#
     ));
     assert_eq!(reg.working_dir.as_deref(), Some(DATA_DIR));
     let env = reg.env.as_ref().expect("env");
@@ -200,5 +200,127 @@ fn ca_bundle_and_proxy_reach_the_containers_that_talk_to_forgejo() {
             "{}",
             k.name
         );
+    }
+}
+
+/// A group spec whose template's runner container sets `CONFIG_FILE` (a literal path) and
+/// mounts a ConfigMap at `/etc/forgejo-runner`.
+fn config_file_group(entry: EnvVar) -> RunnerGroupSpec {
+    use forgerunner_core::crd::{ForgeKind, RunnerGroupSpec};
+    use forgerunner_core::embedded::Embedded;
+    use k8s_openapi::api::core::v1::PodTemplateSpec;
+    let tpl = PodTemplateSpec {
+        metadata: None,
+        spec: Some(PodSpec {
+            containers: vec![Container {
+                name: RUNNER_CONTAINER.into(),
+                env: Some(vec![entry]),
+                volume_mounts: Some(vec![
+                    VolumeMount {
+                        name: "runner-config".into(),
+                        mount_path: "/etc/forgejo-runner".into(),
+                        ..VolumeMount::default()
+                    },
+                    VolumeMount {
+                        name: "cache".into(),
+                        mount_path: "/cache".into(),
+                        ..VolumeMount::default()
+                    },
+                ]),
+                ..Container::default()
+            }],
+            ..PodSpec::default()
+        }),
+    };
+    RunnerGroupSpec {
+        forge: ForgeKind::Forgejo,
+        github: None,
+        gitea: None,
+        forgejo: None,
+        min_runners: 0,
+        max_runners: 1,
+        image: None,
+        template: Some(Embedded::new(&tpl)),
+        ttl_seconds_after_finished: None,
+        active_deadline_seconds: None,
+        idle_timeout_seconds: None,
+        startup_timeout_seconds: None,
+        scale_down_delay_seconds: None,
+        container_mode: None,
+    }
+}
+
+fn config_env(value: &str) -> EnvVar {
+    EnvVar {
+        name: ENV_CONFIG_FILE.into(),
+        value: Some(value.into()),
+        value_from: None,
+    }
+}
+
+/// forgejo-runner reads a config only from `--config` (`internal/app/cmd/cmd.go`) and knows no
+/// `CONFIG_FILE` (nor does its `Dockerfile`; it is the Gitea runner image's convention). A
+/// template `CONFIG_FILE` becomes `--config $(CONFIG_FILE)` for `one-job`, and on 11–14
+/// reaches `register` too, with the mount that holds the file.
+#[test]
+fn a_template_config_file_is_passed_as_config() {
+    let v15 = creds(
+        TOKEN_KEY,
+        &[
+            (ENV_INSTANCE_URL, "https://code.example.com"),
+            (ENV_RUNNER_UUID, "u"),
+        ],
+    );
+    let group = config_file_group(config_env("/etc/forgejo-runner/config.yaml"));
+    let mut pod = default_runner_pod(&labels(), None, "g-abcde", &v15);
+    apply_config_file(&group, &mut pod);
+    let args = pod.containers[0].args.clone().expect("args");
+    assert_eq!(args[..3], ["one-job", "--config", "$(CONFIG_FILE)"]);
+    assert!(pod.init_containers.is_none());
+
+    let c = RunnerCredentials {
+        env: register_env("https://code.example.com/", "g-abcde", &labels()),
+        ..creds(REGISTRATION_TOKEN_KEY, &[])
+    };
+    let mut pod = default_runner_pod(&labels(), None, "g-abcde", &c);
+    apply_config_file(&group, &mut pod);
+    assert_eq!(
+        pod.containers[0].args.as_deref(),
+        Some(&["one-job", "--config", "$(CONFIG_FILE)", "--wait"].map(String::from)[..])
+    );
+    let reg = &pod.init_containers.as_ref().expect("init")[0];
+    let env = reg.env.as_ref().expect("env");
+    assert!(
+        env.iter()
+            .any(|e| e == &config_env("/etc/forgejo-runner/config.yaml"))
+    );
+    let mounts: Vec<(&str, Option<bool>)> = reg
+        .volume_mounts
+        .iter()
+        .flatten()
+        .map(|m| (m.mount_path.as_str(), m.read_only))
+        .collect();
+    assert!(
+        mounts.contains(&("/etc/forgejo-runner", Some(true))),
+        "{mounts:?}"
+    );
+    assert!(
+        !mounts.iter().any(|(p, _)| *p == "/cache"),
+        "only the mount holding the file"
+    );
+
+    // No CONFIG_FILE (or an empty one): the pod is left as it is.
+    for group in [
+        config_file_group(config_env(" ")),
+        config_file_group(EnvVar {
+            name: "OTHER".into(),
+            value: Some("x".into()),
+            value_from: None,
+        }),
+    ] {
+        let mut pod = default_runner_pod(&labels(), None, "g-abcde", &c);
+        let before = pod.clone();
+        apply_config_file(&group, &mut pod);
+        assert_eq!(pod, before);
     }
 }

@@ -29,19 +29,22 @@ pub fn forge() -> ForgejoForge {
 
 /// A backend with short timeouts and backoffs, and the groups it asks to reconcile.
 pub fn forge_and_wakes() -> (ForgejoForge, UnboundedReceiver<GroupKey>) {
+    forge_with(|_| {})
+}
+
+/// A backend with short timeouts and backoffs, further tuned by `tune`.
+pub fn forge_with(tune: impl FnOnce(&mut ForgejoOptions)) -> (ForgejoForge, UnboundedReceiver<GroupKey>) {
     let (trigger, wakes) = ReconcileTrigger::channel();
-    let forge = ForgejoForge::with_options(
-        Arc::new(Metrics::default()),
-        trigger,
-        ForgejoOptions {
-            client: ClientOptions {
-                request_timeout: Duration::from_millis(500),
-                backoff: Duration::from_millis(10),
-                ..ClientOptions::default()
-            },
-            ..ForgejoOptions::default()
+    let mut opts = ForgejoOptions {
+        client: ClientOptions {
+            request_timeout: Duration::from_millis(500),
+            backoff: Duration::from_millis(10),
+            ..ClientOptions::default()
         },
-    );
+        ..ForgejoOptions::default()
+    };
+    tune(&mut opts);
+    let forge = ForgejoForge::with_options(Arc::new(Metrics::default()), trigger, opts);
     (forge, wakes)
 }
 

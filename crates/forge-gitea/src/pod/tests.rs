@@ -216,3 +216,102 @@ fn no_exit_code_means_outdated() {
         assert_eq!(forge.runner_exit_meaning(code), None, "exit {code}");
     }
 }
+
+fn group_with_template(template: serde_json::Value) -> RunnerGroup {
+    let mut g = group(spec());
+    g.spec.template = Some(serde_json::from_value(template).unwrap());
+    g
+}
+
+fn pod_of(g: &RunnerGroup) -> PodSpec {
+    let (trigger, _rx) = ReconcileTrigger::channel();
+    let forge = crate::GiteaForge::new(Arc::new(Metrics::default()), trigger);
+    let creds = RunnerCredentials {
+        secret_data: BTreeMap::new(),
+        env: BTreeMap::new(),
+        annotations: BTreeMap::new(),
+    };
+    forge.default_runner_pod(g, "g-abcde", "g-abcde", &creds)
+}
+
+/// The binary reads a config only from `--config` (act_runner `internal/app/cmd/cmd.go`, a
+/// persistent flag); `CONFIG_FILE` only means something to the image's `scripts/run.sh`
+/// (`CONFIG_ARG="--config ${CONFIG_FILE}"`), which this pod never runs.
+#[test]
+fn config_file_from_the_template_becomes_a_config_flag_of_both_steps() {
+    let mounts = serde_json::json!([
+        {"name": "config", "mountPath": "/etc/gitea-runner"},
+        {"name": "cache", "mountPath": "/cache"},
+    ]);
+    let volumes = serde_json::json!([
+        {"name": "config", "configMap": {"name": "runner-config"}},
+        {"name": "cache", "emptyDir": {}},
+    ]);
+    // A literal path: passed as is; only the mount holding it goes to `register`.
+    let literal = group_with_template(serde_json::json!({"spec": {
+        "containers": [{"name": "runner", "volumeMounts": mounts,
+            "env": [{"name": "CONFIG_FILE", "value": "/etc/gitea-runner/config.yaml"}]}],
+        "volumes": volumes,
+    }}));
+    let pod = pod_of(&literal);
+    assert_eq!(
+        pod.containers[0].command.as_deref().unwrap(),
+        [
+            "gitea-runner",
+            "daemon",
+            "--config",
+            "/etc/gitea-runner/config.yaml"
+        ]
+    );
+    let reg = &pod.init_containers.as_ref().unwrap()[0];
+    let script = &reg.command.as_ref().unwrap()[2];
+    assert!(script.ends_with(" --config \"$CONFIG_FILE\""), "{script}");
+    assert_eq!(
+        env(reg, "CONFIG_FILE").unwrap().value.as_deref(),
+        Some("/etc/gitea-runner/config.yaml")
+    );
+    let extra: Vec<(&str, Option<bool>)> = reg
+        .volume_mounts
+        .iter()
+        .flatten()
+        .filter(|m| m.name != DATA_VOLUME && m.name != TOKEN_VOLUME)
+        .map(|m| (m.mount_path.as_str(), m.read_only))
+        .collect();
+    assert_eq!(extra, [("/etc/gitea-runner", Some(true))]);
+
+    // From a ConfigMap key: the kubelet expands `$(CONFIG_FILE)`; file-volume mounts go along.
+    let from = group_with_template(serde_json::json!({"spec": {
+        "containers": [{"name": "runner", "volumeMounts": mounts, "env": [{"name": "CONFIG_FILE",
+            "valueFrom": {"configMapKeyRef": {"name": "paths", "key": "config"}}}]}],
+        "volumes": volumes,
+    }}));
+    let pod = pod_of(&from);
+    assert_eq!(
+        pod.containers[0].command.as_deref().unwrap(),
+        ["gitea-runner", "daemon", "--config", "$(CONFIG_FILE)"]
+    );
+    let reg = &pod.init_containers.as_ref().unwrap()[0];
+    assert!(env(reg, "CONFIG_FILE").unwrap().value_from.is_some());
+    assert!(
+        reg.volume_mounts
+            .iter()
+            .flatten()
+            .any(|m| m.mount_path == "/etc/gitea-runner")
+    );
+
+    // Unset or empty: nothing changes.
+    for tpl in [
+        serde_json::json!({"spec": {"containers": [{"name": "runner"}]}}),
+        serde_json::json!({"spec": {"containers": [{"name": "runner",
+            "env": [{"name": "CONFIG_FILE", "value": ""}]}]}}),
+    ] {
+        let pod = pod_of(&group_with_template(tpl));
+        assert_eq!(
+            pod.containers[0].command.as_deref().unwrap(),
+            ["gitea-runner", "daemon"]
+        );
+        let reg = &pod.init_containers.as_ref().unwrap()[0];
+        assert!(!reg.command.as_ref().unwrap()[2].contains("--config"));
+        assert!(env(reg, "CONFIG_FILE").is_none());
+    }
+}

@@ -163,12 +163,9 @@ impl GithubForge {
         // keeps failing makes the session's statistics stale: still the best demand there is,
         // but no view to scale down on.
         let (stats, complete) = match state.statistics {
-            Some(s) => (s, state.last_error.is_none()),
-            // `statistics` is `omitempty` on the scale set (actions/scaleset `types.go`,
-            // `RunnerScaleSet`) and no upstream client reads it from there: when it is absent,
-            // the pass still runs (cleanup, status) on no known demand, and scales nothing down.
+            Some(s) => statistics_basis(Some(s), state.last_error.is_some(), None),
             None => match scale_set::get(&client, id).await? {
-                Some(set) => (set.statistics.unwrap_or_default(), false),
+                Some(set) => statistics_basis(None, false, set.statistics),
                 None => {
                     // Deleted between ensure and now: recreated on the next call.
                     st.scale_set = None;
@@ -231,6 +228,7 @@ impl GithubForge {
             },
             job_identities,
             budget: client.budget(),
+            stranded: Default::default(),
         })
     }
 
@@ -316,6 +314,23 @@ impl GithubForge {
             tracing::info!(group = %ctx.key, scale_set_id = id, "deleted GitHub runner scale set");
         }
         Ok(())
+    }
+}
+
+/// The statistics to plan on, and whether the view is complete enough to scale down on: the
+/// session's while its polls succeed; stale ones while they fail (still the best demand there
+/// is, but runners may have taken jobs unseen); without a session the scale set's, never
+/// complete. `statistics` is `omitempty` on the scale set (actions/scaleset `types.go`,
+/// `RunnerScaleSet`) and no upstream client reads it from there: when it is absent the pass
+/// still runs (cleanup, status) on no known demand, and scales nothing down.
+fn statistics_basis(
+    session: Option<crate::types::Statistics>,
+    polls_failing: bool,
+    scale_set: Option<crate::types::Statistics>,
+) -> (crate::types::Statistics, bool) {
+    match session {
+        Some(s) => (s, !polls_failing),
+        None => (scale_set.unwrap_or_default(), false),
     }
 }
 
@@ -493,6 +508,25 @@ impl Forge for GithubForge {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// D5/D6 of the GitHub findings: a scale set without `statistics` (it is `omitempty`)
+    /// must not fail the pass, and statistics of a session whose polls fail are no ground to
+    /// scale down on.
+    #[test]
+    fn the_view_is_complete_only_on_a_healthy_sessions_statistics() {
+        let stats = crate::types::Statistics {
+            total_assigned_jobs: 3,
+            ..Default::default()
+        };
+        assert_eq!(statistics_basis(Some(stats), false, None), (stats, true));
+        assert_eq!(statistics_basis(Some(stats), true, None), (stats, false));
+        assert_eq!(statistics_basis(None, false, Some(stats)), (stats, false));
+        assert_eq!(
+            statistics_basis(None, false, None),
+            (crate::types::Statistics::default(), false),
+            "no statistics on the scale set: no known demand, no error"
+        );
+    }
 
     #[test]
     fn a_runner_of_a_scale_set_made_again_is_not_supply() {

@@ -48,6 +48,27 @@ pub fn start_operator(world: &World, forge: &str, pod_name: &str) -> OperatorPro
     start_operator_with(world, &settings)
 }
 
+/// The scale set the operator made for `group` once its message session is open; fails with
+/// the operator's output otherwise.
+pub async fn github_scale_set_with_session(
+    world: &World,
+    op: &OperatorProcess,
+    group: &str,
+) -> forgerunner_testkit::github::ScaleSetId {
+    let Ok(set_id) = world.github_scale_set(group, Duration::from_secs(90)).await else {
+        fail_with_output(op, "no scale set");
+    };
+    let emu = world.github.as_ref().expect("emulator").emu.clone();
+    let session = wait_until(Duration::from_secs(90), "a session", || async {
+        emu.state().sessions.iter().any(|s| s.scale_set_id == set_id)
+    })
+    .await;
+    if session.is_err() {
+        fail_with_output(op, "no session");
+    }
+    set_id
+}
+
 /// Fails with `what` and the operator's last output, so a red test explains itself; with
 /// `E2E_DUMP=<file>` the whole output is saved there too.
 pub fn fail_with_output(op: &OperatorProcess, what: &str) -> ! {

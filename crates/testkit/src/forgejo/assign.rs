@@ -56,7 +56,8 @@ impl Model {
 
     /// Forgejo's `PickTask`: the oldest waiting job in the runner's scope whose `runs_on` its
     /// labels cover; with `handle`, only that job attempt. An ephemeral runner gets at most one
-    /// task in its life.
+    /// task in its life. A job queued behind its concurrency group is not available
+    /// ([`Model::held_by_concurrency`]).
     pub fn fetch(&mut self, runner_id: i64, handle: Option<&str>) -> Option<FakeTask> {
         let r = self.runners.get(&runner_id)?;
         if r.ephemeral && r.had_task {
@@ -67,6 +68,7 @@ impl Model {
             .jobs
             .values()
             .filter(|j| j.status == JobStatus::Waiting && j.task_id == 0)
+            .filter(|j| !self.held_by_concurrency(j))
             .filter(|j| handle.is_none_or(|h| j.handle == h))
             .filter(|j| Self::in_scope(&r.scope, j))
             .find(|j| covers.matches(&j.runs_on))
@@ -158,10 +160,18 @@ impl Model {
         done
     }
 
-    /// Runners listed at `scope`: admin sees all; others their own rows, and with `visible`
-    /// also those inherited from higher scopes.
+    /// Runners listed at `scope`, in the list's order: admin sees all; others their own rows,
+    /// and with `visible` also those inherited from higher scopes.
+    ///
+    /// Forgejo sorts the list by `last_online DESC` (`models/actions/runner.go`
+    /// `FindRunnerOptions.ToOrders`; `shared.ListRunners` sets no `Sort` and takes no sort
+    /// parameter), and every runner call rewrites `last_online` ([`Model::touch_runner`]): the
+    /// order, and so what each page holds, changes between requests. Runners never online
+    /// (`last_online` 0) come last. Forgejo leaves the order of equal timestamps to the
+    /// database; the fake breaks ties by id so that tests are repeatable.
     pub fn runners_at(&self, scope: &FakeScope, visible: bool) -> Vec<&FakeRunner> {
-        self.runners
+        let mut rows: Vec<&FakeRunner> = self
+            .runners
             .values()
             .filter(|r| match scope {
                 FakeScope::Global => true,
@@ -172,7 +182,9 @@ impl Model {
                 FakeScope::Owner(_) if visible => r.scope == FakeScope::Global,
                 _ => false,
             })
-            .collect()
+            .collect();
+        rows.sort_by(|a, b| b.last_online.cmp(&a.last_online).then(a.id.cmp(&b.id)));
+        rows
     }
 }
 

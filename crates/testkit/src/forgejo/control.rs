@@ -23,6 +23,10 @@ pub struct FakeConfig {
     pub idle_after: Duration,
     /// `MAX_RESPONSE_ITEMS`: the largest `limit` of the runner list (Forgejo: 50).
     pub max_response_items: usize,
+    /// `[actions] CONCURRENCY_GROUP_QUEUE_ENABLED` (Forgejo 14+, default true,
+    /// `modules/setting/actions.go`): jobs queued behind their concurrency group are handed to
+    /// no runner ([`Model::held_by_concurrency`]). Ignored before 14, which has no queue.
+    pub concurrency_group_queue: bool,
 }
 
 impl Default for FakeConfig {
@@ -32,6 +36,7 @@ impl Default for FakeConfig {
             offline_after: Duration::from_secs(60),
             idle_after: Duration::from_secs(10),
             max_response_items: 50,
+            concurrency_group_queue: true,
         }
     }
 }
@@ -46,6 +51,10 @@ impl FakeConfig {
     }
 }
 
+/// A test hook run before each page of a runner list is read, with the page number (from 1)
+/// and the model: what runners do between two page requests ([`Model::touch_runner`]).
+pub type RunnerPageHook = dyn Fn(usize, &mut Model) + Send + Sync;
+
 /// State shared by the routes and the handle.
 pub(crate) struct Shared {
     pub config: FakeConfig,
@@ -53,6 +62,8 @@ pub(crate) struct Shared {
     pub base_url: String,
     pub model: Mutex<Model>,
     pub faults: Arc<FaultTable>,
+    /// [`ForgejoFakeHandle::before_runner_page`].
+    pub runner_page_hook: Mutex<Option<Arc<RunnerPageHook>>>,
 }
 
 struct Inner {
@@ -86,12 +97,15 @@ impl ForgejoFakeHandle {
                 scopes: ["all".to_string()].into(),
             },
         );
+        let version = ForgejoVersion::parse(&config.version);
+        model.concurrency_queue = version.has_concurrency_queue() && config.concurrency_group_queue;
         let shared = Arc::new(Shared {
-            version: ForgejoVersion::parse(&config.version),
+            version,
             config,
             base_url: format!("http://{addr}"),
             model: Mutex::new(model),
             faults: Arc::default(),
+            runner_page_hook: Mutex::new(None),
         });
         let app = super::rest::router(shared.clone());
         let stop = CancellationToken::new();
@@ -244,6 +258,24 @@ impl ForgejoFakeHandle {
             }
             None => false,
         }
+    }
+
+    /// Records a runner call for runner `id` (its `last_online` becomes now, as any runner RPC
+    /// makes it), which moves it to the top of the runner list; false if it does not exist.
+    pub fn touch_runner(&self, id: i64) -> bool {
+        self.model().touch_runner(id)
+    }
+
+    /// Runs `hook` before each page of every runner list is read (page numbers from 1), under
+    /// the model's lock: a deterministic stand-in for the runners that call in between two
+    /// page requests and so reorder the list. Replaces any earlier hook.
+    pub fn before_runner_page(&self, hook: impl Fn(usize, &mut Model) + Send + Sync + 'static) {
+        *lock(&self.shared().runner_page_hook) = Some(Arc::new(hook));
+    }
+
+    /// Removes the hook of [`ForgejoFakeHandle::before_runner_page`].
+    pub fn clear_runner_page_hook(&self) {
+        *lock(&self.shared().runner_page_hook) = None;
     }
 
     /// Runs Forgejo's `CleanupEphemeralRunners` cron once; the ids it deleted.

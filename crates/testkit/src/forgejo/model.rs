@@ -73,6 +73,9 @@ pub struct FakeJob {
     pub task_id: i64,
     /// Runner that took the current attempt.
     pub runner_id: Option<i64>,
+    /// The run's `concurrency.group` when it queues behind earlier runs of the group
+    /// (`cancel-in-progress: false`, Forgejo's `QueueBehind`); `None` for no group.
+    pub concurrency_group: Option<String>,
 }
 
 /// One task: a job attempt handed to a runner.
@@ -159,6 +162,9 @@ pub struct Model {
     pub registration_tokens: BTreeMap<FakeScope, String>,
     /// Ids of runners deleted over time, for leak checks.
     pub deleted_runners: Vec<i64>,
+    /// `[actions] CONCURRENCY_GROUP_QUEUE_ENABLED` on a server that has the queue (14+): jobs
+    /// queued behind their concurrency group are listed `waiting` but handed to no runner.
+    pub concurrency_queue: bool,
     next_id: i64,
 }
 
@@ -257,9 +263,50 @@ impl Model {
             handle: random_uuid(),
             task_id: 0,
             runner_id: None,
+            concurrency_group: spec.concurrency.clone().filter(|g| !g.is_empty()),
         };
         self.jobs.insert(id, job.clone());
         job
+    }
+
+    /// Whether `job` waits behind its concurrency group, as Forgejo 14+ decides it when
+    /// `CONCURRENCY_GROUP_QUEUE_ENABLED` (`models/actions/task.go` `GetAvailableJobsForRunner`
+    /// → `getConcurrencyCondition`): another run of the same repository and group is running,
+    /// or is not done (`PendingStatuses`) and older (lower run `index`).
+    /// The fake's runs have one job each, so job ids order them. The job lists do not apply
+    /// the condition (`routers/api/v1/shared/runners.go` `GetActionRunJobs`): such a job is
+    /// listed `waiting`.
+    pub fn held_by_concurrency(&self, job: &FakeJob) -> bool {
+        let Some(group) = job
+            .concurrency_group
+            .as_deref()
+            .filter(|_| self.concurrency_queue)
+        else {
+            return false;
+        };
+        self.jobs.values().any(|other| {
+            other.id != job.id
+                && other.repo_id == job.repo_id
+                && other.concurrency_group.as_deref() == Some(group)
+                && match other.status {
+                    JobStatus::Running => true,
+                    JobStatus::Waiting | JobStatus::Blocked => other.id < job.id,
+                    JobStatus::Done(_) => false,
+                }
+        })
+    }
+
+    /// Records a runner call, as Forgejo's runner interceptor does for every RPC but
+    /// `Register` (`routers/api/actions/runner/interceptor.go` `withRunner`: `last_online =
+    /// now`), which moves the runner to the top of the runner list; false if it does not exist.
+    pub fn touch_runner(&mut self, id: i64) -> bool {
+        match self.runners.get_mut(&id) {
+            Some(r) => {
+                r.last_online = Some(Instant::now());
+                true
+            }
+            None => false,
+        }
     }
 
     /// The registration token of a scope, created on first use (reading does not rotate).
@@ -323,8 +370,11 @@ impl Model {
         true
     }
 
-    /// Re-runs a finished job: a new attempt with a new handle, waiting again. The new handle,
-    /// or `None` if the job is unknown or not finished.
+    /// Re-runs a finished job: a new attempt with a new handle, waiting again
+    /// (`models/actions/run_job.go` `PrepareNextAttempt`: refused while the job is active,
+    /// then `Attempt++`, `TaskID = 0`, `Handle = uuid`). A runner bound to the old handle never
+    /// gets the new attempt (`IsRequestedByRunner`). The new handle, or `None` if the job is
+    /// unknown or not finished.
     pub fn rerun(&mut self, id: i64) -> Option<String> {
         let job = self.jobs.get_mut(&id)?;
         if !matches!(job.status, JobStatus::Done(_)) {
@@ -352,6 +402,9 @@ pub struct JobSpec {
     pub needs: Vec<String>,
     /// Created `blocked` (waiting on needs or approval).
     pub blocked: bool,
+    /// The run's concurrency group, queued behind earlier runs of the group (see
+    /// [`Model::held_by_concurrency`]).
+    pub concurrency: Option<String>,
 }
 
 impl JobSpec {
@@ -363,7 +416,14 @@ impl JobSpec {
             runs_on: runs_on.iter().map(|s| s.to_string()).collect(),
             needs: Vec::new(),
             blocked: false,
+            concurrency: None,
         }
+    }
+
+    /// In concurrency group `group` (`concurrency: {group, cancel-in-progress: false}`).
+    pub fn concurrency(mut self, group: &str) -> JobSpec {
+        self.concurrency = Some(group.to_string());
+        self
     }
 
     /// Created `blocked`.

@@ -1,6 +1,6 @@
-//! The fake's REST routes: `/api/v1/version`, `/api/forgejo/v1/version`, and at the four scopes
-//! the waiting-job lists, registration tokens and (v15) runner CRUD, each only from the Forgejo
-//! version that has it (absent routes are `404`). Also mounts the runner RPC and the fault
+//! The fake's REST routes: `/api/v1/version`, `/api/forgejo/v1/version`, `/api/v1/user`, and at
+//! the four scopes the waiting-job lists, registration tokens and (v15) runner CRUD, each only
+//! from the Forgejo version that has it (absent routes are `404`). Also mounts the runner RPC and the fault
 //! middleware.
 
 use std::sync::Arc;
@@ -68,6 +68,23 @@ fn list_jobs(s: &Shared, route: &Route, headers: &HeaderMap, query: &Option<Stri
     json_response(StatusCode::OK, body)
 }
 
+/// `GET /api/v1/user` (`routers/api/v1/user/user.go` `GetAuthenticatedUser`): the token's own
+/// user, behind the `read:user` token scope like the rest of `/user`.
+fn current_user(s: &Shared, headers: &HeaderMap) -> Response {
+    let login = match authorize(s, headers, &Route::User, false) {
+        Ok(FakeScope::Owner(login)) => login,
+        Ok(_) => return not_found(),
+        Err(e) => return e,
+    };
+    let id = lock(&s.model).accounts.get(&login).copied().unwrap_or(0);
+    // `convert.ToUser`: `login` is the user name; `username` repeats it (Forgejo adds it for
+    // Gitea compatibility).
+    json_response(
+        StatusCode::OK,
+        json!({"id": id, "login": login, "username": login, "login_name": ""}),
+    )
+}
+
 fn registration_token(s: &Shared, route: &Route, headers: &HeaderMap) -> Response {
     let scope = match authorize(s, headers, route, false) {
         Ok(sc) => sc,
@@ -91,7 +108,11 @@ fn list_runners(
     let pairs = query_pairs(query);
     let (page, limit) = paging(&pairs, s.config.max_response_items);
     let visible = first(&pairs, "visible").is_some_and(|v| v == "true");
-    let m = lock(&s.model);
+    let hook = lock(&s.runner_page_hook).clone();
+    let mut m = lock(&s.model);
+    if let Some(hook) = hook {
+        hook(page, &mut m);
+    }
     let all = m.runners_at(&scope, visible);
     let total = all.len();
     let items: Vec<Value> = all
@@ -184,6 +205,13 @@ async fn dispatch(
     let segs = segments(&path);
     let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
     let v = s.version;
+    if segs.as_slice() == ["user"] {
+        return if method == Method::GET {
+            current_user(&s, &headers)
+        } else {
+            method_not_allowed()
+        };
+    }
     let (route, rest) = match segs.as_slice() {
         // The pre-v15 admin paths sit outside `/admin/actions`.
         ["admin", "runners", "jobs"] if v.has_job_lists() => (Route::Admin, &segs[2..]),

@@ -210,6 +210,7 @@ impl ForgejoRunner {
                 full_labels,
                 wait,
                 fetch_interval,
+                ..
             } => {
                 // `runJob` checks the Docker daemon before `createRunner` (`Declare`).
                 config_check(pod, &full_labels).map_err(|e| {
@@ -235,6 +236,7 @@ impl ForgejoRunner {
                 labels,
                 full_labels,
                 token,
+                ..
             } => {
                 let c = RunnerClient::new(&url).map_err(|_| Exit(1))?;
                 // `forgejo-runner register` on 11–14: never ephemeral.

@@ -15,6 +15,16 @@
 //!
 //! Labels follow forgejo-runner's syntax (`name[:scheme[:arg]]`); only the names are declared,
 //! the full labels decide whether `one-job` needs a Docker daemon ([`super::config_check`]).
+//!
+//! A config file (`one-job --config P`, `-c P`; for `register`, the env `CONFIG_FILE`, which
+//! the operator's script turns into `--config "$CONFIG_FILE"`) must be a mounted file
+//! (`internal/pkg/config/config.go` `FromFile`: "cannot open config file"). Of its settings the
+//! sim reads `runner.labels` and `server.connections`: `runner.labels` replaces the labels of
+//! `register` (`internal/app/cmd/register.go`: "Labels from command will be ignored") and those
+//! of the state file (`FromRegistration` gives them `overrideIfPossible`), but not `--label`
+//! flags (`config.New` applies the default labels to a connection only without labels); a
+//! config with `server.connections` conflicts with the connection flags
+//! (`internal/app/cmd/args.go` `connectionFromArguments`) and with the state file.
 
 use std::time::Duration;
 
@@ -49,6 +59,8 @@ pub enum PodShape {
         wait: bool,
         /// `--fetch-interval`, if given.
         fetch_interval: Option<Duration>,
+        /// `--config`, if given (the file was read; its labels are already applied).
+        config: Option<String>,
     },
     /// `forgejo-runner register` with a registration token (v11–14), writing [`STATE_FILE`].
     Register {
@@ -62,7 +74,42 @@ pub enum PodShape {
         full_labels: Vec<String>,
         /// Registration token.
         token: String,
+        /// `CONFIG_FILE`, if set (the file was read; its labels are already applied).
+        config: Option<String>,
     },
+}
+
+/// What the sim reads of a forgejo-runner config file.
+#[derive(Default)]
+struct RunnerConfig {
+    /// `runner.labels`.
+    labels: Vec<String>,
+    /// `server.connections` holds at least one connection.
+    has_connections: bool,
+}
+
+/// Reads the config file at `path` as `config.FromFile` does: it must exist (a mounted file)
+/// and be YAML.
+fn read_config(pod: &PodInfo, path: &str) -> Result<RunnerConfig, String> {
+    let text = pod
+        .files
+        .get(path)
+        .ok_or_else(|| format!("cannot open config file {path:?}: no such file"))?;
+    let v: serde_yaml::Value =
+        serde_yaml::from_str(text).map_err(|e| format!("cannot parse config file {path:?}: {e}"))?;
+    let labels = v["runner"]["labels"]
+        .as_sequence()
+        .into_iter()
+        .flatten()
+        .filter_map(|l| l.as_str().map(str::to_string))
+        .collect();
+    let has_connections = v["server"]["connections"]
+        .as_mapping()
+        .is_some_and(|m| !m.is_empty());
+    Ok(RunnerConfig {
+        labels,
+        has_connections,
+    })
 }
 
 fn names<'a>(labels: impl IntoIterator<Item = &'a str>) -> Result<Vec<String>, String> {
@@ -98,6 +145,7 @@ fn file(pod: &PodInfo, path: &str) -> Result<String, String> {
 fn one_job(pod: &PodInfo, args: &[String]) -> Result<PodShape, String> {
     let (mut url, mut uuid, mut token_url, mut handle) = (None, None, None, None);
     let (mut labels, mut wait, mut fetch_interval) = (Vec::new(), false, None);
+    let mut config_path: Option<String> = None;
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         let (flag, inline) = match arg.split_once('=') {
@@ -119,6 +167,7 @@ fn one_job(pod: &PodInfo, args: &[String]) -> Result<PodShape, String> {
             "--uuid" => uuid = Some(value()?),
             "--token-url" => token_url = Some(value()?),
             "--handle" => handle = Some(value()?),
+            "--config" | "-c" => config_path = Some(value()?),
             "--label" => labels.push(value()?),
             "--fetch-interval" => {
                 let v = value()?;
@@ -127,12 +176,26 @@ fn one_job(pod: &PodInfo, args: &[String]) -> Result<PodShape, String> {
             other => return Err(format!("unknown flag: {other}")),
         }
     }
+    let config = match config_path.as_deref().filter(|p| !p.is_empty()) {
+        Some(p) => read_config(pod, p)?,
+        None => RunnerConfig::default(),
+    };
     if url.is_none() && uuid.is_none() && token_url.is_none() {
-        return from_state_file(pod, handle, labels, wait, fetch_interval);
+        return from_state_file(pod, handle, labels, wait, fetch_interval, (config_path, config));
+    }
+    if config.has_connections {
+        return Err(
+            "server connection conflict between program arguments and config; only one source can provide server connections"
+                .to_string(),
+        );
     }
     let (Some(url), Some(uuid), Some(token_url)) = (url, uuid, token_url) else {
         return Err("--url, --uuid and --token-url must be given together".to_string());
     };
+    // The config's labels apply only to a connection given none.
+    if labels.is_empty() {
+        labels = config.labels;
+    }
     let path = token_url
         .strip_prefix("file:")
         .ok_or_else(|| format!("--token-url {token_url:?}: only file: is supported"))?;
@@ -149,17 +212,25 @@ fn one_job(pod: &PodInfo, args: &[String]) -> Result<PodShape, String> {
         full_labels: labels,
         wait,
         fetch_interval,
+        config: config_path,
     })
 }
 
-/// `one-job` as the runner `register` left in [`STATE_FILE`]; `--label` flags override its labels.
+/// `one-job` as the runner `register` left in [`STATE_FILE`]; `--label` flags, else the
+/// config's `runner.labels`, override its labels.
 fn from_state_file(
     pod: &PodInfo,
     handle: Option<String>,
     labels: Vec<String>,
     wait: bool,
     fetch_interval: Option<Duration>,
+    (config_path, config): (Option<String>, RunnerConfig),
 ) -> Result<PodShape, String> {
+    if config.has_connections {
+        return Err(format!(
+            "server connection conflict between {STATE_FILE:?} and config; only one config file can provide server connections"
+        ));
+    }
     let text = pod
         .read_scratch(STATE_FILE)
         .ok_or_else(|| format!("{STATE_FILE}: no such file (register the runner first)"))?;
@@ -173,7 +244,11 @@ fn from_state_file(
         .filter_map(serde_json::Value::as_str)
         .map(str::to_string)
         .collect();
-    let full_labels = if labels.is_empty() { stored } else { labels };
+    let full_labels = match (labels.is_empty(), config.labels.is_empty()) {
+        (false, _) => labels,
+        (true, false) => config.labels,
+        (true, true) => stored,
+    };
     Ok(PodShape::OneJob {
         url: field("address"),
         uuid: field("uuid"),
@@ -183,6 +258,7 @@ fn from_state_file(
         full_labels,
         wait,
         fetch_interval,
+        config: config_path,
     })
 }
 
@@ -196,11 +272,18 @@ fn register(pod: &PodInfo) -> Result<PodShape, String> {
         .filter(|n| !n.is_empty())
         .unwrap_or_else(|| pod.name.clone());
     let raw = env("FORGEJO_RUNNER_LABELS");
-    let full: Vec<String> = raw
+    let mut full: Vec<String> = raw
         .split(',')
         .filter(|l| !l.is_empty())
         .map(str::to_string)
         .collect();
+    let config = Some(env("CONFIG_FILE")).filter(|p| !p.is_empty());
+    if let Some(path) = &config {
+        let c = read_config(pod, path)?;
+        if !c.labels.is_empty() {
+            full = c.labels;
+        }
+    }
     let labels = names(full.iter().map(String::as_str))?;
     Ok(PodShape::Register {
         url,
@@ -208,6 +291,7 @@ fn register(pod: &PodInfo) -> Result<PodShape, String> {
         labels,
         full_labels: full,
         token: file(pod, REGISTRATION_TOKEN_FILE)?,
+        config,
     })
 }
 

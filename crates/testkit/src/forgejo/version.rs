@@ -35,6 +35,12 @@ impl ForgejoVersion {
         self.major >= 14
     }
 
+    /// The concurrency-group queue (`CONCURRENCY_GROUP_QUEUE_ENABLED`, `getConcurrencyCondition`
+    /// in `models/actions/task.go`): v14+.
+    pub fn has_concurrency_queue(self) -> bool {
+        self.major >= 14
+    }
+
     /// Runner REST (list/get/delete/create), `/admin/actions/…`, ephemeral runners, job
     /// `attempt`/`handle` and `FetchSingleTask`: v15+.
     pub fn v15(self) -> bool {

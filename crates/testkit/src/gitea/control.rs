@@ -69,6 +69,8 @@ pub(crate) struct Shared {
     pub webhook: Mutex<Option<WebhookConfig>>,
     pub deliveries: Arc<Mutex<Vec<Delivery>>>,
     pub http: reqwest::Client,
+    /// One-shot polls placed between runner listing pages: (page, runner id).
+    pub runner_page_hooks: Mutex<Vec<(usize, i64)>>,
 }
 
 impl Shared {
@@ -137,6 +139,7 @@ impl GiteaFakeHandle {
                 .timeout(Duration::from_secs(10))
                 .build()
                 .map_err(std::io::Error::other)?,
+            runner_page_hooks: Mutex::default(),
         });
         let app = super::server::router(shared.clone());
         let stop = CancellationToken::new();
@@ -218,19 +221,36 @@ impl GiteaFakeHandle {
     }
 
     /// Registers a runner directly (as if an act_runner had), e.g. to leave a ghost behind.
-    /// `online: false` makes it look like a runner that never polled.
+    /// `online: true` also has it call in once (as its daemon's `Declare`), which puts it at the
+    /// head of the runner listings; `online: false` leaves it as `Register` does: never online.
     pub fn add_runner(&self, scope: FakeScope, name: &str, labels: &[&str], online: bool) -> i64 {
         let mut m = self.model();
         let token = m.registration_token(&scope);
         let labels = labels.iter().map(|s| s.to_string()).collect();
-        let Some(mut r) = m.register(&token, name, labels, true) else {
+        let Some(r) = m.register(&token, name, labels, true) else {
             return 0;
         };
-        if !online {
-            r.last_online = None;
-            m.runners.insert(r.id, r.clone());
+        if online {
+            m.touch(r.id);
         }
         r.id
+    }
+
+    /// Runner `runner_id` calls in without taking a job (a `Declare`, say): like every runner
+    /// call but `Register` it sets `last_online` to now (Gitea's `withRunner` interceptor), so
+    /// the runner is online and first in the runner listings.
+    pub fn runner_calls_in(&self, runner_id: i64) {
+        self.model().touch(runner_id);
+    }
+
+    /// Runner `runner_id` calls `FetchTask` right after the fake has answered page `page` of
+    /// the next runner listing (any scope), before any later page is asked for: once, taking
+    /// the oldest matching queued job if there is one. Several calls queue up: each answered
+    /// page `page` sets off the earliest one placed. Real runners poll every 2 s and each poll
+    /// moves them to the head of Gitea's `last_online DESC` order, so a listing paged over such
+    /// a moment skips one runner and repeats another; this makes that moment happen on cue.
+    pub fn poll_after_runner_page(&self, page: usize, runner_id: i64) {
+        lock(&self.shared().runner_page_hooks).push((page, runner_id));
     }
 
     /// The registration token of a scope (created if needed). For [`FakeScope::Global`] this is

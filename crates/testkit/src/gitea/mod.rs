@@ -11,6 +11,10 @@
 //!   [`FakeConfig::runner_registration_token`]): the global token, so runners registered with
 //!   it are global (owner 0, repo 0) whichever scope was meant, appear in no org/user/repo
 //!   runner listing, and answer 404 to a scoped `DELETE`, as in Gitea 1.25/1.26.
+//! - Runner listings in Gitea's order, `last_online DESC`, where every runner call but
+//!   `Register` stamps `last_online`: a registered runner is offline until its daemon calls in,
+//!   and pages shift under polling runners ([`GiteaFakeHandle::poll_after_runner_page`] puts a
+//!   poll between two pages on cue).
 //! - Fault injection and a request log ([`Fault`], [`LoggedRequest`]).
 //! - [`runner_behaviour`]: a `ContainerBehaviour` playing an ephemeral Gitea Runner (register
 //!   init container, then daemon).

@@ -104,7 +104,8 @@ pub struct FakeRunner {
     pub ephemeral: bool,
     /// Where it is registered.
     pub scope: FakeScope,
-    /// Last contact; online while recent.
+    /// Last runner RPC other than `Register` (Gitea's `last_online`); online while recent.
+    /// `None` until the runner's first `Declare`/`FetchTask`/`UpdateTask`.
     pub last_online: Option<Instant>,
     /// The job it works on.
     pub task: Option<i64>,
@@ -231,6 +232,11 @@ impl Model {
     /// scope is the *token's* (`OwnerID: runnerToken.OwnerID, RepoID: runnerToken.RepoID`):
     /// nothing the runner sends can narrow it, so a runner registered with the global token
     /// (e.g. the fixed `GITEA_RUNNER_REGISTRATION_TOKEN`) is global.
+    ///
+    /// The new runner has never been online: `Register` sets no `LastOnline`, and it is the one
+    /// method the `withRunner` interceptor (`routers/api/actions/runner/interceptor.go`) passes
+    /// through without stamping `last_online`. It lists as `offline` until its daemon's first
+    /// other call ([`Model::touch`]).
     pub fn register(
         &mut self,
         token: &str,
@@ -252,7 +258,7 @@ impl Model {
             labels,
             ephemeral,
             scope,
-            last_online: Some(Instant::now()),
+            last_online: None,
             task: None,
             had_task: false,
             disabled: false,
@@ -267,6 +273,26 @@ impl Model {
             .values()
             .find(|r| r.uuid == uuid && r.token == token)
             .map(|r| r.id)
+    }
+
+    /// Gitea's `withRunner` interceptor (`routers/api/actions/runner/interceptor.go`,
+    /// v1.25/v1.26): every authenticated runner call but `Register` sets `last_online` to now,
+    /// which moves the runner to the head of the runner listings ([`Model::listed_runners`]).
+    pub fn touch(&mut self, runner_id: i64) {
+        if let Some(r) = self.runners.get_mut(&runner_id) {
+            r.last_online = Some(Instant::now());
+        }
+    }
+
+    /// The runners in the order Gitea lists them: `FindRunnerOptions.ToOrders`
+    /// (`models/actions/runner.go`, v1.25/v1.26) is `last_online DESC` when no `Sort` is given,
+    /// and `shared.ListRunners` never gives one. A runner that never called in (`last_online`
+    /// 0 upstream) comes last. Gitea stores seconds, so ties are common there and come in the
+    /// database's order; the fake breaks them by id.
+    pub fn listed_runners(&self) -> Vec<&FakeRunner> {
+        let mut all: Vec<&FakeRunner> = self.runners.values().collect();
+        all.sort_by(|a, b| b.last_online.cmp(&a.last_online).then(a.id.cmp(&b.id)));
+        all
     }
 
     /// Deletes a runner; a job it was running fails like a zombie task would.

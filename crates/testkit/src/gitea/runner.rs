@@ -11,6 +11,15 @@
 //!   runner's own credentials, polls for one task, works on it, reports it done and exits 0 —
 //!   or polls forever, like the real one, until its pod is deleted. Without a state file it
 //!   exits 1 ("registration file not found").
+//!
+//! Both read a config file only when the command line names one (`--config`/`-c`, a
+//! persistent flag of the root command in act_runner's `internal/app/cmd/cmd.go`); the
+//! `CONFIG_FILE` variable means nothing to the binary (only the image's entrypoint script,
+//! `scripts/run.sh`, turns it into `--config`, and the operator's pod replaces that entrypoint).
+//! A named file that is not mounted fails the container (`config.LoadDefault`: "open config
+//! file"); a config's `runner.labels`, when not empty, replaces `--labels` at `register` and the
+//! state file's labels at `daemon` (`register.go` `registerNoInteractive`, `daemon.go`
+//! `runDaemon`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -71,6 +80,68 @@ struct GiteaRunner {
 /// Exit code of a process stopped by SIGTERM.
 const SIGTERM_EXIT: i32 = 143;
 
+/// The words of the container's command line; a `sh -c` script counts word by word, with
+/// quotes dropped and `$VAR`/`${VAR}` taken from the container's environment (what the shell
+/// would pass on). `$(VAR)` in command and args is already expanded, as the kubelet does.
+fn words(pod: &PodInfo) -> Vec<String> {
+    // `sh -c SCRIPT`: the shell's own `-c` is not the runner's.
+    let shell = pod.command.len() > 2
+        && pod.command[1] == "-c"
+        && pod.command[0]
+            .rsplit('/')
+            .next()
+            .is_some_and(|s| s == "sh" || s == "bash");
+    let command = if shell {
+        &pod.command[2..]
+    } else {
+        &pod.command[..]
+    };
+    command
+        .iter()
+        .chain(&pod.args)
+        .flat_map(|a| a.split_whitespace())
+        .map(|w| {
+            let w = w.trim_matches(|c| c == '"' || c == '\'');
+            match w.strip_prefix('$') {
+                Some(var) => {
+                    let var = var.trim_start_matches('{').trim_end_matches('}');
+                    pod.env.get(var).cloned().unwrap_or_default()
+                }
+                None => w.to_string(),
+            }
+        })
+        .collect()
+}
+
+/// The config file the command line names (`--config X`, `--config=X`, `-c X`), if any.
+fn config_flag(pod: &PodInfo) -> Option<String> {
+    let words = words(pod);
+    words.iter().enumerate().find_map(|(i, w)| {
+        if let Some(v) = w.strip_prefix("--config=") {
+            return Some(v.to_string());
+        }
+        (w == "--config" || w == "-c")
+            .then(|| words.get(i + 1).cloned())
+            .flatten()
+    })
+}
+
+/// `config.LoadDefault`: no flag, no file (defaults); a named file must be readable and parse.
+/// The config's `runner.labels` (empty when unset).
+fn config_labels(pod: &PodInfo) -> Result<Vec<String>, i32> {
+    let Some(path) = config_flag(pod) else {
+        return Ok(Vec::new());
+    };
+    let text = pod.files.get(&path).ok_or(1)?;
+    let cfg: serde_yaml::Value = serde_yaml::from_str(text).map_err(|_| 1)?;
+    Ok(cfg["runner"]["labels"]
+        .as_sequence()
+        .into_iter()
+        .flatten()
+        .filter_map(|l| l.as_str().map(str::to_string))
+        .collect())
+}
+
 /// Whether the container plays `register` (else `daemon`).
 fn is_register(pod: &PodInfo) -> bool {
     pod.init
@@ -97,9 +168,20 @@ impl GiteaRunner {
         let name = Some(env("GITEA_RUNNER_NAME"))
             .filter(|n| !n.is_empty())
             .unwrap_or(pod.name.clone());
+        // A config's `runner.labels` wins over `--labels` (`registerNoInteractive`).
+        let configured = config_labels(pod)?;
+        let full: Vec<String> = if configured.is_empty() {
+            env("GITEA_RUNNER_LABELS")
+                .split(',')
+                .filter(|l| !l.is_empty())
+                .map(str::to_string)
+                .collect()
+        } else {
+            configured
+        };
         // The runner registers label *names*: `name:docker://img` → `name`.
-        let labels: Vec<String> = env("GITEA_RUNNER_LABELS")
-            .split(',')
+        let labels: Vec<String> = full
+            .iter()
             .map(|l| l.split(':').next().unwrap_or_default().trim().to_string())
             .filter(|l| !l.is_empty())
             .collect();
@@ -115,7 +197,7 @@ impl GiteaRunner {
                 let r = &v["runner"];
                 return Ok(json!({
                     "id": r["id"], "uuid": r["uuid"], "name": name, "token": r["token"],
-                    "address": base, "labels": env("GITEA_RUNNER_LABELS").split(',').filter(|l| !l.is_empty()).collect::<Vec<_>>(),
+                    "address": base, "labels": full,
                     "ephemeral": r["ephemeral"].as_bool().unwrap_or(ephemeral),
                 }));
             }
@@ -141,11 +223,24 @@ impl GiteaRunner {
         };
         session.uuid = s("uuid");
         session.token = s("token");
-        let names: Vec<String> = state["labels"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
+        // A config's `runner.labels` wins over the state file's (`runDaemon`).
+        let configured = match config_labels(pod) {
+            Ok(l) => l,
+            Err(code) => return code,
+        };
+        let full: Vec<String> = if configured.is_empty() {
+            state["labels"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        } else {
+            configured
+        };
+        let names: Vec<String> = full
+            .iter()
             .map(|l| l.split(':').next().unwrap_or_default().to_string())
             .collect();
         if !matches!(

@@ -32,11 +32,14 @@ use crate::forge_common::rpc::{RUNNER_SERVICE, connect_error, runner_credentials
 
 const BASE: &str = RUNNER_SERVICE;
 
+/// Gitea's `withRunner` interceptor (`routers/api/actions/runner/interceptor.go`): every call
+/// but `Register` authenticates by uuid and token and stamps the runner's `last_online`.
 fn runner_auth(s: &Shared, h: &HeaderMap) -> Result<i64, Response> {
     let (uuid, token) = runner_credentials(h);
-    lock(&s.model)
-        .runner_by_auth(&uuid, &token)
-        .ok_or_else(unauthenticated)
+    let mut m = lock(&s.model);
+    let id = m.runner_by_auth(&uuid, &token).ok_or_else(unauthenticated)?;
+    m.touch(id);
+    Ok(id)
 }
 
 #[derive(Deserialize)]

@@ -108,7 +108,10 @@ async fn list_jobs(
     let dialect = s.dialect();
     let (total, items) = {
         let m = lock(&s.model);
-        let scope = match authorize(&m, &u, &route, false) {
+        // Gitea 1.26 lists jobs with the reader check (`reqRepoReader(unit.TypeActions)` for a
+        // repository); 1.25 with the owner check, like runners (`routers/api/v1/api.go`
+        // `addActionsRoutes`: one `reqChecker`, `reqOwner()` for repositories, for every route).
+        let scope = match authorize(&m, &u, &route, s.minor < (1, 26)) {
             Ok(sc) => sc,
             Err(e) => return e,
         };
@@ -146,7 +149,7 @@ async fn list_runners(s: Arc<Shared>, route: Route, headers: HeaderMap, query: O
         .find(|(k, _)| k == "disabled")
         .and_then(|(_, v)| v.parse::<bool>().ok())
         .filter(|_| s.minor >= (1, 26));
-    let m = lock(&s.model);
+    let mut m = lock(&s.model);
     let scope = match authorize(&m, &u, &route, true) {
         Ok(sc) => sc,
         Err(e) => return e,
@@ -154,16 +157,27 @@ async fn list_runners(s: Arc<Shared>, route: Route, headers: HeaderMap, query: O
     // Gitea's `FindRunnerOptions.ToConds` (`models/actions/runner.go`) as `shared.ListRunners`
     // uses it: the admin route has no condition (every runner, global ones included); an
     // org/user route is `owner_id = X`, a repo route `repo_id = X`. A global runner (owner 0,
-    // repo 0) is therefore in no org, user or repo listing.
+    // repo 0) is therefore in no org, user or repo listing. The order is `ToOrders`'s default,
+    // `last_online DESC`, which every runner call changes: pages shift between requests.
     let all: Vec<Value> = m
-        .runners
-        .values()
+        .listed_runners()
+        .into_iter()
         .filter(|r| scope == FakeScope::Global || r.scope == scope)
         .filter(|r| disabled.is_none_or(|d| r.disabled == d))
         .map(|r| super::json::runner(r, Model::online(r, s.config.offline_after), s.dialect()))
         .collect();
     let total = all.len();
     let items: Vec<Value> = all.into_iter().skip((page - 1) * limit).take(limit).collect();
+    // Runners whose poll a test placed right after this page (see
+    // `GiteaFakeHandle::poll_after_runner_page`): they call `FetchTask` before the next page.
+    let due = {
+        let mut hooks = lock(&s.runner_page_hooks);
+        let first = hooks.iter().position(|(p, _)| *p == page);
+        first.map(|i| hooks.remove(i).1)
+    };
+    let change = due.and_then(|id| m.fetch(id).1);
+    drop(m);
+    s.announce(change);
     json_response(StatusCode::OK, json!({"runners": items, "total_count": total}))
 }
 

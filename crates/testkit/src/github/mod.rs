@@ -7,10 +7,11 @@ mod view;
 
 pub use emulator::{E2eEmulator, EmulatorOptions, start_emulator};
 pub use runner::{
-    GithubRunner, JitInfo, ReassignPolicy, Reassignments, RunnerOptions, parse_jit_config,
-    runner_behaviour, spawn_reassignment,
+    GithubRunner, JitInfo, ReassignPolicy, Reassignments, RunnerOptions, parse_jit_config, runner_behaviour,
+    spawn_reassignment,
 };
 
 /// The emulator types e2e tests inspect, re-exported so that test crates need no direct
 /// `scaleset` dependency.
+pub use scaleset::ScaleSetId;
 pub use scaleset::testing::{Emulator, EmulatorState, Endpoint, Fault, JobState};

@@ -34,6 +34,9 @@ pub enum VersionError {
     TooOld(String),
 }
 
+/// Forgejo's first major version of its own numbering (after Gitea 1.21).
+const FORGEJO_FIRST_MAJOR: u64 = 7;
+
 impl GiteaVersion {
     /// Parses `1.26.0`, `v1.25.2`, `1.26.0-rc1`, `1.25.0+dev-12-gabc`.
     pub fn parse(raw: &str) -> Result<GiteaVersion, VersionError> {
@@ -53,6 +56,12 @@ impl GiteaVersion {
         };
         if nums.next().is_some() {
             return Err(bad());
+        }
+        // Gitea has only ever been 1.x; Forgejo counts from 7. A Forgejo built with
+        // `GITEA_VERSION` set (distribution builds) reports its version without the `+gitea-`
+        // suffix (forgejo `Makefile@v15.0.0`, lines 88-91) and would otherwise pass as Gitea.
+        if major >= FORGEJO_FIRST_MAJOR {
+            return Err(VersionError::Forgejo(raw.to_string()));
         }
         Ok(GiteaVersion { major, minor, patch })
     }
@@ -114,6 +123,16 @@ mod tests {
             GiteaVersion::parse_supported("11.0.1+gitea-1.22.0"),
             Err(VersionError::Forgejo(_))
         ));
+        // A distribution build of Forgejo reports no `+gitea-` suffix (forgejo `Makefile`).
+        for forgejo in ["15.0.3", "7.0.0", "v12.0.1"] {
+            assert!(
+                matches!(
+                    GiteaVersion::parse_supported(forgejo),
+                    Err(VersionError::Forgejo(_))
+                ),
+                "{forgejo}"
+            );
+        }
         for bad in ["", "development", "1", "1.x.0", "1.2.3.4", "a.b"] {
             assert!(
                 matches!(GiteaVersion::parse(bad), Err(VersionError::Unparsable(_))),

@@ -126,6 +126,23 @@ struct Login {
     login: String,
 }
 
+/// A payload's `organization`: Gitea's `structs.Organization` (`modules/structs/org.go`) names
+/// it `username` (and `name`); it has no `login`.
+#[derive(Deserialize)]
+struct Org {
+    #[serde(default)]
+    username: String,
+    #[serde(default)]
+    name: String,
+}
+
+impl Org {
+    /// The organization's name, `None` when the payload gives none.
+    fn into_name(self) -> Option<String> {
+        [self.username, self.name].into_iter().find(|n| !n.is_empty())
+    }
+}
+
 #[derive(Deserialize)]
 struct Repository {
     #[serde(default)]
@@ -158,7 +175,7 @@ struct Payload {
     workflow_job: Job,
     repository: Repository,
     #[serde(default)]
-    organization: Option<Login>,
+    organization: Option<Org>,
 }
 
 /// Owner and name of a payload's repository: `owner.login` and `name`, else `full_name`.
@@ -201,7 +218,7 @@ struct OriginPayload {
     #[serde(default)]
     repository: Option<Repository>,
     #[serde(default)]
-    organization: Option<Login>,
+    organization: Option<Org>,
 }
 
 /// Reads the origin of any event payload (`repository`, else `organization`); `None` when it
@@ -213,10 +230,7 @@ pub fn delivery_origin(body: &[u8]) -> Option<DeliveryOrigin> {
             owner,
             repo: Some(repo),
         }),
-        (None, Some(o)) if !o.login.is_empty() => Some(DeliveryOrigin {
-            owner: o.login,
-            repo: None,
-        }),
+        (None, Some(o)) => o.into_name().map(|owner| DeliveryOrigin { owner, repo: None }),
         _ => None,
     }
 }
@@ -236,7 +250,7 @@ pub fn parse_workflow_job(body: &[u8]) -> Result<WorkflowJobEvent, WebhookError>
         job_name: p.workflow_job.name.unwrap_or_default(),
         owner,
         repo,
-        organization: p.organization.map(|o| o.login).filter(|l| !l.is_empty()),
+        organization: p.organization.and_then(Org::into_name),
     })
 }
 
@@ -274,7 +288,7 @@ mod tests {
         let body = br#"{"action":"queued","workflow_job":{"id":42,"labels":["linux","gpu"],"steps":null,
             "status":"queued","run_attempt":2,"created_at":"2026-11-24T10:00:00Z","run_id":7,
             "name":"build (linux)"},"repository":{"id":1,"name":"app","full_name":"acme/app",
-            "owner":{"login":"acme"}},"organization":{"login":"acme"},"sender":{"login":"bob"}}"#;
+            "owner":{"login":"acme"}},"organization":{"username":"acme"},"sender":{"login":"bob"}}"#;
         let e = parse_workflow_job(body).unwrap();
         assert_eq!(e.action, JobStatus::Queued);
         assert_eq!(e.job_id, 42);
@@ -313,7 +327,7 @@ mod tests {
     #[test]
     fn origin_of_repository_and_organization_events() {
         let repo_event = br#"{"repository":{"name":"app","full_name":"acme/app","owner":{"login":"acme"}},
-            "organization":{"login":"acme"}}"#;
+            "organization":{"username":"acme"}}"#;
         let o = delivery_origin(repo_event).unwrap();
         assert_eq!((o.owner.as_str(), o.repo.as_deref()), ("acme", Some("app")));
         assert!(o.in_scope(&Scope::Global));
@@ -326,7 +340,7 @@ mod tests {
         assert!(o.in_scope(&repo("acme", "app")));
         assert!(!o.in_scope(&repo("acme", "web")));
 
-        let org_event = br#"{"organization":{"login":"acme"}}"#;
+        let org_event = br#"{"organization":{"username":"acme"}}"#;
         let o = delivery_origin(org_event).unwrap();
         assert_eq!(o.repo, None);
         assert!(o.in_scope(&Scope::Org("acme".into())));

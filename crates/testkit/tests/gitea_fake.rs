@@ -362,7 +362,9 @@ async fn webhook_deliveries_are_signed() {
     assert_eq!(v["workflow_job"]["id"], id);
     assert_eq!(v["workflow_job"]["labels"], json!(["linux"]));
     assert_eq!(v["repository"]["full_name"], "acme/app");
-    assert_eq!(v["organization"]["login"], "acme");
+    // `structs.Organization` (modules/structs/org.go) has `username` and `name`, no `login`.
+    assert_eq!(v["organization"]["username"], "acme");
+    assert!(v["organization"].get("login").is_none());
     assert!(
         fake.deliveries()
             .iter()

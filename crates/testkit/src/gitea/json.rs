@@ -82,6 +82,11 @@ fn account(id: i64, login: &str) -> Value {
     json!({"id": id, "login": login, "username": login, "full_name": "", "email": ""})
 }
 
+/// Gitea's `structs.Organization` (`modules/structs/org.go`): `name` and `username`, no `login`.
+fn organization(id: i64, name: &str) -> Value {
+    json!({"id": id, "name": name, "username": name, "full_name": "", "email": ""})
+}
+
 /// `WorkflowJobPayload` for a job change.
 pub fn workflow_job_payload(base: &str, j: &FakeJob, owner_is_org: bool, d: Dialect) -> Value {
     let mut v = json!({
@@ -98,7 +103,7 @@ pub fn workflow_job_payload(base: &str, j: &FakeJob, owner_is_org: bool, d: Dial
         "sender": account(2, "gitea-actions"),
     });
     if owner_is_org {
-        v["organization"] = account(1, &j.owner);
+        v["organization"] = organization(1, &j.owner);
     }
     v
 }

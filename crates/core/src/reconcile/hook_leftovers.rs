@@ -95,25 +95,28 @@ pub async fn sweep(pods: &Api<Pod>, secrets: &Api<Secret>, group: &str) -> usize
         return 0;
     };
     let live = live_runner_pods(&runners.items);
-    let by_label = ListParams::default().labels(RUNNER_POD_LABEL);
+    sweep_kind(pods, group, &live, "pod").await + sweep_kind(secrets, group, &live, "Secret").await
+}
+
+/// Deletes the leftovers of one kind (listed by metadata only: names and labels are enough).
+async fn sweep_kind<K>(api: &Api<K>, group: &str, live: &BTreeSet<String>, kind: &str) -> usize
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let listed = match api
+        .list_metadata(&ListParams::default().labels(RUNNER_POD_LABEL))
+        .await
+    {
+        Ok(list) => list,
+        Err(e) => {
+            warn!(group, kind, error = %e, "could not list runner container hook leftovers");
+            return 0;
+        }
+    };
+    let metas: Vec<&ObjectMeta> = listed.items.iter().map(|m| &m.metadata).collect();
     let mut deleted = 0;
-    match pods.list(&by_label).await {
-        Ok(list) => {
-            let metas: Vec<&ObjectMeta> = list.items.iter().map(|p| &p.metadata).collect();
-            for name in leftovers(group, &live, &metas) {
-                deleted += usize::from(delete(pods, &name, group, "pod").await);
-            }
-        }
-        Err(e) => warn!(group, error = %e, "could not list runner container hook pods"),
-    }
-    match secrets.list_metadata(&by_label).await {
-        Ok(list) => {
-            let metas: Vec<&ObjectMeta> = list.items.iter().map(|s| &s.metadata).collect();
-            for name in leftovers(group, &live, &metas) {
-                deleted += usize::from(delete(secrets, &name, group, "Secret").await);
-            }
-        }
-        Err(e) => warn!(group, error = %e, "could not list runner container hook Secrets"),
+    for name in leftovers(group, live, &metas) {
+        deleted += usize::from(delete(api, &name, group, kind).await);
     }
     deleted
 }

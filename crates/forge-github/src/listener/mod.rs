@@ -261,12 +261,7 @@ impl Task {
             let mut session = session;
             match self.poll_session(&mut session).await {
                 SessionEnd::Cancelled => {
-                    let deleted = tokio::time::timeout(
-                        self.config.shutdown_timeout,
-                        session::delete(&self.client, &session),
-                    )
-                    .await;
-                    if !matches!(deleted, Ok(Ok(()))) {
+                    if !self.delete_session(&session).await {
                         tracing::warn!(group = %self.config.key, "could not delete the GitHub message session on shutdown");
                     }
                     return;
@@ -282,17 +277,22 @@ impl Task {
                     }
                     // The 404 may come from the broker while the service still holds the
                     // session; a new one would then meet our own 409 until it expires.
-                    let deleted = tokio::time::timeout(
-                        self.config.shutdown_timeout,
-                        session::delete(&self.client, &session),
-                    )
-                    .await;
-                    if !matches!(deleted, Ok(Ok(()))) {
+                    if !self.delete_session(&session).await {
                         tracing::debug!(group = %self.config.key, "the lost GitHub session could not be deleted (likely gone already)");
                     }
                 }
             }
         }
+    }
+
+    /// Deletes `session` at the service, waiting at most the shutdown timeout; whether it went.
+    async fn delete_session(&self, session: &Session) -> bool {
+        let deleted = tokio::time::timeout(
+            self.config.shutdown_timeout,
+            session::delete(&self.client, session),
+        )
+        .await;
+        matches!(deleted, Ok(Ok(())))
     }
 
     async fn poll_session(&self, session: &mut Session) -> SessionEnd {

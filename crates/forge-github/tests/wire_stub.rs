@@ -280,3 +280,34 @@ async fn the_long_poll_offers_only_http1_and_other_calls_keep_http2() {
         "an ordinary call offers HTTP/2: {ack:?}"
     );
 }
+
+/// D7: a session reply with an id but no queue URL (seen while the broker had trouble,
+/// actions-runner-controller#4370: "CreateMessageSession succeeded but returned an empty
+/// messageQueueUrl") is refused, and the session it names is deleted: the service holds it,
+/// and the next create would meet our own 409 until it expired.
+#[tokio::test]
+async fn a_session_without_a_queue_is_refused_and_deleted() {
+    let port = Arc::new(std::sync::OnceLock::new());
+    let inner = service(&port, 0, StubReply::empty(204));
+    let stub = stub::start(move |req: &StubRequest| {
+        if req.method == "POST" && req.path().ends_with("/sessions") {
+            return StubReply::json(
+                200,
+                r#"{"sessionId":"s-broken","ownerName":"t","messageQueueUrl":"","messageQueueAccessToken":"queue-token"}"#,
+            );
+        }
+        inner(req)
+    })
+    .await;
+    port.set(stub.port).expect("set once");
+    let client = client(&stub, fast_options().http);
+    let err = session::create(&client, SCALE_SET, "owner")
+        .await
+        .expect_err("an unusable session is refused");
+    assert!(err.to_string().contains("queue URL"), "{err}");
+    assert_eq!(
+        stub.requests_to("DELETE", "/sessions/s-broken").len(),
+        1,
+        "the session the service holds is deleted"
+    );
+}

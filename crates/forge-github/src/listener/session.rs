@@ -71,7 +71,22 @@ pub async fn create(client: &GithubClient, scale_set_id: i64, owner: &str) -> Re
             Some(&body),
         )
         .await?;
-    parse(scale_set_id, "create_session", &reply)
+    match parse(scale_set_id, "create_session", &reply) {
+        Ok(session) => Ok(session),
+        Err(e) => {
+            // A reply with a session id but no usable queue (seen while the broker had trouble:
+            // "CreateMessageSession succeeded but returned an empty messageQueueUrl",
+            // actions-runner-controller#4370) leaves a session the service holds; the next
+            // create would meet our own 409 until it expires. Delete it, best effort.
+            if let Ok(r) = reply.json::<SessionReply>("create_session")
+                && !r.session_id.is_empty()
+                && let Err(d) = delete_by_id(client, scale_set_id, &r.session_id).await
+            {
+                tracing::debug!(error = %d, "could not delete an unusable GitHub session");
+            }
+            Err(e)
+        }
+    }
 }
 
 /// Refreshes a session, returning it with a new queue token; 404 when the service dropped it.
@@ -85,7 +100,12 @@ pub async fn refresh(client: &GithubClient, session: &Session) -> Result<Session
 
 /// Deletes a session; one already gone counts as deleted.
 pub async fn delete(client: &GithubClient, session: &Session) -> Result<(), ApiError> {
-    let path = scale_set::path(session.scale_set_id, &format!("sessions/{}", session.id));
+    delete_by_id(client, session.scale_set_id, &session.id).await
+}
+
+/// Deletes the session `id` of a scale set; one already gone counts as deleted.
+pub async fn delete_by_id(client: &GithubClient, scale_set_id: i64, id: &str) -> Result<(), ApiError> {
+    let path = scale_set::path(scale_set_id, &format!("sessions/{id}"));
     match client
         .actions("delete_session", Method::DELETE, &path, &[], None)
         .await

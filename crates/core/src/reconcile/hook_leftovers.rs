@@ -161,6 +161,12 @@ mod tests {
         );
         assert!(!is_runner_pod_of("ci", "cd-ab12c-x9z8w"), "another group's");
         assert!(!is_runner_pod_of("ci", "ci-ab12c-x9z8"));
+        // A group whose name extends another's never takes the other's pods, nor the reverse.
+        assert!(
+            !is_runner_pod_of("ci", "ci-ab12c-x9z8w-qwert"),
+            "group ci-ab12c's"
+        );
+        assert!(!is_runner_pod_of("ci-ab12c", "ci-ab12c-qwert"), "group ci's");
     }
 
     #[test]

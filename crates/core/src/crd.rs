@@ -563,6 +563,9 @@ pub struct RunnerGroupStatus {
     /// When a runner last failed (drives the backoff of runner creation).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_runner_failure_time: Option<Time>,
+    /// What Kubernetes said about the last runner that did not start (quoted in `Degraded`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_runner_failure_message: Option<String>,
     /// When the forge was last asked for demand.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_poll_time: Option<Time>,

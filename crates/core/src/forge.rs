@@ -94,9 +94,10 @@ pub struct GroupContext {
 /// How the forge sees one group and our runners of it, taken from one consistent snapshot of
 /// the forge's data ([`Forge::observe`]).
 ///
-/// The numbers already account for the moments when the forge's data and the cluster disagree
-/// (a runner that finished its job before the forge said so, a listing older than a runner's
-/// end): each forge keeps its own bookkeeping for that, so the planner can trust the view.
+/// A view taken from a cached listing may be older than what the cluster shows (a runner that
+/// took its job, or finished, after the listing was fetched): such a view says when its listing
+/// was fetched (`listed_at`) and core's ledger nets `waiting_jobs` for it
+/// (`reconcile::ledger::TakenSinceListing`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ForgeView {
     /// Jobs that wait for a runner of this group and that none of our runners has taken yet.
@@ -124,6 +125,13 @@ pub struct ForgeView {
     /// Runners that will never take a job: the one job they were made for is gone (re-run
     /// under a new handle, cancelled). The planner removes them at once unless they worked.
     pub stranded: std::collections::BTreeSet<String>,
+    /// When the fetch of the jobs listing behind `waiting_jobs` started, for a forge whose
+    /// listing may be older than its runners' states; `None` when the view is one consistent
+    /// snapshot (GitHub's statistics message).
+    pub listed_at: Option<std::time::Instant>,
+    /// Runners whose job the forge's data already shows taken (in progress in the listing, or
+    /// named by a delivery since): `waiting_jobs` does not count their jobs.
+    pub accounted: std::collections::BTreeSet<String>,
 }
 
 /// A job waiting for a runner of the group, as the forge names it.
@@ -196,6 +204,9 @@ pub struct RunnerRef {
     /// Where the runner's Job is in its life; a forge uses it to account for runners that
     /// finished before its own data shows it.
     pub phase: RunnerPhase,
+    /// The cluster's store shows the runner's Job. False for a runner this process created
+    /// that the store has not listed yet: its `annotations` are then not known.
+    pub stored: bool,
 }
 
 /// How the forge sees one of our runners.

@@ -19,6 +19,8 @@ pub mod runner_job;
 pub mod runner_pod;
 pub mod stable_hash;
 pub mod startup;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 pub mod validate;
 pub mod webhook;
 

@@ -5,10 +5,16 @@
 
 use std::collections::BTreeSet;
 
+use jiff::Timestamp;
+
+use crate::budget::{RateBudget, creation_allowance};
 use crate::forge::{ForgeRunnerState, ForgeView};
 use crate::startup::{StartupFailure, Stuck};
 
+pub mod backoff;
 pub mod memory;
+
+pub use backoff::FailureHistory;
 
 /// After this many consecutive runner failures, the group stops bursting: it creates at most
 /// one runner at a time, and only when none is active, until a runner succeeds.
@@ -85,10 +91,13 @@ pub struct PlanInput<'a> {
     pub runners: &'a [ObservedRunner],
     /// The forge's view: waiting jobs, ghosts, whether it is complete enough to scale down on.
     pub view: &'a ForgeView,
-    /// Consecutive runner failures so far (from the status).
-    pub consecutive_failures: u32,
-    /// Creation waits: the backoff after the last failures has not passed yet.
-    pub creation_held: bool,
+    /// Runner failures so far (from the status); creation backs off after them.
+    pub failures: FailureHistory,
+    /// What is left of the forge's API budget for the group's credential; creation slows down
+    /// before it runs out ([`crate::budget::creation_allowance`]).
+    pub budget: Option<RateBudget>,
+    /// The clock of the pass.
+    pub now: Timestamp,
     /// `spec.scaleDownDelaySeconds`: how long a surplus of waiting runners must last before it
     /// is removed.
     pub scale_down_delay_seconds: u32,
@@ -191,6 +200,11 @@ pub struct Plan {
     pub counts: RunnerCounts,
     /// Creation is held back because runners keep failing.
     pub throttled: bool,
+    /// How many runners the plan would have created had the API budget not been low; `None`
+    /// when the budget cut nothing.
+    pub cut_by_budget: Option<u32>,
+    /// Demand asks for more runners than `maxRunners` allows.
+    pub at_max: bool,
     /// Waiting runners beyond demand that this plan keeps, for now, on a complete view
     /// (scale-down waits for the surplus to last `scaleDownDelaySeconds`); the caller records
     /// it ([`memory::PlanMemory::record_surplus`]).
@@ -225,9 +239,11 @@ pub struct Plan {
 ///   runner built from an older spec (`outdated`) is replaced; busy ones finish.
 /// - A runner whose one job is gone at the forge (`stranded`: re-run under a new handle,
 ///   cancelled) is removed at once, unless it worked.
-/// - While `creation_held` (the failure backoff), nothing is created.
+/// - While the failure backoff after the last runner failure lasts, nothing is created.
 /// - After [`FAILURE_THROTTLE_THRESHOLD`] consecutive failures, at most one runner is created
 ///   at a time, and only when none is active.
+/// - When the forge's API budget runs low, fewer runners are created
+///   ([`crate::budget::creation_allowance`]).
 pub fn plan(input: &PlanInput<'_>) -> Plan {
     let is_busy_now = |r: &ObservedRunner| r.forge_state == ForgeRunnerState::Busy;
     let done_at_forge = |r: &ObservedRunner| r.forge_state == ForgeRunnerState::Finished;
@@ -373,13 +389,18 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     let headroom = max.saturating_sub(occupied);
     out.create = wanted_waiting.saturating_sub(waiting_kept_count).min(headroom);
 
-    if input.creation_held && out.create > 0 {
+    if input.failures.creation_held(input.now) && out.create > 0 {
         out.throttled = true;
         out.create = 0;
     }
-    if input.consecutive_failures >= FAILURE_THROTTLE_THRESHOLD && out.create > 0 {
+    if input.failures.consecutive >= FAILURE_THROTTLE_THRESHOLD && out.create > 0 {
         out.throttled = true;
         out.create = u32::from(active.is_empty());
+    }
+    let allowance = creation_allowance(out.create, input.budget.as_ref(), input.now);
+    if allowance.throttled {
+        out.cut_by_budget = Some(out.create);
+        out.create = allowance.create;
     }
 
     // Ghosts: offline at the forge and no Job of ours; deregister only, once each even when the
@@ -405,6 +426,10 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     out.counts.idle = current.len() as u32;
     out.counts.pending_runners = current.iter().filter(|r| r.phase == RunnerPhase::Pending).count() as u32;
     out.counts.pending_jobs = input.view.waiting_jobs;
+    out.at_max = working
+        .saturating_add(input.view.waiting_jobs)
+        .saturating_add(input.min_runners)
+        > max;
     out
 }
 

@@ -119,7 +119,6 @@ pub fn check_container_mode(
 pub fn validate_spec(spec: &RunnerGroupSpec) -> Vec<SpecViolation> {
     let mut out = Vec::new();
     check_common(spec, &mut out);
-    check_name_lengths(spec, &mut out);
     let selected = spec.forge.block_field();
     let set = spec.forge_blocks_set();
     if !set.contains(&spec.forge) {
@@ -209,31 +208,13 @@ fn check_common(spec: &RunnerGroupSpec, out: &mut Vec<SpecViolation>) {
     }
 }
 
-/// The `maxLength` of the free-text name fields of every forge block. The fields with a format
-/// (URLs, object names, labels) are checked with their format, by the block's forge.
-fn check_name_lengths(spec: &RunnerGroupSpec, out: &mut Vec<SpecViolation>) {
-    let mut check = |field: &'static str, value: Option<&String>, max: usize| {
-        if let Some(v) = value
-            && chars(v) > max
-        {
-            out.push(violation(field, format!("must be at most {max} characters")));
-        }
-    };
-    if let Some(gh) = &spec.github {
-        let max = MAX_FORGE_NAME_LEN;
-        check("spec.github.runnerGroup", gh.runner_group.as_ref(), max);
-        check("spec.github.scaleSetName", gh.scale_set_name.as_ref(), max);
-    }
-    if let Some(gt) = &spec.gitea {
-        check("spec.gitea.org", gt.org.as_ref(), MAX_FORGE_NAME_LEN);
-        check("spec.gitea.user", gt.user.as_ref(), MAX_FORGE_NAME_LEN);
-        check("spec.gitea.repo", gt.repo.as_ref(), MAX_REPO_LEN);
-    }
-    if let Some(fj) = &spec.forgejo {
-        check("spec.forgejo.org", fj.org.as_ref(), MAX_FORGE_NAME_LEN);
-        check("spec.forgejo.user", fj.user.as_ref(), MAX_FORGE_NAME_LEN);
-        check("spec.forgejo.repo", fj.repo.as_ref(), MAX_REPO_LEN);
-    }
+/// `field` longer than `max` characters, as the API server counts them (not bytes), for the
+/// free-text name fields of the forge blocks (each forge checks its own block's). Fields with a
+/// format (URLs, object names, labels) are checked with their format instead.
+pub fn check_length(field: &'static str, value: Option<&str>, max: usize) -> Option<SpecViolation> {
+    value
+        .filter(|v| chars(v) > max)
+        .map(|_| violation(field, format!("must be at most {max} characters")))
 }
 
 #[cfg(test)]

@@ -10,9 +10,6 @@ use std::collections::{HashSet, VecDeque};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-/// Headers naming a delivery, in the order they are read (Gitea, Forgejo, GitHub form).
-pub const DELIVERY_ID_HEADERS: [&str; 3] = ["x-gitea-delivery", "x-forgejo-delivery", "x-github-delivery"];
-
 /// Longest delivery id kept; forges send UUIDs (36 characters), so anything longer is not one.
 pub const MAX_DELIVERY_ID_LEN: usize = 128;
 
@@ -22,10 +19,11 @@ pub const DEFAULT_DELIVERY_TTL: Duration = Duration::from_secs(3600);
 /// How many delivery ids are remembered at most by default; the oldest go first.
 pub const DEFAULT_DELIVERY_CAPACITY: usize = 16_384;
 
-/// The delivery id of a request: the first non-blank value of [`DELIVERY_ID_HEADERS`] that is
-/// at most [`MAX_DELIVERY_ID_LEN`] long; `None` when there is none.
-pub fn delivery_id(headers: &http::HeaderMap) -> Option<&str> {
-    DELIVERY_ID_HEADERS.iter().find_map(|h| {
+/// The delivery id of a request: the first non-blank value of the headers `names` (the ones
+/// the forge stamps, in the order to read them) that is at most [`MAX_DELIVERY_ID_LEN`] long;
+/// `None` when there is none.
+pub fn delivery_id<'a>(headers: &'a http::HeaderMap, names: &[&str]) -> Option<&'a str> {
+    names.iter().find_map(|h| {
         headers
             .get(*h)
             .and_then(|v| v.to_str().ok())
@@ -114,21 +112,27 @@ mod tests {
     use super::*;
 
     #[test]
-    fn delivery_id_reads_each_forge_header_and_ignores_junk() {
+    fn delivery_id_reads_the_named_headers_in_order_and_ignores_junk() {
+        let names = ["x-one-delivery", "x-two-delivery", "x-three-delivery"];
         let mut h = HeaderMap::new();
-        assert_eq!(delivery_id(&h), None);
-        h.insert("x-github-delivery", HeaderValue::from_static("gh-1"));
-        assert_eq!(delivery_id(&h), Some("gh-1"));
-        h.insert("x-forgejo-delivery", HeaderValue::from_static("fj-1"));
-        assert_eq!(delivery_id(&h), Some("fj-1"));
-        h.insert("x-gitea-delivery", HeaderValue::from_static(" gt-1 "));
-        assert_eq!(delivery_id(&h), Some("gt-1"));
-        h.insert("x-gitea-delivery", HeaderValue::from_static("  "));
-        assert_eq!(delivery_id(&h), Some("fj-1"), "a blank header does not count");
+        assert_eq!(delivery_id(&h, &names), None);
+        h.insert("x-three-delivery", HeaderValue::from_static("3"));
+        assert_eq!(delivery_id(&h, &names), Some("3"));
+        h.insert("x-two-delivery", HeaderValue::from_static("2"));
+        assert_eq!(delivery_id(&h, &names), Some("2"));
+        h.insert("x-one-delivery", HeaderValue::from_static(" 1 "));
+        assert_eq!(delivery_id(&h, &names), Some("1"));
+        h.insert("x-one-delivery", HeaderValue::from_static("  "));
+        assert_eq!(
+            delivery_id(&h, &names),
+            Some("2"),
+            "a blank header does not count"
+        );
+        assert_eq!(delivery_id(&h, &names[..1]), None, "only the named headers count");
         let long = "a".repeat(MAX_DELIVERY_ID_LEN + 1);
         let mut h = HeaderMap::new();
-        h.insert("x-gitea-delivery", HeaderValue::from_str(&long).expect("ascii"));
-        assert_eq!(delivery_id(&h), None, "an oversized id is not an id");
+        h.insert("x-one-delivery", HeaderValue::from_str(&long).expect("ascii"));
+        assert_eq!(delivery_id(&h, &names), None, "an oversized id is not an id");
     }
 
     #[test]

@@ -15,6 +15,7 @@ use forgerunner_core::forge::GroupKey;
 use forgerunner_core::job_identity::{JOB_NAME_ANNOTATION, JOB_RUN_ID_ANNOTATION, JobIdentity};
 use forgerunner_core::reconcile::FINALIZER;
 use forgerunner_core::runner_job::{FORGE_LABEL, GROUP_LABEL};
+use forgerunner_core::testing::{OUTDATED_EXIT, SECRET_VALUE};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::events::v1::Event;

@@ -7,7 +7,6 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::hash::Hash;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -21,15 +20,15 @@ use forgerunner_core::forge::{
 };
 use forgerunner_core::metrics::Metrics;
 use forgerunner_core::validate::SpecViolation;
+use forgerunner_http::pool::clear;
+use forgerunner_http::{Cell, Connection, Fetched, InstanceKey, Pool};
 use k8s_openapi::api::core::v1::PodSpec;
-use sha2::{Digest, Sha256};
 
-use crate::cache::{Cell, Fetched};
-use crate::client::{ClientOptions, ForgejoClient};
+use crate::client::{ClientOptions, FORGEJO, ForgejoClient};
 use crate::error::ForgejoError;
 use crate::labels::LabelSet;
 use crate::observe::{self, Graces, Listing, RunnerRows};
-use crate::scope::Scope;
+use crate::scope::{Routes, Scope};
 use crate::state::{GroupBook, HeldBackoff};
 use crate::types::{RunJob, Runner, RunnerList};
 use crate::version::{ForgejoVersion, Mode, VersionError};
@@ -83,21 +82,8 @@ impl Default for ForgejoOptions {
     }
 }
 
-/// One instance + token (+ CA bundle + proxy), identified without holding a secret.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub(crate) struct InstanceKey {
-    url: String,
-    /// SHA-256 of the token, CA bundle and proxy.
-    credentials: [u8; 32],
-}
-
 /// A client and what was checked about its server.
-pub(crate) struct Instance {
-    pub(crate) client: ForgejoClient,
-    version: Cell<(ForgejoVersion, Mode, String)>,
-    /// The token owner's login, for `scope: user`.
-    login: Cell<String>,
-}
+pub(crate) type Instance = forgerunner_http::Instance<ForgejoClient, (ForgejoVersion, Mode, String)>;
 
 /// One runner listing scope on one instance.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -127,36 +113,20 @@ pub(crate) struct Resolved<'a> {
     pub(crate) raw_version: String,
 }
 
-type Cells<K, T> = Mutex<HashMap<K, Arc<Cell<T>>>>;
-
 /// The Forgejo backend. Cheap to share (`Arc`); all state is behind locks.
 pub struct ForgejoForge {
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) opts: ForgejoOptions,
     /// Wakes a listing's groups when it expires.
     trigger: ReconcileTrigger,
-    instances: Mutex<HashMap<InstanceKey, Arc<Instance>>>,
-    jobs: Cells<JobsKey, Vec<RunJob>>,
-    runners: Cells<ScopeKey, RunnerList>,
-    tokens: Cells<ScopeKey, SecretValue>,
+    instances: Pool<InstanceKey, Instance>,
+    jobs: Pool<JobsKey, Cell<Vec<RunJob>>>,
+    runners: Pool<ScopeKey, Cell<RunnerList>>,
+    tokens: Pool<ScopeKey, Cell<SecretValue>>,
     /// Per group: bindings, finished runners, creations, offline times.
     pub(crate) books: Mutex<HashMap<GroupKey, GroupBook>>,
     /// Per group, the listing it uses (and with it its scope and instance).
     users: Mutex<HashMap<GroupKey, JobsKey>>,
-}
-
-fn cell_for<K: Clone + Eq + Hash, T>(map: &Cells<K, T>, key: &K) -> Arc<Cell<T>> {
-    match map.lock() {
-        Ok(mut m) => m.entry(key.clone()).or_default().clone(),
-        // A poisoned map only loses sharing, never correctness.
-        Err(_) => Arc::new(Cell::default()),
-    }
-}
-
-fn clear<K, V>(m: &Mutex<HashMap<K, V>>) {
-    if let Ok(mut m) = m.lock() {
-        m.clear();
-    }
 }
 
 impl ForgejoForge {
@@ -175,10 +145,10 @@ impl ForgejoForge {
             metrics,
             opts,
             trigger,
-            instances: Mutex::default(),
-            jobs: Mutex::default(),
-            runners: Mutex::default(),
-            tokens: Mutex::default(),
+            instances: Pool::default(),
+            jobs: Pool::default(),
+            runners: Pool::default(),
+            tokens: Pool::default(),
             books: Mutex::default(),
             users: Mutex::default(),
         }
@@ -199,16 +169,17 @@ impl ForgejoForge {
             .get("token")
             .ok_or_else(|| ForgejoError::MissingToken(ctx.credentials.secret_name.clone()))?;
         let proxy = spec.proxy_url.as_deref().filter(|p| !p.trim().is_empty());
-        let mut h = Sha256::new();
-        for part in [Some(token.expose()), ctx.ca_bundle.as_deref(), proxy] {
-            h.update(part.unwrap_or_default().as_bytes());
-            h.update([0]);
-        }
-        let key = InstanceKey {
-            url: spec.url.trim().trim_end_matches('/').to_string(),
-            credentials: h.finalize().into(),
+        let conn = Connection {
+            api: FORGEJO,
+            url: &spec.url,
+            token,
+            ca_bundle: ctx.ca_bundle.as_deref(),
+            proxy,
         };
-        let instance = self.instance(&key, token, ctx.ca_bundle.as_deref(), proxy)?;
+        let (key, instance) = self
+            .instances
+            .connect(&conn, &self.metrics, &self.opts.client)
+            .map_err(|e| ForgejoError::Spec(e.to_string()))?;
         let (version, mode, raw_version) = self.check_version(&instance).await?;
         if let Scope::User(user) = &scope {
             self.check_user(&instance, user).await?;
@@ -235,37 +206,6 @@ impl ForgejoForge {
             mode,
             raw_version,
         })
-    }
-
-    fn instance(
-        &self,
-        key: &InstanceKey,
-        token: &SecretValue,
-        ca: Option<&str>,
-        proxy: Option<&str>,
-    ) -> Result<Arc<Instance>, ForgejoError> {
-        let mut map = self
-            .instances
-            .lock()
-            .map_err(|_| ForgejoError::Spec("internal: instance map poisoned".into()))?;
-        if let Some(i) = map.get(key) {
-            return Ok(i.clone());
-        }
-        let client = ForgejoClient::new(
-            &key.url,
-            token.clone(),
-            self.metrics.clone(),
-            self.opts.client.clone(),
-            ca,
-            proxy,
-        )?;
-        let inst = Arc::new(Instance {
-            client,
-            version: Cell::default(),
-            login: Cell::default(),
-        });
-        map.insert(key.clone(), inst.clone());
-        Ok(inst)
     }
 
     /// The server's version and mode, cached per instance for `version_ttl`. The Forgejo-only
@@ -309,7 +249,9 @@ impl ForgejoForge {
     /// The group's waiting and running jobs, at most one poll interval old.
     pub(crate) async fn jobs(&self, r: &Resolved<'_>) -> Result<Fetched<Vec<RunJob>>, ForgejoError> {
         let names: Vec<&str> = r.labels.names().collect();
-        let got = cell_for(&self.jobs, &r.jobs_key)
+        let got = self
+            .jobs
+            .shared(&r.jobs_key)
             .get(
                 r.interval,
                 r.instance.client.list_jobs(r.version, &r.scope, &names),
@@ -330,7 +272,8 @@ impl ForgejoForge {
         r: &Resolved<'_>,
         max_age: Duration,
     ) -> Result<Fetched<RunnerList>, ForgejoError> {
-        cell_for(&self.runners, &r.scope_key)
+        self.runners
+            .shared(&r.scope_key)
             .get(max_age, r.instance.client.list_runners(r.version, &r.scope))
             .await
     }
@@ -356,12 +299,14 @@ impl ForgejoForge {
 
     /// Drops the cached runner listing of the scope (after a create or delete).
     pub(crate) async fn expire_runners(&self, r: &Resolved<'_>) {
-        cell_for(&self.runners, &r.scope_key).expire().await;
+        self.runners.shared(&r.scope_key).expire().await;
     }
 
     /// The scope's registration token (token path), cached for `token_ttl`.
     pub(crate) async fn registration_token(&self, r: &Resolved<'_>) -> Result<SecretValue, ForgejoError> {
-        let got = cell_for(&self.tokens, &r.scope_key)
+        let got = self
+            .tokens
+            .shared(&r.scope_key)
             .get(
                 self.opts.token_ttl,
                 r.instance.client.registration_token(&r.scope),
@@ -458,6 +403,9 @@ impl ForgejoForge {
             job_identities: BTreeMap::new(),
             budget: None,
             stranded: seen.stranded,
+            // `waiting_jobs` is netted by this crate's own book (`state.rs`) still.
+            listed_at: None,
+            accounted: Default::default(),
         })
     }
 }
@@ -590,10 +538,10 @@ impl Forge for ForgejoForge {
     async fn shutdown_all(&self) {
         // A new leader starts from nothing: forget every group, listing, token and client.
         clear(&self.books);
-        clear(&self.jobs);
-        clear(&self.runners);
-        clear(&self.tokens);
-        clear(&self.instances);
+        self.jobs.clear();
+        self.runners.clear();
+        self.tokens.clear();
+        self.instances.clear();
         clear(&self.users);
         self.report_cache();
     }

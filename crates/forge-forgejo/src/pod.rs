@@ -57,7 +57,7 @@ pub const ENV_RUNNER_NAME: &str = "FORGEJO_RUNNER_NAME";
 /// Env: the labels, comma-separated (token path).
 pub const ENV_RUNNER_LABELS: &str = "FORGEJO_RUNNER_LABELS";
 /// forgejo-runner's home and work directory; an emptyDir so every runner starts fresh.
-pub const DATA_DIR: &str = "/data";
+pub const DATA_DIR: &str = forgerunner_http::act_runner::DATA_DIR;
 
 /// Env: the path of a forgejo-runner config file, when `spec.template` sets it.
 pub const ENV_CONFIG_FILE: &str = "CONFIG_FILE";

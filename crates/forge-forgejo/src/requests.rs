@@ -4,37 +4,20 @@ use reqwest::Method;
 use serde::de::DeserializeOwned;
 
 use forgerunner_core::forge::SecretValue;
+use forgerunner_http::rest::{CallError, json, json_sized};
+use forgerunner_http::wire::{self, ServerVersion};
 use forgerunner_http::{ListingBudget, ListingError, ListingLimits};
 
 use crate::client::{DeleteOutcome, ForgejoClient, Operation, Target};
 use crate::error::ForgejoError;
-use crate::scope::Scope;
-use crate::types::{
-    CreatedRunner, CurrentUser, RegisterRunnerResponse, RegistrationTokenBody, RunJob, Runner, RunnerList,
-    ServerVersion,
-};
+use crate::scope::{Routes, Scope};
+use crate::types::{CreatedRunner, CurrentUser, RegisterRunnerResponse, RunJob, Runner, RunnerList};
 use crate::version::ForgejoVersion;
 
 /// Page size of the runner list (Forgejo's default `MAX_RESPONSE_ITEMS` is 50).
 const PAGE_LIMIT: usize = 50;
 
 const API: [&str; 2] = ["api", "v1"];
-
-fn json<T: DeserializeOwned>(b: &[u8]) -> Option<T> {
-    serde_json::from_slice(b).ok()
-}
-
-/// Decodes a page and keeps its size, which the listing's budget counts.
-fn json_sized<T: DeserializeOwned>(b: &[u8]) -> Option<(T, usize)> {
-    serde_json::from_slice(b).ok().map(|v| (v, b.len()))
-}
-
-fn listing_error(op: Operation, e: ListingError) -> ForgejoError {
-    ForgejoError::TooLarge {
-        operation: op.words(),
-        what: e.to_string(),
-    }
-}
 
 impl ForgejoClient {
     async fn get<T: DeserializeOwned>(
@@ -124,12 +107,13 @@ impl ForgejoClient {
             scope: Some(scope),
             missing: None,
         };
+        let over = |e: ListingError| t.error(CallError::from(e));
         let mut budget = ListingBudget::new(ListingLimits::FORGE_DEFAULT);
         let mut all: Vec<Runner> = Vec::new();
         let mut pages = 0usize;
         loop {
             pages += 1;
-            let page = budget.next_page().map_err(|e| listing_error(t.op, e))?;
+            let page = budget.next_page().map_err(over)?;
             let query = [("page", page.to_string()), ("limit", PAGE_LIMIT.to_string())];
             let url = self.url(&API, &scope.runners_path(v), &query);
             let reply = self
@@ -138,7 +122,7 @@ impl ForgejoClient {
             let (rows, bytes) = reply.value;
             let rows = rows.unwrap_or_default();
             let n = rows.len();
-            budget.charge(n, bytes).map_err(|e| listing_error(t.op, e))?;
+            budget.charge(n, bytes).map_err(over)?;
             for r in rows {
                 if !all.iter().any(|x| x.id == r.id) {
                     all.push(r);
@@ -248,13 +232,9 @@ impl ForgejoClient {
             missing: None,
         };
         let url = self.url(&API, &scope.registration_token_path(), &[]);
-        let decode = |b: &[u8]| {
-            serde_json::from_slice::<RegistrationTokenBody>(b)
-                .ok()
-                .filter(|t| !t.token.is_empty())
-                .map(|t| SecretValue::new(t.token))
-        };
-        let r = self.request(t, Method::GET, url, None, &decode).await?;
+        let r = self
+            .request(t, Method::GET, url, None, &wire::registration_token)
+            .await?;
         Ok(r.value)
     }
 }

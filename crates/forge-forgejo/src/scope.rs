@@ -1,84 +1,46 @@
-//! The level a group's runners live at, and the API paths that belong to it (reference §1–3).
-//!
-//! Jobs, runners and registration tokens are always read at the *same* scope, so a runner can
-//! take exactly the jobs that were counted for it.
-
-use std::fmt;
+//! The API paths of a group's scope at Forgejo (reference §1–3), and the rights each needs.
+//! The scope itself (which level, with which names) is the one Forgejo shares with Gitea, in
+//! [`forgerunner_http::scope`].
 
 use forgerunner_core::crd::{ForgejoScope, ForgejoSpec};
+pub use forgerunner_http::scope::{Scope, ScopeError};
+use forgerunner_http::scope::{ScopeFields, ScopeKind};
 
 use crate::version::ForgejoVersion;
 
-/// A validated scope with its names.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Scope {
-    /// The whole instance (admin routes; site-admin token).
-    Global,
-    /// One organization (all its repositories).
-    Org(String),
-    /// The token's own user (`/user/actions/…`, all its repositories).
-    User(String),
-    /// One repository.
-    Repo {
-        /// Owner (user or organization).
-        owner: String,
-        /// Repository name.
-        name: String,
-    },
-}
-
-/// Why a spec's scope fields do not describe a scope.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum ScopeError {
-    /// The field the scope needs is missing or empty.
-    #[error("scope {scope} needs spec.forgejo.{field}")]
-    Missing {
-        /// Scope name.
-        scope: &'static str,
-        /// Missing field.
-        field: &'static str,
-    },
-    /// `repo` is not `owner/name`.
-    #[error("spec.forgejo.repo {0:?} is not of the form owner/name")]
-    BadRepo(String),
-}
-
-fn required(value: &Option<String>, scope: &'static str, field: &'static str) -> Result<String, ScopeError> {
-    match value.as_deref().map(str::trim) {
-        Some(v) if !v.is_empty() && !v.contains('/') => Ok(v.to_string()),
-        _ => Err(ScopeError::Missing { scope, field }),
-    }
-}
-
-impl Scope {
+/// Forgejo's side of a [`Scope`]: how `spec.forgejo` names it, and its routes.
+pub trait Routes: Sized {
     /// Reads the scope from the spec.
-    pub fn from_spec(spec: &ForgejoSpec) -> Result<Scope, ScopeError> {
-        match spec.scope {
-            ForgejoScope::Global => Ok(Scope::Global),
-            ForgejoScope::Org => required(&spec.org, "org", "org").map(Scope::Org),
-            ForgejoScope::User => required(&spec.user, "user", "user").map(Scope::User),
-            ForgejoScope::Repo => {
-                let raw = spec.repo.as_deref().unwrap_or_default();
-                if raw.is_empty() {
-                    return Err(ScopeError::Missing {
-                        scope: "repo",
-                        field: "repo",
-                    });
-                }
-                match raw.split_once('/') {
-                    Some((o, n)) if !o.is_empty() && !n.is_empty() && !n.contains('/') => Ok(Scope::Repo {
-                        owner: o.to_string(),
-                        name: n.to_string(),
-                    }),
-                    _ => Err(ScopeError::BadRepo(raw.to_string())),
-                }
-            }
-        }
-    }
-
+    fn from_spec(spec: &ForgejoSpec) -> Result<Self, ScopeError>;
     /// Segments (below `/api/v1`) of the scope's `…/actions/runners` folder. The instance's
     /// folder moved to `/admin/actions/runners` in v15; `/admin/runners` is the older one.
-    pub fn runners_path(&self, v: ForgejoVersion) -> Vec<&str> {
+    fn runners_path(&self, v: ForgejoVersion) -> Vec<&str>;
+    /// Segments of the waiting-job list (v11+).
+    fn jobs_path(&self, v: ForgejoVersion) -> Vec<&str>;
+    /// Segments of the registration-token route (`GET`; the admin one is `/admin/runners/…`
+    /// in every version, so the older path is used for the instance).
+    fn registration_token_path(&self) -> Vec<&str>;
+    /// The token rights an operation at this scope needs, for 403 messages.
+    fn rights_hint(&self, write: bool) -> &'static str;
+}
+
+impl Routes for Scope {
+    fn from_spec(spec: &ForgejoSpec) -> Result<Scope, ScopeError> {
+        Scope::from_fields(ScopeFields {
+            spec: "spec.forgejo",
+            kind: match spec.scope {
+                ForgejoScope::Global => ScopeKind::Global,
+                ForgejoScope::Org => ScopeKind::Org,
+                ForgejoScope::User => ScopeKind::User,
+                ForgejoScope::Repo => ScopeKind::Repo,
+            },
+            org: spec.org.as_deref(),
+            user: spec.user.as_deref(),
+            repo: spec.repo.as_deref(),
+        })
+    }
+
+    fn runners_path(&self, v: ForgejoVersion) -> Vec<&str> {
         match self {
             Scope::Global if v.admin_actions_paths() => vec!["admin", "actions", "runners"],
             Scope::Global => vec!["admin", "runners"],
@@ -88,16 +50,13 @@ impl Scope {
         }
     }
 
-    /// Segments of the waiting-job list (v11+).
-    pub fn jobs_path(&self, v: ForgejoVersion) -> Vec<&str> {
+    fn jobs_path(&self, v: ForgejoVersion) -> Vec<&str> {
         let mut p = self.runners_path(v);
         p.push("jobs");
         p
     }
 
-    /// Segments of the registration-token route (`GET`; the admin one is `/admin/runners/…`
-    /// in every version, so the older path is used for the instance).
-    pub fn registration_token_path(&self) -> Vec<&str> {
+    fn registration_token_path(&self) -> Vec<&str> {
         let mut p = match self {
             Scope::Global => vec!["admin", "runners"],
             _ => self.runners_path(ForgejoVersion {
@@ -110,8 +69,7 @@ impl Scope {
         p
     }
 
-    /// The token rights an operation at this scope needs, for 403 messages.
-    pub fn rights_hint(&self, write: bool) -> &'static str {
+    fn rights_hint(&self, write: bool) -> &'static str {
         match (self, write) {
             (Scope::Global, false) => "a site-admin token with the read:admin scope",
             (Scope::Global, true) => "a site-admin token with the write:admin scope",
@@ -121,17 +79,6 @@ impl Scope {
             (Scope::User(_), true) => "the write:user scope",
             (Scope::Repo { .. }, false) => "the read:repository scope and ownership of the repository",
             (Scope::Repo { .. }, true) => "the write:repository scope and ownership of the repository",
-        }
-    }
-}
-
-impl fmt::Display for Scope {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Scope::Global => f.write_str("the instance"),
-            Scope::Org(o) => write!(f, "organization {o}"),
-            Scope::User(u) => write!(f, "user {u}"),
-            Scope::Repo { owner, name } => write!(f, "repository {owner}/{name}"),
         }
     }
 }

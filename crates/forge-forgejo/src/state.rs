@@ -97,12 +97,12 @@ impl GroupBook {
             .collect();
         let seen: BTreeSet<&str> = refs.iter().map(|r| r.name.as_str()).collect();
         // A Job the store shows speaks for its binding from now on (alive: `observed`; ended:
-        // the handle is free again, or finished below). A runner created in flight comes without
-        // its Job's annotations, so its handout stands until the store shows the Job: dropping
-        // it earlier would free the handle for a second runner.
+        // the handle is free again, or finished below). A runner created in flight is not in the
+        // store yet, so its handout stands until the store shows the Job: dropping it earlier
+        // would free the handle for a second runner.
         let stored: BTreeSet<&str> = refs
             .iter()
-            .filter(|r| !r.annotations.is_empty())
+            .filter(|r| r.stored)
             .map(|r| r.name.as_str())
             .collect();
         self.handed_out.retain(|_, (name, at)| {
@@ -297,6 +297,8 @@ mod tests {
         }
         RunnerRef {
             name: name.into(),
+            // A runner without its handle stands for one created in flight.
+            stored: !annotations.is_empty(),
             annotations,
             phase,
         }

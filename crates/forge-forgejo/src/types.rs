@@ -5,22 +5,7 @@ use serde::{Deserialize, Deserializer};
 
 use forgerunner_core::forge::SecretValue;
 use forgerunner_core::job_identity::JobIdentity;
-
-fn null_as_default<'de, D, T>(d: D) -> Result<T, D::Error>
-where
-    D: Deserializer<'de>,
-    T: Default + Deserialize<'de>,
-{
-    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
-}
-
-/// `GET /api/v1/version` and `GET /api/forgejo/v1/version` body.
-#[derive(Clone, Debug, Deserialize)]
-pub struct ServerVersion {
-    /// Version string, e.g. `15.0.3+gitea-1.22.0`.
-    #[serde(default)]
-    pub version: String,
-}
+use forgerunner_http::wire::null_as_default;
 
 /// One `ActionRunJob` of `…/runners/jobs` (waiting or running).
 #[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
@@ -149,13 +134,6 @@ pub struct CreatedRunner {
 pub(crate) struct CurrentUser {
     #[serde(default, deserialize_with = "null_as_default")]
     pub(crate) login: String,
-}
-
-/// `GET …/registration-token` body.
-#[derive(Deserialize)]
-pub(crate) struct RegistrationTokenBody {
-    #[serde(default)]
-    pub(crate) token: String,
 }
 
 #[cfg(test)]

@@ -17,7 +17,8 @@ use forgerunner_core::crd::{ContainerModeType, RunnerGroupSpec};
 use forgerunner_core::crd::{ForgejoScope, ForgejoSpec};
 use forgerunner_core::runner_job::RUNNER_CONTAINER;
 use forgerunner_core::validate::{
-    MAX_LABEL_LEN, MAX_LABELS, SpecViolation, check_container_mode, is_http_url, is_object_name, violation,
+    MAX_FORGE_NAME_LEN, MAX_LABEL_LEN, MAX_LABELS, MAX_REPO_LEN, SpecViolation, check_container_mode,
+    check_length, is_http_url, is_object_name, violation,
 };
 use k8s_openapi::api::core::v1::Container;
 
@@ -30,6 +31,21 @@ const LABELS_FIELD: &str = "spec.forgejo.labels";
 /// The rules of `spec.forgejo`; empty when valid.
 pub fn validate_forgejo(fj: &ForgejoSpec) -> Vec<SpecViolation> {
     let mut out = Vec::new();
+    out.extend(check_length(
+        "spec.forgejo.org",
+        fj.org.as_deref(),
+        MAX_FORGE_NAME_LEN,
+    ));
+    out.extend(check_length(
+        "spec.forgejo.user",
+        fj.user.as_deref(),
+        MAX_FORGE_NAME_LEN,
+    ));
+    out.extend(check_length(
+        "spec.forgejo.repo",
+        fj.repo.as_deref(),
+        MAX_REPO_LEN,
+    ));
     if !is_http_url(&fj.url) {
         out.push(violation(
             "spec.forgejo.url",

@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use forgerunner_http::version::Release;
+
 /// A release version: the part of `/api/v1/version` before `+` (`15.0.3+gitea-1.22.0`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct ForgejoVersion {
@@ -41,20 +43,8 @@ pub enum VersionError {
 impl ForgejoVersion {
     /// Parses `15.0.3+gitea-1.22.0`, `v14.0.4`, `15.0.0-rc1`, `11.0`.
     pub fn parse(raw: &str) -> Result<ForgejoVersion, VersionError> {
-        let s = raw.trim();
-        let s = s.strip_prefix('v').unwrap_or(s);
-        let core = s.split(['+', '-']).next().unwrap_or_default();
-        let mut nums = core.split('.').map(|p| p.parse::<u64>());
-        let bad = || VersionError::Unparsable(raw.to_string());
-        let major = nums.next().and_then(Result::ok).ok_or_else(bad)?;
-        let minor = nums.next().and_then(Result::ok).ok_or_else(bad)?;
-        let patch = match nums.next() {
-            None => 0,
-            Some(p) => p.map_err(|_| bad())?,
-        };
-        if nums.next().is_some() {
-            return Err(bad());
-        }
+        let Release { major, minor, patch } =
+            Release::parse(raw).ok_or_else(|| VersionError::Unparsable(raw.to_string()))?;
         Ok(ForgejoVersion { major, minor, patch })
     }
 

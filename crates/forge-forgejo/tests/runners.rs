@@ -387,7 +387,7 @@ async fn a_runner_a_shifting_page_skipped_is_not_finished() {
 
 /// What the planner does with `view` for these runners (running, never busy, young).
 fn plan_for(view: &forgerunner_core::forge::ForgeView, names: &[&str]) -> forgerunner_core::plan::Plan {
-    use forgerunner_core::plan::{ObservedRunner, PlanInput, plan};
+    use forgerunner_core::plan::{FailureHistory, ObservedRunner, PlanInput, plan};
     let runners: Vec<ObservedRunner> = names
         .iter()
         .map(|n| ObservedRunner {
@@ -407,8 +407,9 @@ fn plan_for(view: &forgerunner_core::forge::ForgeView, names: &[&str]) -> forger
         idle_timeout_seconds: 600,
         runners: &runners,
         view,
-        consecutive_failures: 0,
-        creation_held: false,
+        failures: FailureHistory::default(),
+        budget: None,
+        now: jiff::Timestamp::now(),
         scale_down_delay_seconds: 0,
         surplus: None,
     })

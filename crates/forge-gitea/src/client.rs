@@ -1,68 +1,38 @@
 //! The Gitea REST client: version, job and runner lists (paged), registration tokens,
-//! runner deletion. Retries transient failures with backoff and honours 429 `Retry-After`.
-//! Trusts the group's extra CA bundle and sends through its proxy, as the other forges do.
+//! runner deletion, on top of the REST skeleton Gitea shares with Forgejo
+//! ([`forgerunner_http::rest`]: retries, 429 `Retry-After`, capped bodies, trust and proxy).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 
 use forgerunner_core::forge::SecretValue;
-use forgerunner_core::metrics::{ForgeRequestLabels, Metrics, Outcome};
-use forgerunner_http::{BodyError, ListingBudget, ListingError, ListingLimits, TransportFailure, TrustError};
-use reqwest::header::{ACCEPT, AUTHORIZATION, HeaderMap};
-use reqwest::{Method, StatusCode};
+use forgerunner_core::metrics::Metrics;
+pub use forgerunner_http::rest::ClientOptions;
+use forgerunner_http::rest::{
+    Api, Call, CallError, MAX_LIST_BYTES, MAX_SMALL_BYTES, RestClient, json, json_sized,
+};
+use forgerunner_http::{ListingBudget, ListingError, ListingLimits, wire};
+use reqwest::Method;
 use serde::de::DeserializeOwned;
 use url::Url;
 
 use crate::error::GiteaError;
-use crate::scope::{Access, Scope};
-use crate::types::{
-    RegistrationTokenBody, Runner, RunnersPage, ServerVersion, User, WorkflowJob, WorkflowJobsPage,
-};
+use crate::scope::{Access, Routes, Scope};
+use crate::types::{Runner, RunnersPage, User, WorkflowJob, WorkflowJobsPage};
 
 /// Page size for every list (Gitea caps `limit` at 50 by default).
 pub const PAGE_LIMIT: u32 = 50;
-/// Largest body of one list page: 50 items take tens of KiB, so only a hostile or broken
-/// server comes near it.
-const MAX_PAGE_BYTES: usize = 4 * 1024 * 1024;
-/// Largest body of any other answer (version, user, token, delete): a handful of fields.
-const MAX_SMALL_BYTES: usize = 64 * 1024;
-/// Wait assumed when a 429 names none (or an unreadable one).
-const DEFAULT_RETRY_AFTER_SECS: u64 = 10;
 
-/// Tunables of the HTTP client; the defaults suit production.
-#[derive(Clone, Debug)]
-pub struct ClientOptions {
-    /// Whole-request timeout.
-    pub request_timeout: Duration,
-    /// TCP/TLS connect timeout.
-    pub connect_timeout: Duration,
-    /// Attempts per request for 5xx, transport errors and short 429s (at least 1).
-    pub max_attempts: u32,
-    /// First backoff after a transient failure; doubles per attempt.
-    pub backoff: Duration,
-    /// A 429 whose `Retry-After` is at most this long is waited out inline; longer ones are
-    /// returned as `RateLimited` so the reconciler requeues.
-    pub max_inline_retry_after: Duration,
-    /// Extra PEM CA certificates to trust (`spec.gitea.caBundleConfigMap`).
-    pub ca_bundle: Option<String>,
-    /// Proxy for every request (`spec.gitea.proxyUrl`); may carry credentials, never logged.
-    pub proxy: Option<String>,
-}
+/// Every Gitea route is below `/api/v1`.
+const API: [&str; 2] = ["api", "v1"];
 
-impl Default for ClientOptions {
-    fn default() -> Self {
-        ClientOptions {
-            request_timeout: Duration::from_secs(15),
-            connect_timeout: Duration::from_secs(5),
-            max_attempts: 3,
-            backoff: Duration::from_millis(250),
-            max_inline_retry_after: Duration::from_secs(2),
-            ca_bundle: None,
-            proxy: None,
-        }
-    }
-}
+/// What the shared client needs to know about Gitea.
+pub(crate) const GITEA: Api = Api {
+    forge: "gitea",
+    name: "Gitea",
+    spec: "spec.gitea",
+    lift_block_after_wait: false,
+};
 
 /// One kind of request; the closed set used as metric label.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -117,8 +87,34 @@ impl Operation {
 
     fn body_cap(self) -> usize {
         match self {
-            Operation::ListJobs | Operation::ListRunners => MAX_PAGE_BYTES,
+            Operation::ListJobs | Operation::ListRunners => MAX_LIST_BYTES,
             _ => MAX_SMALL_BYTES,
+        }
+    }
+
+    /// A failed exchange in Gitea's words: what was done, where, and which right is missing.
+    fn error(self, scope: Option<&Scope>, e: CallError) -> GiteaError {
+        let where_ = || Scope::describe(scope);
+        match e {
+            CallError::Unauthenticated => GiteaError::Unauthenticated { scope: where_() },
+            CallError::Forbidden => GiteaError::Forbidden {
+                operation: self.words(),
+                scope: where_(),
+                needs: scope.map_or("a valid token", |s| s.rights_hint(self.access())),
+            },
+            CallError::NotFound => GiteaError::NotFound(where_()),
+            CallError::RateLimited(secs) => GiteaError::RateLimited(secs),
+            CallError::Server(code) => GiteaError::Server(code, self.as_str()),
+            CallError::Rejected(code) => GiteaError::Rejected(code, self.as_str()),
+            CallError::Transport(f) => GiteaError::Transport {
+                operation: self.as_str(),
+                detail: f.to_string(),
+            },
+            CallError::BadResponse => GiteaError::BadResponse(self.as_str()),
+            CallError::TooLarge(what) => GiteaError::TooLarge {
+                operation: self.words(),
+                what,
+            },
         }
     }
 }
@@ -149,40 +145,15 @@ pub enum DeleteOutcome {
 }
 
 /// A client for one Gitea instance and one API token.
+#[derive(Debug)]
 pub struct GiteaClient {
-    http: reqwest::Client,
-    api: Url,
-    token: SecretValue,
-    metrics: Arc<Metrics>,
-    opts: ClientOptions,
-    /// Set by a 429: no request is sent before this instant.
-    blocked_until: Mutex<Option<Instant>>,
+    rest: RestClient,
 }
 
-impl std::fmt::Debug for GiteaClient {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GiteaClient")
-            .field("api", &self.api.as_str())
-            .finish_non_exhaustive()
-    }
-}
-
-/// `Retry-After` in seconds, clamped by the shared parser; missing or odd values mean 10 s.
-fn retry_after(headers: &HeaderMap) -> u64 {
-    forgerunner_http::retry_after_secs(headers).unwrap_or(DEFAULT_RETRY_AFTER_SECS)
-}
-
-fn transport_error(op: Operation, failure: &TransportFailure) -> GiteaError {
-    GiteaError::Transport {
-        operation: op.as_str(),
-        detail: failure.to_string(),
-    }
-}
-
-fn listing_error(op: Operation, e: ListingError) -> GiteaError {
-    GiteaError::TooLarge {
-        operation: op.words(),
-        what: e.to_string(),
+/// The forge's pool makes clients with the group's trust settings.
+impl From<RestClient> for GiteaClient {
+    fn from(rest: RestClient) -> GiteaClient {
+        GiteaClient { rest }
     }
 }
 
@@ -194,150 +165,16 @@ impl GiteaClient {
         metrics: Arc<Metrics>,
         opts: ClientOptions,
     ) -> Result<GiteaClient, GiteaError> {
-        let mut api = Url::parse(base_url.trim())
-            .map_err(|e| GiteaError::Spec(format!("spec.gitea.url {base_url:?} is not a URL: {e}")))?;
-        if !matches!(api.scheme(), "http" | "https") || api.cannot_be_a_base() || api.host().is_none() {
-            return Err(GiteaError::Spec(format!(
-                "spec.gitea.url {base_url:?} must be an http(s) URL"
-            )));
-        }
-        api.set_query(None);
-        api.set_fragment(None);
-        api.path_segments_mut()
-            .map_err(|_| GiteaError::Spec(format!("spec.gitea.url {base_url:?} cannot hold a path")))?
-            .pop_if_empty()
-            .extend(["api", "v1"]);
-        let builder = reqwest::Client::builder()
-            .timeout(opts.request_timeout)
-            .connect_timeout(opts.connect_timeout)
-            .user_agent(concat!("forgerunner/", env!("CARGO_PKG_VERSION")));
-        let builder = forgerunner_http::with_trust(builder, opts.ca_bundle.as_deref(), opts.proxy.as_deref())
-            .map_err(|e| match e {
-                TrustError::CaBundle(_) => GiteaError::Spec(e.to_string()),
-                TrustError::Proxy => GiteaError::Spec("spec.gitea.proxyUrl is not a valid proxy URL".into()),
-            })?;
-        let http = builder
-            .build()
-            .map_err(|e| GiteaError::Spec(format!("cannot build the HTTP client: {e}")))?;
-        Ok(GiteaClient {
-            http,
-            api,
-            token,
-            metrics,
-            opts,
-            blocked_until: Mutex::new(None),
-        })
+        let rest = RestClient::new(GITEA, base_url, token, metrics, opts, None, None)
+            .map_err(|e| GiteaError::Spec(e.to_string()))?;
+        Ok(GiteaClient { rest })
     }
 
     fn url(&self, segments: &[&str], query: &[(&str, String)]) -> Url {
-        let mut url = self.api.clone();
-        if let Ok(mut p) = url.path_segments_mut() {
-            p.extend(segments);
-        }
-        if !query.is_empty() {
-            let mut q = url.query_pairs_mut();
-            for (k, v) in query {
-                q.append_pair(k, v);
-            }
-        }
-        url
+        self.rest.url(&API, segments, query)
     }
 
-    fn observe(&self, op: Operation, outcome: Outcome, started: Instant) {
-        self.metrics.observe_forge_request(
-            ForgeRequestLabels {
-                forge: "gitea",
-                operation: op.as_str(),
-                outcome,
-            },
-            started.elapsed().as_secs_f64(),
-        );
-    }
-
-    fn rate_limit_remaining(&self) -> Option<u64> {
-        let guard = self.blocked_until.lock().ok()?;
-        let until = (*guard)?;
-        let left = until.checked_duration_since(Instant::now())?;
-        Some(left.as_secs().max(1))
-    }
-
-    fn block_for(&self, secs: u64) {
-        if let Ok(mut g) = self.blocked_until.lock() {
-            *g = Some(Instant::now() + Duration::from_secs(secs));
-        }
-    }
-
-    /// One HTTP exchange: status mapping, body read, decode. Records one metric sample.
-    async fn attempt<T>(
-        &self,
-        op: Operation,
-        method: &Method,
-        url: &Url,
-        scope: Option<&Scope>,
-        decode: &(dyn Fn(&[u8]) -> Option<T> + Sync),
-    ) -> Result<(T, HeaderMap), GiteaError> {
-        if let Some(left) = self.rate_limit_remaining() {
-            return Err(GiteaError::RateLimited(left));
-        }
-        let started = Instant::now();
-        let where_ = || scope.map_or_else(|| "the instance".to_string(), ToString::to_string);
-        let sent = self
-            .http
-            .request(method.clone(), url.clone())
-            .header(AUTHORIZATION, format!("token {}", self.token.expose()))
-            .header(ACCEPT, "application/json")
-            .send()
-            .await;
-        let resp = match sent {
-            Ok(r) => r,
-            Err(e) => {
-                let err = transport_error(op, &TransportFailure::from_reqwest(&e));
-                self.observe(op, err.outcome(), started);
-                return Err(err);
-            }
-        };
-        let status = resp.status();
-        let headers = resp.headers().clone();
-        let result = if status.is_success() {
-            match forgerunner_http::read_capped(resp, op.body_cap()).await {
-                Ok(body) => decode(&body).ok_or(GiteaError::BadResponse(op.as_str())),
-                Err(e @ BodyError::TooLarge { .. }) => Err(GiteaError::TooLarge {
-                    operation: op.words(),
-                    what: e.to_string(),
-                }),
-                Err(BodyError::Read(f)) => Err(transport_error(op, &f)),
-            }
-        } else {
-            Err(match status {
-                StatusCode::UNAUTHORIZED => GiteaError::Unauthenticated { scope: where_() },
-                StatusCode::FORBIDDEN => GiteaError::Forbidden {
-                    operation: op.words(),
-                    scope: where_(),
-                    needs: scope.map_or("a valid token", |s| s.rights_hint(op.access())),
-                },
-                StatusCode::NOT_FOUND => GiteaError::NotFound(where_()),
-                StatusCode::TOO_MANY_REQUESTS => {
-                    let secs = retry_after(&headers);
-                    self.block_for(secs);
-                    GiteaError::RateLimited(secs)
-                }
-                s if s.is_server_error() => GiteaError::Server(s.as_u16(), op.as_str()),
-                s => GiteaError::Rejected(s.as_u16(), op.as_str()),
-            })
-        };
-        self.observe(
-            op,
-            match &result {
-                Ok(_) => Outcome::Success,
-                Err(e) => e.outcome(),
-            },
-            started,
-        );
-        result.map(|v| (v, headers))
-    }
-
-    /// Sends with retries: transient failures back off exponentially; a 429 with a short
-    /// `Retry-After` is waited out, a long one is returned.
+    /// Sends with the shared client's retries and words a failure for Gitea.
     async fn request<T>(
         &self,
         op: Operation,
@@ -345,26 +182,18 @@ impl GiteaClient {
         url: Url,
         scope: Option<&Scope>,
         decode: &(dyn Fn(&[u8]) -> Option<T> + Sync),
-    ) -> Result<(T, HeaderMap), GiteaError> {
-        let attempts = self.opts.max_attempts.max(1);
-        let mut backoff = self.opts.backoff;
-        let mut n = 1;
-        loop {
-            match self.attempt(op, &method, &url, scope, decode).await {
-                Ok(v) => return Ok(v),
-                Err(GiteaError::RateLimited(secs))
-                    if n < attempts && Duration::from_secs(secs) <= self.opts.max_inline_retry_after =>
-                {
-                    tokio::time::sleep(Duration::from_secs(secs)).await;
-                }
-                Err(e) if n < attempts && e.is_transient() => {
-                    tracing::debug!(operation = op.as_str(), error = %e, "retrying Gitea request");
-                    tokio::time::sleep(backoff).await;
-                    backoff = backoff.saturating_mul(2);
-                }
-                Err(e) => return Err(e),
-            }
-            n += 1;
+    ) -> Result<T, GiteaError> {
+        let call = Call {
+            operation: op.as_str(),
+            method,
+            url,
+            body: None,
+            cap: op.body_cap(),
+            idempotent: true,
+        };
+        match self.rest.send(&call, decode).await {
+            Ok(reply) => Ok(reply.value),
+            Err(e) => Err(op.error(scope, e)),
         }
     }
 
@@ -374,10 +203,7 @@ impl GiteaClient {
         url: Url,
         scope: Option<&Scope>,
     ) -> Result<T, GiteaError> {
-        let decode = |b: &[u8]| serde_json::from_slice::<T>(b).ok();
-        self.request(op, Method::GET, url, scope, &decode)
-            .await
-            .map(|(v, _)| v)
+        self.request(op, Method::GET, url, scope, &json::<T>).await
     }
 
     /// One list page and the size of its body, which the listing's budget counts.
@@ -387,15 +213,13 @@ impl GiteaClient {
         url: Url,
         scope: &Scope,
     ) -> Result<(T, usize), GiteaError> {
-        let decode = |b: &[u8]| serde_json::from_slice::<T>(b).ok().map(|v| (v, b.len()));
-        self.request(op, Method::GET, url, Some(scope), &decode)
+        self.request(op, Method::GET, url, Some(scope), &json_sized::<T>)
             .await
-            .map(|(v, _)| v)
     }
 
     /// The server's version string (`GET /version`).
     pub async fn version(&self) -> Result<String, GiteaError> {
-        let v: ServerVersion = self
+        let v: wire::ServerVersion = self
             .get_json(Operation::Version, self.url(&["version"], &[]), None)
             .await?;
         Ok(v.version)
@@ -415,18 +239,19 @@ impl GiteaClient {
     /// [`ListingLimits::FORGE_DEFAULT`] fails whole (see [`ListingBudget`] for why).
     pub async fn list_jobs(&self, scope: &Scope, statuses: &[&str]) -> Result<Vec<WorkflowJob>, GiteaError> {
         let op = Operation::ListJobs;
+        let over = |e: ListingError| op.error(Some(scope), CallError::from(e));
         let mut budget = ListingBudget::new(ListingLimits::FORGE_DEFAULT);
         let mut by_id = BTreeMap::new();
         let mut seen = 0i64;
         loop {
-            let page = budget.next_page().map_err(|e| listing_error(op, e))?;
+            let page = budget.next_page().map_err(over)?;
             let mut query: Vec<(&str, String)> = statuses.iter().map(|s| ("status", s.to_string())).collect();
             query.push(("page", page.to_string()));
             query.push(("limit", PAGE_LIMIT.to_string()));
             let url = self.url(&scope.jobs_path(), &query);
             let (body, bytes): (WorkflowJobsPage, usize) = self.get_page(op, url, scope).await?;
             let n = body.jobs.len();
-            budget.charge(n, bytes).map_err(|e| listing_error(op, e))?;
+            budget.charge(n, bytes).map_err(over)?;
             seen += n as i64;
             for j in body.jobs {
                 by_id.insert(j.id, j);
@@ -442,18 +267,19 @@ impl GiteaClient {
     /// whether the pages fit together (see [`RunnerListing::complete`]).
     pub async fn list_runners(&self, scope: &Scope) -> Result<RunnerListing, GiteaError> {
         let op = Operation::ListRunners;
+        let over = |e: ListingError| op.error(Some(scope), CallError::from(e));
         let mut budget = ListingBudget::new(ListingLimits::FORGE_DEFAULT);
         let mut by_id = BTreeMap::new();
         let mut seen = 0i64;
         let mut repeated = false;
         let mut totals = BTreeSet::new();
         loop {
-            let page = budget.next_page().map_err(|e| listing_error(op, e))?;
+            let page = budget.next_page().map_err(over)?;
             let query = [("page", page.to_string()), ("limit", PAGE_LIMIT.to_string())];
             let url = self.url(&scope.runners_path(), &query);
             let (body, bytes): (RunnersPage, usize) = self.get_page(op, url, scope).await?;
             let n = body.runners.len();
-            budget.charge(n, bytes).map_err(|e| listing_error(op, e))?;
+            budget.charge(n, bytes).map_err(over)?;
             seen += n as i64;
             totals.insert(body.total_count);
             for r in body.runners {
@@ -474,21 +300,14 @@ impl GiteaClient {
     /// The scope's registration token (`POST …/registration-token`; does not rotate it).
     pub async fn registration_token(&self, scope: &Scope) -> Result<SecretValue, GiteaError> {
         let url = self.url(&scope.registration_token_path(), &[]);
-        let decode = |b: &[u8]| {
-            serde_json::from_slice::<RegistrationTokenBody>(b)
-                .ok()
-                .filter(|t| !t.token.is_empty())
-                .map(|t| SecretValue::new(t.token))
-        };
         self.request(
             Operation::RegistrationToken,
             Method::POST,
             url,
             Some(scope),
-            &decode,
+            &wire::registration_token,
         )
         .await
-        .map(|(v, _)| v)
     }
 
     /// Deletes runner `id` at `scope`; 404 means it is already gone.

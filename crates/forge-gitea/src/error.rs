@@ -1,7 +1,6 @@
 //! The Gitea client's typed errors and their mapping onto core's `ForgeError`.
 
 use forgerunner_core::ForgeError;
-use forgerunner_core::metrics::Outcome;
 
 use crate::labels::LabelError;
 use crate::scope::ScopeError;
@@ -103,30 +102,6 @@ pub enum GiteaError {
         /// The token's login.
         actual: String,
     },
-}
-
-impl GiteaError {
-    /// The metric outcome of a failed request.
-    pub fn outcome(&self) -> Outcome {
-        match self {
-            GiteaError::Unauthenticated { .. } | GiteaError::Forbidden { .. } => Outcome::Unauthorized,
-            GiteaError::NotFound(_) => Outcome::NotFound,
-            GiteaError::RateLimited(_) => Outcome::RateLimited,
-            GiteaError::Server(..) => Outcome::ServerError,
-            GiteaError::Transport { .. } => Outcome::Transport,
-            GiteaError::BadResponse(_) | GiteaError::TooLarge { .. } => Outcome::BadResponse,
-            _ => Outcome::ClientError,
-        }
-    }
-
-    /// Whether a retry of the same request may succeed soon. An over-cap answer is not: the
-    /// same server would send it again, and each retry costs a cap's worth of download.
-    pub fn is_transient(&self) -> bool {
-        matches!(
-            self,
-            GiteaError::Server(..) | GiteaError::Transport { .. } | GiteaError::BadResponse(_)
-        )
-    }
 }
 
 impl From<GiteaError> for ForgeError {

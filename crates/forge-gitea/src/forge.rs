@@ -5,7 +5,6 @@
 //! per (instance URL, scope, token) per poll interval, however many groups use them.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::hash::Hash;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -19,19 +18,17 @@ use forgerunner_core::forge::{
 use forgerunner_core::metrics::Metrics;
 use forgerunner_core::validate::SpecViolation;
 use forgerunner_core::webhook::RecentDeliveries;
+use forgerunner_http::{Cell, Connection, Fetched, InstanceKey, Pool};
 use k8s_openapi::api::core::v1::PodSpec;
-use sha2::{Digest, Sha256};
 
-use crate::cache::{Cell, Got};
-use crate::client::{ClientOptions, GiteaClient, RunnerListing};
+use crate::client::{ClientOptions, GITEA, GiteaClient, RunnerListing};
 use crate::error::GiteaError;
 use crate::forge_webhook::AnnouncedState;
 use crate::ghosts::OfflineSince;
 use crate::labels::LabelSet;
 use crate::pod::{self, REGISTRATION_TOKEN_KEY};
 use crate::runner_names::strongest;
-use crate::scope::Scope;
-use crate::taken::TakenSinceListing;
+use crate::scope::{Routes, Scope};
 use crate::types::{JobStatus, Runner, WorkflowJob};
 use crate::version::GiteaVersion;
 use forgerunner_core::names::is_runner_name_of;
@@ -71,18 +68,7 @@ impl Default for GiteaOptions {
 }
 
 /// One instance + token (+ CA bundle, proxy): a client and what was checked about the server.
-#[derive(Clone, PartialEq, Eq, Hash)]
-pub(crate) struct InstanceKey {
-    url: String,
-    /// SHA-256 of the token, CA bundle and proxy, so the key holds no secret.
-    credentials: [u8; 32],
-}
-
-pub(crate) struct Instance {
-    client: GiteaClient,
-    version: Cell<(GiteaVersion, String)>,
-    login: Cell<String>,
-}
+pub(crate) type Instance = forgerunner_http::Instance<GiteaClient, (GiteaVersion, String)>;
 
 /// One listing scope on one instance.
 #[derive(Clone, PartialEq, Eq, Hash)]
@@ -123,30 +109,18 @@ pub struct GiteaForge {
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) trigger: ReconcileTrigger,
     pub(crate) opts: GiteaOptions,
-    pub(crate) instances: Mutex<HashMap<InstanceKey, Arc<Instance>>>,
-    pub(crate) jobs: Mutex<HashMap<ListingKey, Arc<Cell<Vec<WorkflowJob>>>>>,
-    pub(crate) runners: Mutex<HashMap<ListingKey, Arc<Cell<RunnerListing>>>>,
+    pub(crate) instances: Pool<InstanceKey, Instance>,
+    pub(crate) jobs: Pool<ListingKey, Cell<Vec<WorkflowJob>>>,
+    pub(crate) runners: Pool<ListingKey, Cell<RunnerListing>>,
     /// Per listing scope, since when its offline rows have been offline (ghost candidates).
     pub(crate) offline: Mutex<HashMap<ListingKey, OfflineSince>>,
-    pub(crate) tokens: Mutex<HashMap<ListingKey, Arc<Cell<SecretValue>>>>,
+    pub(crate) tokens: Pool<ListingKey, Cell<SecretValue>>,
     pub(crate) groups: Mutex<HashMap<GroupKey, GroupInfo>>,
     /// What webhook deliveries told since each scope's cached jobs listing.
     pub(crate) announced: Mutex<AnnouncedState>,
     /// Per group, runners that took a job after the cached jobs listing was fetched.
-    pub(crate) taken: Mutex<HashMap<GroupKey, TakenSinceListing>>,
     /// Ids of deliveries already acted on.
     pub(crate) deliveries: RecentDeliveries,
-}
-
-pub(crate) fn cell_for<K: Clone + Eq + Hash, T>(
-    map: &Mutex<HashMap<K, Arc<Cell<T>>>>,
-    key: &K,
-) -> Arc<Cell<T>> {
-    match map.lock() {
-        Ok(mut m) => m.entry(key.clone()).or_default().clone(),
-        // A poisoned map only loses sharing, never correctness.
-        Err(_) => Arc::new(Cell::default()),
-    }
 }
 
 impl GiteaForge {
@@ -161,14 +135,13 @@ impl GiteaForge {
             metrics,
             trigger,
             opts,
-            instances: Mutex::default(),
-            jobs: Mutex::default(),
-            runners: Mutex::default(),
+            instances: Pool::default(),
+            jobs: Pool::default(),
+            runners: Pool::default(),
             offline: Mutex::default(),
-            tokens: Mutex::default(),
+            tokens: Pool::default(),
             groups: Mutex::default(),
             announced: Mutex::default(),
-            taken: Mutex::default(),
             deliveries: RecentDeliveries::default(),
         }
     }
@@ -189,16 +162,17 @@ impl GiteaForge {
         let proxy = forgerunner_http::proxy_of(spec.proxy_url.as_deref());
         // One client per (token, CA bundle, proxy): groups that differ in any of them must not
         // share a client's roots or route.
-        let mut h = Sha256::new();
-        for part in [Some(token.expose()), ctx.ca_bundle.as_deref(), proxy] {
-            h.update(part.unwrap_or_default().as_bytes());
-            h.update([0]);
-        }
-        let key = InstanceKey {
-            url: spec.url.trim().trim_end_matches('/').to_string(),
-            credentials: h.finalize().into(),
+        let conn = Connection {
+            api: GITEA,
+            url: &spec.url,
+            token,
+            ca_bundle: ctx.ca_bundle.as_deref(),
+            proxy,
         };
-        let instance = self.instance(&key, token, ctx.ca_bundle.clone(), proxy)?;
+        let (key, instance) = self
+            .instances
+            .connect(&conn, &self.metrics, &self.opts.client)
+            .map_err(|e| GiteaError::Spec(e.to_string()))?;
         Ok(Resolved {
             spec,
             listing: ListingKey {
@@ -210,33 +184,6 @@ impl GiteaForge {
             instance,
             interval: Duration::from_secs(u64::from(spec.poll_interval_seconds())),
         })
-    }
-
-    fn instance(
-        &self,
-        key: &InstanceKey,
-        token: &SecretValue,
-        ca: Option<String>,
-        proxy: Option<&str>,
-    ) -> Result<Arc<Instance>, GiteaError> {
-        let mut map = self
-            .instances
-            .lock()
-            .map_err(|_| GiteaError::Spec("internal: instance map poisoned".into()))?;
-        if let Some(i) = map.get(key) {
-            return Ok(i.clone());
-        }
-        let mut opts = self.opts.client.clone();
-        opts.ca_bundle = ca;
-        opts.proxy = proxy.map(str::to_string);
-        let client = GiteaClient::new(&key.url, token.clone(), self.metrics.clone(), opts)?;
-        let inst = Arc::new(Instance {
-            client,
-            version: Cell::default(),
-            login: Cell::default(),
-        });
-        map.insert(key.clone(), inst.clone());
-        Ok(inst)
     }
 
     /// Refuses the credentials key [`REGISTRATION_TOKEN_KEY`] unless the group is global.
@@ -264,18 +211,20 @@ impl GiteaForge {
         let version = r
             .instance
             .version
-            .get_or_fetch(self.opts.version_ttl, async {
+            .get(self.opts.version_ttl, async {
                 let raw = client.version().await?;
                 let v = GiteaVersion::parse_supported(&raw)?;
                 Ok::<_, GiteaError>((v, raw))
             })
-            .await?;
+            .await?
+            .value;
         if let Scope::User(user) = &r.scope {
             let login = r
                 .instance
                 .login
-                .get_or_fetch(self.opts.version_ttl, client.current_user())
-                .await?;
+                .get(self.opts.version_ttl, client.current_user())
+                .await?
+                .value;
             if login.as_str() != user {
                 return Err(GiteaError::WrongUser {
                     spec: user.clone(),
@@ -289,43 +238,46 @@ impl GiteaForge {
     /// The scope's queued and running jobs, and when that listing's fetch started. Fetched at
     /// most once per poll interval: webhooks never expire it (they are accounted on top).
     async fn jobs(&self, r: &Resolved<'_>) -> Result<(Arc<Vec<WorkflowJob>>, Instant), GiteaError> {
-        let cell = cell_for(&self.jobs, &r.listing);
+        let cell = self.jobs.shared(&r.listing);
         // One call for both: queued is demand, in_progress tells which runners got work.
         let got = cell
-            .get_or_fetch_at(
+            .get(
                 r.interval,
                 r.instance.client.list_jobs(&r.scope, &["queued", "in_progress"]),
             )
             .await?;
         if got.fetched_now {
             // The next poll is due one interval after this listing.
-            self.poll_again_at(&r.listing, got.fetched_at + r.interval);
+            self.poll_again_at(&r.listing, got.at + r.interval);
         }
-        Ok((got.value, got.fetched_at))
+        Ok((got.value, got.at))
     }
 
     /// The scope's runner listing, at most `max_age` old, and when its fetch started.
-    async fn runners(&self, r: &Resolved<'_>, max_age: Duration) -> Result<Got<RunnerListing>, GiteaError> {
-        let cell = cell_for(&self.runners, &r.listing);
-        cell.get_or_fetch_at(max_age, r.instance.client.list_runners(&r.scope))
-            .await
+    async fn runners(
+        &self,
+        r: &Resolved<'_>,
+        max_age: Duration,
+    ) -> Result<Fetched<RunnerListing>, GiteaError> {
+        let cell = self.runners.shared(&r.listing);
+        cell.get(max_age, r.instance.client.list_runners(&r.scope)).await
     }
 
     /// Names of the group's ghosts in `listing`: rows named like the group's runners that have
     /// been offline and not busy for at least [`GiteaOptions::ghost_grace`] (see `ghosts`).
-    fn ghosts(&self, r: &Resolved<'_>, group: &str, listing: &Got<RunnerListing>) -> BTreeSet<String> {
+    fn ghosts(&self, r: &Resolved<'_>, group: &str, listing: &Fetched<RunnerListing>) -> BTreeSet<String> {
         let Ok(mut books) = self.offline.lock() else {
             // A poisoned map: report no ghost rather than one not checked.
             return BTreeSet::new();
         };
         let book = books.entry(r.listing.clone()).or_default();
-        book.note(&listing.value, listing.fetched_at);
+        book.note(&listing.value, listing.at);
         let ghosts = listing
             .value
             .runners
             .iter()
             .filter(|x| !x.is_online() && !x.busy && is_runner_name_of(group, &x.name))
-            .filter(|x| book.for_at_least(x.id, listing.fetched_at, self.opts.ghost_grace))
+            .filter(|x| book.for_at_least(x.id, listing.at, self.opts.ghost_grace))
             .map(|x| x.name.clone())
             .collect();
         if book.is_empty() {
@@ -438,24 +390,20 @@ impl GiteaForge {
                 states.insert(rr.name.clone(), state);
             }
         }
-        // A jobs listing older than a runner's take may still show that runner's job queued:
-        // such a runner covers one queued job until a newer listing, unless the listing or a
-        // delivery already accounts for its job.
-        let covered = match self.taken.lock() {
-            Ok(mut t) => t.entry(ctx.key.clone()).or_default().covered(
-                refs,
-                fetched_at,
-                |name| states.get(name) == Some(&ForgeRunnerState::Busy),
-                |name| working.contains(name) || announced.runners.contains_key(name),
-            ),
-            Err(_) => 0,
-        };
+        // Runners the listing shows working, or a delivery named: their jobs are not counted.
+        let accounted: BTreeSet<String> = working
+            .iter()
+            .map(|n| (*n).to_owned())
+            .chain(announced.runners.keys().cloned())
+            .collect();
         let ghosts = self.ghosts(&r, group, &listing);
         // This pass's listings are cached by now.
         self.report_cache();
         Ok(ForgeView {
             waiting,
-            waiting_jobs: queued.saturating_sub(covered),
+            // A listing older than a runner's take may still show its job queued: core's ledger
+            // nets that out, knowing when the listing was fetched.
+            waiting_jobs: queued,
             runners: states,
             ghosts: ghosts.into_iter().collect(),
             // Runner states come from a listing, not as they happen: an idle-looking runner may
@@ -469,6 +417,8 @@ impl GiteaForge {
             // Gitea sends no rate-limit headers.
             budget: None,
             stranded: Default::default(),
+            listed_at: Some(fetched_at),
+            accounted,
         })
     }
 
@@ -483,15 +433,15 @@ impl GiteaForge {
             Some(t) => t.clone(),
             None => {
                 self.ensure_ready(&r).await?;
-                let cell = cell_for(&self.tokens, &r.listing);
+                let cell = self.tokens.shared(&r.listing);
                 let t = cell
-                    .get_or_fetch(
+                    .get(
                         self.opts.token_ttl,
                         r.instance.client.registration_token(&r.scope),
                     )
                     .await?;
                 self.report_cache();
-                (*t).clone()
+                (*t.value).clone()
             }
         };
         Ok(RunnerCredentials {
@@ -538,9 +488,7 @@ impl GiteaForge {
         for id in ours.keys() {
             r.instance.client.delete_runner(&r.scope, *id).await?;
         }
-        cell_for(&self.runners, &r.listing)
-            .expire_if_older(Duration::ZERO)
-            .await;
+        self.runners.shared(&r.listing).expire().await;
         Ok(RemoveOutcome::Removed)
     }
 }

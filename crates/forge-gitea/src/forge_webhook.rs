@@ -26,6 +26,10 @@ use crate::webhook::{
     verify_signature,
 };
 
+/// Headers naming a delivery, in the order they are read: Gitea's, and Forgejo's (a Forgejo
+/// server sends both names, `services/webhook/deliver.go`).
+const DELIVERY_ID_HEADERS: [&str; 2] = ["x-gitea-delivery", "x-forgejo-delivery"];
+
 /// Most distinct webhook secrets tried on one delivery, so an unauthenticated request costs at
 /// most this many HMACs whatever the number of groups.
 pub const MAX_SECRETS_PER_DELIVERY: usize = 4;
@@ -105,7 +109,7 @@ impl GiteaForge {
         };
         // Remembered only now, verified and well formed: a forged or broken request cannot make
         // a genuine delivery look like a duplicate.
-        if let Some(id) = delivery_id(headers)
+        if let Some(id) = delivery_id(headers, &DELIVERY_ID_HEADERS)
             && !self.deliveries.first_time(id, Instant::now())
         {
             tracing::debug!(job_id = event.job_id, "duplicate webhook delivery ignored");

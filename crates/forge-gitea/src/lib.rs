@@ -6,7 +6,6 @@
 //! - [`GiteaClient`] is the REST client underneath.
 //! - [`verify_signature`] and [`parse_workflow_job`] serve the `workflow_job` webhook route.
 
-pub mod cache;
 pub mod client;
 pub mod error;
 pub mod forge;
@@ -18,7 +17,6 @@ pub mod pod_security;
 mod release;
 mod runner_names;
 pub mod scope;
-mod taken;
 pub mod types;
 pub mod validate;
 pub mod version;

@@ -45,7 +45,7 @@ pub const REGISTER_CONTAINER: &str = "register";
 pub const REGISTRATION_TOKEN_KEY: &str = "registration_token";
 /// Where the runner keeps its `.runner` state; an emptyDir so every runner starts fresh, shared
 /// by the two containers.
-pub const DATA_DIR: &str = "/data";
+pub const DATA_DIR: &str = forgerunner_http::act_runner::DATA_DIR;
 /// Where the register container finds the runner Secret.
 pub const TOKEN_DIR: &str = "/var/run/gitea-runner";
 /// Binary of Gitea Runner ≥ 1.0.

@@ -4,37 +4,18 @@
 //! set of live groups.
 
 use std::collections::HashSet;
-use std::hash::Hash;
-use std::sync::Mutex;
 
 use forgerunner_core::forge::GroupKey;
+use forgerunner_http::InstanceKey;
+use forgerunner_http::pool::{clear, len, retain};
 
-use crate::forge::{GiteaForge, InstanceKey, ListingKey};
-
-fn retain_keys<K: Eq + Hash, V>(map: &Mutex<std::collections::HashMap<K, V>>, keep: impl Fn(&K) -> bool) {
-    if let Ok(mut m) = map.lock() {
-        m.retain(|k, _| keep(k));
-    }
-}
-
-fn clear<K, V>(map: &Mutex<std::collections::HashMap<K, V>>) {
-    if let Ok(mut m) = map.lock() {
-        m.clear();
-    }
-}
-
-fn len<K, V>(map: &Mutex<std::collections::HashMap<K, V>>) -> usize {
-    map.lock().map_or(0, |m| m.len())
-}
+use crate::forge::{GiteaForge, ListingKey};
 
 impl GiteaForge {
     /// Forgets `key`'s group state and whatever no other group uses.
     pub(crate) fn release_group(&self, key: &GroupKey) {
         if let Ok(mut g) = self.groups.lock() {
             g.remove(key);
-        }
-        if let Ok(mut f) = self.taken.lock() {
-            f.remove(key);
         }
         self.prune();
     }
@@ -47,11 +28,11 @@ impl GiteaForge {
             Err(_) => return,
         };
         let instances: HashSet<&InstanceKey> = live.iter().map(ListingKey::instance).collect();
-        retain_keys(&self.jobs, |k| live.contains(k));
-        retain_keys(&self.runners, |k| live.contains(k));
-        retain_keys(&self.offline, |k| live.contains(k));
-        retain_keys(&self.tokens, |k| live.contains(k));
-        retain_keys(&self.instances, |k| instances.contains(k));
+        self.jobs.retain(|k| live.contains(k));
+        self.runners.retain(|k| live.contains(k));
+        retain(&self.offline, |k| live.contains(k));
+        self.tokens.retain(|k| live.contains(k));
+        self.instances.retain(|k| instances.contains(k));
         if let Ok(mut a) = self.announced.lock() {
             a.retain(|k, _| live.contains(k));
         }
@@ -61,26 +42,25 @@ impl GiteaForge {
     /// Forgets every group, client, listing and token (leadership lost).
     pub(crate) fn forget_all(&self) {
         clear(&self.groups);
-        clear(&self.jobs);
-        clear(&self.runners);
+        self.jobs.clear();
+        self.runners.clear();
         clear(&self.offline);
-        clear(&self.tokens);
-        clear(&self.taken);
+        self.tokens.clear();
         self.forget_announced();
-        clear(&self.instances);
+        self.instances.clear();
         self.report_cache();
     }
 
     /// Sets the cache gauge from the maps' sizes.
     pub(crate) fn report_cache(&self) {
-        let listings = len(&self.jobs) + len(&self.runners) + len(&self.offline) + len(&self.announced);
-        let groups = len(&self.groups) + len(&self.taken);
+        let listings = self.jobs.len() + self.runners.len() + len(&self.offline) + len(&self.announced);
+        let groups = len(&self.groups);
         self.metrics.set_cache_entries(
             "gitea",
             &[
-                ("clients", len(&self.instances)),
+                ("clients", self.instances.len()),
                 ("listings", listings),
-                ("tokens", len(&self.tokens)),
+                ("tokens", self.tokens.len()),
                 ("groups", groups),
             ],
         );

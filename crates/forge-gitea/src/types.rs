@@ -4,15 +4,8 @@
 //! times arrive as `1970-01-01T00:00:00Z`; all of that decodes without error.
 
 use forgerunner_core::job_identity::JobIdentity;
+use forgerunner_http::wire::null_as_default;
 use serde::{Deserialize, Deserializer};
-
-/// `GET /version` body.
-#[derive(Clone, Debug, Deserialize)]
-pub struct ServerVersion {
-    /// Version string, e.g. `1.26.0` or `1.25.2+dev-12-gabcdef`.
-    #[serde(default)]
-    pub version: String,
-}
 
 /// `GET /user` body (only what we use).
 #[derive(Clone, Debug, Deserialize)]
@@ -56,14 +49,6 @@ impl<'de> Deserialize<'de> for JobStatus {
         let s = Option::<String>::deserialize(d)?;
         Ok(s.as_deref().map(JobStatus::from_api).unwrap_or_default())
     }
-}
-
-fn null_as_default<'de, D, T>(d: D) -> Result<T, D::Error>
-where
-    D: Deserializer<'de>,
-    T: Default + Deserialize<'de>,
-{
-    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
 }
 
 /// One `ActionWorkflowJob`.
@@ -193,14 +178,6 @@ pub struct RunnersPage {
     /// Runners across all pages.
     #[serde(default)]
     pub total_count: i64,
-}
-
-/// Registration token body `{"token": "…"}`.
-#[derive(Clone, Deserialize)]
-pub struct RegistrationTokenBody {
-    /// The token.
-    #[serde(default)]
-    pub token: String,
 }
 
 #[cfg(test)]

@@ -3,13 +3,25 @@
 use forgerunner_core::crd::{ContainerModeType, RunnerGroupSpec};
 use forgerunner_core::crd::{GiteaScope, GiteaSpec};
 use forgerunner_core::validate::{
-    MAX_LABELS, SpecViolation, check_container_mode, is_http_url, is_object_name, is_runner_label, violation,
+    MAX_FORGE_NAME_LEN, MAX_LABELS, MAX_REPO_LEN, SpecViolation, check_container_mode, check_length,
+    is_http_url, is_object_name, is_runner_label, violation,
 };
 
 /// The rules of `spec.gitea`; empty when valid.
 pub fn validate_gitea(gt: &GiteaSpec) -> Vec<SpecViolation> {
     let mut out = Vec::new();
     let out = &mut out;
+    out.extend(check_length(
+        "spec.gitea.org",
+        gt.org.as_deref(),
+        MAX_FORGE_NAME_LEN,
+    ));
+    out.extend(check_length(
+        "spec.gitea.user",
+        gt.user.as_deref(),
+        MAX_FORGE_NAME_LEN,
+    ));
+    out.extend(check_length("spec.gitea.repo", gt.repo.as_deref(), MAX_REPO_LEN));
     if !is_http_url(&gt.url) {
         out.push(violation(
             "spec.gitea.url",
@@ -143,6 +155,19 @@ mod tests {
     /// The fields named by the violations of the whole spec, in order.
     fn fields(spec: &RunnerGroupSpec) -> Vec<&'static str> {
         violations(spec).into_iter().map(|v| v.field).collect()
+    }
+
+    #[test]
+    fn names_have_the_schemas_max_length() {
+        let long = |n: usize| Some("é".repeat(n));
+        let mut s = gitea();
+        gt(&mut s).org = long(MAX_FORGE_NAME_LEN + 1);
+        gt(&mut s).user = long(MAX_FORGE_NAME_LEN + 1);
+        gt(&mut s).repo = Some(format!("o/{}", "r".repeat(MAX_REPO_LEN - 1)));
+        assert_eq!(
+            fields(&s),
+            ["spec.gitea.org", "spec.gitea.user", "spec.gitea.repo"]
+        );
     }
 
     #[test]

@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use forgerunner_http::version::Release;
+
 /// The oldest Gitea with the `/actions/jobs` lists (1.25.0).
 pub const MINIMUM: GiteaVersion = GiteaVersion {
     major: 1,
@@ -40,23 +42,11 @@ const FORGEJO_FIRST_MAJOR: u64 = 7;
 impl GiteaVersion {
     /// Parses `1.26.0`, `v1.25.2`, `1.26.0-rc1`, `1.25.0+dev-12-gabc`.
     pub fn parse(raw: &str) -> Result<GiteaVersion, VersionError> {
-        let s = raw.trim();
-        if s.contains("+gitea-") {
+        if raw.trim().contains("+gitea-") {
             return Err(VersionError::Forgejo(raw.to_string()));
         }
-        let s = s.strip_prefix('v').unwrap_or(s);
-        let core = s.split(['-', '+']).next().unwrap_or_default();
-        let mut nums = core.split('.').map(|p| p.parse::<u64>());
-        let bad = || VersionError::Unparsable(raw.to_string());
-        let major = nums.next().and_then(Result::ok).ok_or_else(bad)?;
-        let minor = nums.next().and_then(Result::ok).ok_or_else(bad)?;
-        let patch = match nums.next() {
-            None => 0,
-            Some(p) => p.map_err(|_| bad())?,
-        };
-        if nums.next().is_some() {
-            return Err(bad());
-        }
+        let Release { major, minor, patch } =
+            Release::parse(raw).ok_or_else(|| VersionError::Unparsable(raw.to_string()))?;
         // Gitea has only ever been 1.x; Forgejo counts from 7. A Forgejo built with
         // `GITEA_VERSION` set (distribution builds) reports its version without the `+gitea-`
         // suffix (forgejo `Makefile@v15.0.0`, lines 88-91) and would otherwise pass as Gitea.

@@ -16,6 +16,7 @@ use forgerunner_core::forge::{
     Forge, ForgeRunnerState, GroupContext, GroupKey, ReconcileTrigger, SecretValue,
 };
 use forgerunner_core::metrics::Metrics;
+use forgerunner_core::reconcile::ledger::Ledger;
 use forgerunner_gitea::{ClientOptions, GiteaForge, GiteaOptions, parse_workflow_job, sign};
 use forgerunner_testkit::gitea::{ADMIN_TOKEN, FakeConfig, FakeScope, GiteaFakeHandle, JobState};
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -308,8 +309,11 @@ async fn a_runner_finished_after_the_listing_covers_its_job_until_the_next_listi
     let fake = fake().await;
     let (f, _rx) = forge();
     let c = ctx("g", &fake.url(), &["linux"], 1);
+    // The group's books in core, which net the view for runners that took a job after the
+    // listing, as the reconciler does.
+    let mut books = Ledger::default();
     let id = fake.queue_job(REPO, &["linux"]);
-    assert_eq!(jobs(&f, &c).await, 1);
+    assert_eq!(netted_view(&f, &c, &[], &mut books).await.waiting_jobs, 1);
     let before = listings(&fake);
 
     // Our runner took the job and its Job succeeded; the cached listing still shows it queued.
@@ -318,22 +322,22 @@ async fn a_runner_finished_after_the_listing_covers_its_job_until_the_next_listi
     assert!(fake.complete_job(id));
     let mut done = common::running("g-fin01");
     done.phase = RunnerPhase::Succeeded;
-    let view = f.observe(&c, &[done]).await.unwrap();
+    let view = netted_view(&f, &c, &[done], &mut books).await;
     assert_eq!(listings(&fake), before, "still the cached listing");
     assert_eq!(view.waiting_jobs, 0, "the finished runner covers its job");
     // Its Job is cleaned up: the runner is gone from the cluster, and still covers the job.
-    assert_eq!(jobs(&f, &c).await, 0);
+    assert_eq!(netted_view(&f, &c, &[], &mut books).await.waiting_jobs, 0);
 
     // A newer listing no longer shows the job: nothing is covered, and a new job counts again.
     fake.queue_job(REPO, &["linux"]);
     let deadline = Instant::now() + Duration::from_secs(10);
     while listings(&fake) == before {
         assert!(Instant::now() < deadline, "no new listing");
-        let _ = jobs(&f, &c).await;
+        let _ = netted_view(&f, &c, &[], &mut books).await.waiting_jobs;
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(
-        jobs(&f, &c).await,
+        netted_view(&f, &c, &[], &mut books).await.waiting_jobs,
         1,
         "the new job is demand; the old one is gone"
     );
@@ -350,10 +354,12 @@ async fn a_runner_busy_after_the_jobs_listing_covers_its_job() {
     let (f, _rx) = forge();
     // A long interval: the jobs listing stays cached for the whole test.
     let c = ctx("g", &fake.url(), &["linux"], 300);
+    // The group's books in core, which net the view as the reconciler does.
+    let mut books = Ledger::default();
     let id = fake.queue_job(REPO, &["linux"]);
     let runner = fake.add_runner(FakeScope::Global, "g-bus01", &["linux"], true);
     let refs = [common::running("g-bus01")];
-    let view = f.observe(&c, &refs).await.unwrap();
+    let view = netted_view(&f, &c, &refs, &mut books).await;
     assert_eq!(view.waiting_jobs, 1);
     assert_eq!(view.runners.get("g-bus01"), Some(&ForgeRunnerState::Idle));
     let before = listings(&fake);
@@ -361,7 +367,7 @@ async fn a_runner_busy_after_the_jobs_listing_covers_its_job() {
     // The runner takes the job; removing another runner refreshes the runners listing only.
     assert_eq!(fake.take_job(runner), Some(id));
     f.remove_runner(&c, &common::running("g-gone1")).await.unwrap();
-    let view = f.observe(&c, &refs).await.unwrap();
+    let view = netted_view(&f, &c, &refs, &mut books).await;
     assert_eq!(listings(&fake), before, "still the cached jobs listing");
     assert_eq!(view.runners.get("g-bus01"), Some(&ForgeRunnerState::Busy));
     assert_eq!(view.waiting_jobs, 0, "the busy runner covers its job");
@@ -370,10 +376,37 @@ async fn a_runner_busy_after_the_jobs_listing_covers_its_job() {
     assert!(fake.complete_job(id));
     let mut done = common::running("g-bus01");
     done.phase = RunnerPhase::Succeeded;
-    assert_eq!(f.observe(&c, &[done]).await.unwrap().waiting_jobs, 0);
+    assert_eq!(netted_view(&f, &c, &[done], &mut books).await.waiting_jobs, 0);
     assert_eq!(
-        jobs(&f, &c).await,
+        netted_view(&f, &c, &[], &mut books).await.waiting_jobs,
         0,
         "its Job is gone; the old listing is still covered"
     );
+}
+
+/// The view the reconciler plans on: `observe`, then netted by the group's books in core for
+/// runners that took a job after the cached jobs listing (`Ledger::net_waiting_jobs`).
+async fn netted_view(
+    f: &forgerunner_gitea::GiteaForge,
+    c: &forgerunner_core::forge::GroupContext,
+    refs: &[forgerunner_core::forge::RunnerRef],
+    books: &mut forgerunner_core::reconcile::ledger::Ledger,
+) -> forgerunner_core::forge::ForgeView {
+    use forgerunner_core::Forge;
+    let mut view = f.observe(c, refs).await.expect("observe");
+    let runners: Vec<forgerunner_core::plan::ObservedRunner> = refs
+        .iter()
+        .map(|r| forgerunner_core::plan::ObservedRunner {
+            name: r.name.clone(),
+            phase: r.phase,
+            forge_state: view.runners.get(&r.name).copied().unwrap_or_default(),
+            age_seconds: 0,
+            running_seconds: 0,
+            ever_busy: false,
+            stuck: None,
+            outdated: false,
+        })
+        .collect();
+    books.net_waiting_jobs(&mut view, &runners, std::time::Instant::now());
+    view
 }

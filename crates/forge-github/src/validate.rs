@@ -2,13 +2,25 @@
 
 use forgerunner_core::crd::GithubSpec;
 use forgerunner_core::validate::{
-    MAX_LABEL_LEN, MAX_LABELS, SpecViolation, is_http_url, is_object_name, violation,
+    MAX_FORGE_NAME_LEN, MAX_LABEL_LEN, MAX_LABELS, SpecViolation, check_length, is_http_url, is_object_name,
+    violation,
 };
 
 /// The rules of `spec.github`; empty when valid.
 pub fn validate_github(gh: &GithubSpec) -> Vec<SpecViolation> {
     let mut out = Vec::new();
     let out = &mut out;
+    let max = MAX_FORGE_NAME_LEN;
+    out.extend(check_length(
+        "spec.github.runnerGroup",
+        gh.runner_group.as_deref(),
+        max,
+    ));
+    out.extend(check_length(
+        "spec.github.scaleSetName",
+        gh.scale_set_name.as_deref(),
+        max,
+    ));
     if !is_http_url(&gh.config_url) {
         out.push(violation(
             "spec.github.configUrl",
@@ -78,6 +90,22 @@ mod tests {
             v.extend(validate_github(gh));
         }
         v.into_iter().map(|v| v.field).collect()
+    }
+
+    #[test]
+    fn names_have_the_schemas_max_length() {
+        let long = |n: usize| Some("é".repeat(n));
+        let mut s = github();
+        // Characters, as the API server counts them, not bytes: 255 two-byte characters pass.
+        gh(&mut s).runner_group = long(MAX_FORGE_NAME_LEN);
+        gh(&mut s).scale_set_name = long(MAX_FORGE_NAME_LEN);
+        assert!(fields(&s).is_empty());
+        gh(&mut s).runner_group = long(MAX_FORGE_NAME_LEN + 1);
+        gh(&mut s).scale_set_name = long(MAX_FORGE_NAME_LEN + 1);
+        assert_eq!(
+            fields(&s),
+            ["spec.github.runnerGroup", "spec.github.scaleSetName"]
+        );
     }
 
     #[test]

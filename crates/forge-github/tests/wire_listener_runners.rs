@@ -19,6 +19,7 @@ fn runner_ref(name: &str) -> RunnerRef {
         name: name.into(),
         annotations: Default::default(),
         phase: RunnerPhase::Running,
+        stored: true,
     }
 }
 
@@ -217,6 +218,7 @@ async fn jit_config_busy_refusal_and_removal() {
         name: "runners-abcde".into(),
         annotations: again.annotations.clone(),
         phase: RunnerPhase::Running,
+        stored: true,
     };
     let states = h
         .forge
@@ -342,6 +344,7 @@ async fn runners_adopted_after_a_restart_keep_scale_down_off_until_known() {
             .chain(annotations.iter().map(|(k, v)| (k.to_string(), v.to_string())))
             .collect(),
         phase,
+        stored: true,
     };
 
     let after = harness();
@@ -386,6 +389,7 @@ async fn runners_adopted_after_a_restart_keep_scale_down_off_until_known() {
         name: "adopt-fghij".into(),
         annotations: mine.annotations.clone(),
         phase: RunnerPhase::Running,
+        stored: true,
     };
     let d = after.forge.observe(&ctx, &[own]).await.unwrap();
     assert!(d.complete, "its own runners keep the view complete");

@@ -1,21 +1,40 @@
-//! What the forge backends' HTTP clients share: trusting a group's extra CA bundle and sending
-//! through its proxy (`caBundleConfigMap`, `proxyUrl`), reading bodies with a size cap,
-//! bounding paged listings, clamping `Retry-After` and describing transport failures without
-//! the request URL.
+//! What the forge backends share.
+//!
+//! Every forge's HTTP client: trusting a group's extra CA bundle and sending through its proxy
+//! (`caBundleConfigMap`, `proxyUrl`), reading bodies with a size cap, bounding paged listings,
+//! clamping `Retry-After` and describing transport failures without the request URL.
+//!
+//! Gitea and Forgejo (a fork of Gitea) beyond that: the REST client skeleton ([`rest`]), the
+//! single-flight listing cache ([`single_flight`]), the pool of clients per instance and
+//! credentials ([`pool`]), scopes ([`scope`]), version numbers ([`version`]), shared wire
+//! types ([`wire`]) and the runner pod profile ([`act_runner`]).
 //!
 //! Its own crate because `core` knows no HTTP and forge crates never import each other, yet the
-//! GitHub, Gitea and Forgejo clients must treat these settings and limits the same way.
+//! forge clients must treat these settings and limits the same way.
 
+pub mod act_runner;
 pub mod body;
 pub mod listing;
+#[cfg(any(test, feature = "testing"))]
+pub mod pod_checks;
+pub mod pool;
+pub mod rest;
 pub mod retry_after;
+pub mod scope;
+pub mod single_flight;
 #[cfg(any(test, feature = "testing"))]
 pub mod test_server;
 pub mod transport;
+pub mod version;
+pub mod wire;
 
 pub use body::{BodyError, ByteSize, read_capped};
 pub use listing::{ListingBudget, ListingError, ListingLimits};
+pub use pool::{Connection, Instance, InstanceKey, Pool, PoolError};
+pub use rest::{CallError, ClientOptions, RestClient};
 pub use retry_after::{MAX_RETRY_AFTER, retry_after_secs};
+pub use scope::{Scope, ScopeError};
+pub use single_flight::{Cell, Fetched};
 pub use transport::{TransportFailure, TransportKind};
 
 /// Why the trust settings cannot be applied to a client.

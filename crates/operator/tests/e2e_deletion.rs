@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use common::e2e::{fail_with_output, start_operator, start_world};
 use common::gitea_world::{condition, gitea_group, gitea_world};
 use forgerunner_core::RunnerGroup;
-use forgerunner_core::crd::{ForgeKind, GiteaScope, GiteaSpec, RunnerGroupSpec};
+use forgerunner_core::crd::ForgeKind;
 use forgerunner_core::reconcile::cleanup::CLEANUP_BUDGET;
 use forgerunner_sandbox::world::groups::GroupSize;
 use forgerunner_sandbox::world::operator::OperatorProcess;
@@ -290,36 +290,18 @@ async fn churn_cycle(world: &World, fake: &GiteaFakeHandle, op: &OperatorProcess
     let proxy = fake
         .url()
         .replacen("http://", &format!("http://tenant{i}:pw@"), 1);
-    let spec = RunnerGroupSpec {
-        forge: ForgeKind::Gitea,
-        github: None,
-        gitea: Some(GiteaSpec {
-            url: fake.url(),
-            scope: GiteaScope::Global,
-            org: None,
-            user: None,
-            repo: None,
-            credentials: name.clone(),
-            labels: vec!["churn:host".to_owned()],
-            poll_interval_seconds: Some(30),
-            webhook_secret: None,
-            ca_bundle_config_map: Some("corp-ca".to_owned()),
-            proxy_url: Some(proxy),
-        }),
-        forgejo: None,
-        min_runners: 0,
-        max_runners: 1,
-        image: None,
-        template: None,
-        ttl_seconds_after_finished: None,
-        active_deadline_seconds: None,
-        idle_timeout_seconds: None,
-        startup_timeout_seconds: None,
-        scale_down_delay_seconds: None,
-        container_mode: None,
-    };
+    let group = RunnerGroup::test(ForgeKind::Gitea)
+        .named(ns, &name)
+        .url(fake.url())
+        .credentials(&name)
+        .labels(["churn:host"])
+        .poll_interval(30)
+        .ca_bundle("corp-ca")
+        .proxy(proxy)
+        .max(1)
+        .build();
     Api::<RunnerGroup>::namespaced(world.client.clone(), ns)
-        .create(&PostParams::default(), &RunnerGroup::new(&name, spec))
+        .create(&PostParams::default(), &group)
         .await
         .expect("group");
     let connected = wait_until(Duration::from_secs(60), "the group connected", || async {

@@ -7,6 +7,8 @@ use RemovalReason::{Failed as RFailed, IdleTimeout, Orphaned, ScaleDown, Succeed
 use RunnerPhase::{Failed, Pending, Running, Succeeded, Terminating};
 
 const TIMEOUT: u32 = 600;
+/// The clock of every planned pass.
+const NOW: Timestamp = Timestamp::constant(1_000_000, 0);
 
 fn r(name: &str, phase: RunnerPhase, state: ForgeRunnerState) -> ObservedRunner {
     ObservedRunner {
@@ -129,8 +131,17 @@ impl Case {
             idle_timeout_seconds: self.idle_timeout,
             runners: &self.runners,
             view: &self.view,
-            consecutive_failures: self.failures,
-            creation_held: self.held,
+            // Held: the last failure was just now, after enough failures to back off.
+            failures: FailureHistory {
+                consecutive: if self.held {
+                    self.failures.max(2)
+                } else {
+                    self.failures
+                },
+                last_at: self.held.then_some(NOW),
+            },
+            budget: None,
+            now: NOW,
             scale_down_delay_seconds: self.delay,
             surplus: self.surplus,
         })

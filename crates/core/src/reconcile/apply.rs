@@ -28,14 +28,6 @@ use crate::startup::StartupFailure;
 /// Each creation is three round trips (forge credentials, Job, Secret); 8 left a burst of 1000
 /// runners waiting on latency, not on CPU.
 const CREATE_PARALLELISM: usize = 32;
-/// Runner creations in flight at once in the whole process, over all groups. Every request in
-/// flight holds an HTTP connection, and idle connections stay pooled (one pool per forge client,
-/// i.e. per group): with many groups scaling up together, a per-group limit alone opened
-/// thousands of connections and most of the operator's memory went to their buffers.
-const PROCESS_CREATE_PARALLELISM: usize = 32;
-/// Permits for [`PROCESS_CREATE_PARALLELISM`]; fair (FIFO), so groups take turns.
-static CREATE_PERMITS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(PROCESS_CREATE_PARALLELISM);
-
 /// What the apply step did.
 #[derive(Debug, Default)]
 pub struct ApplyReport {
@@ -87,6 +79,8 @@ pub struct Target<'a> {
     pub forge: &'a dyn Forge,
     /// Checked before each forge write (see [`crate::fence`]).
     pub fence: &'a Fence,
+    /// Runner creations in flight at once over every group ([`super::Context::create_permits`]).
+    pub create_permits: &'a tokio::sync::Semaphore,
     /// The group as the forge sees it.
     pub group: &'a GroupContext,
     /// The group's runner Jobs as observed.
@@ -157,6 +151,7 @@ pub(super) fn runner_ref(observed: &[Arc<Job>], name: &str) -> RunnerRef {
         name: name.to_owned(),
         annotations: super::observe::job_annotations(observed, name),
         phase: job.map_or(RunnerPhase::Pending, |j| super::observe::job_phase(j)),
+        stored: job.is_some(),
     }
 }
 
@@ -250,7 +245,7 @@ pub(super) fn post_params() -> PostParams {
 /// and how its pod breaks the `restricted` Pod Security profile (empty when it passes).
 async fn create_runner(t: &Target<'_>) -> Result<(String, Vec<String>), ReconcileError> {
     // The semaphore is never closed; if it were, creating without a permit is still correct.
-    let _permit = CREATE_PERMITS.acquire().await.ok();
+    let _permit = t.create_permits.acquire().await.ok();
     let group = &t.group.group;
     let name = runner_name(&t.group.key.name);
     // Checked after the permit: the wait for it may outlast the lease.
@@ -273,6 +268,7 @@ async fn create_runner(t: &Target<'_>) -> Result<(String, Vec<String>), Reconcil
             name: name.clone(),
             annotations: creds.annotations.clone(),
             phase: RunnerPhase::Pending,
+            stored: false,
         };
         // A deposed leader leaves the ghost to the new leader's sweep.
         if t.fence.is_held()

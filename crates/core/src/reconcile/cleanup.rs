@@ -24,8 +24,9 @@ use super::context::Context;
 use super::error::ReconcileError;
 use super::events;
 use super::observe::belongs_to;
+use super::pass::group_context;
 use super::pass_metrics::clear_runner_gauges;
-use super::pipeline::{check_spec, group_context, group_key};
+use super::pipeline::{check_spec, group_key};
 use super::spans::forge_call;
 use crate::crd::RunnerGroup;
 use crate::forge::{Forge, ForgeError, GroupContext, GroupKey, RunnerRef};
@@ -206,6 +207,23 @@ async fn forge_step(
         Ok(Err(e)) => return ForgeStep::Failed(e.to_string()),
         Err(_) => return ForgeStep::Failed(timed_out("reading the credentials")),
     };
+    let deregistered = deregister_pending(ctx, forge, key, &gctx, deadline).await;
+    let released = release_at_forge(ctx, forge, key, &gctx, deadline).await;
+    match deregistered.or(released) {
+        None => ForgeStep::Clean,
+        Some(f) if f.permanent => ForgeStep::Impossible(f.message),
+        Some(f) => ForgeStep::Failed(f.message),
+    }
+}
+
+/// Deregisters the runners still pending; returns the first failure.
+async fn deregister_pending(
+    ctx: &Context,
+    forge: &dyn Forge,
+    key: &GroupKey,
+    gctx: &GroupContext,
+    deadline: tokio::time::Instant,
+) -> Option<ForgeFailure> {
     let pending: Vec<RunnerRef> = ctx.with_memory(key, |m| {
         m.cleanup
             .as_ref()
@@ -213,7 +231,7 @@ async fn forge_step(
             .unwrap_or_default()
     });
     let results: Vec<(String, Result<(), ForgeFailure>)> = futures::stream::iter(pending)
-        .map(|rr| deregister(forge, &gctx, rr, deadline))
+        .map(|rr| deregister(forge, gctx, rr, deadline))
         .buffer_unordered(REMOVE_PARALLELISM)
         .collect()
         .await;
@@ -231,31 +249,37 @@ async fn forge_step(
             }
         }
     });
+    first_error
+}
+
+/// Releases the group at the forge (sessions, scale sets), once; returns the failure.
+async fn release_at_forge(
+    ctx: &Context,
+    forge: &dyn Forge,
+    key: &GroupKey,
+    gctx: &GroupContext,
+    deadline: tokio::time::Instant,
+) -> Option<ForgeFailure> {
     let shut_down = ctx.with_memory(key, |m| m.cleanup.as_ref().is_some_and(|c| c.shut_down));
-    if !shut_down {
-        match tokio::time::timeout_at(
-            deadline,
-            forge.shutdown(&gctx).instrument(forge_call("shutdown", &gctx)),
-        )
-        .await
-        {
-            Ok(Ok(())) => ctx.with_memory(key, |m| {
+    if shut_down {
+        return None;
+    }
+    match tokio::time::timeout_at(
+        deadline,
+        forge.shutdown(gctx).instrument(forge_call("shutdown", gctx)),
+    )
+    .await
+    {
+        Ok(Ok(())) => {
+            ctx.with_memory(key, |m| {
                 if let Some(c) = m.cleanup.as_mut() {
                     c.shut_down = true;
                 }
-            }),
-            Ok(Err(e)) => {
-                first_error.get_or_insert(ForgeFailure::from(&e));
-            }
-            Err(_) => {
-                first_error.get_or_insert(ForgeFailure::timed_out("releasing the group"));
-            }
+            });
+            None
         }
-    }
-    match first_error {
-        None => ForgeStep::Clean,
-        Some(f) if f.permanent => ForgeStep::Impossible(f.message),
-        Some(f) => ForgeStep::Failed(f.message),
+        Ok(Err(e)) => Some(ForgeFailure::from(&e)),
+        Err(_) => Some(ForgeFailure::timed_out("releasing the group")),
     }
 }
 

@@ -8,9 +8,10 @@ use k8s_openapi::api::batch::v1::Job;
 use kube::Client;
 use kube::runtime::events::Recorder;
 use kube::runtime::reflector::Store;
+use tokio::sync::Semaphore;
 
 use super::ForgeSet;
-use super::observe::InFlight;
+use super::ledger::Ledger;
 use crate::fence::Fence;
 use crate::forge::GroupKey;
 use crate::forge_hosts::ForgeHostAllowlist;
@@ -53,45 +54,15 @@ pub fn with_jitter(delay: Duration) -> Duration {
 /// Per-group memory that only needs to live as long as the process.
 #[derive(Debug, Default)]
 pub struct GroupMemory {
-    /// Consecutive failed reconciles (drives the backoff).
+    /// Consecutive failed reconciles (drives the backoff); the controller's error policy counts
+    /// them outside any pass.
     pub failures: u32,
     /// Progress of the cleanup of a deleted group.
     pub cleanup: Option<super::cleanup::CleanupState>,
-    /// Writes the store may not show yet.
-    pub in_flight: InFlight,
-    /// The status this process wrote last, until the store shows a newer object.
-    pub written_status: Option<WrittenStatus>,
-    /// When this process last wrote the status (count-only changes are rate-limited by it).
-    pub last_status_write: Option<std::time::Instant>,
-    /// Pending runner Jobs have been checked for a missing Secret since the last failed pass.
-    pub secrets_checked: bool,
-    /// Fingerprint of the runner Role rules last applied (see `runner_rbac`).
-    pub runner_rbac: Option<String>,
-    /// Generation whose runner pods were already checked against `restricted`.
-    pub pod_security_checked: Option<i64>,
-    /// Runners whose job identity is being (or was) recorded.
-    pub identity_writes: super::identity::IdentityWrites,
     /// Events written lately, so a repeat is not written again at once.
     pub recent_events: super::events::RecentEvents,
-    /// Since when runners run and a surplus lasts (the scaling rule's clocks).
-    pub plan: crate::plan::memory::PlanMemory,
-    /// When the runner container hooks' leftovers were last looked for.
-    pub hook_sweep: super::hook_leftovers::SweepClock,
-    /// What the latency per stage has already counted.
-    pub stages: super::stage_track::StageTracker,
-    /// The last pass created fewer runners than planned because the API budget is low (the
-    /// Event is published when this turns on).
-    pub budget_throttled: bool,
-}
-
-/// A status written by this process, and the `resourceVersion` of the object it was based on.
-#[derive(Debug)]
-pub struct WrittenStatus {
-    /// `resourceVersion` of the group the write started from; while the store still shows it,
-    /// the store has not seen the write.
-    pub based_on: Option<String>,
-    /// The status written.
-    pub status: crate::crd::RunnerGroupStatus,
+    /// The group's books; a pass takes them whole ([`Context::lease_ledger`]).
+    pub ledger: Ledger,
 }
 
 /// Everything a reconcile needs; one per watched namespace (each has its own Job store).
@@ -113,8 +84,17 @@ pub struct Context {
     pub forge_hosts: ForgeHostAllowlist,
     /// Checked before every forge write: a deposed leader must not register or remove runners.
     pub fence: Fence,
+    /// Runner creations in flight at once over every group this controller runs, shared by
+    /// the contexts of all watched namespaces ([`Context::with_create_permits`]).
+    pub create_permits: Arc<Semaphore>,
     memory: Mutex<HashMap<GroupKey, GroupMemory>>,
 }
+
+/// Runner creations in flight at once in the whole process, over all groups. Every request in
+/// flight holds an HTTP connection, and idle connections stay pooled: with many groups scaling
+/// up together, a per-group limit alone opened thousands of connections and most of the
+/// operator's memory went to their buffers.
+pub const PROCESS_CREATE_PARALLELISM: usize = 32;
 
 impl Context {
     /// A context over the given clients and store.
@@ -135,6 +115,7 @@ impl Context {
             jobs_synced,
             forge_hosts: ForgeHostAllowlist::default(),
             fence: Fence::open(),
+            create_permits: Arc::new(Semaphore::new(PROCESS_CREATE_PARALLELISM)),
             memory: Mutex::new(HashMap::new()),
         }
     }
@@ -153,6 +134,13 @@ impl Context {
         self
     }
 
+    /// The same context, sharing `permits` for runner creations with other contexts.
+    #[must_use]
+    pub fn with_create_permits(mut self, permits: Arc<Semaphore>) -> Context {
+        self.create_permits = permits;
+        self
+    }
+
     fn lock(&self) -> MutexGuard<'_, HashMap<GroupKey, GroupMemory>> {
         // A panic while holding the lock leaves plain counters behind; keep using them.
         self.memory
@@ -163,6 +151,17 @@ impl Context {
     /// Runs `f` on the memory of `key` (created empty on first use).
     pub fn with_memory<R>(&self, key: &GroupKey, f: impl FnOnce(&mut GroupMemory) -> R) -> R {
         f(self.lock().entry(key.clone()).or_default())
+    }
+
+    /// Takes the group's books for one pass; they go back when the lease is dropped, also when
+    /// the pass fails or is cancelled.
+    pub fn lease_ledger(&self, key: &GroupKey) -> LedgerLease<'_> {
+        let ledger = self.with_memory(key, |m| std::mem::take(&mut m.ledger));
+        LedgerLease {
+            ctx: self,
+            key: key.clone(),
+            ledger,
+        }
     }
 
     /// Forgets a group (deleted).
@@ -182,6 +181,34 @@ impl Context {
     /// Resets the failure count after a successful reconcile.
     pub fn record_success(&self, key: &GroupKey) {
         self.with_memory(key, |m| m.failures = 0);
+    }
+}
+
+/// A group's books, taken for one pass ([`Context::lease_ledger`]).
+pub struct LedgerLease<'a> {
+    ctx: &'a Context,
+    key: GroupKey,
+    ledger: Ledger,
+}
+
+impl std::ops::Deref for LedgerLease<'_> {
+    type Target = Ledger;
+
+    fn deref(&self) -> &Ledger {
+        &self.ledger
+    }
+}
+
+impl std::ops::DerefMut for LedgerLease<'_> {
+    fn deref_mut(&mut self) -> &mut Ledger {
+        &mut self.ledger
+    }
+}
+
+impl Drop for LedgerLease<'_> {
+    fn drop(&mut self) {
+        let ledger = std::mem::take(&mut self.ledger);
+        self.ctx.with_memory(&self.key, |m| m.ledger = ledger);
     }
 }
 

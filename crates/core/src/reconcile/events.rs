@@ -166,89 +166,74 @@ pub async fn waiting_out(ctx: &Context, group: &RunnerGroup, runners: &[(String,
 
 /// Scale up / down and runner failure summaries of one pass.
 pub async fn scaling(ctx: &Context, group: &RunnerGroup, s: &PassSummary, r: &ApplyReport) {
+    for n in scaling_notes(s, r) {
+        publish(ctx, group, n.type_, n.reason, n.action, n.note).await;
+    }
+}
+
+/// One Event to publish.
+struct Note {
+    type_: EventType,
+    reason: &'static str,
+    action: &'static str,
+    note: String,
+}
+
+/// The Events that tell what one pass created and removed.
+fn scaling_notes(s: &PassSummary, r: &ApplyReport) -> Vec<Note> {
+    let note = |type_, reason, action, note| Note {
+        type_,
+        reason,
+        action,
+        note,
+    };
+    let mut out = Vec::new();
     if s.created > 0 {
-        publish(
-            ctx,
-            group,
-            EventType::Normal,
-            "ScaledUp",
-            "CreateRunners",
-            format!("created {} runners", s.created),
-        )
-        .await;
+        let text = format!("created {} runners", s.created);
+        out.push(note(EventType::Normal, "ScaledUp", "CreateRunners", text));
     }
     if s.scaled_down > 0 {
-        let note = format!("removed {} idle runners", s.scaled_down);
-        publish(ctx, group, EventType::Normal, "ScaledDown", "RemoveRunners", note).await;
+        let text = format!("removed {} idle runners", s.scaled_down);
+        out.push(note(EventType::Normal, "ScaledDown", "RemoveRunners", text));
     }
     if !r.failed_deleted.is_empty() {
         let shown: Vec<&str> = r.failed_deleted.iter().take(5).map(String::as_str).collect();
-        let note = format!(
-            "{} runners failed ({}{}); {} in a row",
+        let more = if r.failed_deleted.len() > shown.len() {
+            ", …"
+        } else {
+            ""
+        };
+        let text = format!(
+            "{} runners failed ({}{more}); {} in a row",
             r.failed_deleted.len(),
             shown.join(", "),
-            if r.failed_deleted.len() > shown.len() {
-                ", …"
-            } else {
-                ""
-            },
             s.failed_runners
         );
-        publish(
-            ctx,
-            group,
-            EventType::Warning,
-            "RunnerFailed",
-            "RemoveRunners",
-            note,
-        )
-        .await;
+        out.push(note(EventType::Warning, "RunnerFailed", "RemoveRunners", text));
     }
     // One Event per runner that did not start, quoting Kubernetes (bounded per pass; the
     // condition carries the latest).
     for (name, cause, message) in r.stuck.iter().take(MAX_STUCK_EVENTS) {
-        let note = format!("runner {name} did not start and was removed: {message}");
-        publish(
-            ctx,
-            group,
-            EventType::Warning,
-            cause.as_str(),
-            "RemoveRunners",
-            note,
-        )
-        .await;
+        let text = format!("runner {name} did not start and was removed: {message}");
+        out.push(note(EventType::Warning, cause.as_str(), "RemoveRunners", text));
     }
     if r.spec_replaced > 0 {
-        let note = format!(
+        let text = format!(
             "replacing {} idle runners built from an older spec; busy runners finish first",
             r.spec_replaced
         );
-        publish(
-            ctx,
-            group,
-            EventType::Normal,
-            "SpecChanged",
-            "RemoveRunners",
-            note,
-        )
-        .await;
+        out.push(note(EventType::Normal, "SpecChanged", "RemoveRunners", text));
     }
     if !r.outdated.is_empty() {
         let shown: Vec<&str> = r.outdated.iter().take(5).map(String::as_str).collect();
-        let note = format!(
+        let text = format!(
             "outdated runner exited ({}): update spec.image (or the runner container's image in spec.template)",
             shown.join(", ")
         );
-        publish(
-            ctx,
-            group,
-            EventType::Warning,
-            ConditionReason::RunnerOutdated.as_str(),
-            "RemoveRunners",
-            note,
-        )
-        .await;
+        let reason = ConditionReason::RunnerOutdated.as_str();
+        out.push(note(EventType::Warning, reason, "RemoveRunners", text));
     }
+    out
 }
 
 /// Once per spec generation: the group's runner pods break the `restricted` Pod Security

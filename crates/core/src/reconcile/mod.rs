@@ -11,7 +11,9 @@ pub mod error;
 pub mod events;
 pub mod hook_leftovers;
 pub mod identity;
+pub mod ledger;
 pub mod observe;
+mod pass;
 pub mod pass_metrics;
 pub mod pipeline;
 pub mod repair;
@@ -151,20 +153,23 @@ pub async fn run_controller(
     ready: Arc<AtomicBool>,
     shutdown: CancellationToken,
 ) -> Result<(), ControllerError> {
-    let scopes: Vec<Option<String>> = if options.namespaces.is_empty() {
-        vec![None]
-    } else {
-        let mut ns = options.namespaces.clone();
-        ns.sort();
-        ns.dedup();
-        ns.into_iter().map(Some).collect()
-    };
     let reporter = Reporter {
         controller: CONTROLLER_NAME.to_owned(),
         instance: Some(options.instance.clone()),
     };
     let recorder = Recorder::new(client.clone(), reporter);
+    // One budget of runner creations for every namespace this controller watches.
+    let create_permits = Arc::new(tokio::sync::Semaphore::new(context::PROCESS_CREATE_PARALLELISM));
 
+    let shared = Shared {
+        client: &client,
+        forges: &forges,
+        metrics: &metrics,
+        recorder: &recorder,
+        options: &options,
+        create_permits: &create_permits,
+        shutdown: &shutdown,
+    };
     let mut senders: HashMap<Option<String>, mpsc::UnboundedSender<ObjectRef<RunnerGroup>>> = HashMap::new();
     // Every task is owned by a JoinSet: dropping this future (the leader aborting a deposed
     // term) aborts them all, so no reconcile outlives its term.
@@ -172,71 +177,17 @@ pub async fn run_controller(
     let mut scopes_by_task = HashMap::new();
     let mut helpers = JoinSet::new();
     let mut readiness = Vec::new();
-    for scope in scopes {
+    for scope in scopes(&options.namespaces) {
         let (tx, rx) = mpsc::unbounded_channel();
         senders.insert(scope.clone(), tx);
-        let (groups_api, jobs_api): (Api<RunnerGroup>, Api<Job>) = match &scope {
-            Some(ns) => (
-                Api::namespaced(client.clone(), ns),
-                Api::namespaced(client.clone(), ns),
-            ),
-            None => (Api::all(client.clone()), Api::all(client.clone())),
-        };
-        let (group_reader, group_writer) = reflector::store();
-        let (job_reader, job_writer) = reflector::store();
-        let groups = watcher(groups_api, watcher::Config::default())
-            .default_backoff()
-            .modify(slim_group)
-            .reflect(group_writer)
-            .applied_objects()
-            .predicate_filter(group_predicate, Default::default());
-        let jobs = watcher(jobs_api, watcher::Config::default().labels(MANAGED_BY_SELECTOR))
-            .default_backoff()
-            .modify(slim_job)
-            .reflect(job_writer)
-            .touched_objects();
-        let jobs_synced = Arc::new(AtomicBool::new(false));
-        let (synced, jobs_store) = (jobs_synced.clone(), job_reader.clone());
-        helpers.spawn(async move {
-            if store_ready(&jobs_store).await {
-                synced.store(true, Ordering::SeqCst);
-            }
-        });
-        let ctx = Arc::new(
-            Context::new(
-                client.clone(),
-                forges.clone(),
-                metrics.clone(),
-                recorder.clone(),
-                job_reader.clone(),
-                jobs_synced,
-            )
-            .with_forge_hosts(options.forge_hosts.clone())
-            .with_fence(options.fence.clone()),
-        );
-        let (gr, jr) = (group_reader.clone(), job_reader);
-        readiness.push(async move { store_ready(&gr).await && store_ready(&jr).await });
-        let controller = Controller::for_stream(groups, group_reader)
-            .owns_stream(jobs)
-            .reconcile_on(futures::stream::unfold(rx, |mut rx| async move {
-                rx.recv().await.map(|r| (r, rx))
-            }))
-            .with_config(ControllerConfig::default().concurrency(options.concurrency))
-            .graceful_shutdown_on(shutdown.clone().cancelled_owned());
         let label = scope.clone().unwrap_or_else(|| "all namespaces".to_owned());
+        let (controller, synced) = scope_controller(&shared, scope.as_deref(), rx, &mut helpers);
+        readiness.push(synced);
         let task = controllers.spawn({
             let label = label.clone();
             async move {
                 info!(scope = %label, "controller started");
-                controller
-                    .run(pipeline::reconcile, pipeline::error_policy, ctx)
-                    .for_each(|res| async move {
-                        match res {
-                            Ok((obj, _)) => debug!(group = %obj, "reconciled"),
-                            Err(e) => debug!(error = %e, "reconcile failed"),
-                        }
-                    })
-                    .await;
+                controller.await;
                 info!(scope = %label, "controller stopped");
             }
         });
@@ -267,6 +218,100 @@ pub async fn run_controller(
     ready.store(false, Ordering::SeqCst);
     helpers.abort_all();
     result
+}
+
+/// The namespace scopes to watch, one controller each: the namespaces named, or all (`None`).
+fn scopes(namespaces: &[String]) -> Vec<Option<String>> {
+    if namespaces.is_empty() {
+        return vec![None];
+    }
+    let mut ns = namespaces.to_vec();
+    ns.sort();
+    ns.dedup();
+    ns.into_iter().map(Some).collect()
+}
+
+/// What the controllers of every namespace scope share.
+struct Shared<'a> {
+    client: &'a Client,
+    forges: &'a Arc<dyn ForgeSet>,
+    metrics: &'a Arc<Metrics>,
+    recorder: &'a Recorder,
+    options: &'a ControllerOptions,
+    create_permits: &'a Arc<tokio::sync::Semaphore>,
+    shutdown: &'a CancellationToken,
+}
+
+/// The controller of one namespace scope (`None`: all namespaces), ready to run, and a future
+/// that tells whether its stores synced. `wake` carries the forges' reconcile requests.
+fn scope_controller(
+    shared: &Shared<'_>,
+    scope: Option<&str>,
+    wake: mpsc::UnboundedReceiver<ObjectRef<RunnerGroup>>,
+    helpers: &mut JoinSet<()>,
+) -> (
+    impl std::future::Future<Output = ()> + Send + 'static,
+    impl std::future::Future<Output = bool> + Send + 'static,
+) {
+    let client = shared.client;
+    let (groups_api, jobs_api): (Api<RunnerGroup>, Api<Job>) = match scope {
+        Some(ns) => (
+            Api::namespaced(client.clone(), ns),
+            Api::namespaced(client.clone(), ns),
+        ),
+        None => (Api::all(client.clone()), Api::all(client.clone())),
+    };
+    let (group_reader, group_writer) = reflector::store();
+    let (job_reader, job_writer) = reflector::store();
+    let groups = watcher(groups_api, watcher::Config::default())
+        .default_backoff()
+        .modify(slim_group)
+        .reflect(group_writer)
+        .applied_objects()
+        .predicate_filter(group_predicate, Default::default());
+    let jobs = watcher(jobs_api, watcher::Config::default().labels(MANAGED_BY_SELECTOR))
+        .default_backoff()
+        .modify(slim_job)
+        .reflect(job_writer)
+        .touched_objects();
+    let jobs_synced = Arc::new(AtomicBool::new(false));
+    let (synced, jobs_store) = (jobs_synced.clone(), job_reader.clone());
+    helpers.spawn(async move {
+        if store_ready(&jobs_store).await {
+            synced.store(true, Ordering::SeqCst);
+        }
+    });
+    let ctx = Arc::new(
+        Context::new(
+            client.clone(),
+            shared.forges.clone(),
+            shared.metrics.clone(),
+            shared.recorder.clone(),
+            job_reader.clone(),
+            jobs_synced,
+        )
+        .with_forge_hosts(shared.options.forge_hosts.clone())
+        .with_fence(shared.options.fence.clone())
+        .with_create_permits(shared.create_permits.clone()),
+    );
+    let (gr, jr) = (group_reader.clone(), job_reader);
+    let ready = async move { store_ready(&gr).await && store_ready(&jr).await };
+    let controller = Controller::for_stream(groups, group_reader)
+        .owns_stream(jobs)
+        .reconcile_on(futures::stream::unfold(wake, |mut rx| async move {
+            rx.recv().await.map(|r| (r, rx))
+        }))
+        .with_config(ControllerConfig::default().concurrency(shared.options.concurrency))
+        .graceful_shutdown_on(shared.shutdown.clone().cancelled_owned());
+    let run = controller
+        .run(pipeline::reconcile, pipeline::error_policy, ctx)
+        .for_each(|res| async move {
+            match res {
+                Ok((obj, _)) => debug!(group = %obj, "reconciled"),
+                Err(e) => debug!(error = %e, "reconcile failed"),
+            }
+        });
+    (run, ready)
 }
 
 /// Waits until `store` has synced; false if its writer is gone.

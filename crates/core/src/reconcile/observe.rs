@@ -8,6 +8,7 @@ use std::sync::Arc;
 use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::Job;
 
+use super::ledger::InFlight;
 use crate::crd::RunnerGroup;
 use crate::forge::{ForgeRunnerState, ForgeView, RunnerRef};
 use crate::plan::{ObservedRunner, RunnerPhase};
@@ -85,14 +86,22 @@ pub fn age_seconds(job: &Job, now: Timestamp) -> u64 {
 }
 
 /// Runner references for the forge: every runner of `observed` (Jobs and creations the store
-/// does not show yet), with its phase and its Job's annotations.
+/// does not show yet), with its phase, its Job's annotations and whether the store shows it.
 pub fn runner_refs(jobs: &[Arc<Job>], observed: &[ObservedRunner]) -> Vec<RunnerRef> {
     observed
         .iter()
-        .map(|r| RunnerRef {
-            name: r.name.clone(),
-            annotations: job_annotations(jobs, &r.name),
-            phase: r.phase,
+        .map(|r| {
+            let job = jobs
+                .iter()
+                .find(|j| j.metadata.name.as_deref() == Some(r.name.as_str()));
+            RunnerRef {
+                name: r.name.clone(),
+                annotations: job
+                    .and_then(|j| j.metadata.annotations.clone())
+                    .unwrap_or_default(),
+                phase: r.phase,
+                stored: job.is_some(),
+            }
         })
         .collect()
 }
@@ -111,24 +120,6 @@ pub fn with_forge_states(mut runners: Vec<ObservedRunner>, view: &ForgeView) -> 
         r.forge_state = view.runners.get(&r.name).copied().unwrap_or_default();
     }
     runners
-}
-
-/// What the reconciler remembers between passes about writes the store may not show yet.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct InFlight {
-    /// Runner Jobs created but not yet seen in the store.
-    pub created: BTreeSet<String>,
-    /// Runner Jobs deleted but still in the store.
-    pub deleted: BTreeSet<String>,
-}
-
-impl InFlight {
-    /// Forgets entries the store has caught up with.
-    pub fn settle(&mut self, jobs: &[Arc<Job>]) {
-        let present: BTreeSet<&str> = jobs.iter().filter_map(|j| j.metadata.name.as_deref()).collect();
-        self.created.retain(|n| !present.contains(n.as_str()));
-        self.deleted.retain(|n| present.contains(n.as_str()));
-    }
 }
 
 /// Maps the group's Jobs (plus in-flight writes) to planner input.

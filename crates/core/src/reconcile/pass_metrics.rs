@@ -8,6 +8,7 @@ use k8s_openapi::api::batch::v1::Job;
 
 use super::context::Context;
 use super::pipeline::group_key;
+use super::stage_track::{StageSamples, StageTracker};
 use super::status::PassSummary;
 use crate::crd::RunnerGroup;
 use crate::forge::{ForgeRunnerState, ForgeView, GroupKey};
@@ -56,6 +57,24 @@ pub fn group_gauges(
     }
 }
 
+/// What the latency per stage learns from one pass ([`StageTracker::pass`]).
+pub(super) fn stage_samples(
+    stages: &mut StageTracker,
+    jobs: &[Arc<Job>],
+    observed: &[ObservedRunner],
+    view: &ForgeView,
+    created: u32,
+    now: Timestamp,
+) -> StageSamples {
+    let created_at = |name: &str| {
+        jobs.iter()
+            .find(|j| j.metadata.name.as_deref() == Some(name))
+            .and_then(|j| j.metadata.creation_timestamp.as_ref())
+            .map(|t| t.0)
+    };
+    stages.pass(&view.waiting, observed, created as usize, created_at, now)
+}
+
 /// Records everything a successful pass observed.
 pub(super) fn record_pass(
     ctx: &Context,
@@ -64,21 +83,11 @@ pub(super) fn record_pass(
     observed: &[ObservedRunner],
     view: &ForgeView,
     s: &PassSummary,
-    now: Timestamp,
+    samples: StageSamples,
 ) {
     let forge = group.spec.forge.as_str();
     let key = &group_key(group);
     let labels = group_labels(forge, key);
-    let created_at = |name: &str| {
-        jobs.iter()
-            .find(|j| j.metadata.name.as_deref() == Some(name))
-            .and_then(|j| j.metadata.creation_timestamp.as_ref())
-            .map(|t| t.0)
-    };
-    let samples = ctx.with_memory(key, |m| {
-        m.stages
-            .pass(&view.waiting, observed, s.created as usize, created_at, now)
-    });
     let m = &ctx.metrics;
     for (stage, secs) in samples.stages {
         m.group.observe(stage, &labels, secs);

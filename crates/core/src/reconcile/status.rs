@@ -53,13 +53,35 @@ fn c(t: ConditionType, s: ConditionStatus, r: ConditionReason, m: impl Into<Stri
 
 /// The five conditions after a pass that reached the forge.
 pub fn success_conditions(p: &PassSummary) -> Vec<GroupCondition> {
-    use ConditionStatus::{False, True};
+    use ConditionStatus::True;
     let counts = &p.counts;
     let ready_msg = format!(
         "{} runners ({} busy, {} idle), {} jobs waiting, {} desired",
         counts.current, counts.running_jobs, counts.idle, counts.pending_jobs, counts.desired
     );
-    let scaling = if p.created > 0 {
+    vec![
+        c(ConditionType::Ready, True, ConditionReason::Reconciled, ready_msg),
+        c(
+            ConditionType::ForgeConnected,
+            True,
+            ConditionReason::Connected,
+            "forge answered",
+        ),
+        c(
+            ConditionType::CredentialsValid,
+            True,
+            ConditionReason::CredentialsAccepted,
+            "credentials accepted",
+        ),
+        scaling_condition(p),
+        degraded_condition(p),
+    ]
+}
+
+/// `Scaling` after a pass: what it created or removed, or why it did neither.
+fn scaling_condition(p: &PassSummary) -> GroupCondition {
+    use ConditionStatus::{False, True};
+    if p.created > 0 {
         c(
             ConditionType::Scaling,
             True,
@@ -87,8 +109,13 @@ pub fn success_conditions(p: &PassSummary) -> Vec<GroupCondition> {
             ConditionReason::Steady,
             "runner count matches demand",
         )
-    };
-    let degraded = if let Some((cat, msg)) = &p.apply_error {
+    }
+}
+
+/// `Degraded` after a pass: the most pressing of what goes wrong, or healthy.
+fn degraded_condition(p: &PassSummary) -> GroupCondition {
+    use ConditionStatus::{False, True};
+    if let Some((cat, msg)) = &p.apply_error {
         c(
             ConditionType::Degraded,
             True,
@@ -141,24 +168,7 @@ pub fn success_conditions(p: &PassSummary) -> Vec<GroupCondition> {
             ConditionReason::Healthy,
             "no failures",
         )
-    };
-    vec![
-        c(ConditionType::Ready, True, ConditionReason::Reconciled, ready_msg),
-        c(
-            ConditionType::ForgeConnected,
-            True,
-            ConditionReason::Connected,
-            "forge answered",
-        ),
-        c(
-            ConditionType::CredentialsValid,
-            True,
-            ConditionReason::CredentialsAccepted,
-            "credentials accepted",
-        ),
-        scaling,
-        degraded,
-    ]
+    }
 }
 
 /// The conditions a failed pass knows about; the others keep their old values.
@@ -224,6 +234,9 @@ pub fn build_status(
         if p.failed_now > 0 {
             st.last_runner_failure_time = Some(now.clone());
         }
+        if let Some((_, msg)) = p.startup_failure.as_ref().or(p.waiting_out.as_ref()) {
+            st.last_runner_failure_message = Some(msg.clone());
+        }
         st.last_poll_time = Some(now.clone());
         if p.facts.scale_set_id.is_some() {
             st.scale_set_id = p.facts.scale_set_id;
@@ -274,8 +287,7 @@ pub fn startup_failure_persists(
     if recovered_since(since.0) {
         return None;
     }
-    let last = d.message.split_once("; last: ").map_or("", |(_, m)| m);
-    Some((cause, last.to_owned()))
+    Some((cause, st.last_runner_failure_message.clone().unwrap_or_default()))
 }
 
 /// Whether one of `runners` created at or after `since` has started (runs or finished well).
@@ -291,33 +303,6 @@ pub fn runner_started_since(
             .saturating_sub(i64::try_from(r.age_seconds).unwrap_or(i64::MAX));
         matches!(r.phase, RunnerPhase::Running | RunnerPhase::Succeeded) && created >= since.as_second()
     })
-}
-
-/// Consecutive failures so far, as the pass starts: a spec change starts over (a new image
-/// deserves a fresh start, not the old backoff).
-pub fn failures_so_far(prev: Option<&RunnerGroupStatus>, generation: Option<i64>) -> u32 {
-    match prev {
-        Some(s) if s.observed_generation == generation => s.failed_runners,
-        _ => 0,
-    }
-}
-
-/// Whether runner creation still waits out the backoff after the last failure
-/// ([`crate::startup::creation_backoff`]).
-pub fn creation_held(prev: Option<&RunnerGroupStatus>, failures: u32, now: jiff::Timestamp) -> bool {
-    let Some(last) = prev.and_then(|s| s.last_runner_failure_time.as_ref()) else {
-        return false;
-    };
-    let wait = crate::startup::creation_backoff(failures);
-    let elapsed = now.duration_since(last.0);
-    elapsed < jiff::SignedDuration::try_from(wait).unwrap_or(jiff::SignedDuration::MAX)
-}
-
-/// Consecutive failures after a pass: reset by any runner that finished well, then plus the
-/// failed runners whose Job this pass actually deleted (so each failure counts once).
-pub fn next_failure_count(prev: u32, succeeded_deleted: u32, failed_deleted: u32) -> u32 {
-    let base = if succeeded_deleted > 0 { 0 } else { prev };
-    base.saturating_add(failed_deleted)
 }
 
 #[cfg(test)]
@@ -590,40 +575,5 @@ mod tests {
             at(1000),
             now
         ));
-    }
-
-    #[test]
-    fn backoff_holds_creation_and_a_spec_change_resets_it() {
-        let mut st = RunnerGroupStatus {
-            observed_generation: Some(2),
-            failed_runners: 3,
-            last_runner_failure_time: Some(t(1000)),
-            ..RunnerGroupStatus::default()
-        };
-        assert_eq!(failures_so_far(Some(&st), Some(2)), 3);
-        assert_eq!(
-            failures_so_far(Some(&st), Some(3)),
-            0,
-            "new generation starts over"
-        );
-        let at = |s: i64| jiff::Timestamp::from_second(s).expect("ts");
-        // Three failures: 10 s.
-        assert!(creation_held(Some(&st), 3, at(1009)));
-        assert!(!creation_held(Some(&st), 3, at(1010)));
-        assert!(
-            !creation_held(Some(&st), 1, at(1000)),
-            "a one-off failure does not hold"
-        );
-        assert!(!creation_held(Some(&st), 0, at(1000)));
-        st.last_runner_failure_time = None;
-        assert!(!creation_held(Some(&st), 9, at(1000)));
-    }
-
-    #[test]
-    fn failure_counting() {
-        assert_eq!(next_failure_count(3, 0, 2), 5);
-        assert_eq!(next_failure_count(3, 1, 0), 0);
-        assert_eq!(next_failure_count(3, 1, 1), 1);
-        assert_eq!(next_failure_count(u32::MAX, 0, 1), u32::MAX);
     }
 }

@@ -10,47 +10,21 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::*;
-use crate::crd::{ForgeKind, GiteaScope, GiteaSpec, RunnerGroupSpec};
+use crate::crd::ForgeKind;
 use crate::embedded::Embedded;
 use crate::forge::SecretValue;
+use crate::testing::RunnerGroupBuilder;
 
 const TOKEN: &str = "super-secret-registration-token-123";
 
-fn group(template: Option<PodTemplateSpec>) -> RunnerGroup {
-    let mut g = RunnerGroup::new(
-        "linux-x64",
-        RunnerGroupSpec {
-            forge: ForgeKind::Gitea,
-            github: None,
-            forgejo: None,
-            gitea: Some(GiteaSpec {
-                url: "https://gitea.example.com".into(),
-                scope: GiteaScope::Global,
-                org: None,
-                user: None,
-                repo: None,
-                credentials: "gitea-creds".into(),
-                labels: vec!["ubuntu-latest".into()],
-                poll_interval_seconds: None,
-                webhook_secret: None,
-                ca_bundle_config_map: None,
-                proxy_url: None,
-            }),
-            min_runners: 0,
-            max_runners: 5,
-            image: None,
-            template: template.as_ref().map(Embedded::new),
-            ttl_seconds_after_finished: Some(300),
-            active_deadline_seconds: Some(3600),
-            idle_timeout_seconds: None,
-            startup_timeout_seconds: None,
-            scale_down_delay_seconds: None,
-            container_mode: None,
-        },
-    );
-    g.metadata.namespace = Some("ci".into());
-    g.metadata.uid = Some("uid-123".into());
-    g
+/// The group the tests build runners of: Gitea group `ci/linux-x64`, as stored (with a uid).
+fn group() -> RunnerGroupBuilder {
+    RunnerGroup::test(ForgeKind::Gitea)
+        .named("ci", "linux-x64")
+        .uid("uid-123")
+        .credentials("gitea-creds")
+        .ttl_after_finished(300)
+        .active_deadline(3600)
 }
 
 fn env(name: &str, value: &str) -> EnvVar {
@@ -159,7 +133,7 @@ fn template(spec: PodSpec, labels: &[(&str, &str)]) -> PodTemplateSpec {
 
 #[test]
 fn job_has_contract_fields() {
-    let g = group(None);
+    let g = group().build();
     let job = build(&g);
     assert_eq!(job.metadata.name.as_deref(), Some("linux-x64-abcde"));
     assert_eq!(job.metadata.namespace.as_deref(), Some("ci"));
@@ -198,7 +172,7 @@ fn job_has_contract_fields() {
 
 #[test]
 fn credential_env_is_set_and_no_secret_literal_in_job() {
-    let g = group(None);
+    let g = group().build();
     let job = build(&g);
     let r = runner(&job);
     assert_eq!(
@@ -213,7 +187,7 @@ fn credential_env_is_set_and_no_secret_literal_in_job() {
 
 #[test]
 fn missing_uid_is_an_error() {
-    let mut g = group(None);
+    let mut g = group().build();
     g.metadata.uid = None;
     let c = creds();
     let err = build_runner_job(RunnerJobInput {
@@ -228,7 +202,7 @@ fn missing_uid_is_an_error() {
 
 #[test]
 fn spec_image_then_template_image() {
-    let mut g = group(None);
+    let mut g = group().build();
     g.spec.image = Some("my/runner:1".into());
     assert_eq!(runner(&build(&g)).image.as_deref(), Some("my/runner:1"));
     g.spec.template = Some(Embedded::new(&template(
@@ -276,7 +250,7 @@ fn runner_container_merges_resources_env_and_mounts() {
         }],
         ..PodSpec::default()
     };
-    let g = group(Some(template(tpl, &[])));
+    let g = group().template(template(tpl, &[])).build();
     let job = build(&g);
     let r = runner(&job);
     assert_eq!(pod_spec(&job).containers.len(), 1);
@@ -330,7 +304,7 @@ fn other_containers_and_init_containers_are_appended() {
         }]),
         ..PodSpec::default()
     };
-    let job = build(&group(Some(template(tpl, &[]))));
+    let job = build(&group().template(template(tpl, &[])).build());
     let spec = pod_spec(&job);
     let names: Vec<&str> = spec.containers.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(names, ["runner", "dind"]);
@@ -363,7 +337,7 @@ fn volumes_appended_but_default_names_reserved() {
         ]),
         ..PodSpec::default()
     };
-    let job = build(&group(Some(template(tpl, &[]))));
+    let job = build(&group().template(template(tpl, &[])).build());
     let vols = pod_spec(&job).volumes.as_ref().expect("volumes");
     let names: Vec<&str> = vols.iter().map(|v| v.name.as_str()).collect();
     assert_eq!(names, ["data", "cache"]);
@@ -386,7 +360,7 @@ fn reserved_pod_fields_and_labels_are_not_taken() {
             (MANAGED_BY_LABEL, "helm"),
         ],
     );
-    let job = build(&group(Some(t)));
+    let job = build(&group().template(t).build());
     let spec = pod_spec(&job);
     assert_eq!(spec.restart_policy.as_deref(), Some("Never"));
     assert_eq!(spec.service_account_name.as_deref(), Some("runner-sa"));
@@ -491,7 +465,7 @@ fn ports_dedupe_and_empty_template_keeps_default() {
 
 #[test]
 fn secret_is_owned_by_job_and_holds_data() {
-    let g = group(None);
+    let g = group().build();
     let mut job = build(&g);
     let c = creds();
     assert_eq!(
@@ -514,7 +488,7 @@ fn secret_is_owned_by_job_and_holds_data() {
 
 #[test]
 fn template_hash_follows_what_shapes_the_pod_only() {
-    let base = group(None);
+    let base = group().build();
     let h = template_hash(&base.spec);
     assert_eq!(h, template_hash(&base.spec.clone()), "stable");
     assert_eq!(h.len(), 16);
@@ -543,13 +517,15 @@ fn template_hash_follows_what_shapes_the_pod_only() {
         g.labels.push("gpu".into());
     }
     assert_ne!(template_hash(&labels), h, "the forge block shapes the runner");
-    let templated = group(Some(template(PodSpec::default(), &[("team", "a")])));
+    let templated = group()
+        .template(template(PodSpec::default(), &[("team", "a")]))
+        .build();
     assert_ne!(template_hash(&templated.spec), h, "a template changes it");
 }
 
 #[test]
 fn jobs_carry_the_template_hash() {
-    let g = group(None);
+    let g = group().build();
     let job = build(&g);
     let annotations = job.metadata.annotations.expect("annotations");
     assert_eq!(
@@ -563,8 +539,8 @@ fn jobs_carry_the_template_hash() {
 /// kept as stored (whose runners must not all be replaced by the upgrade).
 #[test]
 fn template_hash_reads_the_typed_template() {
-    let mut as_typed = group(None);
-    let mut as_stored = group(None);
+    let mut as_typed = group().build();
+    let mut as_stored = group().build();
     let stored = serde_json::json!({"spec": {"containers": [
         {"name": "runner", "resources": {"limits": {"cpu": 2}}}
     ]}});

@@ -1,58 +1,18 @@
 //! Each rule of `validate_spec`, with the field its violation names.
 
 use super::*;
-use crate::crd::{ForgeKind, GiteaScope, GiteaSpec, GithubSpec};
+use crate::crd::{ForgeKind, RunnerGroup};
 use crate::embedded::Embedded;
 
 fn github() -> RunnerGroupSpec {
-    RunnerGroupSpec {
-        forge: ForgeKind::Github,
-        github: Some(GithubSpec {
-            config_url: "https://github.com/my-org".into(),
-            credentials: "github-pat".into(),
-            runner_group: None,
-            scale_set_name: None,
-            labels: vec![],
-            ca_bundle_config_map: None,
-            proxy_url: None,
-        }),
-        gitea: None,
-        forgejo: None,
-        min_runners: 0,
-        max_runners: 5,
-        image: None,
-        template: None,
-        ttl_seconds_after_finished: None,
-        active_deadline_seconds: None,
-        idle_timeout_seconds: None,
-        startup_timeout_seconds: None,
-        scale_down_delay_seconds: None,
-        container_mode: None,
-    }
+    RunnerGroup::test(ForgeKind::Github).spec()
 }
 
 fn gitea() -> RunnerGroupSpec {
-    RunnerGroupSpec {
-        forge: ForgeKind::Gitea,
-        github: None,
-        gitea: Some(GiteaSpec {
-            url: "https://gitea.example.com".into(),
-            scope: GiteaScope::Repo,
-            org: None,
-            user: None,
-            repo: Some("alice/app".into()),
-            credentials: "gitea-token".into(),
-            labels: vec![
-                "ubuntu-latest:docker://node:20-bookworm".into(),
-                "self-hosted:host".into(),
-            ],
-            poll_interval_seconds: None,
-            webhook_secret: None,
-            ca_bundle_config_map: None,
-            proxy_url: None,
-        }),
-        ..github()
-    }
+    RunnerGroup::test(ForgeKind::Gitea)
+        .repo("alice/app")
+        .labels(["ubuntu-latest:docker://node:20-bookworm", "self-hosted:host"])
+        .spec()
 }
 
 /// The fields named by the violations, in order.
@@ -218,33 +178,15 @@ fn max_runners_has_an_upper_bound() {
 }
 
 #[test]
-fn forge_names_have_the_schemas_max_length() {
-    let long = |n: usize| Some("é".repeat(n));
-    let mut s = github();
-    if let Some(gh) = s.github.as_mut() {
-        // Characters, as the API server counts them, not bytes: 255 two-byte characters pass.
-        gh.runner_group = long(MAX_FORGE_NAME_LEN);
-        gh.scale_set_name = long(MAX_FORGE_NAME_LEN);
-    }
-    assert!(fields(&s).is_empty());
-    if let Some(gh) = s.github.as_mut() {
-        gh.runner_group = long(MAX_FORGE_NAME_LEN + 1);
-        gh.scale_set_name = long(MAX_FORGE_NAME_LEN + 1);
-    }
-    assert_eq!(
-        fields(&s),
-        ["spec.github.runnerGroup", "spec.github.scaleSetName"]
-    );
-    let mut s = gitea();
-    if let Some(gt) = s.gitea.as_mut() {
-        gt.org = long(MAX_FORGE_NAME_LEN + 1);
-        gt.user = long(MAX_FORGE_NAME_LEN + 1);
-        gt.repo = Some(format!("o/{}", "r".repeat(MAX_REPO_LEN - 1)));
-    }
-    assert_eq!(
-        fields(&s),
-        ["spec.gitea.org", "spec.gitea.user", "spec.gitea.repo"]
-    );
+fn a_name_is_measured_in_characters_as_the_api_server_counts_them() {
+    // 255 two-byte characters pass; one more does not.
+    let long = "é".repeat(MAX_FORGE_NAME_LEN);
+    assert_eq!(check_length("spec.x", Some(&long), MAX_FORGE_NAME_LEN), None);
+    let longer = format!("{long}é");
+    let v = check_length("spec.x", Some(&longer), MAX_FORGE_NAME_LEN).expect("too long");
+    assert_eq!(v.field, "spec.x");
+    assert!(v.to_string().contains("at most 255 characters"), "{v}");
+    assert_eq!(check_length("spec.x", None, 1), None);
 }
 
 #[test]

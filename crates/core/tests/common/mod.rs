@@ -1,34 +1,28 @@
 //! The harness of the reconciler's end-to-end tests: `run_controller` in-process against the
-//! testkit's fake API server, with a tiny in-test forge. No cluster simulator runs, so runner
-//! Jobs keep no status unless a test writes one.
+//! testkit's fake API server, with core's tiny fake forge ([`FakeForge`] of
+//! `forgerunner_core::testing`). No cluster simulator runs, so runner Jobs keep no status unless a
+//! test writes one.
 
 // Each test binary uses part of the harness.
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use async_trait::async_trait;
 use forgerunner_core::Fence;
-use forgerunner_core::budget::RateBudget;
-use forgerunner_core::crd::{ForgeKind, RunnerGroup, RunnerGroupSpec};
-use forgerunner_core::forge::{
-    ClusterRefs, Forge, ForgeError, ForgeRunnerState, ForgeView, GroupContext, ReconcileTrigger,
-    RemoveOutcome, RunnerCredentials, RunnerExit, RunnerRef, SecretValue,
-};
-use forgerunner_core::job_identity::JobIdentity;
+use forgerunner_core::crd::{ForgeKind, RunnerGroup};
+use forgerunner_core::forge::{Forge, ReconcileTrigger};
 use forgerunner_core::metrics::Metrics;
 use forgerunner_core::reconcile::{ControllerOptions, ForgeSet, run_controller};
 use forgerunner_core::runner_job::{GROUP_LABEL, MANAGED_BY_SELECTOR};
-use forgerunner_core::validate::{SpecViolation, violation};
+use forgerunner_core::testing::FakeForge;
 use forgerunner_testkit::apiserver::FakeApiServer;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Container, EnvVar, EnvVarSource, Pod, PodSpec, Secret, SecretKeySelector};
-use k8s_openapi::api::rbac::v1::PolicyRule;
+use k8s_openapi::api::core::v1::{Pod, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, CustomResourceExt};
@@ -36,161 +30,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 pub const NS: &str = "default";
-pub const SECRET_VALUE: &str = "runner-secret-value-do-not-leak";
 pub const DEADLINE: Duration = Duration::from_secs(30);
-/// The exit code the fake forge calls "outdated runner" (as GitHub's runner does).
-pub const OUTDATED_EXIT: i32 = 7;
-
-/// A forge whose waiting jobs tests set directly.
-pub struct FakeForge {
-    pub kind: ForgeKind,
-    pub jobs: AtomicU32,
-    pub fail_demand: AtomicBool,
-    pub issued: Mutex<Vec<String>>,
-    pub removed: Mutex<Vec<String>>,
-    pub shutdowns: AtomicU32,
-    /// The API budget the forge reports with each view.
-    pub budget: Mutex<Option<RateBudget>>,
-    /// The job each runner runs, as the forge reports it.
-    pub identities: Mutex<BTreeMap<String, JobIdentity>>,
-    /// What the runner pods may do (as GitHub's `containerMode: kubernetes` asks); none by default.
-    pub role_rules: Mutex<Vec<PolicyRule>>,
-}
-
-impl FakeForge {
-    pub fn new(kind: ForgeKind) -> Arc<FakeForge> {
-        Arc::new(FakeForge {
-            kind,
-            jobs: AtomicU32::new(0),
-            fail_demand: AtomicBool::new(false),
-            issued: Mutex::new(Vec::new()),
-            removed: Mutex::new(Vec::new()),
-            shutdowns: AtomicU32::new(0),
-            budget: Mutex::new(None),
-            identities: Mutex::new(BTreeMap::new()),
-            role_rules: Mutex::new(Vec::new()),
-        })
-    }
-
-    pub fn removed(&self) -> Vec<String> {
-        self.removed.lock().expect("lock").clone()
-    }
-}
-
-#[async_trait]
-impl Forge for FakeForge {
-    fn kind(&self) -> ForgeKind {
-        self.kind
-    }
-
-    fn validate(&self, spec: &RunnerGroupSpec) -> Vec<SpecViolation> {
-        // One rule of the forge's own, to show its violations reach the condition.
-        match &spec.gitea {
-            Some(g) if g.labels.iter().any(|l| l == "reserved") => {
-                vec![violation("spec.gitea.labels", "must not use reserved")]
-            }
-            _ => Vec::new(),
-        }
-    }
-
-    fn cluster_refs(&self, spec: &RunnerGroupSpec) -> ClusterRefs {
-        let credentials = spec
-            .gitea
-            .as_ref()
-            .map(|g| g.credentials.clone())
-            .or_else(|| spec.github.as_ref().map(|g| g.credentials.clone()))
-            .unwrap_or_default();
-        ClusterRefs {
-            credentials_secret: credentials,
-            ..ClusterRefs::default()
-        }
-    }
-
-    fn resync_interval(&self, spec: &RunnerGroupSpec) -> Duration {
-        let seconds = spec.gitea.as_ref().map_or(60, |g| g.poll_interval_seconds());
-        Duration::from_secs(u64::from(seconds))
-    }
-
-    fn runner_role_rules(&self, _spec: &RunnerGroupSpec) -> Vec<PolicyRule> {
-        self.role_rules.lock().expect("lock").clone()
-    }
-
-    fn default_runner_pod(
-        &self,
-        _group: &RunnerGroup,
-        _runner_name: &str,
-        secret_name: &str,
-        _credentials: &RunnerCredentials,
-    ) -> PodSpec {
-        PodSpec {
-            containers: vec![Container {
-                name: "runner".into(),
-                image: Some("fake/runner:1".into()),
-                env: Some(vec![EnvVar {
-                    name: "TOKEN".into(),
-                    value: None,
-                    value_from: Some(EnvVarSource {
-                        secret_key_ref: Some(SecretKeySelector {
-                            name: secret_name.into(),
-                            key: "token".into(),
-                            optional: None,
-                        }),
-                        ..EnvVarSource::default()
-                    }),
-                }]),
-                ..Container::default()
-            }],
-            ..PodSpec::default()
-        }
-    }
-
-    async fn observe(&self, _group: &GroupContext, runners: &[RunnerRef]) -> Result<ForgeView, ForgeError> {
-        if self.fail_demand.load(Ordering::SeqCst) {
-            return Err(ForgeError::Unavailable("fake outage".into()));
-        }
-        Ok(ForgeView {
-            waiting_jobs: self.jobs.load(Ordering::SeqCst),
-            runners: runners
-                .iter()
-                .map(|r| (r.name.clone(), ForgeRunnerState::Idle))
-                .collect(),
-            budget: *self.budget.lock().expect("lock"),
-            job_identities: self.identities.lock().expect("lock").clone(),
-            ..ForgeView::default()
-        })
-    }
-
-    async fn runner_credentials(
-        &self,
-        _group: &GroupContext,
-        name: &str,
-    ) -> Result<RunnerCredentials, ForgeError> {
-        self.issued.lock().expect("lock").push(name.to_owned());
-        Ok(RunnerCredentials {
-            secret_data: BTreeMap::from([("token".to_owned(), SecretValue::new(SECRET_VALUE))]),
-            env: BTreeMap::from([("RUNNER_NAME".to_owned(), name.to_owned())]),
-            annotations: BTreeMap::new(),
-        })
-    }
-
-    fn runner_exit_meaning(&self, exit_code: i32) -> Option<RunnerExit> {
-        (exit_code == OUTDATED_EXIT).then_some(RunnerExit::Outdated)
-    }
-
-    async fn remove_runner(
-        &self,
-        _group: &GroupContext,
-        runner: &RunnerRef,
-    ) -> Result<RemoveOutcome, ForgeError> {
-        self.removed.lock().expect("lock").push(runner.name.clone());
-        Ok(RemoveOutcome::Removed)
-    }
-
-    async fn shutdown(&self, _group: &GroupContext) -> Result<(), ForgeError> {
-        self.shutdowns.fetch_add(1, Ordering::SeqCst);
-        Ok(())
-    }
-}
 
 /// The one enabled fake forge (of its kind), or none.
 pub struct Forges {

@@ -1,7 +1,7 @@
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use forgerunner_http::test_server::{HUGE, JsonReply, serve_huge, serve_json};
-use reqwest::header::{HeaderValue, RETRY_AFTER};
 
 use super::*;
 use crate::version::ForgejoVersion;
@@ -18,22 +18,6 @@ fn client(url: &str) -> Result<ForgejoClient, ForgejoError> {
 }
 
 #[test]
-fn urls_keep_subpaths_and_escape_segments_and_labels() {
-    let c = client("https://code.example.com/sub/").expect("client");
-    let u = c.url(
-        &["api", "v1"],
-        &["repos", "a b", "r", "actions", "runners", "jobs"],
-        &[("labels", "debian,self hosted".into())],
-    );
-    assert_eq!(
-        u.as_str(),
-        "https://code.example.com/sub/api/v1/repos/a%20b/r/actions/runners/jobs?labels=debian%2Cself+hosted"
-    );
-    let d = format!("{c:?}");
-    assert!(d.contains("code.example.com") && !d.contains("\"t\""), "{d}");
-}
-
-#[test]
 fn rejects_bad_urls_and_proxies() {
     for bad in ["", "forgejo.local", "ftp://x", "mailto:a@b"] {
         assert!(matches!(client(bad), Err(ForgejoError::Spec(_))), "{bad}");
@@ -47,19 +31,6 @@ fn rejects_bad_urls_and_proxies() {
         Some("http://proxy.internal:3128"),
     );
     assert!(proxied.is_ok());
-}
-
-#[test]
-fn retry_after_forms() {
-    let mut h = HeaderMap::new();
-    assert_eq!(retry_after(&h), 10);
-    h.insert(RETRY_AFTER, HeaderValue::from_static("7"));
-    assert_eq!(retry_after(&h), 7);
-    h.insert(
-        RETRY_AFTER,
-        HeaderValue::from_static("Wed, 21 Oct 2015 07:28:00 GMT"),
-    );
-    assert_eq!(retry_after(&h), 0);
 }
 
 fn local(port: u16) -> ForgejoClient {
@@ -86,13 +57,6 @@ const V15: ForgejoVersion = ForgejoVersion {
 
 fn org() -> Scope {
     Scope::Org("acme".into())
-}
-
-#[test]
-fn retry_after_is_clamped() {
-    let mut h = HeaderMap::new();
-    h.insert(RETRY_AFTER, HeaderValue::from_static("999999"));
-    assert_eq!(retry_after(&h), 3600);
 }
 
 #[tokio::test]

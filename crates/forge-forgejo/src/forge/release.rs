@@ -3,16 +3,13 @@
 //! credentials, CA bundle, proxy, scope or labels, so maps keyed by what tenants write stay as
 //! small as the set of live groups.
 
-use std::collections::{HashMap, HashSet};
-use std::sync::Mutex;
+use std::collections::HashSet;
 
 use forgerunner_core::forge::GroupKey;
+use forgerunner_http::InstanceKey;
+use forgerunner_http::pool::len;
 
-use super::{ForgejoForge, InstanceKey, JobsKey, ScopeKey};
-
-fn len<K, V>(map: &Mutex<HashMap<K, V>>) -> usize {
-    map.lock().map_or(0, |m| m.len())
-}
+use super::{ForgejoForge, JobsKey, ScopeKey};
 
 impl ForgejoForge {
     /// Records that `group` lists with `key`; prunes what its previous key alone used.
@@ -58,18 +55,10 @@ impl ForgejoForge {
         };
         let scopes: HashSet<&ScopeKey> = live.iter().map(|k| &k.scope).collect();
         let instances: HashSet<&InstanceKey> = scopes.iter().map(|k| &k.instance).collect();
-        if let Ok(mut m) = self.jobs.lock() {
-            m.retain(|k, _| live.contains(k));
-        }
-        if let Ok(mut m) = self.runners.lock() {
-            m.retain(|k, _| scopes.contains(k));
-        }
-        if let Ok(mut m) = self.tokens.lock() {
-            m.retain(|k, _| scopes.contains(k));
-        }
-        if let Ok(mut m) = self.instances.lock() {
-            m.retain(|k, _| instances.contains(k));
-        }
+        self.jobs.retain(|k| live.contains(k));
+        self.runners.retain(|k| scopes.contains(k));
+        self.tokens.retain(|k| scopes.contains(k));
+        self.instances.retain(|k| instances.contains(k));
         self.report_cache();
     }
 
@@ -78,9 +67,9 @@ impl ForgejoForge {
         self.metrics.set_cache_entries(
             "forgejo",
             &[
-                ("clients", len(&self.instances)),
-                ("listings", len(&self.jobs) + len(&self.runners)),
-                ("tokens", len(&self.tokens)),
+                ("clients", self.instances.len()),
+                ("listings", self.jobs.len() + self.runners.len()),
+                ("tokens", self.tokens.len()),
                 ("groups", len(&self.books) + len(&self.users)),
             ],
         );

@@ -34,6 +34,8 @@ fn rref(name: &str, phase: RunnerPhase, id: Option<i64>, handle: Option<&str>) -
     }
     RunnerRef {
         name: name.into(),
+        // A runner without its ids stands for one created in flight.
+        stored: !annotations.is_empty(),
         annotations,
         phase,
     }

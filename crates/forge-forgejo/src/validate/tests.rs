@@ -32,6 +32,19 @@ fn fields(spec: &RunnerGroupSpec) -> Vec<&'static str> {
 }
 
 #[test]
+fn names_have_the_schemas_max_length() {
+    let long = |n: usize| Some("é".repeat(n));
+    let mut s = forgejo();
+    fj(&mut s).org = long(MAX_FORGE_NAME_LEN + 1);
+    fj(&mut s).user = long(MAX_FORGE_NAME_LEN + 1);
+    fj(&mut s).repo = Some(format!("o/{}", "r".repeat(MAX_REPO_LEN - 1)));
+    let got = fields(&s);
+    for field in ["spec.forgejo.org", "spec.forgejo.user", "spec.forgejo.repo"] {
+        assert!(got.contains(&field), "{field} missing from {got:?}");
+    }
+}
+
+#[test]
 fn valid_spec_and_block_choice() {
     assert!(fields(&forgejo()).is_empty());
     let mut s = forgejo();

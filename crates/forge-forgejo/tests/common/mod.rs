@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use forgerunner_core::crd::{ForgeKind, ForgejoScope, ForgejoSpec, RunnerGroup, RunnerGroupSpec};
+use forgerunner_core::crd::{ForgeKind, ForgejoScope, ForgejoSpec, RunnerGroup};
 use forgerunner_core::forge::{
     Credentials, GroupContext, GroupKey, ReconcileTrigger, RunnerRef, SecretValue,
 };
@@ -67,26 +67,11 @@ pub fn spec(url: &str, scope: ForgejoScope, target: Option<&str>, labels: &[&str
 
 /// The group `name` as the reconciler hands it to the forge, its Secret holding `token`.
 pub fn group_context(name: &str, forgejo: ForgejoSpec, token: &str) -> GroupContext {
-    let mut group = RunnerGroup::new(
-        name,
-        RunnerGroupSpec {
-            forge: ForgeKind::Forgejo,
-            github: None,
-            gitea: None,
-            forgejo: Some(forgejo),
-            min_runners: 0,
-            max_runners: 32,
-            image: None,
-            template: None,
-            ttl_seconds_after_finished: None,
-            active_deadline_seconds: None,
-            idle_timeout_seconds: None,
-            startup_timeout_seconds: None,
-            scale_down_delay_seconds: None,
-            container_mode: None,
-        },
-    );
-    group.metadata.namespace = Some("ns".into());
+    let group = RunnerGroup::test(ForgeKind::Forgejo)
+        .named("ns", name)
+        .forgejo(forgejo)
+        .max(32)
+        .build();
     GroupContext {
         key: GroupKey {
             namespace: "ns".into(),
@@ -122,5 +107,7 @@ pub fn runner_ref(name: &str, phase: RunnerPhase, annotations: &BTreeMap<String,
         name: name.into(),
         annotations: annotations.clone(),
         phase,
+        // A runner without annotations stands for one created in flight.
+        stored: !annotations.is_empty(),
     }
 }

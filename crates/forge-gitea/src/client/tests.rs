@@ -1,7 +1,7 @@
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use forgerunner_http::test_server::{HUGE, serve_huge, serve_json};
-use reqwest::header::RETRY_AFTER;
 
 use super::*;
 
@@ -38,18 +38,6 @@ fn rejects_bad_urls() {
     }
 }
 
-#[test]
-fn retry_after_forms() {
-    let mut h = HeaderMap::new();
-    assert_eq!(retry_after(&h), 10);
-    h.insert(RETRY_AFTER, "7".parse().unwrap());
-    assert_eq!(retry_after(&h), 7);
-    h.insert(RETRY_AFTER, "Wed, 21 Oct 2015 07:28:00 GMT".parse().unwrap());
-    assert_eq!(retry_after(&h), 0);
-    h.insert(RETRY_AFTER, "soon".parse().unwrap());
-    assert_eq!(retry_after(&h), 10);
-}
-
 fn local(port: u16) -> GiteaClient {
     let opts = ClientOptions {
         backoff: Duration::from_millis(1),
@@ -66,13 +54,6 @@ fn local(port: u16) -> GiteaClient {
 
 fn org() -> Scope {
     Scope::Org("acme".into())
-}
-
-#[test]
-fn retry_after_is_clamped() {
-    let mut h = HeaderMap::new();
-    h.insert(RETRY_AFTER, "999999".parse().unwrap());
-    assert_eq!(retry_after(&h), 3600);
 }
 
 #[tokio::test]

@@ -1,41 +1,18 @@
 //! The Gitea runner pod as the reconciler builds it (the forge's default pod, then
 //! `build_runner_job`), in every container mode Gitea supports, checked against the restricted
-//! Pod Security profile.
+//! Pod Security profile; the checks are the ones every Gitea-family runner must pass
+//! ([`forgerunner_http::pod_checks`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use forgerunner_core::RunnerGroup;
-use forgerunner_core::crd::{ContainerMode, ContainerModeType, RunnerGroupSpec};
-use forgerunner_core::embedded::Embedded;
-use forgerunner_core::forge::{Forge, RunnerCredentials, SecretValue};
+use forgerunner_core::crd::ContainerModeType;
+use forgerunner_core::forge::{ReconcileTrigger, RunnerCredentials, SecretValue};
 use forgerunner_core::metrics::Metrics;
-use forgerunner_core::runner_job::{RunnerJobInput, build_runner_job};
-use forgerunner_core::runner_pod::{PssRule, restricted_violations};
-use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec, ResourceRequirements};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use forgerunner_http::pod_checks;
+use k8s_openapi::api::core::v1::{PodSpec, PodTemplateSpec};
 
 use crate::forge::GiteaForge;
-
-fn group(mode: Option<ContainerModeType>, template: Option<PodTemplateSpec>) -> RunnerGroup {
-    let mut spec: RunnerGroupSpec = serde_json::from_value(serde_json::json!({
-        "forge": "gitea", "maxRunners": 5,
-        "gitea": {
-            "url": "https://code.example.com", "scope": "repo", "repo": "alice/app",
-            "credentials": "token", "labels": ["ubuntu-latest:docker://node:22", "linux:host"]
-        }
-    }))
-    .expect("spec");
-    spec.container_mode = mode.map(|type_| ContainerMode {
-        type_,
-        kubernetes_mode_work_volume_claim: None,
-    });
-    spec.template = template.as_ref().map(Embedded::new);
-    let mut g = RunnerGroup::new("g", spec);
-    g.metadata.namespace = Some("ci".into());
-    g.metadata.uid = Some("uid-1".into());
-    g
-}
 
 /// What Gitea hands a runner: the registration token.
 fn all_credentials() -> Vec<RunnerCredentials> {
@@ -46,130 +23,37 @@ fn all_credentials() -> Vec<RunnerCredentials> {
     }]
 }
 
-/// The runner pod the reconciler would create for `g`.
-fn built_pod(g: &RunnerGroup, creds: &RunnerCredentials) -> PodSpec {
-    let forge = GiteaForge::new(
-        Arc::new(Metrics::default()),
-        forgerunner_core::forge::ReconcileTrigger::channel().0,
+/// The runner pods the reconciler would create for a group in `mode` with `template`.
+fn pods(mode: Option<ContainerModeType>, template: Option<PodTemplateSpec>) -> Vec<PodSpec> {
+    let g = pod_checks::group(
+        serde_json::json!({
+            "forge": "gitea", "maxRunners": 5,
+            "gitea": {
+                "url": "https://code.example.com", "scope": "repo", "repo": "alice/app",
+                "credentials": "token", "labels": ["ubuntu-latest:docker://node:22", "linux:host"]
+            }
+        }),
+        mode,
+        template,
     );
-    let default_pod = forge.default_runner_pod(g, "g-abcde", "g-abcde", creds);
-    let job = build_runner_job(RunnerJobInput {
-        group: g,
-        runner_name: "g-abcde",
-        default_pod,
-        credentials: creds,
-    })
-    .expect("job");
-    job.spec.and_then(|s| s.template.spec).expect("pod spec")
-}
-
-fn runner(p: &PodSpec) -> &Container {
-    p.containers
+    let forge = GiteaForge::new(Arc::new(Metrics::default()), ReconcileTrigger::channel().0);
+    all_credentials()
         .iter()
-        .find(|c| c.name == "runner")
-        .expect("runner container")
-}
-
-fn env_value(p: &PodSpec, name: &str) -> Option<String> {
-    runner(p)
-        .env
-        .iter()
-        .flatten()
-        .find(|e| e.name == name)
-        .and_then(|e| e.value.clone())
+        .map(|creds| pod_checks::built_pod(&forge, &g, creds))
+        .collect()
 }
 
 #[test]
 fn no_mode_passes_restricted_as_uid_1000() {
-    for creds in all_credentials() {
-        let p = built_pod(&group(None, None), &creds);
-        assert_eq!(restricted_violations(&p), []);
-        let sc = p.security_context.as_ref().expect("pod context");
-        assert_eq!(
-            (sc.run_as_user, sc.run_as_group, sc.fs_group, sc.run_as_non_root),
-            (Some(1000), Some(1000), Some(1000), Some(true))
-        );
-        assert_eq!(p.automount_service_account_token, Some(false));
-        // Only the registration step (register-token path), which passes as well.
-        let init: Vec<&str> = p
-            .init_containers
-            .iter()
-            .flatten()
-            .map(|c| c.name.as_str())
-            .collect();
-        assert!(init.iter().all(|n| *n == "register"), "{init:?}");
-        assert_eq!(env_value(&p, "HOME").as_deref(), Some("/data"));
-    }
+    pod_checks::no_mode_passes_restricted_as_uid_1000(&pods);
 }
 
 #[test]
 fn dind_breaks_restricted_only_through_its_privileged_sidecar() {
-    for creds in all_credentials() {
-        let p = built_pod(&group(Some(ContainerModeType::Dind), None), &creds);
-        let v = restricted_violations(&p);
-        assert!(v.iter().any(|v| v.rule == PssRule::Privileged), "{v:?}");
-        assert!(
-            v.iter().all(|v| v.field.starts_with("spec.initContainers[dind]")),
-            "{v:?}"
-        );
-        let init: Vec<&str> = p
-            .init_containers
-            .iter()
-            .flatten()
-            .map(|c| c.name.as_str())
-            .filter(|n| *n != "register")
-            .collect();
-        assert_eq!(init, ["dind"]);
-        let dind = p
-            .init_containers
-            .iter()
-            .flatten()
-            .find(|c| c.name == "dind")
-            .expect("dind");
-        assert_eq!(dind.image.as_deref(), Some("docker:28-dind"));
-        assert!(dind.args.iter().flatten().any(|a| a == "--group=1000"));
-        // The data directory is shared at the same path, so job bind mounts resolve.
-        let data = dind
-            .volume_mounts
-            .iter()
-            .flatten()
-            .find(|m| m.mount_path == "/data")
-            .map(|m| m.name.clone());
-        assert_eq!(data.as_deref(), Some("data"));
-        assert_eq!(
-            env_value(&p, "DOCKER_HOST").as_deref(),
-            Some("unix:///run/dind/docker.sock")
-        );
-        let sc = runner(&p).security_context.as_ref().expect("runner context");
-        assert_eq!(sc.allow_privilege_escalation, Some(false));
-        assert_eq!(sc.privileged, None);
-    }
+    pod_checks::dind_breaks_restricted_only_through_its_privileged_sidecar(&pods);
 }
 
 #[test]
 fn template_resources_reach_the_hardened_runner() {
-    let limits = BTreeMap::from([("cpu".to_owned(), Quantity("2".into()))]);
-    let requests = BTreeMap::from([("memory".to_owned(), Quantity("512Mi".into()))]);
-    let tpl = PodTemplateSpec {
-        metadata: None,
-        spec: Some(PodSpec {
-            containers: vec![Container {
-                name: "runner".into(),
-                resources: Some(ResourceRequirements {
-                    limits: Some(limits.clone()),
-                    requests: Some(requests.clone()),
-                    claims: None,
-                }),
-                ..Container::default()
-            }],
-            ..PodSpec::default()
-        }),
-    };
-    for creds in all_credentials() {
-        let p = built_pod(&group(None, Some(tpl.clone())), &creds);
-        let r = runner(&p).resources.as_ref().expect("resources");
-        assert_eq!(r.limits.as_ref(), Some(&limits));
-        assert_eq!(r.requests.as_ref(), Some(&requests));
-        assert_eq!(restricted_violations(&p), [], "still restricted");
-    }
+    pod_checks::template_resources_reach_the_hardened_runner(&pods);
 }

@@ -2,32 +2,17 @@
 
 use std::collections::BTreeMap;
 
-use forgerunner_core::crd::{ForgeKind, GiteaSpec, RunnerGroup, RunnerGroupSpec};
+use forgerunner_core::crd::{ForgeKind, GiteaSpec, RunnerGroup};
 use forgerunner_core::forge::{Credentials, GroupContext, GroupKey, SecretValue};
 
 /// A Gitea group `name` in namespace `ns` (at most 8 runners) with `gitea` as its forge block,
 /// as the reconciler would hand it to the forge, its Secret holding `token`.
 pub fn group_context(name: &str, gitea: GiteaSpec, token: &str) -> GroupContext {
-    let mut group = RunnerGroup::new(
-        name,
-        RunnerGroupSpec {
-            forge: ForgeKind::Gitea,
-            github: None,
-            gitea: Some(gitea),
-            forgejo: None,
-            min_runners: 0,
-            max_runners: 8,
-            image: None,
-            template: None,
-            ttl_seconds_after_finished: None,
-            active_deadline_seconds: None,
-            idle_timeout_seconds: None,
-            startup_timeout_seconds: None,
-            scale_down_delay_seconds: None,
-            container_mode: None,
-        },
-    );
-    group.metadata.namespace = Some("ns".into());
+    let group = RunnerGroup::test(ForgeKind::Gitea)
+        .named("ns", name)
+        .gitea(gitea)
+        .max(8)
+        .build();
     GroupContext {
         key: GroupKey {
             namespace: "ns".into(),
@@ -62,5 +47,6 @@ pub fn running(name: &str) -> forgerunner_core::forge::RunnerRef {
         name: name.to_string(),
         annotations: BTreeMap::new(),
         phase: forgerunner_core::plan::RunnerPhase::Running,
+        stored: true,
     }
 }

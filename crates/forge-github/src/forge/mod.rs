@@ -229,6 +229,9 @@ impl GithubForge {
             job_identities,
             budget: client.budget(),
             stranded: Default::default(),
+            // One statistics message is one consistent snapshot: nothing to net.
+            listed_at: None,
+            accounted: Default::default(),
         })
     }
 
@@ -536,6 +539,7 @@ mod tests {
                 .map(|v| BTreeMap::from([(SCALE_SET_ID_ANNOTATION.to_owned(), v.to_owned())]))
                 .unwrap_or_default(),
             phase: forgerunner_core::plan::RunnerPhase::Running,
+            stored: true,
         };
         assert!(registered_in_another_scale_set(&runner(Some("7")), 8));
         assert!(!registered_in_another_scale_set(&runner(Some("8")), 8));

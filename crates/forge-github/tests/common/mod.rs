@@ -6,6 +6,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use forgerunner_core::crd::{ForgeKind, GithubSpec};
 use forgerunner_core::forge::{Credentials, GroupContext, GroupKey, ReconcileTrigger, SecretValue};
 use forgerunner_core::metrics::Metrics;
 use forgerunner_core::{ForgeError, RunnerGroup};
@@ -88,7 +89,7 @@ pub fn credentials(pairs: &[(&str, &str)]) -> Credentials {
     }
 }
 
-/// A GitHub RunnerGroup `ns/name` with extra `github` fields merged in.
+/// A GitHub RunnerGroup `ns/name` (uid `uid-<name>`) with extra `github` fields merged in.
 pub fn group(name: &str, config_url: &str, github_extra: serde_json::Value, max_runners: u32) -> RunnerGroup {
     let mut github = serde_json::json!({ "configUrl": config_url, "credentials": "gh-creds" });
     if let (Some(g), Some(extra)) = (github.as_object_mut(), github_extra.as_object()) {
@@ -96,13 +97,13 @@ pub fn group(name: &str, config_url: &str, github_extra: serde_json::Value, max_
             g.insert(k.clone(), v.clone());
         }
     }
-    serde_json::from_value(serde_json::json!({
-        "apiVersion": "forgerunner.dev/v1alpha1",
-        "kind": "RunnerGroup",
-        "metadata": { "name": name, "namespace": "ns", "uid": format!("uid-{name}") },
-        "spec": { "forge": "github", "github": github, "maxRunners": max_runners },
-    }))
-    .expect("valid RunnerGroup")
+    let github: GithubSpec = serde_json::from_value(github).expect("valid github block");
+    RunnerGroup::test(ForgeKind::Github)
+        .named("ns", name)
+        .uid(format!("uid-{name}"))
+        .github(github)
+        .max(max_runners)
+        .build()
 }
 
 pub fn context(group: RunnerGroup, credentials: Credentials) -> GroupContext {

@@ -4,7 +4,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use forgerunner_core::RunnerGroup;
-use forgerunner_core::crd::{ForgeKind, ForgejoSpec, GiteaScope, GiteaSpec, GithubSpec, RunnerGroupSpec};
+use forgerunner_core::crd::ForgeKind;
+use forgerunner_core::testing::RunnerGroupBuilder;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
@@ -72,13 +73,13 @@ impl GiteaRunnerScope {
         GiteaRunnerScope::Org(org.to_owned())
     }
 
-    /// The spec's `scope`, `org`, `user` and `repo` fields for this scope.
-    fn spec_fields(&self) -> (GiteaScope, Option<String>, Option<String>, Option<String>) {
+    /// `group` with the spec's `scope`, `org`, `user` and `repo` fields of this scope.
+    fn scoped(&self, group: RunnerGroupBuilder) -> RunnerGroupBuilder {
         match self {
-            GiteaRunnerScope::Global => (GiteaScope::Global, None, None, None),
-            GiteaRunnerScope::Org(org) => (GiteaScope::Org, Some(org.clone()), None, None),
-            GiteaRunnerScope::User(user) => (GiteaScope::User, None, Some(user.clone()), None),
-            GiteaRunnerScope::Repo(repo) => (GiteaScope::Repo, None, None, Some(repo.clone())),
+            GiteaRunnerScope::Global => group,
+            GiteaRunnerScope::Org(org) => group.org(org),
+            GiteaRunnerScope::User(user) => group.user(user),
+            GiteaRunnerScope::Repo(repo) => group.repo(repo),
         }
     }
 }
@@ -107,23 +108,15 @@ pub struct ForgejoGroup {
     pub poll_interval_seconds: u32,
 }
 
-fn spec(forge: ForgeKind, size: &GroupSize) -> RunnerGroupSpec {
-    RunnerGroupSpec {
-        forge,
-        github: None,
-        gitea: None,
-        forgejo: None,
-        min_runners: size.min,
-        max_runners: size.max,
-        image: None,
-        template: None,
-        ttl_seconds_after_finished: None,
-        active_deadline_seconds: None,
-        idle_timeout_seconds: size.idle_timeout_seconds,
-        startup_timeout_seconds: size.startup_timeout_seconds,
-        scale_down_delay_seconds: size.scale_down_delay_seconds,
-        container_mode: None,
-    }
+/// Group `namespace/name` of `forge`, sized by `size`; the forge block's fields are the caller's.
+fn group(forge: ForgeKind, namespace: &str, name: &str, size: &GroupSize) -> RunnerGroupBuilder {
+    RunnerGroup::test(forge)
+        .named(namespace, name)
+        .min(size.min)
+        .max(size.max)
+        .idle_timeout(size.idle_timeout_seconds)
+        .startup_timeout(size.startup_timeout_seconds)
+        .scale_down_delay(size.scale_down_delay_seconds)
 }
 
 impl World {
@@ -153,13 +146,9 @@ impl World {
         self.create_secret(namespace, name, data).await
     }
 
-    async fn create_group(
-        &self,
-        namespace: &str,
-        name: &str,
-        spec: RunnerGroupSpec,
-    ) -> Result<(), WorldError> {
-        let group = RunnerGroup::new(name, spec);
+    async fn create_group(&self, group: RunnerGroupBuilder) -> Result<(), WorldError> {
+        let group = group.build();
+        let namespace = group.metadata.namespace.as_deref().unwrap_or_default();
         Api::<RunnerGroup>::namespaced(self.client.clone(), namespace)
             .create(&PostParams::default(), &group)
             .await?;
@@ -182,17 +171,11 @@ impl World {
         let secret = format!("{name}-github");
         self.create_secret(namespace, &secret, emu.pat_secret_data())
             .await?;
-        let mut spec = spec(ForgeKind::Github, size);
-        spec.github = Some(GithubSpec {
-            config_url: emu.config_url(),
-            credentials: secret,
-            runner_group: None,
-            scale_set_name: Some(name.to_owned()),
-            labels: Vec::new(),
-            ca_bundle_config_map: None,
-            proxy_url: None,
-        });
-        self.create_group(namespace, name, spec).await
+        let group = group(ForgeKind::Github, namespace, name, size)
+            .url(emu.config_url())
+            .credentials(secret)
+            .scale_set_name(name);
+        self.create_group(group).await
     }
 
     /// Waits until the operator has created the scale set of a GitHub group; returns its id.
@@ -294,22 +277,17 @@ impl World {
             }
             None => None,
         };
-        let (scope, org, user, repo) = group.scope.spec_fields();
-        let mut spec = spec(ForgeKind::Gitea, size);
-        spec.gitea = Some(GiteaSpec {
-            url: fake.url(),
-            scope,
-            org,
-            user,
-            repo,
-            credentials: secret,
-            labels: group.labels.clone(),
-            poll_interval_seconds: Some(group.poll_interval_seconds),
-            webhook_secret: webhook,
-            ca_bundle_config_map: None,
-            proxy_url: None,
-        });
-        self.create_group(namespace, name, spec).await
+        let mut runner_group = group.scope.scoped(
+            self::group(ForgeKind::Gitea, namespace, name, size)
+                .url(fake.url())
+                .credentials(secret)
+                .labels(group.labels.clone())
+                .poll_interval(group.poll_interval_seconds),
+        );
+        if let Some(hook) = webhook {
+            runner_group = runner_group.webhook_secret(hook);
+        }
+        self.create_group(runner_group).await
     }
 
     /// Creates a Forgejo RunnerGroup at the org scope of the world's repository (admin token),
@@ -358,20 +336,13 @@ impl World {
         let secret = format!("{name}-forgejo");
         self.create_token_secret(namespace, &secret, forgerunner_testkit::forgejo::ADMIN_TOKEN)
             .await?;
-        let (scope, org, user, repo) = group.scope.spec_fields();
-        let mut spec = spec(ForgeKind::Forgejo, size);
-        spec.forgejo = Some(ForgejoSpec {
-            url: fake.url(),
-            scope,
-            org,
-            user,
-            repo,
-            credentials: secret,
-            labels: group.labels.clone(),
-            poll_interval_seconds: Some(group.poll_interval_seconds),
-            ca_bundle_config_map: None,
-            proxy_url: None,
-        });
-        self.create_group(namespace, name, spec).await
+        let runner_group = group.scope.scoped(
+            self::group(ForgeKind::Forgejo, namespace, name, size)
+                .url(fake.url())
+                .credentials(secret)
+                .labels(group.labels.clone())
+                .poll_interval(group.poll_interval_seconds),
+        );
+        self.create_group(runner_group).await
     }
 }

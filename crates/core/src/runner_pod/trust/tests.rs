@@ -1,15 +1,16 @@
 use std::collections::BTreeMap;
 
 use super::*;
+use crate::crd::{ForgeKind, RunnerGroup};
 
 fn spec(template: serde_json::Value) -> RunnerGroupSpec {
-    serde_json::from_value(serde_json::json!({
-        "forge": "gitea",
-        "maxRunners": 2,
-        "gitea": {"url": "https://git.example.com", "scope": "global", "credentials": "c", "labels": ["x"]},
-        "template": template,
-    }))
-    .expect("spec")
+    RunnerGroup::test(ForgeKind::Gitea)
+        .url("https://git.example.com")
+        .credentials("c")
+        .labels(["x"])
+        .max(2)
+        .template_json(template)
+        .spec()
 }
 
 fn pod() -> PodSpec {

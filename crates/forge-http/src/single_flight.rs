@@ -1,6 +1,7 @@
 //! A single-flight cell with a maximum age: the first caller fetches, concurrent callers wait
 //! for that fetch, later callers reuse the value until it is too old. This is how groups that
-//! share an instance, scope, labels and token share one listing per poll interval.
+//! share an instance, scope and token share one listing per poll interval instead of each
+//! asking the forge.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -8,14 +9,15 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Mutex;
 
-/// A value from [`Cell::get`], with when its fetch started (anything that happened before
-/// that instant may be in the value, anything later is not).
+/// A value from [`Cell::get`], with when its fetch started: anything that happened before that
+/// instant may be in the value, anything later is not, which is what accounting on top of a
+/// listing (webhook deliveries, runners that took a job since) needs to know.
 pub struct Fetched<T> {
     /// The value.
     pub value: Arc<T>,
-    /// When its fetch started.
+    /// When its fetch started (so the age never understates how stale the data may be).
     pub at: Instant,
-    /// Whether this call fetched it (rather than reusing a cached value).
+    /// Whether this call fetched it; only that caller schedules the next poll.
     pub fetched_now: bool,
 }
 
@@ -34,7 +36,8 @@ impl<T> Default for Cell<T> {
 
 impl<T> Cell<T> {
     /// The value if younger than `max_age`, else the result of `fetch` (stored on success).
-    /// Errors are not cached: the next caller tries again.
+    /// Errors are not cached: the next caller tries again, so one failure does not hide the
+    /// forge for a whole interval.
     pub async fn get<E, F>(&self, max_age: Duration, fetch: F) -> Result<Fetched<T>, E>
     where
         F: Future<Output = Result<T, E>>,
@@ -59,7 +62,8 @@ impl<T> Cell<T> {
         })
     }
 
-    /// Drops the value, so the next caller fetches afresh.
+    /// Drops the value, so the next caller fetches afresh: after a runner is created or
+    /// deleted, a listing from before must not be reused.
     pub async fn expire(&self) {
         *self.inner.lock().await = None;
     }
@@ -103,5 +107,63 @@ mod tests {
             .await
             .map(|f| *f.value);
         assert_eq!(v, Ok(2));
+    }
+
+    #[tokio::test]
+    async fn errors_are_not_cached_and_expiry_refetches() {
+        let cell = Cell::<u32>::default();
+        let r: Result<_, &str> = cell.get(Duration::from_secs(60), async { Err("boom") }).await;
+        assert!(r.is_err());
+        let v = cell
+            .get(Duration::from_secs(60), async { Ok::<_, ()>(1) })
+            .await
+            .unwrap()
+            .value;
+        assert_eq!(*v, 1);
+        let v = cell
+            .get(Duration::from_secs(60), async { Ok::<_, ()>(2) })
+            .await
+            .unwrap()
+            .value;
+        assert_eq!(*v, 1, "fresh value reused");
+        cell.expire().await;
+        let v = cell
+            .get(Duration::from_secs(60), async { Ok::<_, ()>(3) })
+            .await
+            .unwrap()
+            .value;
+        assert_eq!(*v, 3);
+        let v = cell
+            .get(Duration::ZERO, async { Ok::<_, ()>(4) })
+            .await
+            .unwrap()
+            .value;
+        assert_eq!(*v, 4, "max_age zero always refetches");
+    }
+
+    #[tokio::test]
+    async fn fetch_start_is_reported_and_kept_while_fresh() {
+        let cell = Cell::<u32>::default();
+        let before = Instant::now();
+        let got = cell
+            .get(Duration::from_secs(60), async { Ok::<_, ()>(1) })
+            .await
+            .unwrap();
+        assert_eq!((*got.value, got.fetched_now), (1, true));
+        let at = got.at;
+        assert!(at >= before && at <= Instant::now());
+        let got = cell
+            .get(Duration::from_secs(60), async { Ok::<_, ()>(2) })
+            .await
+            .unwrap();
+        assert_eq!(
+            (*got.value, got.at, got.fetched_now),
+            (1, at, false),
+            "a reused value keeps its fetch start"
+        );
+        let got = cell.get(Duration::ZERO, async { Ok::<_, ()>(3) }).await.unwrap();
+        assert_eq!((*got.value, got.fetched_now), (3, true));
+        let later = got.at;
+        assert!(later >= at);
     }
 }

@@ -1,0 +1,191 @@
+//! The group's books: what this process wrote that the cluster's store does not show yet, the
+//! clocks the scaling rule keeps between passes, and what upkeep is already done. One per group;
+//! a pass takes it whole for its duration ([`super::Context::lease_ledger`]), so the steps of a
+//! pass read and write it without locking, and nothing else changes it meanwhile.
+//!
+//! Everything here is process memory: after a restart the books start empty, which costs at
+//! most a repeated write (an RBAC apply, a Secret check) and never a runner or a job.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::batch::v1::Job;
+
+pub mod taken;
+
+pub use taken::TakenSinceListing;
+
+use super::hook_leftovers::SweepClock;
+use super::identity::IdentityWrites;
+use super::stage_track::StageTracker;
+use crate::crd::{RunnerGroup, RunnerGroupStatus};
+use crate::forge::ForgeView;
+use crate::plan::ObservedRunner;
+use crate::plan::memory::PlanMemory;
+
+/// One group's books.
+#[derive(Debug, Default)]
+pub struct Ledger {
+    /// Runner Job writes the store may not show yet.
+    pub writes: InFlight,
+    /// Runners that took a job the forge's jobs listing may still show waiting.
+    pub taken: TakenSinceListing,
+    /// Runners whose job identity is being (or was) recorded.
+    pub identity_writes: IdentityWrites,
+    /// The status this process wrote, until the store shows it.
+    pub status: StatusBook,
+    /// Since when runners run and a surplus lasts (the scaling rule's clocks).
+    pub plan: PlanMemory,
+    /// What the latency per stage has already counted.
+    pub stages: StageTracker,
+    /// The last pass created fewer runners than planned because the API budget is low (the
+    /// Event is published when this turns on).
+    pub budget_throttled: bool,
+    /// Upkeep already done, so a pass does not repeat it.
+    pub upkeep: Upkeep,
+}
+
+impl Ledger {
+    /// Takes out of `view.waiting_jobs` the jobs its listing may still show waiting although one
+    /// of `runners` took them after the listing was fetched ([`TakenSinceListing`]).
+    pub fn net_waiting_jobs(&mut self, view: &mut ForgeView, runners: &[ObservedRunner], now: Instant) {
+        if let Some(listed_at) = view.listed_at {
+            let covered = self.taken.covered(runners, listed_at, &view.accounted, now);
+            view.waiting_jobs = view.waiting_jobs.saturating_sub(covered);
+        }
+    }
+}
+
+/// Runner Job writes of this process the store has not caught up with.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct InFlight {
+    /// Runner Jobs created but not yet seen in the store.
+    pub created: BTreeSet<String>,
+    /// Runner Jobs deleted but still in the store.
+    pub deleted: BTreeSet<String>,
+}
+
+impl InFlight {
+    /// Forgets entries the store has caught up with.
+    pub fn settle(&mut self, jobs: &[Arc<Job>]) {
+        let present: BTreeSet<&str> = jobs.iter().filter_map(|j| j.metadata.name.as_deref()).collect();
+        self.created.retain(|n| !present.contains(n.as_str()));
+        self.deleted.retain(|n| present.contains(n.as_str()));
+    }
+
+    /// Takes in what a pass created and deleted.
+    pub fn record(&mut self, created: &[String], deleted: &[String]) {
+        self.created.extend(created.iter().cloned());
+        // A runner removed before the store ever listed it must stop counting as created: the
+        // store may see it come and go between two passes, and it would then stay a phantom
+        // pending runner that holds demand back forever.
+        for name in deleted {
+            self.created.remove(name);
+        }
+        self.deleted.extend(deleted.iter().cloned());
+    }
+}
+
+/// The status this process wrote last, and when.
+#[derive(Debug, Default)]
+pub struct StatusBook {
+    /// The last write, until the store shows a newer object.
+    written: Option<WrittenStatus>,
+    /// When this process last wrote the status (count-only changes are rate-limited by it).
+    last_write: Option<Instant>,
+}
+
+/// A status written by this process, and the `resourceVersion` of the object it was based on.
+#[derive(Debug)]
+struct WrittenStatus {
+    /// `resourceVersion` of the group the write started from; while the store still shows it,
+    /// the store has not seen the write.
+    based_on: Option<String>,
+    /// The status written.
+    status: RunnerGroupStatus,
+}
+
+impl StatusBook {
+    /// The group with the status this process last wrote, when the store has not caught up
+    /// with that write yet. The status carries state between passes (failure count, sticky
+    /// conditions); a pass right after a write must not plan on, and write back, the older one.
+    pub fn overlay(&mut self, group: Arc<RunnerGroup>) -> Arc<RunnerGroup> {
+        let stale = self
+            .written
+            .as_ref()
+            .is_some_and(|w| w.based_on.is_some() && w.based_on == group.metadata.resource_version);
+        if !stale {
+            // The store has moved on (our write, or someone else's): trust it from now on.
+            self.written = None;
+            return group;
+        }
+        let mut g = (*group).clone();
+        g.status = self.written.as_ref().map(|w| w.status.clone());
+        Arc::new(g)
+    }
+
+    /// Takes in a status written on top of the object at `based_on`.
+    pub fn wrote(&mut self, based_on: Option<String>, status: RunnerGroupStatus) {
+        self.written = Some(WrittenStatus { based_on, status });
+        self.last_write = Some(Instant::now());
+    }
+
+    /// Time since the last write, if any.
+    pub fn since_last_write(&self) -> Option<Duration> {
+        self.last_write.map(|t| t.elapsed())
+    }
+}
+
+/// Upkeep of a group that a pass does once, not every time.
+#[derive(Debug, Default)]
+pub struct Upkeep {
+    /// Pending runner Jobs have been checked for a missing Secret since the last failed pass.
+    pub secrets_checked: bool,
+    /// Fingerprint of the runner Role rules last applied (see `runner_rbac`).
+    pub runner_rbac: Option<String>,
+    /// Generation whose runner pods were already checked against `restricted`.
+    pub pod_security_checked: Option<i64>,
+    /// When the runner container hooks' leftovers were last looked for.
+    pub hook_sweep: SweepClock,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_runner_deleted_before_the_store_listed_it_stops_counting_as_created() {
+        let mut w = InFlight::default();
+        w.record(&["a".into(), "b".into()], &[]);
+        w.record(&[], &["a".into()]);
+        assert_eq!(w.created, BTreeSet::from(["b".to_owned()]));
+        assert_eq!(w.deleted, BTreeSet::from(["a".to_owned()]));
+    }
+
+    #[test]
+    fn the_written_status_stands_in_until_the_store_moves_on() {
+        let mut book = StatusBook::default();
+        let mut g = RunnerGroup::new(
+            "g",
+            serde_json::from_value(serde_json::json!({
+                "forge": "gitea", "maxRunners": 1,
+                "gitea": {"url": "https://x", "scope": "global", "credentials": "c", "labels": ["l"]}
+            }))
+            .expect("spec"),
+        );
+        g.metadata.resource_version = Some("1".into());
+        let written = RunnerGroupStatus {
+            failed_runners: 3,
+            ..RunnerGroupStatus::default()
+        };
+        book.wrote(Some("1".into()), written);
+        let seen = book.overlay(Arc::new(g.clone()));
+        assert_eq!(seen.status.as_ref().map(|s| s.failed_runners), Some(3));
+        assert!(book.since_last_write().is_some());
+        g.metadata.resource_version = Some("2".into());
+        let seen = book.overlay(Arc::new(g));
+        assert_eq!(seen.status, None, "the store's newer object wins");
+        assert!(book.written.is_none());
+    }
+}

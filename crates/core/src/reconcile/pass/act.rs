@@ -1,0 +1,103 @@
+//! Act: carry out the plan against the cluster and the forge, then book what was written.
+
+use std::time::Instant;
+
+use kube::api::Api;
+use tracing::warn;
+
+use super::decide::Decided;
+use super::dereference::Found;
+use super::observe::Seen;
+use crate::crd::RunnerGroup;
+use crate::reconcile::apply::{ApplyReport, Target, apply_plan};
+use crate::reconcile::context::Context;
+use crate::reconcile::hook_leftovers;
+use crate::reconcile::identity::spawn_record_identities;
+use crate::reconcile::ledger::{Ledger, Upkeep};
+use crate::reconcile::repair::retire_runners_without_secret;
+
+/// Applies the plan; every write is attempted even when an earlier one failed
+/// ([`ApplyReport::first_error`] says what went wrong).
+pub(super) async fn act(
+    ctx: &Context,
+    group: &RunnerGroup,
+    found: &Found<'_>,
+    seen: &Seen,
+    decided: &Decided,
+    ledger: &mut Ledger,
+) -> ApplyReport {
+    let key = &found.group.key;
+    let check_pod_security = ledger.upkeep.pod_security_checked != group.metadata.generation;
+    let target = Target {
+        jobs: Api::namespaced(ctx.client.clone(), &key.namespace),
+        secrets: Api::namespaced(ctx.client.clone(), &key.namespace),
+        pods: Api::namespaced(ctx.client.clone(), &key.namespace),
+        forge: found.forge,
+        fence: &ctx.fence,
+        create_permits: &ctx.create_permits,
+        group: &found.group,
+        observed: &seen.jobs,
+        check_pod_security,
+        identities: &decided.identities,
+    };
+    let retired = retire_once(&target, &mut ledger.upkeep).await;
+    let mut report = apply_plan(&target, &decided.plan).await;
+    spawn_record_identities(
+        target.jobs.clone(),
+        target.pods.clone(),
+        key.clone(),
+        decided.identities.clone(),
+        decided.plan.mark_busy.clone(),
+        ledger.identity_writes.clone(),
+    );
+    report.deleted.extend(retired);
+    let runner_went = !report.deleted.is_empty();
+    sweep_hook_leftovers(found, group, &target, runner_went, &mut ledger.upkeep).await;
+    if report.first_error.is_some() {
+        ledger.upkeep.secrets_checked = false;
+    }
+    if check_pod_security && !report.created.is_empty() {
+        ledger.upkeep.pod_security_checked = group.metadata.generation;
+    }
+    ledger.writes.record(&report.created, &report.deleted);
+    report
+}
+
+/// Retires pending runners whose Secret is missing, once per process and after a failed pass:
+/// a predecessor killed between a runner's Job and its Secret, or a failed pass whose Secret
+/// write and undo both failed, leaves a Job that can never start.
+async fn retire_once(target: &Target<'_>, upkeep: &mut Upkeep) -> Vec<String> {
+    if upkeep.secrets_checked {
+        return Vec::new();
+    }
+    match retire_runners_without_secret(target).await {
+        Ok(names) => {
+            upkeep.secrets_checked = true;
+            names
+        }
+        Err(e) => {
+            warn!(group = %target.group.key, error = %e, "could not check runner Secrets; retrying next pass");
+            Vec::new()
+        }
+    }
+}
+
+/// In the container modes where runner pods make job pods of their own (the forge gives the
+/// runners permissions), deletes what the hooks left of runner pods that are gone: at once when
+/// a runner went this pass, otherwise every [`hook_leftovers::SWEEP_EVERY`].
+async fn sweep_hook_leftovers(
+    found: &Found<'_>,
+    group: &RunnerGroup,
+    target: &Target<'_>,
+    runner_went: bool,
+    upkeep: &mut Upkeep,
+) {
+    if found.forge.runner_role_rules(&group.spec).is_empty() {
+        return;
+    }
+    let now = Instant::now();
+    if upkeep.hook_sweep.due(runner_went, now) {
+        upkeep.hook_sweep.swept(now);
+        hook_leftovers::sweep(&target.pods, &target.secrets, &found.group.key.name).await;
+    }
+}

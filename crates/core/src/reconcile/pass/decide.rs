@@ -1,0 +1,52 @@
+//! Decide: the plan for this pass, from the observation, the status' failure history and the
+//! ledger's clocks; and which job identities to record. Pure but for the ledger it updates.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::observe::Seen;
+use crate::crd::RunnerGroup;
+use crate::plan::{FailureHistory, Plan, PlanInput, plan};
+use crate::reconcile::identity::identities_to_record;
+use crate::reconcile::ledger::Ledger;
+
+/// What the decide step decided.
+pub(super) struct Decided {
+    /// The plan.
+    pub plan: Plan,
+    /// The failure history the plan started from.
+    pub failures: FailureHistory,
+    /// When the surplus the plan keeps may be removed, if it keeps one.
+    pub surplus_due_in: Option<Duration>,
+    /// Job identity annotations to record, by runner ([`crate::reconcile::identity`]).
+    pub identities: BTreeMap<String, BTreeMap<String, String>>,
+}
+
+/// Plans the pass and records in `ledger` what the next pass needs of it.
+pub(super) fn decide(group: &RunnerGroup, seen: &Seen, ledger: &mut Ledger) -> Decided {
+    let spec = &group.spec;
+    let failures = FailureHistory::from_status(group.status.as_ref(), group.metadata.generation);
+    let plan = plan(&PlanInput {
+        min_runners: spec.min_runners,
+        max_runners: spec.max_runners,
+        idle_timeout_seconds: spec.idle_timeout_seconds(),
+        runners: &seen.runners,
+        view: &seen.view,
+        failures,
+        budget: seen.view.budget,
+        now: seen.now,
+        scale_down_delay_seconds: spec.scale_down_delay_seconds(),
+        surplus: ledger.plan.surplus(seen.now),
+    });
+    ledger.plan.record_surplus(plan.surplus, seen.now);
+    let delay = Duration::from_secs(u64::from(spec.scale_down_delay_seconds()));
+    let surplus_due_in = ledger.plan.surplus_due_in(delay, seen.now);
+    let mut identities = identities_to_record(&seen.jobs, &seen.view.job_identities);
+    ledger.identity_writes.claim(&mut identities, &seen.jobs);
+    Decided {
+        plan,
+        failures,
+        surplus_due_in,
+        identities,
+    }
+}

@@ -1,0 +1,149 @@
+//! Dereference: the group's forge, what its spec names in the cluster (credentials, CA bundle,
+//! webhook secret) read into the forge's group context, and the runner permissions the forge
+//! asks for in place.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::ResourceExt;
+use kube::api::Api;
+use tracing::warn;
+
+use crate::crd::RunnerGroup;
+use crate::forge::{CA_BUNDLE_KEY, Credentials, Forge, GroupContext, SecretValue, WEBHOOK_SECRET_KEY};
+use crate::reconcile::context::Context;
+use crate::reconcile::error::ReconcileError;
+use crate::reconcile::ledger::Upkeep;
+use crate::reconcile::pipeline::{checked_forge, group_key};
+use crate::reconcile::runner_rbac::{ensure_runner_rbac, rules_fingerprint};
+
+/// What the dereference step found.
+pub(super) struct Found<'a> {
+    /// The group's forge.
+    pub forge: &'a dyn Forge,
+    /// The group as the forge sees it.
+    pub group: GroupContext,
+}
+
+/// The group's forge and context, its runner permissions applied.
+pub(super) async fn dereference<'a>(
+    ctx: &'a Context,
+    group: &RunnerGroup,
+    upkeep: &mut Upkeep,
+) -> Result<Found<'a>, ReconcileError> {
+    let forge = checked_forge(ctx, group)?;
+    let gctx = group_context(ctx, forge, group).await?;
+    ensure_runner_permissions(ctx, forge, group, upkeep).await?;
+    Ok(Found { forge, group: gctx })
+}
+
+/// Keeps the runner ServiceAccount, Role and RoleBinding the forge asks for; applied once per
+/// process, whenever the rules change, and again when a runner is refused for a missing
+/// ServiceAccount (the observe step then forgets the fingerprint), not on every pass.
+pub(super) async fn ensure_runner_permissions(
+    ctx: &Context,
+    forge: &dyn Forge,
+    group: &RunnerGroup,
+    upkeep: &mut Upkeep,
+) -> Result<(), ReconcileError> {
+    let rules = forge.runner_role_rules(&group.spec);
+    if rules.is_empty() {
+        return Ok(());
+    }
+    let fingerprint = rules_fingerprint(&rules);
+    if upkeep.runner_rbac.as_deref() == Some(fingerprint.as_str()) {
+        return Ok(());
+    }
+    ensure_runner_rbac(&ctx.client, group, rules).await?;
+    upkeep.runner_rbac = Some(fingerprint);
+    Ok(())
+}
+
+/// Reads what the forge's block names (credentials Secret, CA bundle, webhook Secret) into the
+/// forge's group context.
+pub(in crate::reconcile) async fn group_context(
+    ctx: &Context,
+    forge: &dyn Forge,
+    group: &RunnerGroup,
+) -> Result<GroupContext, ReconcileError> {
+    let key = group_key(group);
+    let refs = forge.cluster_refs(&group.spec);
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &key.namespace);
+    let secret = secrets
+        .get_opt(&refs.credentials_secret)
+        .await
+        .map_err(ReconcileError::kube("get secret"))?
+        .ok_or_else(|| ReconcileError::SecretNotFound {
+            namespace: key.namespace.clone(),
+            name: refs.credentials_secret.clone(),
+        })?;
+    let credentials = Credentials {
+        data: secret_values(&secret),
+        secret_name: refs.credentials_secret,
+        version: secret.resource_version().unwrap_or_default(),
+    };
+    let webhook_secret = match refs.webhook_secret {
+        Some(name) => webhook_secret(&secrets, &key, &name).await,
+        None => None,
+    };
+    let ca_bundle = match refs.ca_bundle_config_map {
+        Some(name) => Some(ca_bundle(ctx, &key.namespace, name).await?),
+        None => None,
+    };
+    Ok(GroupContext {
+        uid: group.uid().unwrap_or_default(),
+        key,
+        group: group.clone(),
+        credentials,
+        ca_bundle,
+        webhook_secret,
+    })
+}
+
+/// The webhook secret, if its Secret can be read; without it the group works by polling alone.
+async fn webhook_secret(
+    secrets: &Api<Secret>,
+    key: &crate::forge::GroupKey,
+    name: &str,
+) -> Option<SecretValue> {
+    match secrets.get_opt(name).await {
+        Ok(Some(s)) => secret_values(&s).remove(WEBHOOK_SECRET_KEY),
+        Ok(None) => {
+            warn!(group = %key, secret = %name, "webhook Secret not found; polling only");
+            None
+        }
+        Err(e) => {
+            warn!(group = %key, secret = %name, error = %e, "cannot read the webhook Secret; polling only");
+            None
+        }
+    }
+}
+
+/// The PEM certificates of the CA bundle ConfigMap `name`.
+async fn ca_bundle(ctx: &Context, namespace: &str, name: String) -> Result<String, ReconcileError> {
+    let cms: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), namespace);
+    let cm = cms
+        .get_opt(&name)
+        .await
+        .map_err(ReconcileError::kube("get configmap"))?;
+    let ca = cm.and_then(|c| c.data).and_then(|mut d| d.remove(CA_BUNDLE_KEY));
+    ca.ok_or_else(|| ReconcileError::ConfigMapNotFound {
+        namespace: namespace.to_owned(),
+        name,
+    })
+}
+
+/// A Secret's values by key (`stringData` over `data`); values that are not UTF-8 cannot be
+/// tokens or keys and are left out (the backend then reports the missing key).
+fn secret_values(secret: &Secret) -> BTreeMap<String, SecretValue> {
+    let mut data: BTreeMap<String, SecretValue> = BTreeMap::new();
+    for (k, v) in secret.data.iter().flatten() {
+        if let Ok(s) = std::str::from_utf8(&v.0) {
+            data.insert(k.clone(), SecretValue::new(s.trim_end_matches(['\n', '\r'])));
+        }
+    }
+    for (k, v) in secret.string_data.iter().flatten() {
+        data.insert(k.clone(), SecretValue::new(v.clone()));
+    }
+    data
+}

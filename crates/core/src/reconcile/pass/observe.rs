@@ -1,0 +1,96 @@
+//! Observe: the group's runner Jobs from the store, our writes it does not show yet, runners
+//! that will not start, and the forge's view, joined into one observation.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Event as CoreEvent, Pod};
+use kube::api::Api;
+use tracing::{Instrument, info};
+
+use super::dereference::{Found, ensure_runner_permissions};
+use crate::crd::RunnerGroup;
+use crate::forge::ForgeView;
+use crate::plan::ObservedRunner;
+use crate::reconcile::context::Context;
+use crate::reconcile::error::ReconcileError;
+use crate::reconcile::ledger::Ledger;
+use crate::reconcile::observe::{belongs_to, observe_runners, runner_refs, with_forge_states};
+use crate::reconcile::runner_rbac::must_reapply;
+use crate::reconcile::spans::forge_call;
+use crate::reconcile::startup_check::find_stuck;
+use crate::runner_job::template_hash;
+
+/// What the observe step saw.
+pub(super) struct Seen {
+    /// The group's runner Jobs in the store.
+    pub jobs: Vec<Arc<Job>>,
+    /// Every runner of the group (in-flight creations included), with the forge's state.
+    pub runners: Vec<ObservedRunner>,
+    /// The forge's view of the group.
+    pub view: ForgeView,
+    /// The clock of the pass.
+    pub now: Timestamp,
+}
+
+/// Observes the group: cluster first, then the forge, told about every runner of the cluster.
+pub(super) async fn observe(
+    ctx: &Context,
+    group: &RunnerGroup,
+    found: &Found<'_>,
+    ledger: &mut Ledger,
+) -> Result<Seen, ReconcileError> {
+    let jobs: Vec<Arc<Job>> = ctx
+        .jobs
+        .state()
+        .into_iter()
+        .filter(|j| belongs_to(j, group))
+        .collect();
+    ledger.writes.settle(&jobs);
+    let now = Timestamp::now();
+    let mut runners = observe_runners(&jobs, &ledger.writes, &template_hash(&group.spec), now);
+    ledger.plan.note_running(&mut runners, now);
+    mark_stuck(ctx, group, found, &mut runners, ledger).await?;
+    let view = found
+        .forge
+        .observe(&found.group, &runner_refs(&jobs, &runners))
+        .instrument(forge_call("observe", &found.group))
+        .await?;
+    let mut view = view;
+    let runners = with_forge_states(runners, &view);
+    ledger.net_waiting_jobs(&mut view, &runners, std::time::Instant::now());
+    Ok(Seen {
+        jobs,
+        runners,
+        view,
+        now,
+    })
+}
+
+/// Marks the runners that will not start, with what Kubernetes says about each.
+async fn mark_stuck(
+    ctx: &Context,
+    group: &RunnerGroup,
+    found: &Found<'_>,
+    runners: &mut [ObservedRunner],
+    ledger: &mut Ledger,
+) -> Result<(), ReconcileError> {
+    let key = &found.group.key;
+    let startup_timeout = Duration::from_secs(u64::from(group.spec.startup_timeout_seconds()));
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &key.namespace);
+    let events: Api<CoreEvent> = Api::namespaced(ctx.client.clone(), &key.namespace);
+    let mut stuck = find_stuck(&pods, &events, &key.name, runners, startup_timeout).await;
+    if must_reapply(stuck.values()) {
+        // The runner ServiceAccount was removed behind our back: every runner pod is refused
+        // until it is back, so apply it (with its Role and RoleBinding) again now.
+        info!(group = %key, "runner ServiceAccount missing; applying the runner RBAC again");
+        ledger.upkeep.runner_rbac = None;
+        ensure_runner_permissions(ctx, found.forge, group, &mut ledger.upkeep).await?;
+    }
+    for r in runners.iter_mut() {
+        r.stuck = stuck.remove(&r.name);
+    }
+    Ok(())
+}

@@ -1,0 +1,226 @@
+//! Report: what the pass did, told in metrics, Events and the status; and when the next pass is
+//! due.
+
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
+use kube::{Resource, ResourceExt};
+use tracing::{info, warn};
+
+use super::decide::Decided;
+use super::dereference::Found;
+use super::observe::Seen;
+use crate::conditions::{GroupCondition, transitions};
+use crate::crd::{RunnerGroup, RunnerGroupStatus};
+use crate::metrics::ForgeLabels;
+use crate::reconcile::FIELD_MANAGER;
+use crate::reconcile::apply::ApplyReport;
+use crate::reconcile::context::Context;
+use crate::reconcile::error::ReconcileError;
+use crate::reconcile::events;
+use crate::reconcile::ledger::{Ledger, StatusBook};
+use crate::reconcile::pass_metrics::{record_pass, stage_samples};
+use crate::reconcile::pipeline::group_key;
+use crate::reconcile::status::{
+    PassSummary, build_status, outdated_persists, runner_started_since, startup_failure_persists,
+    success_conditions,
+};
+use crate::reconcile::status_write::{StatusWrite, status_write};
+
+/// Reports the pass and returns the first error the act step met, or when to come back.
+pub(super) async fn report(
+    ctx: &Context,
+    group: &RunnerGroup,
+    found: &Found<'_>,
+    seen: &Seen,
+    decided: Decided,
+    mut done: ApplyReport,
+    ledger: &mut Ledger,
+) -> Result<Action, ReconcileError> {
+    count_runners(ctx, group, &done);
+    budget_event(ctx, group, seen, &decided, &mut ledger.budget_throttled).await;
+    let summary = summarize(group, seen, &decided, &done);
+    let samples = stage_samples(
+        &mut ledger.stages,
+        &seen.jobs,
+        &seen.runners,
+        &seen.view,
+        summary.created,
+        seen.now,
+    );
+    record_pass(
+        ctx,
+        group,
+        &seen.jobs,
+        &seen.runners,
+        &seen.view,
+        &summary,
+        samples,
+    );
+    events::scaling(ctx, group, &summary, &done).await;
+    events::waiting_out(ctx, group, &decided.plan.waiting_out).await;
+    if !done.pod_security.is_empty() {
+        events::pod_security(ctx, group, &done.pod_security).await;
+    }
+    let may_defer = done.first_error.is_none();
+    let conditions = success_conditions(&summary);
+    let deferred = write_status(
+        ctx,
+        group,
+        &conditions,
+        Some(&summary),
+        may_defer,
+        &mut ledger.status,
+    )
+    .await;
+    match done.first_error.take() {
+        Some(e) => Err(e),
+        None => {
+            let regular = found.forge.resync_interval(&group.spec);
+            let sooner = [deferred, decided.surplus_due_in].into_iter().flatten().min();
+            Ok(Action::requeue(sooner.map_or(regular, |d| d.min(regular))))
+        }
+    }
+}
+
+/// What the status says of a pass that reached the forge.
+fn summarize(group: &RunnerGroup, seen: &Seen, decided: &Decided, done: &ApplyReport) -> PassSummary {
+    let prev = group.status.as_ref();
+    let generation = group.metadata.generation;
+    let plan = &decided.plan;
+    let failed_now = u32::try_from(done.failed_deleted.len()).unwrap_or(u32::MAX);
+    let recovered_since = |since: jiff::Timestamp| {
+        done.succeeded_deleted > 0 || runner_started_since(&seen.runners, since, seen.now)
+    };
+    let waiting_out = plan
+        .waiting_out
+        .first()
+        .map(|(_, stuck)| (stuck.cause, stuck.message.clone()));
+    // A runner kept while its job waits says itself what holds it up; a failure condition from
+    // an earlier pass is not carried over meanwhile.
+    let startup_failure = done
+        .stuck
+        .last()
+        .map(|(_, cause, msg)| (*cause, msg.clone()))
+        .or_else(|| {
+            waiting_out
+                .is_none()
+                .then(|| startup_failure_persists(prev, generation, recovered_since))
+                .flatten()
+        });
+    PassSummary {
+        startup_failure,
+        waiting_out,
+        failed_now,
+        counts: plan.counts,
+        facts: seen.view.facts.clone(),
+        failed_runners: decided.failures.next_count(done.succeeded_deleted, failed_now),
+        created: u32::try_from(done.created.len()).unwrap_or(u32::MAX),
+        scaled_down: done.scaled_down,
+        throttled: plan.throttled,
+        at_max: plan.at_max,
+        apply_error: done.first_error.as_ref().map(|e| (e.category(), e.to_string())),
+        runner_outdated: !done.outdated.is_empty()
+            || outdated_persists(prev, generation, done.succeeded_deleted),
+    }
+}
+
+/// Counts the runners the pass created and removed.
+fn count_runners(ctx: &Context, group: &RunnerGroup, done: &ApplyReport) {
+    let forge = ForgeLabels {
+        forge: group.spec.forge.as_str(),
+    };
+    let created = u64::try_from(done.created.len()).unwrap_or(u64::MAX);
+    let removed = u64::try_from(done.deleted.len()).unwrap_or(u64::MAX);
+    ctx.metrics.runners_created.get_or_create(&forge).inc_by(created);
+    ctx.metrics.runners_removed.get_or_create(&forge).inc_by(removed);
+}
+
+/// Logs a creation the API budget cut, and publishes an Event when such cuts start.
+async fn budget_event(
+    ctx: &Context,
+    group: &RunnerGroup,
+    seen: &Seen,
+    decided: &Decided,
+    was_cut: &mut bool,
+) {
+    let planned = decided.plan.cut_by_budget;
+    let started = planned.is_some() && !*was_cut;
+    *was_cut = planned.is_some();
+    let Some(planned) = planned else {
+        return;
+    };
+    let budget = seen.view.budget;
+    let (remaining, limit) = budget.map_or((0, 0), |b| (b.remaining, b.limit));
+    let reset = budget
+        .and_then(|b| b.reset)
+        .map_or_else(|| "unknown".to_owned(), |r| r.to_string());
+    let allowed = decided.plan.create;
+    info!(group = %group_key(group), planned, allowed, remaining, limit, reset = %reset,
+        "forge API budget low: creating fewer runners");
+    if started {
+        let note = format!(
+            "forge API budget low ({remaining} of {limit} requests left, reset at {reset}): creating \
+             {allowed} of {planned} runners this pass until the budget recovers"
+        );
+        events::publish(
+            ctx,
+            group,
+            EventType::Warning,
+            "ApiBudgetLow",
+            "CreateRunners",
+            note,
+        )
+        .await;
+    }
+}
+
+/// Writes the status by server-side apply and publishes Events for condition transitions.
+/// Failures are logged, not returned: the next pass writes the status again.
+///
+/// With `may_defer`, a change of counts or messages only shortly after the last write is left to
+/// a later pass ([`crate::reconcile::status_write`]); the returned delay is when that pass
+/// should run.
+pub(super) async fn write_status(
+    ctx: &Context,
+    group: &RunnerGroup,
+    conds: &[GroupCondition],
+    pass: Option<&PassSummary>,
+    may_defer: bool,
+    book: &mut StatusBook,
+) -> Option<Duration> {
+    let now = Time(jiff::Timestamp::now());
+    let prev: Option<&RunnerGroupStatus> = group.status.as_ref();
+    let status = build_status(prev, group.metadata.generation, conds, pass, &now);
+    let old = prev.map(|s| s.conditions.clone()).unwrap_or_default();
+    let changed: Vec<_> = transitions(&old, &status.conditions)
+        .into_iter()
+        .cloned()
+        .collect();
+    let since_last_write = if may_defer { book.since_last_write() } else { None };
+    match status_write(prev, &status, since_last_write) {
+        StatusWrite::Skip => return None,
+        StatusWrite::Defer(delay) => return Some(delay),
+        StatusWrite::Now => {}
+    }
+    let api: Api<RunnerGroup> = Api::namespaced(ctx.client.clone(), &group.namespace().unwrap_or_default());
+    let body = serde_json::json!({
+        "apiVersion": RunnerGroup::api_version(&()),
+        "kind": RunnerGroup::kind(&()),
+        "status": status,
+    });
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    if let Err(e) = api
+        .patch_status(&group.name_any(), &params, &Patch::Apply(&body))
+        .await
+    {
+        warn!(group = %group_key(group), error = %e, "status update failed");
+        return None;
+    }
+    book.wrote(group.metadata.resource_version.clone(), status);
+    events::transitions(ctx, group, &changed).await;
+    None
+}

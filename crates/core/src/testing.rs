@@ -1,0 +1,686 @@
+//! Test fixtures for every crate's tests: [`RunnerGroupBuilder`], a `RunnerGroup` that states only
+//! what a test cares about, and [`FakeForge`], a forge whose demand a test sets directly.
+//!
+//! Compiled for core's own tests and under the `testing` feature, which other crates enable in
+//! their `[dev-dependencies]` only: no shipped build has it.
+//!
+//! ```
+//! use forgerunner_core::crd::{ContainerModeType, ForgeKind, RunnerGroup};
+//!
+//! let group = RunnerGroup::test(ForgeKind::Gitea)
+//!     .named("ci", "linux")
+//!     .max(3)
+//!     .labels(["linux:host"])
+//!     .container_mode(ContainerModeType::Dind)
+//!     .finalized()
+//!     .build();
+//! assert_eq!(group.spec.max_runners, 3);
+//! ```
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::{
+    Container, EnvVar, EnvVarSource, PodSpec, PodTemplateSpec, SecretKeySelector,
+};
+use k8s_openapi::api::rbac::v1::PolicyRule;
+
+use crate::budget::RateBudget;
+use crate::crd::{
+    ContainerMode, ContainerModeType, ForgeKind, ForgejoSpec, GiteaScope, GiteaSpec, GithubSpec, RunnerGroup,
+    RunnerGroupSpec,
+};
+use crate::embedded::Embedded;
+use crate::forge::{
+    ClusterRefs, Forge, ForgeError, ForgeRunnerState, ForgeView, GroupContext, RemoveOutcome,
+    RunnerCredentials, RunnerExit, RunnerRef, SecretValue,
+};
+use crate::job_identity::JobIdentity;
+use crate::validate::{SpecViolation, violation};
+
+/// Namespace of a [`RunnerGroupBuilder`]'s group unless [`RunnerGroupBuilder::named`] says otherwise.
+pub const TEST_NAMESPACE: &str = "default";
+/// Name of a [`RunnerGroupBuilder`]'s group unless [`RunnerGroupBuilder::named`] says otherwise.
+pub const TEST_NAME: &str = "test";
+/// `maxRunners` of a [`RunnerGroupBuilder`]'s group unless [`RunnerGroupBuilder::max`] says otherwise.
+pub const TEST_MAX_RUNNERS: u32 = 5;
+
+/// A valid `RunnerGroup` for tests, in the style of controller-rs's `Document::test()`: start from
+/// a minimal valid group of one forge, then state only what the test is about.
+///
+/// The forge blocks it starts from (each passes `validate_spec` and the forge's own rules):
+///
+/// | forge   | URL                           | scope  | credentials     | labels                  |
+/// |---------|-------------------------------|--------|-----------------|-------------------------|
+/// | GitHub  | `https://github.com/my-org`   | (org)  | `github-pat`    | none                    |
+/// | Gitea   | `https://gitea.example.com`   | global | `gitea-token`   | `ubuntu-latest`         |
+/// | Forgejo | `https://forgejo.example.com` | global | `forgejo-token` | `ubuntu-latest:host`    |
+///
+/// Every other spec field is unset (its default applies), `minRunners` is 0 and `maxRunners`
+/// [`TEST_MAX_RUNNERS`]; the group is [`TEST_NAMESPACE`]/[`TEST_NAME`] with no uid, generation
+/// or finalizer. The setters of a forge block's fields act on the block of the builder's forge
+/// and panic when that forge has no such field (a test bug).
+#[derive(Clone, Debug)]
+#[must_use]
+pub struct RunnerGroupBuilder {
+    namespace: String,
+    name: String,
+    uid: Option<String>,
+    generation: Option<i64>,
+    finalizers: Vec<String>,
+    spec: RunnerGroupSpec,
+}
+
+/// Runs `$body` on the forge block of `$spec.forge` (bound to `$b`), whichever type it has.
+macro_rules! on_block {
+    ($spec:expr, $what:literal, |$b:ident| $body:expr) => {{
+        let spec = &mut $spec;
+        match spec.forge {
+            ForgeKind::Github => {
+                let $b = spec
+                    .github
+                    .as_mut()
+                    .expect(concat!($what, ": the spec has no github block"));
+                $body
+            }
+            ForgeKind::Gitea => {
+                let $b = spec
+                    .gitea
+                    .as_mut()
+                    .expect(concat!($what, ": the spec has no gitea block"));
+                $body
+            }
+            ForgeKind::Forgejo => {
+                let $b = spec
+                    .forgejo
+                    .as_mut()
+                    .expect(concat!($what, ": the spec has no forgejo block"));
+                $body
+            }
+        }
+    }};
+}
+
+/// Runs `$body` on the Gitea or Forgejo block of `$spec.forge` (bound to `$b`); panics for GitHub.
+macro_rules! on_gitea_like_block {
+    ($spec:expr, $what:literal, |$b:ident| $body:expr) => {{
+        let spec = &mut $spec;
+        match spec.forge {
+            ForgeKind::Github => panic!(concat!($what, " is not a setting of a GitHub group")),
+            ForgeKind::Gitea => {
+                let $b = spec
+                    .gitea
+                    .as_mut()
+                    .expect(concat!($what, ": the spec has no gitea block"));
+                $body
+            }
+            ForgeKind::Forgejo => {
+                let $b = spec
+                    .forgejo
+                    .as_mut()
+                    .expect(concat!($what, ": the spec has no forgejo block"));
+                $body
+            }
+        }
+    }};
+}
+
+impl RunnerGroupBuilder {
+    /// A minimal valid group of `forge` (see the type's documentation for what it holds).
+    pub fn new(forge: ForgeKind) -> Self {
+        let (github, gitea, forgejo) = match forge {
+            ForgeKind::Github => (Some(test_github_block()), None, None),
+            ForgeKind::Gitea => (None, Some(test_gitea_block()), None),
+            ForgeKind::Forgejo => (None, None, Some(test_forgejo_block())),
+        };
+        RunnerGroupBuilder {
+            namespace: TEST_NAMESPACE.to_owned(),
+            name: TEST_NAME.to_owned(),
+            uid: None,
+            generation: None,
+            finalizers: Vec::new(),
+            spec: RunnerGroupSpec {
+                forge,
+                github,
+                gitea,
+                forgejo,
+                min_runners: 0,
+                max_runners: TEST_MAX_RUNNERS,
+                image: None,
+                template: None,
+                ttl_seconds_after_finished: None,
+                active_deadline_seconds: None,
+                idle_timeout_seconds: None,
+                startup_timeout_seconds: None,
+                scale_down_delay_seconds: None,
+                container_mode: None,
+            },
+        }
+    }
+
+    // --- metadata ---
+
+    /// The group's namespace and name.
+    pub fn named(mut self, namespace: impl Into<String>, name: impl Into<String>) -> Self {
+        self.namespace = namespace.into();
+        self.name = name.into();
+        self
+    }
+
+    /// `metadata.uid` (as the API server sets it on create; runner Jobs need it for their owner).
+    pub fn uid(mut self, uid: impl Into<String>) -> Self {
+        self.uid = Some(uid.into());
+        self
+    }
+
+    /// `metadata.generation` (the spec's version, as the API server counts it).
+    pub fn generation(mut self, generation: i64) -> Self {
+        self.generation = Some(generation);
+        self
+    }
+
+    /// Carries the reconciler's finalizer ([`crate::reconcile::FINALIZER`]), as a group the
+    /// operator has seen does.
+    pub fn finalized(mut self) -> Self {
+        let finalizer = crate::reconcile::FINALIZER.to_owned();
+        if !self.finalizers.contains(&finalizer) {
+            self.finalizers.push(finalizer);
+        }
+        self
+    }
+
+    // --- spec ---
+
+    /// `spec.minRunners`.
+    pub fn min(mut self, min_runners: u32) -> Self {
+        self.spec.min_runners = min_runners;
+        self
+    }
+
+    /// `spec.maxRunners`.
+    pub fn max(mut self, max_runners: u32) -> Self {
+        self.spec.max_runners = max_runners;
+        self
+    }
+
+    /// `spec.image`.
+    pub fn image(mut self, image: impl Into<String>) -> Self {
+        self.spec.image = Some(image.into());
+        self
+    }
+
+    /// `spec.template`, embedded from a typed pod template (as a user would write it).
+    pub fn template(mut self, template: PodTemplateSpec) -> Self {
+        self.spec.template = Some(Embedded::new(&template));
+        self
+    }
+
+    /// `spec.template` as stored JSON, decodable or not.
+    pub fn template_json(mut self, template: serde_json::Value) -> Self {
+        self.spec.template = Some(Embedded::from_raw(template));
+        self
+    }
+
+    /// `spec.ttlSecondsAfterFinished`; `None` unsets it.
+    pub fn ttl_after_finished(mut self, seconds: impl Into<Option<i32>>) -> Self {
+        self.spec.ttl_seconds_after_finished = seconds.into();
+        self
+    }
+
+    /// `spec.activeDeadlineSeconds`; `None` unsets it.
+    pub fn active_deadline(mut self, seconds: impl Into<Option<i64>>) -> Self {
+        self.spec.active_deadline_seconds = seconds.into();
+        self
+    }
+
+    /// `spec.idleTimeoutSeconds`; `None` unsets it (the default applies).
+    pub fn idle_timeout(mut self, seconds: impl Into<Option<u32>>) -> Self {
+        self.spec.idle_timeout_seconds = seconds.into();
+        self
+    }
+
+    /// `spec.startupTimeoutSeconds`; `None` unsets it (the default applies).
+    pub fn startup_timeout(mut self, seconds: impl Into<Option<u32>>) -> Self {
+        self.spec.startup_timeout_seconds = seconds.into();
+        self
+    }
+
+    /// `spec.scaleDownDelaySeconds`; `None` unsets it (the default applies).
+    pub fn scale_down_delay(mut self, seconds: impl Into<Option<u32>>) -> Self {
+        self.spec.scale_down_delay_seconds = seconds.into();
+        self
+    }
+
+    /// `spec.containerMode` of type `mode`, with no work volume claim.
+    pub fn container_mode(mut self, mode: ContainerModeType) -> Self {
+        self.spec.container_mode = Some(ContainerMode {
+            type_: mode,
+            kubernetes_mode_work_volume_claim: None,
+        });
+        self
+    }
+
+    // --- whole forge blocks ---
+
+    /// Sets `spec.github` to `block`; `spec.forge` and the other blocks stay as they are.
+    pub fn github(mut self, block: GithubSpec) -> Self {
+        self.spec.github = Some(block);
+        self
+    }
+
+    /// Sets `spec.gitea` to `block`; `spec.forge` and the other blocks stay as they are.
+    pub fn gitea(mut self, block: GiteaSpec) -> Self {
+        self.spec.gitea = Some(block);
+        self
+    }
+
+    /// Sets `spec.forgejo` to `block`; `spec.forge` and the other blocks stay as they are.
+    pub fn forgejo(mut self, block: ForgejoSpec) -> Self {
+        self.spec.forgejo = Some(block);
+        self
+    }
+
+    // --- fields of the forge's block ---
+
+    /// The forge's URL: `github.configUrl`, `gitea.url` or `forgejo.url`.
+    pub fn url(mut self, url: impl Into<String>) -> Self {
+        let url = url.into();
+        match self.spec.forge {
+            ForgeKind::Github => self.github_block("url").config_url = url,
+            ForgeKind::Gitea | ForgeKind::Forgejo => on_gitea_like_block!(self.spec, "url", |b| b.url = url),
+        }
+        self
+    }
+
+    /// The name of the credentials Secret of the forge's block.
+    pub fn credentials(mut self, secret: impl Into<String>) -> Self {
+        let secret = secret.into();
+        on_block!(self.spec, "credentials", |b| b.credentials = secret);
+        self
+    }
+
+    /// The labels of the forge's block (replacing the default ones).
+    pub fn labels<I, L>(mut self, labels: I) -> Self
+    where
+        I: IntoIterator<Item = L>,
+        L: Into<String>,
+    {
+        let labels: Vec<String> = labels.into_iter().map(Into::into).collect();
+        on_block!(self.spec, "labels", |b| b.labels = labels);
+        self
+    }
+
+    /// The forge block's `caBundleConfigMap`.
+    pub fn ca_bundle(mut self, config_map: impl Into<String>) -> Self {
+        let config_map = config_map.into();
+        on_block!(self.spec, "ca_bundle", |b| b.ca_bundle_config_map =
+            Some(config_map));
+        self
+    }
+
+    /// The forge block's `proxyUrl`.
+    pub fn proxy(mut self, url: impl Into<String>) -> Self {
+        let url = url.into();
+        on_block!(self.spec, "proxy", |b| b.proxy_url = Some(url));
+        self
+    }
+
+    /// `github.scaleSetName`.
+    pub fn scale_set_name(mut self, name: impl Into<String>) -> Self {
+        self.github_block("scale_set_name").scale_set_name = Some(name.into());
+        self
+    }
+
+    /// `github.runnerGroup`.
+    pub fn runner_group(mut self, group: impl Into<String>) -> Self {
+        self.github_block("runner_group").runner_group = Some(group.into());
+        self
+    }
+
+    /// Gitea or Forgejo: `pollIntervalSeconds`; `None` unsets it (the default applies).
+    pub fn poll_interval(mut self, seconds: impl Into<Option<u32>>) -> Self {
+        let seconds = seconds.into();
+        on_gitea_like_block!(self.spec, "poll_interval", |b| b.poll_interval_seconds = seconds);
+        self
+    }
+
+    /// Gitea or Forgejo: `scope: org` of organization `org`.
+    pub fn org(mut self, org: impl Into<String>) -> Self {
+        let org = org.into();
+        on_gitea_like_block!(self.spec, "org", |b| {
+            b.scope = GiteaScope::Org;
+            b.org = Some(org);
+        });
+        self
+    }
+
+    /// Gitea or Forgejo: `scope: user` of user `user`.
+    pub fn user(mut self, user: impl Into<String>) -> Self {
+        let user = user.into();
+        on_gitea_like_block!(self.spec, "user", |b| {
+            b.scope = GiteaScope::User;
+            b.user = Some(user);
+        });
+        self
+    }
+
+    /// Gitea or Forgejo: `scope: repo` of repository `repo` (`owner/name`).
+    pub fn repo(mut self, repo: impl Into<String>) -> Self {
+        let repo = repo.into();
+        on_gitea_like_block!(self.spec, "repo", |b| {
+            b.scope = GiteaScope::Repo;
+            b.repo = Some(repo);
+        });
+        self
+    }
+
+    /// Gitea: `webhookSecret`, the Secret that verifies `workflow_job` webhooks.
+    pub fn webhook_secret(mut self, secret: impl Into<String>) -> Self {
+        let secret = secret.into();
+        match self.spec.gitea.as_mut() {
+            Some(g) if self.spec.forge == ForgeKind::Gitea => g.webhook_secret = Some(secret),
+            _ => panic!("webhook_secret is a setting of a Gitea group only"),
+        }
+        self
+    }
+
+    fn github_block(&mut self, what: &str) -> &mut GithubSpec {
+        match self.spec.github.as_mut() {
+            Some(g) if self.spec.forge == ForgeKind::Github => g,
+            _ => panic!("{what} is a setting of a GitHub group only"),
+        }
+    }
+
+    // --- results ---
+
+    /// The spec alone.
+    pub fn spec(self) -> RunnerGroupSpec {
+        self.spec
+    }
+
+    /// The whole group.
+    pub fn build(self) -> RunnerGroup {
+        let mut group = RunnerGroup::new(&self.name, self.spec);
+        group.metadata.namespace = Some(self.namespace);
+        group.metadata.uid = self.uid;
+        group.metadata.generation = self.generation;
+        if !self.finalizers.is_empty() {
+            group.metadata.finalizers = Some(self.finalizers);
+        }
+        group
+    }
+}
+
+impl RunnerGroup {
+    /// A [`RunnerGroupBuilder`] of `forge`: `RunnerGroup::test(ForgeKind::Gitea).max(3).build()`.
+    pub fn test(forge: ForgeKind) -> RunnerGroupBuilder {
+        RunnerGroupBuilder::new(forge)
+    }
+}
+
+/// The GitHub block a [`RunnerGroupBuilder`] starts from.
+pub fn test_github_block() -> GithubSpec {
+    GithubSpec {
+        config_url: "https://github.com/my-org".into(),
+        credentials: "github-pat".into(),
+        runner_group: None,
+        scale_set_name: None,
+        labels: Vec::new(),
+        ca_bundle_config_map: None,
+        proxy_url: None,
+    }
+}
+
+/// The Gitea block a [`RunnerGroupBuilder`] starts from.
+pub fn test_gitea_block() -> GiteaSpec {
+    GiteaSpec {
+        url: "https://gitea.example.com".into(),
+        scope: GiteaScope::Global,
+        org: None,
+        user: None,
+        repo: None,
+        credentials: "gitea-token".into(),
+        labels: vec!["ubuntu-latest".into()],
+        poll_interval_seconds: None,
+        webhook_secret: None,
+        ca_bundle_config_map: None,
+        proxy_url: None,
+    }
+}
+
+/// The Forgejo block a [`RunnerGroupBuilder`] starts from (a `:host` label: a label without a
+/// scheme is docker, which needs `containerMode: dind`).
+pub fn test_forgejo_block() -> ForgejoSpec {
+    ForgejoSpec {
+        url: "https://forgejo.example.com".into(),
+        scope: GiteaScope::Global,
+        org: None,
+        user: None,
+        repo: None,
+        credentials: "forgejo-token".into(),
+        labels: vec!["ubuntu-latest:host".into()],
+        poll_interval_seconds: None,
+        ca_bundle_config_map: None,
+        proxy_url: None,
+    }
+}
+
+/// The secret value [`FakeForge`] issues to every runner (tests check it never leaks).
+pub const SECRET_VALUE: &str = "runner-secret-value-do-not-leak";
+/// The exit code [`FakeForge`] calls "outdated runner" (as GitHub's runner does).
+pub const OUTDATED_EXIT: i32 = 7;
+
+/// A forge whose waiting jobs tests set directly, and that records what the reconciler asks of it.
+pub struct FakeForge {
+    /// The forge it plays.
+    pub kind: ForgeKind,
+    /// Jobs waiting for a runner, as the next observation reports them.
+    pub jobs: AtomicU32,
+    /// When set, observing fails as an unavailable forge does.
+    pub fail_demand: AtomicBool,
+    /// Names of the runners credentials were issued to, in order.
+    pub issued: Mutex<Vec<String>>,
+    /// Names of the runners removed from the forge, in order.
+    pub removed: Mutex<Vec<String>>,
+    /// How many times a group was shut down.
+    pub shutdowns: AtomicU32,
+    /// The API budget the forge reports with each view.
+    pub budget: Mutex<Option<RateBudget>>,
+    /// The job each runner runs, as the forge reports it.
+    pub identities: Mutex<BTreeMap<String, JobIdentity>>,
+    /// What the runner pods may do (as GitHub's `containerMode: kubernetes` asks); none by default.
+    pub role_rules: Mutex<Vec<PolicyRule>>,
+}
+
+impl FakeForge {
+    /// A fake forge of `kind` with no waiting jobs.
+    pub fn new(kind: ForgeKind) -> Arc<FakeForge> {
+        Arc::new(FakeForge {
+            kind,
+            jobs: AtomicU32::new(0),
+            fail_demand: AtomicBool::new(false),
+            issued: Mutex::new(Vec::new()),
+            removed: Mutex::new(Vec::new()),
+            shutdowns: AtomicU32::new(0),
+            budget: Mutex::new(None),
+            identities: Mutex::new(BTreeMap::new()),
+            role_rules: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Names of the runners removed from the forge so far, in order.
+    pub fn removed(&self) -> Vec<String> {
+        self.removed.lock().expect("lock").clone()
+    }
+}
+
+#[async_trait]
+impl Forge for FakeForge {
+    fn kind(&self) -> ForgeKind {
+        self.kind
+    }
+
+    fn validate(&self, spec: &RunnerGroupSpec) -> Vec<SpecViolation> {
+        // One rule of the forge's own, to show its violations reach the condition.
+        match &spec.gitea {
+            Some(g) if g.labels.iter().any(|l| l == "reserved") => {
+                vec![violation("spec.gitea.labels", "must not use reserved")]
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    fn cluster_refs(&self, spec: &RunnerGroupSpec) -> ClusterRefs {
+        let credentials = spec
+            .gitea
+            .as_ref()
+            .map(|g| g.credentials.clone())
+            .or_else(|| spec.github.as_ref().map(|g| g.credentials.clone()))
+            .unwrap_or_default();
+        ClusterRefs {
+            credentials_secret: credentials,
+            ..ClusterRefs::default()
+        }
+    }
+
+    fn resync_interval(&self, spec: &RunnerGroupSpec) -> Duration {
+        let seconds = spec.gitea.as_ref().map_or(60, |g| g.poll_interval_seconds());
+        Duration::from_secs(u64::from(seconds))
+    }
+
+    fn runner_role_rules(&self, _spec: &RunnerGroupSpec) -> Vec<PolicyRule> {
+        self.role_rules.lock().expect("lock").clone()
+    }
+
+    fn default_runner_pod(
+        &self,
+        _group: &RunnerGroup,
+        _runner_name: &str,
+        secret_name: &str,
+        _credentials: &RunnerCredentials,
+    ) -> PodSpec {
+        PodSpec {
+            containers: vec![Container {
+                name: "runner".into(),
+                image: Some("fake/runner:1".into()),
+                env: Some(vec![EnvVar {
+                    name: "TOKEN".into(),
+                    value: None,
+                    value_from: Some(EnvVarSource {
+                        secret_key_ref: Some(SecretKeySelector {
+                            name: secret_name.into(),
+                            key: "token".into(),
+                            optional: None,
+                        }),
+                        ..EnvVarSource::default()
+                    }),
+                }]),
+                ..Container::default()
+            }],
+            ..PodSpec::default()
+        }
+    }
+
+    async fn observe(&self, _group: &GroupContext, runners: &[RunnerRef]) -> Result<ForgeView, ForgeError> {
+        if self.fail_demand.load(Ordering::SeqCst) {
+            return Err(ForgeError::Unavailable("fake outage".into()));
+        }
+        Ok(ForgeView {
+            waiting_jobs: self.jobs.load(Ordering::SeqCst),
+            runners: runners
+                .iter()
+                .map(|r| (r.name.clone(), ForgeRunnerState::Idle))
+                .collect(),
+            budget: *self.budget.lock().expect("lock"),
+            job_identities: self.identities.lock().expect("lock").clone(),
+            ..ForgeView::default()
+        })
+    }
+
+    async fn runner_credentials(
+        &self,
+        _group: &GroupContext,
+        name: &str,
+    ) -> Result<RunnerCredentials, ForgeError> {
+        self.issued.lock().expect("lock").push(name.to_owned());
+        Ok(RunnerCredentials {
+            secret_data: BTreeMap::from([("token".to_owned(), SecretValue::new(SECRET_VALUE))]),
+            env: BTreeMap::from([("RUNNER_NAME".to_owned(), name.to_owned())]),
+            annotations: BTreeMap::new(),
+        })
+    }
+
+    fn runner_exit_meaning(&self, exit_code: i32) -> Option<RunnerExit> {
+        (exit_code == OUTDATED_EXIT).then_some(RunnerExit::Outdated)
+    }
+
+    async fn remove_runner(
+        &self,
+        _group: &GroupContext,
+        runner: &RunnerRef,
+    ) -> Result<RemoveOutcome, ForgeError> {
+        self.removed.lock().expect("lock").push(runner.name.clone());
+        Ok(RemoveOutcome::Removed)
+    }
+
+    async fn shutdown(&self, _group: &GroupContext) -> Result<(), ForgeError> {
+        self.shutdowns.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::validate::validate_spec;
+
+    #[test]
+    fn every_forge_starts_valid_with_only_its_block() {
+        for forge in ForgeKind::ALL {
+            let spec = RunnerGroupBuilder::new(forge).spec();
+            assert_eq!(spec.forge_blocks_set(), [forge]);
+            assert_eq!(validate_spec(&spec), [], "{forge}");
+        }
+    }
+
+    #[test]
+    fn build_carries_metadata_and_setters_reach_the_forge_block() {
+        let g = RunnerGroup::test(ForgeKind::Forgejo)
+            .named("ci", "linux")
+            .uid("uid-1")
+            .generation(3)
+            .finalized()
+            .finalized()
+            .repo("alice/app")
+            .labels(["a:host"])
+            .poll_interval(7)
+            .idle_timeout(30)
+            .build();
+        assert_eq!(g.metadata.namespace.as_deref(), Some("ci"));
+        assert_eq!(g.metadata.name.as_deref(), Some("linux"));
+        assert_eq!(g.metadata.uid.as_deref(), Some("uid-1"));
+        assert_eq!(g.metadata.generation, Some(3));
+        assert_eq!(
+            g.metadata.finalizers,
+            Some(vec![crate::reconcile::FINALIZER.to_owned()])
+        );
+        let fj = g.spec.forgejo.as_ref().expect("forgejo block");
+        assert_eq!(
+            (fj.scope, fj.repo.as_deref()),
+            (GiteaScope::Repo, Some("alice/app"))
+        );
+        assert_eq!(fj.labels, ["a:host"]);
+        assert_eq!(fj.poll_interval_seconds, Some(7));
+        assert_eq!(g.spec.idle_timeout_seconds, Some(30));
+        assert_eq!(validate_spec(&g.spec), []);
+    }
+
+    #[test]
+    #[should_panic(expected = "webhook_secret is a setting of a Gitea group only")]
+    fn a_setting_of_another_forge_is_a_test_bug() {
+        let _ = RunnerGroup::test(ForgeKind::Github).webhook_secret("hook");
+    }
+}

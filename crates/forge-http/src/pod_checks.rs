@@ -1,0 +1,161 @@
+//! The runner pod as the reconciler builds it (the forge's default pod, then
+//! `build_runner_job`), in every container mode the Gitea-family forges support, checked against
+//! the restricted Pod Security profile (feature `testing`). Both forges' pods follow
+//! [`crate::act_runner::PROFILE`], so one set of checks serves both; each forge supplies its
+//! spec and the credential shapes it hands out.
+
+use std::collections::BTreeMap;
+
+use forgerunner_core::RunnerGroup;
+use forgerunner_core::crd::{ContainerMode, ContainerModeType, RunnerGroupSpec};
+use forgerunner_core::embedded::Embedded;
+use forgerunner_core::forge::{Forge, RunnerCredentials};
+use forgerunner_core::runner_job::{RunnerJobInput, build_runner_job};
+use forgerunner_core::runner_pod::{PssRule, restricted_violations};
+use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec, ResourceRequirements};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+/// The pods of a group in `mode` with `template`, one per credential shape the forge hands out.
+pub type Pods<'a> = &'a dyn Fn(Option<ContainerModeType>, Option<PodTemplateSpec>) -> Vec<PodSpec>;
+
+/// A group `g` in namespace `ci` from `spec` (the RunnerGroup spec as JSON), in `mode` with
+/// `template`.
+pub fn group(
+    spec: serde_json::Value,
+    mode: Option<ContainerModeType>,
+    template: Option<PodTemplateSpec>,
+) -> RunnerGroup {
+    let mut spec: RunnerGroupSpec = serde_json::from_value(spec).expect("spec");
+    spec.container_mode = mode.map(|type_| ContainerMode {
+        type_,
+        kubernetes_mode_work_volume_claim: None,
+    });
+    spec.template = template.as_ref().map(Embedded::new);
+    let mut g = RunnerGroup::new("g", spec);
+    g.metadata.namespace = Some("ci".into());
+    g.metadata.uid = Some("uid-1".into());
+    g
+}
+
+/// The runner pod the reconciler would create for `g`.
+pub fn built_pod(forge: &impl Forge, g: &RunnerGroup, creds: &RunnerCredentials) -> PodSpec {
+    let default_pod = forge.default_runner_pod(g, "g-abcde", "g-abcde", creds);
+    let job = build_runner_job(RunnerJobInput {
+        group: g,
+        runner_name: "g-abcde",
+        default_pod,
+        credentials: creds,
+    })
+    .expect("job");
+    job.spec.and_then(|s| s.template.spec).expect("pod spec")
+}
+
+fn runner(p: &PodSpec) -> &Container {
+    p.containers
+        .iter()
+        .find(|c| c.name == "runner")
+        .expect("runner container")
+}
+
+fn env_value(p: &PodSpec, name: &str) -> Option<String> {
+    runner(p)
+        .env
+        .iter()
+        .flatten()
+        .find(|e| e.name == name)
+        .and_then(|e| e.value.clone())
+}
+
+/// Without a container mode the pod passes restricted, as uid 1000 with `HOME=/data`.
+pub fn no_mode_passes_restricted_as_uid_1000(pods: Pods<'_>) {
+    for p in pods(None, None) {
+        assert_eq!(restricted_violations(&p), []);
+        let sc = p.security_context.as_ref().expect("pod context");
+        assert_eq!(
+            (sc.run_as_user, sc.run_as_group, sc.fs_group, sc.run_as_non_root),
+            (Some(1000), Some(1000), Some(1000), Some(true))
+        );
+        assert_eq!(p.automount_service_account_token, Some(false));
+        // Only the registration step (register-token path), which passes as well.
+        let init: Vec<&str> = p
+            .init_containers
+            .iter()
+            .flatten()
+            .map(|c| c.name.as_str())
+            .collect();
+        assert!(init.iter().all(|n| *n == "register"), "{init:?}");
+        // forgejo-runner's `Dockerfile` sets `HOME=/data`; a custom image may not, and
+        // `internal/pkg/config/config.go` `New` puts the cache under `os.UserHomeDir()`.
+        assert_eq!(env_value(&p, "HOME").as_deref(), Some("/data"));
+    }
+}
+
+/// `dind` breaks restricted only through its privileged sidecar.
+pub fn dind_breaks_restricted_only_through_its_privileged_sidecar(pods: Pods<'_>) {
+    for p in pods(Some(ContainerModeType::Dind), None) {
+        let v = restricted_violations(&p);
+        assert!(v.iter().any(|v| v.rule == PssRule::Privileged), "{v:?}");
+        assert!(
+            v.iter().all(|v| v.field.starts_with("spec.initContainers[dind]")),
+            "{v:?}"
+        );
+        let init: Vec<&str> = p
+            .init_containers
+            .iter()
+            .flatten()
+            .map(|c| c.name.as_str())
+            .filter(|n| *n != "register")
+            .collect();
+        assert_eq!(init, ["dind"]);
+        let dind = p
+            .init_containers
+            .iter()
+            .flatten()
+            .find(|c| c.name == "dind")
+            .expect("dind");
+        assert_eq!(dind.image.as_deref(), Some("docker:28-dind"));
+        assert!(dind.args.iter().flatten().any(|a| a == "--group=1000"));
+        // The data directory is shared at the same path, so job bind mounts resolve.
+        let data = dind
+            .volume_mounts
+            .iter()
+            .flatten()
+            .find(|m| m.mount_path == "/data")
+            .map(|m| m.name.clone());
+        assert_eq!(data.as_deref(), Some("data"));
+        assert_eq!(
+            env_value(&p, "DOCKER_HOST").as_deref(),
+            Some("unix:///run/dind/docker.sock")
+        );
+        let sc = runner(&p).security_context.as_ref().expect("runner context");
+        assert_eq!(sc.allow_privilege_escalation, Some(false));
+        assert_eq!(sc.privileged, None);
+    }
+}
+
+/// The template's resources reach the hardened runner, which still passes restricted.
+pub fn template_resources_reach_the_hardened_runner(pods: Pods<'_>) {
+    let limits = BTreeMap::from([("cpu".to_owned(), Quantity("2".into()))]);
+    let requests = BTreeMap::from([("memory".to_owned(), Quantity("512Mi".into()))]);
+    let tpl = PodTemplateSpec {
+        metadata: None,
+        spec: Some(PodSpec {
+            containers: vec![Container {
+                name: "runner".into(),
+                resources: Some(ResourceRequirements {
+                    limits: Some(limits.clone()),
+                    requests: Some(requests.clone()),
+                    claims: None,
+                }),
+                ..Container::default()
+            }],
+            ..PodSpec::default()
+        }),
+    };
+    for p in pods(None, Some(tpl)) {
+        let r = runner(&p).resources.as_ref().expect("resources");
+        assert_eq!(r.limits.as_ref(), Some(&limits));
+        assert_eq!(r.requests.as_ref(), Some(&requests));
+        assert_eq!(restricted_violations(&p), [], "still restricted");
+    }
+}

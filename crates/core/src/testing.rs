@@ -632,6 +632,54 @@ impl Forge for FakeForge {
     }
 }
 
+/// The clock of a planned pass in tests that need a fixed one.
+pub const TEST_NOW: jiff::Timestamp = jiff::Timestamp::constant(1_000_000, 0);
+
+/// A failure history of `consecutive` failures; `held` puts the last one at [`TEST_NOW`], after
+/// enough failures (at least two) for creation to back off.
+pub fn failure_history(consecutive: u32, held: bool) -> crate::plan::FailureHistory {
+    crate::plan::FailureHistory {
+        consecutive: if held { consecutive.max(2) } else { consecutive },
+        last_at: held.then_some(TEST_NOW),
+    }
+}
+
+/// The runner pod the reconciler would create for `g` with `forge`'s default pod: the forge's
+/// pod, the user's template merged onto it and the reserved fields set, as a real pass does.
+pub fn built_pod(
+    forge: &dyn crate::forge::Forge,
+    g: &RunnerGroup,
+    creds: &crate::forge::RunnerCredentials,
+) -> k8s_openapi::api::core::v1::PodSpec {
+    let default_pod = forge.default_runner_pod(g, "g-abcde", "g-abcde", creds);
+    let job = crate::runner_job::build_runner_job(crate::runner_job::RunnerJobInput {
+        group: g,
+        runner_name: "g-abcde",
+        default_pod,
+        credentials: creds,
+    })
+    .expect("job");
+    job.spec.and_then(|s| s.template.spec).expect("pod spec")
+}
+
+/// The container named `runner` of `pod`.
+pub fn runner_container(pod: &k8s_openapi::api::core::v1::PodSpec) -> &k8s_openapi::api::core::v1::Container {
+    pod.containers
+        .iter()
+        .find(|c| c.name == "runner")
+        .expect("runner container")
+}
+
+/// The plain value of the runner container's environment variable `name`.
+pub fn runner_env(pod: &k8s_openapi::api::core::v1::PodSpec, name: &str) -> Option<String> {
+    runner_container(pod)
+        .env
+        .iter()
+        .flatten()
+        .find(|e| e.name == name)
+        .and_then(|e| e.value.clone())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

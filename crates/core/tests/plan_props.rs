@@ -5,14 +5,10 @@ use std::collections::BTreeSet;
 
 use forgerunner_core::forge::{ForgeRunnerState, ForgeView};
 use forgerunner_core::plan::{
-    FAILURE_THROTTLE_THRESHOLD, FailureHistory, ObservedRunner, Plan, PlanInput, RemovalReason, RunnerPhase,
-    plan,
+    FAILURE_THROTTLE_THRESHOLD, ObservedRunner, Plan, PlanInput, RemovalReason, RunnerPhase, plan,
 };
 use forgerunner_core::startup::{StartupFailure, Stuck};
 use proptest::prelude::*;
-
-/// The clock of every planned pass.
-const NOW: jiff::Timestamp = jiff::Timestamp::constant(1_000_000, 0);
 
 /// An owned observation, so proptest can generate and shrink it.
 #[derive(Clone, Debug)]
@@ -34,17 +30,9 @@ impl Observation {
             idle_timeout_seconds: self.idle_timeout,
             runners: &self.runners,
             view: &self.view,
-            // Held: the last failure was just now, after enough failures to back off.
-            failures: FailureHistory {
-                consecutive: if self.held {
-                    self.failures.max(2)
-                } else {
-                    self.failures
-                },
-                last_at: self.held.then_some(NOW),
-            },
+            failures: forgerunner_core::testing::failure_history(self.failures, self.held),
             budget: None,
-            now: NOW,
+            now: forgerunner_core::testing::TEST_NOW,
             scale_down_delay_seconds: 0,
             surplus: None,
         }

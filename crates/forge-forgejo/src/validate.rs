@@ -1,6 +1,6 @@
 //! The rules of `spec.forgejo` (`Forge::validate`), twins of the CRD schema's. Where a field
 //! means what it means in `spec.gitea` (or `spec.github` for the CA bundle and proxy), the rule
-//! and its message are the same.
+//! and its message are the same: [`forgerunner_http::spec_rules`], which both blocks call.
 //!
 //! Two rules have no twin in the schema, because they depend on what the runner pod can do
 //! (forgejo-runner 12.8.x, `code.forgejo.org/forgejo/runner`):
@@ -13,98 +13,48 @@
 //!   runner image (`Dockerfile`: alpine, `USER 1000:1000`) and its restricted pod do not have;
 //!   `configCheck` does not look at LXC, so the runner would take the job and fail it.
 
+use forgerunner_core::crd::ForgejoSpec;
 use forgerunner_core::crd::{ContainerModeType, RunnerGroupSpec};
-use forgerunner_core::crd::{ForgejoScope, ForgejoSpec};
 use forgerunner_core::runner_job::RUNNER_CONTAINER;
-use forgerunner_core::validate::{
-    MAX_FORGE_NAME_LEN, MAX_LABEL_LEN, MAX_LABELS, MAX_REPO_LEN, SpecViolation, check_container_mode,
-    check_length, is_http_url, is_object_name, violation,
-};
+use forgerunner_core::validate::{MAX_LABEL_LEN, SpecViolation, violation};
+use forgerunner_http::spec_rules::{self as rules, BlockFields};
 use k8s_openapi::api::core::v1::Container;
 
 use crate::labels::{DEFAULT_DOCKER_IMAGE, RunnerLabel, parse_labels};
 use crate::pod::DATA_DIR;
 
+/// Paths of `spec.forgejo`'s fields, which the shared rules name.
+const FIELDS: BlockFields = forgerunner_http::block_fields!("forgejo");
+
 /// Field of the label rules.
-const LABELS_FIELD: &str = "spec.forgejo.labels";
+const LABELS_FIELD: &str = FIELDS.labels;
 
 /// The rules of `spec.forgejo`; empty when valid.
 pub fn validate_forgejo(fj: &ForgejoSpec) -> Vec<SpecViolation> {
+    let (org, user, repo) = (fj.org.as_deref(), fj.user.as_deref(), fj.repo.as_deref());
     let mut out = Vec::new();
-    out.extend(check_length(
-        "spec.forgejo.org",
-        fj.org.as_deref(),
-        MAX_FORGE_NAME_LEN,
-    ));
-    out.extend(check_length(
-        "spec.forgejo.user",
-        fj.user.as_deref(),
-        MAX_FORGE_NAME_LEN,
-    ));
-    out.extend(check_length(
-        "spec.forgejo.repo",
-        fj.repo.as_deref(),
-        MAX_REPO_LEN,
-    ));
-    if !is_http_url(&fj.url) {
-        out.push(violation(
-            "spec.forgejo.url",
-            "must be an http:// or https:// URL with a host, e.g. https://forgejo.example.com",
-        ));
-    }
-    if !is_object_name(&fj.credentials) {
-        out.push(violation(
-            "spec.forgejo.credentials",
-            "must name a Secret in the group's namespace",
-        ));
-    }
-    if fj.poll_interval_seconds == Some(0) {
-        out.push(violation(
-            "spec.forgejo.pollIntervalSeconds",
-            "must be at least 1 (or unset for the default 5)",
-        ));
-    }
-    if fj.proxy_url.as_deref().is_some_and(|u| !is_http_url(u)) {
-        out.push(violation(
-            "spec.forgejo.proxyUrl",
-            "must be an http:// or https:// URL with a host",
-        ));
-    }
-    if fj
-        .ca_bundle_config_map
-        .as_deref()
-        .is_some_and(|n| !is_object_name(n))
-    {
-        out.push(violation(
-            "spec.forgejo.caBundleConfigMap",
-            "must name a ConfigMap in the group's namespace",
-        ));
-    }
+    rules::check_name_lengths(&FIELDS, org, user, repo, &mut out);
+    rules::check_url(&FIELDS, &fj.url, &mut out);
+    rules::check_credentials(&FIELDS, &fj.credentials, &mut out);
+    rules::check_poll_interval(&FIELDS, fj.poll_interval_seconds, &mut out);
+    rules::check_proxy_url(&FIELDS, fj.proxy_url.as_deref(), &mut out);
+    rules::check_ca_bundle_config_map(&FIELDS, fj.ca_bundle_config_map.as_deref(), &mut out);
+    rules::check_label_count(&FIELDS, &fj.labels, &mut out);
     check_labels(&fj.labels, &mut out);
-    check_scope(fj, &mut out);
+    rules::check_scope(&FIELDS, fj.scope, org, user, repo, &mut out);
     out
 }
 
+/// Forgejo's label forms, then the rules that need well-formed labels: no name twice, no `lxc`.
 fn check_labels(labels: &[String], out: &mut Vec<SpecViolation>) {
-    if labels.is_empty() {
-        out.push(violation("spec.forgejo.labels", "must list at least one label"));
-    } else if labels.len() > MAX_LABELS {
-        out.push(violation(
-            "spec.forgejo.labels",
-            format!("must list at most {MAX_LABELS} labels"),
-        ));
+    let valid = |l: &str| l.len() <= MAX_LABEL_LEN && parse_labels(&[l]).is_ok();
+    let forms = "name, name:host, name:docker://image or name:lxc://template";
+    if !rules::check_label_forms(&FIELDS, labels, valid, forms, out) {
+        return;
     }
-    let one_bad = labels
-        .iter()
-        .find(|l| l.len() > MAX_LABEL_LEN || parse_labels(&[l.as_str()]).is_err());
-    if let Some(bad) = one_bad {
-        out.push(violation(
-            "spec.forgejo.labels",
-            format!("label {bad:?} must be name, name:host, name:docker://image or name:lxc://template"),
-        ));
-    } else if let Err(e) = parse_labels(labels) {
+    if let Err(e) = parse_labels(labels) {
         // Each label is fine alone, so the set repeats a name.
-        out.push(violation("spec.forgejo.labels", e.to_string()));
+        out.push(violation(LABELS_FIELD, e.to_string()));
     } else if let Some(lxc) = labels.iter().find(|l| is_lxc(l)) {
         let name = lxc.split(':').next().unwrap_or_default();
         out.push(violation(
@@ -121,32 +71,6 @@ fn check_labels(labels: &[String], out: &mut Vec<SpecViolation>) {
 /// Whether a (valid) label has the `lxc` scheme.
 fn is_lxc(label: &str) -> bool {
     parse_labels(&[label]).is_ok_and(|s| matches!(s.labels()[0].1, RunnerLabel::Lxc { .. }))
-}
-
-fn check_scope(fj: &ForgejoSpec, out: &mut Vec<SpecViolation>) {
-    let empty = |v: &Option<String>| v.as_deref().is_none_or(str::is_empty);
-    match fj.scope {
-        ForgejoScope::Org if empty(&fj.org) => {
-            out.push(violation("spec.forgejo.org", "is required when scope is org"));
-        }
-        ForgejoScope::User if empty(&fj.user) => {
-            out.push(violation("spec.forgejo.user", "is required when scope is user"));
-        }
-        ForgejoScope::Repo if fj.repo.is_none() => {
-            out.push(violation(
-                "spec.forgejo.repo",
-                "is required as owner/name when scope is repo",
-            ));
-        }
-        _ => {}
-    }
-    let owner_name = |r: &str| {
-        r.split_once('/')
-            .is_some_and(|(o, n)| !o.is_empty() && !n.is_empty() && !n.contains('/'))
-    };
-    if fj.repo.as_deref().is_some_and(|r| !owner_name(r)) {
-        out.push(violation("spec.forgejo.repo", "must be owner/name"));
-    }
 }
 
 /// Docker labels need a Docker daemon the runner finds at start: `containerMode: dind`, or a
@@ -253,13 +177,7 @@ fn template_brings_docker(spec: &RunnerGroupSpec) -> bool {
 /// so `dind` (or no mode) works; the `kubernetes` modes need GitHub's runner container hooks.
 /// Whether docker labels have their daemon is [`validate_docker_daemon`]'s rule.
 pub fn validate_container_mode(spec: &RunnerGroupSpec) -> Vec<SpecViolation> {
-    check_container_mode(
-        spec,
-        &[ContainerModeType::Dind],
-        "the kubernetes modes need GitHub's runner container hooks",
-    )
-    .into_iter()
-    .collect()
+    rules::check_container_mode(spec)
 }
 
 #[cfg(test)]

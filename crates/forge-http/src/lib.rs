@@ -22,6 +22,7 @@ pub mod rest;
 pub mod retry_after;
 pub mod scope;
 pub mod single_flight;
+pub mod spec_rules;
 #[cfg(any(test, feature = "testing"))]
 pub mod test_server;
 pub mod transport;

@@ -10,8 +10,8 @@ use forgerunner_core::RunnerGroup;
 use forgerunner_core::crd::{ContainerMode, ContainerModeType, RunnerGroupSpec};
 use forgerunner_core::embedded::Embedded;
 use forgerunner_core::forge::{Forge, RunnerCredentials};
-use forgerunner_core::runner_job::{RunnerJobInput, build_runner_job};
 use forgerunner_core::runner_pod::{PssRule, restricted_violations};
+use forgerunner_core::testing::{runner_container, runner_env};
 use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
@@ -39,31 +39,7 @@ pub fn group(
 
 /// The runner pod the reconciler would create for `g`.
 pub fn built_pod(forge: &impl Forge, g: &RunnerGroup, creds: &RunnerCredentials) -> PodSpec {
-    let default_pod = forge.default_runner_pod(g, "g-abcde", "g-abcde", creds);
-    let job = build_runner_job(RunnerJobInput {
-        group: g,
-        runner_name: "g-abcde",
-        default_pod,
-        credentials: creds,
-    })
-    .expect("job");
-    job.spec.and_then(|s| s.template.spec).expect("pod spec")
-}
-
-fn runner(p: &PodSpec) -> &Container {
-    p.containers
-        .iter()
-        .find(|c| c.name == "runner")
-        .expect("runner container")
-}
-
-fn env_value(p: &PodSpec, name: &str) -> Option<String> {
-    runner(p)
-        .env
-        .iter()
-        .flatten()
-        .find(|e| e.name == name)
-        .and_then(|e| e.value.clone())
+    forgerunner_core::testing::built_pod(forge, g, creds)
 }
 
 /// Without a container mode the pod passes restricted, as uid 1000 with `HOME=/data`.
@@ -86,7 +62,7 @@ pub fn no_mode_passes_restricted_as_uid_1000(pods: Pods<'_>) {
         assert!(init.iter().all(|n| *n == "register"), "{init:?}");
         // forgejo-runner's `Dockerfile` sets `HOME=/data`; a custom image may not, and
         // `internal/pkg/config/config.go` `New` puts the cache under `os.UserHomeDir()`.
-        assert_eq!(env_value(&p, "HOME").as_deref(), Some("/data"));
+        assert_eq!(runner_env(&p, "HOME").as_deref(), Some("/data"));
     }
 }
 
@@ -124,10 +100,13 @@ pub fn dind_breaks_restricted_only_through_its_privileged_sidecar(pods: Pods<'_>
             .map(|m| m.name.clone());
         assert_eq!(data.as_deref(), Some("data"));
         assert_eq!(
-            env_value(&p, "DOCKER_HOST").as_deref(),
+            runner_env(&p, "DOCKER_HOST").as_deref(),
             Some("unix:///run/dind/docker.sock")
         );
-        let sc = runner(&p).security_context.as_ref().expect("runner context");
+        let sc = runner_container(&p)
+            .security_context
+            .as_ref()
+            .expect("runner context");
         assert_eq!(sc.allow_privilege_escalation, Some(false));
         assert_eq!(sc.privileged, None);
     }
@@ -153,7 +132,7 @@ pub fn template_resources_reach_the_hardened_runner(pods: Pods<'_>) {
         }),
     };
     for p in pods(None, Some(tpl)) {
-        let r = runner(&p).resources.as_ref().expect("resources");
+        let r = runner_container(&p).resources.as_ref().expect("resources");
         assert_eq!(r.limits.as_ref(), Some(&limits));
         assert_eq!(r.requests.as_ref(), Some(&requests));
         assert_eq!(restricted_violations(&p), [], "still restricted");

@@ -7,8 +7,6 @@ use RemovalReason::{Failed as RFailed, IdleTimeout, Orphaned, ScaleDown, Succeed
 use RunnerPhase::{Failed, Pending, Running, Succeeded, Terminating};
 
 const TIMEOUT: u32 = 600;
-/// The clock of every planned pass.
-const NOW: Timestamp = Timestamp::constant(1_000_000, 0);
 
 fn r(name: &str, phase: RunnerPhase, state: ForgeRunnerState) -> ObservedRunner {
     ObservedRunner {
@@ -131,17 +129,9 @@ impl Case {
             idle_timeout_seconds: self.idle_timeout,
             runners: &self.runners,
             view: &self.view,
-            // Held: the last failure was just now, after enough failures to back off.
-            failures: FailureHistory {
-                consecutive: if self.held {
-                    self.failures.max(2)
-                } else {
-                    self.failures
-                },
-                last_at: self.held.then_some(NOW),
-            },
+            failures: crate::testing::failure_history(self.failures, self.held),
             budget: None,
-            now: NOW,
+            now: crate::testing::TEST_NOW,
             scale_down_delay_seconds: self.delay,
             surplus: self.surplus,
         })

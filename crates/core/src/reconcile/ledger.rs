@@ -166,14 +166,7 @@ mod tests {
     #[test]
     fn the_written_status_stands_in_until_the_store_moves_on() {
         let mut book = StatusBook::default();
-        let mut g = RunnerGroup::new(
-            "g",
-            serde_json::from_value(serde_json::json!({
-                "forge": "gitea", "maxRunners": 1,
-                "gitea": {"url": "https://x", "scope": "global", "credentials": "c", "labels": ["l"]}
-            }))
-            .expect("spec"),
-        );
+        let mut g = RunnerGroup::test(crate::crd::ForgeKind::Gitea).build();
         g.metadata.resource_version = Some("1".into());
         let written = RunnerGroupStatus {
             failed_runners: 3,

@@ -8,8 +8,8 @@ use forgerunner_core::crd::{ContainerMode, RunnerGroupSpec};
 use forgerunner_core::embedded::Embedded;
 use forgerunner_core::forge::{Forge, ReconcileTrigger, RunnerCredentials, SecretValue};
 use forgerunner_core::metrics::Metrics;
-use forgerunner_core::runner_job::{RunnerJobInput, build_runner_job};
 use forgerunner_core::runner_pod::{PssRule, default_work_volume_claim, restricted_violations};
+use forgerunner_core::testing::{runner_container, runner_env};
 use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
@@ -46,31 +46,7 @@ fn built_pod(g: &RunnerGroup) -> PodSpec {
         env: BTreeMap::new(),
         annotations: BTreeMap::new(),
     };
-    let default_pod = forge.default_runner_pod(g, "arc-abcde", "arc-abcde", &creds);
-    let job = build_runner_job(RunnerJobInput {
-        group: g,
-        runner_name: "arc-abcde",
-        default_pod,
-        credentials: &creds,
-    })
-    .expect("job");
-    job.spec.and_then(|s| s.template.spec).expect("pod spec")
-}
-
-fn runner(p: &PodSpec) -> &Container {
-    p.containers
-        .iter()
-        .find(|c| c.name == "runner")
-        .expect("runner container")
-}
-
-fn env_value(p: &PodSpec, name: &str) -> Option<String> {
-    runner(p)
-        .env
-        .iter()
-        .flatten()
-        .find(|e| e.name == name)
-        .and_then(|e| e.value.clone())
+    forgerunner_core::testing::built_pod(&forge, g, &creds)
 }
 
 #[test]
@@ -105,11 +81,11 @@ fn dind_breaks_restricted_through_its_privileged_sidecar() {
         "{v:?}"
     );
     assert_eq!(
-        env_value(&p, "DOCKER_HOST").as_deref(),
+        runner_env(&p, "DOCKER_HOST").as_deref(),
         Some("unix:///run/dind/docker.sock")
     );
     assert_eq!(
-        env_value(&p, "RUNNER_WAIT_FOR_DOCKER_IN_SECONDS").as_deref(),
+        runner_env(&p, "RUNNER_WAIT_FOR_DOCKER_IN_SECONDS").as_deref(),
         Some("120")
     );
     let init: Vec<&str> = p
@@ -135,21 +111,21 @@ fn no_mode_has_no_token_and_no_account() {
     assert_eq!(p.automount_service_account_token, Some(false));
     assert_eq!(p.service_account_name, None);
     assert_eq!(p.init_containers, None);
-    assert_eq!(env_value(&p, "ACTIONS_RUNNER_CONTAINER_HOOKS"), None);
+    assert_eq!(runner_env(&p, "ACTIONS_RUNNER_CONTAINER_HOOKS"), None);
 }
 
 #[test]
 fn kubernetes_mode_uses_hooks_a_work_claim_and_the_runner_account() {
     let p = built_pod(&group(Some(ContainerModeType::Kubernetes), None));
     assert_eq!(
-        env_value(&p, "ACTIONS_RUNNER_CONTAINER_HOOKS").as_deref(),
+        runner_env(&p, "ACTIONS_RUNNER_CONTAINER_HOOKS").as_deref(),
         Some("/home/runner/k8s/index.js")
     );
     assert_eq!(
-        env_value(&p, "ACTIONS_RUNNER_REQUIRE_JOB_CONTAINER").as_deref(),
+        runner_env(&p, "ACTIONS_RUNNER_REQUIRE_JOB_CONTAINER").as_deref(),
         Some("true")
     );
-    let pod_name = runner(&p)
+    let pod_name = runner_container(&p)
         .env
         .iter()
         .flatten()
@@ -158,7 +134,7 @@ fn kubernetes_mode_uses_hooks_a_work_claim_and_the_runner_account() {
         .and_then(|v| v.field_ref.as_ref())
         .map(|f| f.field_path.clone());
     assert_eq!(pod_name.as_deref(), Some("metadata.name"));
-    assert_eq!(env_value(&p, "ACTIONS_RUNNER_IMAGE"), None);
+    assert_eq!(runner_env(&p, "ACTIONS_RUNNER_IMAGE"), None);
     assert_eq!(p.service_account_name.as_deref(), Some("arc-runner"));
     assert_eq!(p.automount_service_account_token, Some(true));
     let work = p
@@ -171,7 +147,7 @@ fn kubernetes_mode_uses_hooks_a_work_claim_and_the_runner_account() {
         work.ephemeral.is_some(),
         "an ephemeral claim, deleted with the pod"
     );
-    let mount = runner(&p)
+    let mount = runner_container(&p)
         .volume_mounts
         .iter()
         .flatten()
@@ -204,11 +180,11 @@ fn kubernetes_mode_takes_the_specs_claim() {
 fn kubernetes_novolume_mode_names_the_runner_image_and_has_no_claim() {
     let p = built_pod(&group(Some(ContainerModeType::KubernetesNoVolume), None));
     assert_eq!(
-        env_value(&p, "ACTIONS_RUNNER_CONTAINER_HOOKS").as_deref(),
+        runner_env(&p, "ACTIONS_RUNNER_CONTAINER_HOOKS").as_deref(),
         Some("/home/runner/k8s-novolume/index.js")
     );
     assert_eq!(
-        env_value(&p, "ACTIONS_RUNNER_IMAGE").as_deref(),
+        runner_env(&p, "ACTIONS_RUNNER_IMAGE").as_deref(),
         Some("ghcr.io/actions/actions-runner:2.330.0")
     );
     assert!(p.volumes.iter().flatten().all(|v| v.ephemeral.is_none()));
@@ -269,7 +245,7 @@ fn template_resources_reach_the_hardened_runner() {
         }),
     };
     let p = built_pod(&group(None, Some(tpl)));
-    let r = runner(&p).resources.as_ref().expect("resources");
+    let r = runner_container(&p).resources.as_ref().expect("resources");
     assert_eq!(r.limits.as_ref(), Some(&limits));
     assert_eq!(r.requests.as_ref(), Some(&requests));
     assert_eq!(restricted_violations(&p), [], "still restricted");
@@ -300,7 +276,7 @@ fn a_ca_bundle_is_trusted_without_sudo_in_every_mode() {
         Some(ContainerModeType::Dind),
     ] {
         let p = built_pod(&with_ca(group(mode, None)));
-        let r = runner(&p);
+        let r = runner_container(&p);
         let sc = r.security_context.as_ref().expect("runner context");
         assert_eq!(
             sc.allow_privilege_escalation,
@@ -308,13 +284,13 @@ fn a_ca_bundle_is_trusted_without_sudo_in_every_mode() {
             "{mode:?}: sudo is blocked"
         );
         assert_eq!(
-            env_value(&p, "RUNNER_UPDATE_CA_CERTS"),
+            runner_env(&p, "RUNNER_UPDATE_CA_CERTS"),
             None,
             "{mode:?}: RUNNER_UPDATE_CA_CERTS only works through sudo"
         );
-        let bundle = env_value(&p, "SSL_CERT_FILE").expect("SSL_CERT_FILE");
+        let bundle = runner_env(&p, "SSL_CERT_FILE").expect("SSL_CERT_FILE");
         assert_eq!(
-            env_value(&p, "GIT_SSL_CAINFO").as_ref(),
+            runner_env(&p, "GIT_SSL_CAINFO").as_ref(),
             Some(&bundle),
             "{mode:?}"
         );

@@ -169,13 +169,12 @@ impl Context {
         self.lock().remove(key);
     }
 
-    /// Counts a failure and returns the backoff delay for it, with jitter.
-    pub fn record_failure(&self, key: &GroupKey) -> Duration {
-        let n = self.with_memory(key, |m| {
+    /// Counts a failure and returns how many the group has had in a row.
+    pub fn record_failure(&self, key: &GroupKey) -> u32 {
+        self.with_memory(key, |m| {
             m.failures = m.failures.saturating_add(1);
             m.failures
-        });
-        with_jitter(backoff_delay(n))
+        })
     }
 
     /// Resets the failure count after a successful reconcile.
@@ -271,10 +270,11 @@ mod tests {
         );
         let delays: Vec<Duration> = (0..50)
             .map(|i| {
-                ctx.record_failure(&GroupKey {
+                let failures = ctx.record_failure(&GroupKey {
                     namespace: "ci".into(),
                     name: format!("g{i}"),
-                })
+                });
+                with_jitter(backoff_delay(failures))
             })
             .collect();
         let distinct: std::collections::BTreeSet<Duration> = delays.iter().copied().collect();

@@ -2,7 +2,7 @@
 //! group or a pass over a live one ([`super::pass`]); and the error policy.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
@@ -11,7 +11,7 @@ use tracing::{instrument, warn};
 
 use super::FINALIZER;
 use super::cleanup::{cleanup, needs_cleanup};
-use super::context::{Context, USER_ACTION_RETRY, with_jitter};
+use super::context::{Context, USER_ACTION_RETRY, backoff_delay, with_jitter};
 use super::error::ReconcileError;
 use crate::crd::RunnerGroup;
 use crate::error::ErrorCategory;
@@ -105,15 +105,32 @@ pub fn error_policy(group: Arc<RunnerGroup>, err: &ReconcileError, ctx: Arc<Cont
         })
         .inc();
     let key = group_key(&group);
-    let delay = ctx.record_failure(&key);
+    let failures = ctx.record_failure(&key);
     warn!(group = %key, category = category.as_str(), error = %err, "reconcile failed");
+    match retry_delay(category, failures, err.retry_after()) {
+        Some(delay) => Action::requeue(with_jitter(delay)),
+        None => Action::await_change(),
+    }
+}
+
+/// When to retry after the `failures`-th failure in a row of `category`; `None`: only a change
+/// of the group can help (a spec it refuses, a forge it does not run, a host it may not call).
+///
+/// Errors only a person can fix (a missing Secret, a refused token) back off like the others
+/// but no further than [`USER_ACTION_RETRY`]: Secrets are not watched, so the group polls for
+/// the fix, and a one-off 401 (a token rotated a moment ago, a proxy's hiccup) costs seconds,
+/// not a minute. A forge's own `Retry-After` is honoured when it asks for longer.
+pub fn retry_delay(
+    category: ErrorCategory,
+    failures: u32,
+    retry_after: Option<Duration>,
+) -> Option<Duration> {
     match category {
-        // Only a spec change (or an operator restart with other forges) can help.
         ErrorCategory::InvalidSpec | ErrorCategory::ForgeDisabled | ErrorCategory::ForgeHostNotAllowed => {
-            Action::await_change()
+            None
         }
-        _ if category.needs_user_action() => Action::requeue(with_jitter(USER_ACTION_RETRY)),
-        _ => Action::requeue(err.retry_after().map_or(delay, |d| d.max(delay))),
+        _ if category.needs_user_action() => Some(backoff_delay(failures).min(USER_ACTION_RETRY)),
+        _ => Some(retry_after.map_or(backoff_delay(failures), |d| d.max(backoff_delay(failures)))),
     }
 }
 
@@ -147,4 +164,45 @@ pub(super) fn checked_forge<'a>(
     let forge = forge.ok_or(ReconcileError::ForgeDisabled(group.spec.forge.as_str()))?;
     ctx.forge_hosts.check(&forge.outbound_urls(&group.spec))?;
     Ok(forge)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_a_person_fixes_back_off_up_to_a_minute() {
+        let d = |n| retry_delay(ErrorCategory::Unauthorized, n, None);
+        // A one-off 401 (a token rotated a moment ago) costs a second, not a minute.
+        assert_eq!(d(1), Some(Duration::from_secs(1)));
+        assert_eq!(d(3), Some(Duration::from_secs(4)));
+        assert_eq!(d(7), Some(USER_ACTION_RETRY), "capped at the minute");
+        assert_eq!(d(40), Some(USER_ACTION_RETRY));
+        assert_eq!(
+            retry_delay(ErrorCategory::SecretNotFound, 9, None),
+            Some(USER_ACTION_RETRY)
+        );
+    }
+
+    #[test]
+    fn only_a_change_helps_a_refused_spec_and_a_forge_s_delay_is_honoured() {
+        for c in [
+            ErrorCategory::InvalidSpec,
+            ErrorCategory::ForgeDisabled,
+            ErrorCategory::ForgeHostNotAllowed,
+        ] {
+            assert_eq!(retry_delay(c, 1, None), None, "{c:?}");
+        }
+        let long = Some(Duration::from_secs(30));
+        assert_eq!(
+            retry_delay(ErrorCategory::RateLimited, 1, long),
+            long,
+            "the forge asked for longer"
+        );
+        assert_eq!(
+            retry_delay(ErrorCategory::ForgeUnavailable, 10, Some(Duration::from_secs(1))),
+            Some(crate::reconcile::context::BACKOFF_MAX),
+            "our own backoff when it is longer"
+        );
+    }
 }

@@ -113,31 +113,14 @@ pub async fn ensure_runner_rbac(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::crd::{ForgeKind, RunnerGroupSpec};
+    use crate::crd::ForgeKind;
 
     fn group() -> RunnerGroup {
-        let mut g = RunnerGroup::new(
-            "hooks",
-            RunnerGroupSpec {
-                forge: ForgeKind::Github,
-                github: None,
-                gitea: None,
-                forgejo: None,
-                min_runners: 0,
-                max_runners: 1,
-                image: None,
-                template: None,
-                ttl_seconds_after_finished: None,
-                active_deadline_seconds: None,
-                idle_timeout_seconds: None,
-                startup_timeout_seconds: None,
-                scale_down_delay_seconds: None,
-                container_mode: None,
-            },
-        );
-        g.metadata.namespace = Some("ci".into());
-        g.metadata.uid = Some("uid-1".into());
-        g
+        RunnerGroup::test(ForgeKind::Github)
+            .named("ci", "hooks")
+            .max(1)
+            .uid("uid-1")
+            .build()
     }
 
     #[test]

@@ -2,8 +2,9 @@
 //! with the same CA bundle and proxy, the token chain, request retries, metrics and the mapping
 //! of responses onto [`ApiError`].
 
-use std::sync::Arc;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes_helpers::{BOM, strip_bom};
@@ -15,6 +16,7 @@ use reqwest::header::{HeaderMap, HeaderValue};
 use reqwest::{Method, RequestBuilder};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use url::Url;
 
 use crate::auth::AuthMethod;
@@ -81,6 +83,53 @@ impl Default for HttpOptions {
 const IDLE_CONNECTIONS_PER_HOST: usize = 8;
 /// How long an idle connection is kept.
 const IDLE_CONNECTION_TIMEOUT: Duration = Duration::from_secs(30);
+/// Requests other than the long poll in flight at once to one host over one transport; more
+/// wait for a turn. Over HTTP/1.1 each request in flight holds a connection of its own (its
+/// buffers and tasks cost about 30 KiB), and when a thousand groups start or wake at once they
+/// would open a thousand connections for calls of a few milliseconds, most of them closed
+/// again right after (only [`IDLE_CONNECTIONS_PER_HOST`] are kept). Over HTTP/2 the calls share
+/// one connection anyway; the bound also stays below the 100 concurrent requests GitHub
+/// allows before its secondary rate limit.
+pub const REQUESTS_IN_FLIGHT_PER_HOST: usize = 32;
+/// Hosts whose request bound is remembered while none of their requests is in flight.
+const IDLE_HOST_LIMITS_KEPT: usize = 16;
+
+/// The per-host bound of [`REQUESTS_IN_FLIGHT_PER_HOST`] of one transport.
+#[derive(Clone, Debug, Default)]
+pub struct HostLimits(Arc<Mutex<HashMap<String, Arc<Semaphore>>>>);
+
+impl HostLimits {
+    /// Waits for a turn to send a request to `url`'s host; the turn ends when the permit is
+    /// dropped. `None` only if the bound was closed, which never happens.
+    async fn acquire(&self, url: &Url) -> Option<OwnedSemaphorePermit> {
+        let host = format!(
+            "{}:{}",
+            url.host_str().unwrap_or_default(),
+            url.port_or_known_default().unwrap_or_default()
+        );
+        let limit = {
+            let mut hosts = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if hosts.len() >= IDLE_HOST_LIMITS_KEPT && !hosts.contains_key(&host) {
+                // Forget the bounds of hosts nothing is sent to right now.
+                hosts.retain(|_, s| Arc::strong_count(s) > 1);
+            }
+            hosts
+                .entry(host)
+                .or_insert_with(|| Arc::new(Semaphore::new(REQUESTS_IN_FLIGHT_PER_HOST)))
+                .clone()
+        };
+        limit.acquire_owned().await.ok()
+    }
+
+    /// Hosts with a bound (for tests).
+    #[cfg(test)]
+    fn hosts(&self) -> usize {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .len()
+    }
+}
 
 /// The HTTP clients one (CA bundle, proxy) pair needs, shared by every group with that pair.
 #[derive(Clone, Debug)]
@@ -96,6 +145,8 @@ pub struct Transport {
     pub poll: reqwest::Client,
     /// Whether requests go through a proxy (reported in the User-Agent, as ARC's did).
     pub has_proxy: bool,
+    /// Bounds the requests of `http` in flight per host.
+    pub limits: HostLimits,
 }
 
 /// Builds the HTTP transport: `ca_bundle` (PEM) is trusted on top of the system roots, `proxy`
@@ -120,6 +171,7 @@ pub fn build_transport(
         http: finish_client(http, ca_bundle, proxy, opts)?,
         poll: finish_client(poll, ca_bundle, proxy, opts)?,
         has_proxy: forgerunner_http::proxy_of(proxy).is_some(),
+        limits: HostLimits::default(),
     })
 }
 
@@ -156,6 +208,15 @@ pub fn user_agent(scale_set_id: i64, has_proxy: bool) -> String {
         "has_proxy": has_proxy,
     })
     .to_string()
+}
+
+/// Whether a request takes a turn among the requests in flight to its host.
+#[derive(Clone, Copy)]
+enum Lane {
+    /// Admin, REST and queue calls: bounded per host ([`REQUESTS_IN_FLIGHT_PER_HOST`]).
+    Bounded,
+    /// The message long poll: one per group, on its own client, not bounded.
+    Poll,
 }
 
 /// How a request is authorized.
@@ -210,6 +271,8 @@ pub struct GithubClient {
     /// The HTTP/1.1 client of the long poll (see [`Transport::poll`]).
     poll_http: reqwest::Client,
     has_proxy: bool,
+    /// The transport's bound on requests in flight per host (all but the long poll).
+    limits: HostLimits,
     /// The scale set this client serves, 0 until known; named in the `User-Agent`.
     scale_set_id: AtomicI64,
     metrics: Arc<Metrics>,
@@ -238,6 +301,7 @@ impl GithubClient {
             http: transport.http,
             poll_http: transport.poll,
             has_proxy: transport.has_proxy,
+            limits: transport.limits,
             scale_set_id: AtomicI64::new(0),
             metrics,
             config,
@@ -287,15 +351,39 @@ impl GithubClient {
     }
 
     /// Sends a request built by `build` (called once per attempt), retrying transient failures.
+    /// Each attempt waits for a turn among the transport's requests in flight to the host (see
+    /// [`REQUESTS_IN_FLIGHT_PER_HOST`]).
     pub async fn execute(
         &self,
         operation: &'static str,
         timeout: Duration,
         build: impl Fn() -> RequestBuilder,
     ) -> Result<Reply, ApiError> {
+        self.execute_in(Lane::Bounded, operation, timeout, build).await
+    }
+
+    /// [`GithubClient::execute`] for the message long poll (built with
+    /// [`GithubClient::poll_request`]): it holds a connection of its own for up to a minute and
+    /// every group has one open, so it takes no turn among the other requests.
+    pub async fn execute_poll(
+        &self,
+        operation: &'static str,
+        timeout: Duration,
+        build: impl Fn() -> RequestBuilder,
+    ) -> Result<Reply, ApiError> {
+        self.execute_in(Lane::Poll, operation, timeout, build).await
+    }
+
+    async fn execute_in(
+        &self,
+        lane: Lane,
+        operation: &'static str,
+        timeout: Duration,
+        build: impl Fn() -> RequestBuilder,
+    ) -> Result<Reply, ApiError> {
         let mut attempt = 0;
         loop {
-            let result = self.attempt(operation, build().timeout(timeout)).await;
+            let result = self.attempt(lane, operation, build().timeout(timeout)).await;
             match result {
                 Err(e) if e.is_transient() && attempt < self.opts.max_retries => {
                     let wait_asked = e.retry_after().map(Duration::from_secs);
@@ -312,9 +400,25 @@ impl GithubClient {
         }
     }
 
-    async fn attempt(&self, operation: &'static str, request: RequestBuilder) -> Result<Reply, ApiError> {
+    async fn attempt(
+        &self,
+        lane: Lane,
+        operation: &'static str,
+        request: RequestBuilder,
+    ) -> Result<Reply, ApiError> {
+        let (http, request) = request.build_split();
+        // Held until the body is read: over HTTP/1.1 that is as long as the request holds its
+        // connection.
+        let _turn = match (&request, lane) {
+            (Ok(r), Lane::Bounded) => self.limits.acquire(r.url()).await,
+            _ => None,
+        };
         let started = Instant::now();
-        let result = match request.send().await {
+        let sent = match request {
+            Ok(r) => http.execute(r).await,
+            Err(e) => Err(e),
+        };
+        let result = match sent {
             Err(e) => Err(ApiError::Transport {
                 operation,
                 message: TransportFailure::from_reqwest(&e).to_string(),
@@ -338,11 +442,11 @@ impl GithubClient {
                     (Err(BodyError::TooLarge { .. }), false) => {
                         Err(status_error(operation, status, &headers, b""))
                     }
-                    (Ok(body), true) => {
-                        let body = match body.strip_prefix(BOM) {
-                            Some(rest) => rest.to_vec(),
-                            None => body,
-                        };
+                    (Ok(mut body), true) => {
+                        // In place: a long-poll message may be tens of KiB.
+                        if body.starts_with(BOM) {
+                            body.drain(..BOM.len());
+                        }
                         Ok(Reply { status, body })
                     }
                     (Ok(body), false) => Err(status_error(operation, status, &headers, strip_bom(&body))),

@@ -266,3 +266,93 @@ fn errors_name_the_request_ids_support_asks_for() {
     odd.insert("x-github-request-id", "a b <script>".parse().unwrap());
     assert_eq!(status_error("op", 500, &odd, b"x").to_string(), "op: HTTP 500: x");
 }
+
+/// Accepts connections and never answers; counts them.
+async fn serve_silently() -> (u16, Arc<std::sync::atomic::AtomicUsize>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = listener.local_addr().expect("address").port();
+    let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = accepted.clone();
+    tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            count.fetch_add(1, Ordering::SeqCst);
+            open.push(socket);
+        }
+    });
+    (port, accepted)
+}
+
+/// Waits until `n` connections were accepted, then a little longer to see that no more come.
+async fn settles_at(accepted: &std::sync::atomic::AtomicUsize, n: usize) -> usize {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while accepted.load(Ordering::SeqCst) < n && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    accepted.load(Ordering::SeqCst)
+}
+
+/// A thousand groups starting at once opened a thousand HTTP/1.1 connections to the same host
+/// for calls of milliseconds, 30 KiB each; the long polls, one per group, are not held back.
+#[tokio::test]
+async fn requests_in_flight_to_a_host_are_bounded_but_long_polls_are_not() {
+    let (port, accepted) = serve_silently().await;
+    let client = Arc::new(client_with_no_retries());
+    let url = Url::parse(&format!("http://127.0.0.1:{port}/x")).expect("URL");
+    let token = SecretValue::new("t");
+    let mut calls = Vec::new();
+    for _ in 0..REQUESTS_IN_FLIGHT_PER_HOST + 8 {
+        let (client, url, token) = (client.clone(), url.clone(), token.clone());
+        calls.push(tokio::spawn(async move {
+            client
+                .execute("registration_token", Duration::from_secs(30), || {
+                    client.raw_request(Method::POST, url.clone(), Auth::Bearer(&token))
+                })
+                .await
+        }));
+    }
+    assert_eq!(
+        settles_at(&accepted, REQUESTS_IN_FLIGHT_PER_HOST).await,
+        REQUESTS_IN_FLIGHT_PER_HOST
+    );
+    for _ in 0..3 {
+        let (client, url, token) = (client.clone(), url.clone(), token.clone());
+        calls.push(tokio::spawn(async move {
+            client
+                .execute_poll("get_message", Duration::from_secs(30), || {
+                    client.poll_request(url.clone(), Auth::Bearer(&token))
+                })
+                .await
+        }));
+    }
+    assert_eq!(
+        settles_at(&accepted, REQUESTS_IN_FLIGHT_PER_HOST + 3).await,
+        REQUESTS_IN_FLIGHT_PER_HOST + 3
+    );
+    for call in calls {
+        call.abort();
+    }
+}
+
+#[tokio::test]
+async fn a_host_bound_is_forgotten_while_nothing_is_sent_there() {
+    let limits = HostLimits::default();
+    for i in 0..40 {
+        let url = Url::parse(&format!("https://h{i}.example/x")).expect("URL");
+        let turn = limits.acquire(&url).await;
+        assert!(turn.is_some());
+    }
+    assert!(limits.hosts() <= IDLE_HOST_LIMITS_KEPT, "{}", limits.hosts());
+    let url = Url::parse("https://busy.example/x").expect("URL");
+    let held: Vec<_> =
+        futures::future::join_all((0..REQUESTS_IN_FLIGHT_PER_HOST).map(|_| limits.acquire(&url))).await;
+    assert!(held.iter().all(Option::is_some));
+    for i in 0..40 {
+        let url = Url::parse(&format!("https://other{i}.example/x")).expect("URL");
+        let _turn = limits.acquire(&url).await;
+    }
+    // The busy host keeps its bound: a new one would let another 32 requests through.
+    let more = tokio::time::timeout(Duration::from_millis(50), limits.acquire(&url)).await;
+    assert!(more.is_err(), "the bound of a busy host was forgotten");
+}

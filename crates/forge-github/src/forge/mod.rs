@@ -196,6 +196,10 @@ impl GithubForge {
             .filter_map(|r| Some((r.name.clone(), state.runners.identity_of(&r.name)?.clone())))
             .collect();
         st.issued.retain(|name| runners.iter().any(|r| &r.name == name));
+        if st.issued.is_empty() {
+            // An empty B-tree keeps its node; every group has this set.
+            st.issued = BTreeSet::new();
+        }
         // An adopted runner shown idle may be working: scaling down on such a view could remove
         // a runner made for a waiting job and make another later. Until the adopted runners
         // are gone or marked busy, surplus runners leave through the idle timeout.

@@ -87,6 +87,7 @@ mod tests {
             http: reqwest::Client::new(),
             poll: reqwest::Client::new(),
             has_proxy: false,
+            limits: Default::default(),
         })
     }
 

@@ -1,7 +1,7 @@
 //! What the message stream says about our runners: which are working on a job and which the
 //! service has seen finish. The reconciler reads it instead of asking the service per runner.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use forgerunner_core::forge::ForgeRunnerState;
@@ -20,8 +20,10 @@ pub const FINISHED_MEMORY: Duration = Duration::from_secs(600);
 /// Runner activity from `JobStarted` / `JobCompleted` messages.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RunnerActivity {
-    /// Busy runners and the job each runs (as far as `JobStarted` told).
-    busy: BTreeMap<String, JobIdentity>,
+    /// Busy runners and the job each runs (as far as `JobStarted` told). A hash map: a B-tree
+    /// node holds eleven entries of this size (about 2 KiB) even for the one or two runners of a
+    /// small group, and every group of the operator keeps one.
+    busy: HashMap<String, JobIdentity>,
     finished: BTreeSet<String>,
     /// `finished` in completion order, for pruning.
     finished_order: VecDeque<(Instant, String)>,
@@ -45,7 +47,10 @@ impl RunnerActivity {
 
     /// A runner completed its job; ephemeral runners take no other.
     pub fn completed(&mut self, runner: &str, now: Instant) {
-        self.busy.remove(runner);
+        if self.busy.remove(runner).is_some() && self.busy.is_empty() {
+            // Its table is sized for the most runners ever busy at once: let it go.
+            self.busy = HashMap::new();
+        }
         if self.finished.insert(runner.to_owned()) {
             self.finished_order.push_back((now, runner.to_owned()));
         }
@@ -55,6 +60,9 @@ impl RunnerActivity {
             }
             self.finished.remove(name);
             self.finished_order.pop_front();
+        }
+        if self.finished_order.is_empty() {
+            self.finished_order = VecDeque::new();
         }
     }
 
@@ -80,6 +88,10 @@ impl RunnerActivity {
                 runner_request_id, ..
             } => {
                 self.waiting.remove(runner_request_id);
+                if self.waiting.is_empty() {
+                    // An empty B-tree keeps its node; every group has this map.
+                    self.waiting = BTreeMap::new();
+                }
             }
             _ => {}
         }

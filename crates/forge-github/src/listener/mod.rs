@@ -222,7 +222,13 @@ impl Task {
             let created = tokio::select! {
                 () = self.cancel.cancelled() => return,
                 () = self.config.fence.lapsed() => return,
-                r = session::create(&self.client, self.config.scale_set_id, &self.config.owner) => r,
+                // Boxed here and below: a listener task is as large as its largest await, and
+                // one runs per group; only the long poll's await is kept inline.
+                r = Box::pin(session::create(
+                    &self.client,
+                    self.config.scale_set_id,
+                    &self.config.owner,
+                )) => r,
             };
             let session = match created {
                 Ok(s) => s,
@@ -289,7 +295,7 @@ impl Task {
     async fn delete_session(&self, session: &Session) -> bool {
         let deleted = tokio::time::timeout(
             self.config.shutdown_timeout,
-            session::delete(&self.client, session),
+            Box::pin(session::delete(&self.client, session)),
         )
         .await;
         matches!(deleted, Ok(Ok(())))
@@ -304,9 +310,9 @@ impl Task {
         let mut unacquired = tokio::select! {
             () = self.cancel.cancelled() => return SessionEnd::Cancelled,
             () = self.config.fence.lapsed() => return SessionEnd::Cancelled,
-            ids = self.acquirable(session) => ids,
+            ids = Box::pin(self.acquirable(session)) => ids,
         };
-        if let Err(e) = self.acquire(session, &mut unacquired).await {
+        if let Err(e) = Box::pin(self.acquire(session, &mut unacquired)).await {
             // Kept in `unacquired`: tried again after the first poll.
             tracing::warn!(group = %self.config.key, error = %e, "could not acquire the jobs available before the session opened");
         }
@@ -329,7 +335,7 @@ impl Task {
                 Ok(Some(msg)) => {
                     let id = msg.id;
                     // Not cancellable: a shutdown must not leave a message half handled.
-                    let handled = self.handle(session, msg, &mut unacquired).await;
+                    let handled = Box::pin(self.handle(session, msg, &mut unacquired)).await;
                     // Past a message only once it is acked: an ack that failed leaves it with
                     // the service, and the next poll (same `lastMessageId`) gets it again.
                     if handled.acked {
@@ -340,7 +346,7 @@ impl Task {
                 Err(e) => Err(e),
             };
             let result = match result {
-                Ok(()) => self.acquire(session, &mut unacquired).await,
+                Ok(()) => Box::pin(self.acquire(session, &mut unacquired)).await,
                 Err(e) => Err(e),
             };
             match result {
@@ -348,15 +354,17 @@ impl Task {
                     attempt = 0;
                     self.wake();
                 }
-                Err(e) if e.status() == Some(401) => match session::refresh(&self.client, session).await {
-                    Ok(s) => *session = s,
-                    Err(e) if e.status() == Some(404) => return SessionEnd::Lost,
-                    Err(e) => {
-                        if !self.back_off(&e, &mut attempt).await {
-                            return SessionEnd::Cancelled;
+                Err(e) if e.status() == Some(401) => {
+                    match Box::pin(session::refresh(&self.client, session)).await {
+                        Ok(s) => *session = s,
+                        Err(e) if e.status() == Some(404) => return SessionEnd::Lost,
+                        Err(e) => {
+                            if !self.back_off(&e, &mut attempt).await {
+                                return SessionEnd::Cancelled;
+                            }
                         }
                     }
-                },
+                }
                 Err(e) if e.status() == Some(404) => return SessionEnd::Lost,
                 Err(e) => {
                     if !self.back_off(&e, &mut attempt).await {

@@ -34,7 +34,7 @@ pub async fn get_message(
             .append_pair("lastMessageId", &last_message_id.to_string());
     }
     let reply = client
-        .execute("get_message", client.poll_timeout(), || {
+        .execute_poll("get_message", client.poll_timeout(), || {
             // Its own HTTP/1.1 connection: a stream of the shared HTTP/2 one could queue
             // behind other groups' polls.
             client

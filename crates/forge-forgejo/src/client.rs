@@ -147,6 +147,10 @@ impl Target<'_> {
                 operation: op.as_str(),
                 detail: f.to_string(),
             },
+            CallError::Redirect(detail) => ForgejoError::Redirect {
+                operation: op.words(),
+                detail,
+            },
             CallError::BadResponse => ForgejoError::BadResponse(op.as_str()),
             CallError::TooLarge(what) => ForgejoError::TooLarge {
                 operation: op.words(),

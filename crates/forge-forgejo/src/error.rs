@@ -51,6 +51,17 @@ pub enum ForgejoError {
         /// What failed: kind, origin and causes, never the URL's path or query.
         detail: String,
     },
+    /// A 3xx: no forge client follows redirects (they would lead past `forgeHosts.allowed`).
+    #[error(
+        "Forgejo answered the request to {operation} with {detail}; forgerunner does not follow \
+         redirects: set spec.forgejo.url to the final address"
+    )]
+    Redirect {
+        /// The operation, in words.
+        operation: &'static str,
+        /// The status and the target's origin, never its path or query.
+        detail: forgerunner_http::Redirected,
+    },
     /// A 2xx body that does not decode.
     #[error("Forgejo sent a malformed response to {0}")]
     BadResponse(&'static str),
@@ -130,6 +141,7 @@ impl From<ForgejoError> for ForgeError {
             | ForgejoError::BadResponse(_)
             | ForgejoError::TooLarge { .. } => ForgeError::Unavailable(msg),
             ForgejoError::Rejected(..)
+            | ForgejoError::Redirect { .. }
             | ForgejoError::Version(_)
             | ForgejoError::Label(_)
             | ForgejoError::Scope(_)

@@ -110,6 +110,10 @@ impl Operation {
                 operation: self.as_str(),
                 detail: f.to_string(),
             },
+            CallError::Redirect(detail) => GiteaError::Redirect {
+                operation: self.words(),
+                detail,
+            },
             CallError::BadResponse => GiteaError::BadResponse(self.as_str()),
             CallError::TooLarge(what) => GiteaError::TooLarge {
                 operation: self.words(),

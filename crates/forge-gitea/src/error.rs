@@ -45,6 +45,17 @@ pub enum GiteaError {
         /// What failed: kind, origin and causes, never the URL's path or query.
         detail: String,
     },
+    /// A 3xx: no forge client follows redirects (they would lead past `forgeHosts.allowed`).
+    #[error(
+        "Gitea answered the request to {operation} with {detail}; forgerunner does not follow \
+         redirects: set spec.gitea.url to the final address"
+    )]
+    Redirect {
+        /// The operation, in words.
+        operation: &'static str,
+        /// The status and the target's origin, never its path or query.
+        detail: forgerunner_http::Redirected,
+    },
     /// A 2xx body that does not decode.
     #[error("Gitea sent a malformed response to {0}")]
     BadResponse(&'static str),
@@ -120,6 +131,7 @@ impl From<GiteaError> for ForgeError {
             | GiteaError::BadResponse(_)
             | GiteaError::TooLarge { .. } => ForgeError::Unavailable(msg),
             GiteaError::Rejected(..)
+            | GiteaError::Redirect { .. }
             | GiteaError::Version(_)
             | GiteaError::Label(_)
             | GiteaError::Scope(_)

@@ -11,7 +11,7 @@ use bytes_helpers::{BOM, strip_bom};
 use forgerunner_core::budget::{BudgetCell, RateBudget};
 use forgerunner_core::forge::SecretValue;
 use forgerunner_core::metrics::{ForgeRequestLabels, Metrics};
-use forgerunner_http::{BodyError, TransportFailure};
+use forgerunner_http::{BodyError, Redirected, TransportFailure};
 use reqwest::header::{HeaderMap, HeaderValue};
 use reqwest::{Method, RequestBuilder};
 use serde::Deserialize;
@@ -182,7 +182,11 @@ fn finish_client(
     proxy: Option<&str>,
     opts: &HttpOptions,
 ) -> Result<reqwest::Client, ApiError> {
-    let builder = builder.connect_timeout(opts.connect_timeout);
+    // A redirect would take the request past the host allowlist, to wherever the server names
+    // (see `forgerunner_http::redirect`): the 3xx itself is the answer.
+    let builder = builder
+        .connect_timeout(opts.connect_timeout)
+        .redirect(forgerunner_http::no_redirects());
     let builder = forgerunner_http::with_trust(builder, ca_bundle, proxy).map_err(|e| match e {
         forgerunner_http::TrustError::CaBundle(_) => ApiError::Config(e.to_string()),
         forgerunner_http::TrustError::Proxy => ApiError::Config("proxyUrl is not a valid proxy URL".into()),
@@ -423,6 +427,14 @@ impl GithubClient {
                 operation,
                 message: TransportFailure::from_reqwest(&e).to_string(),
             }),
+            Ok(resp) if resp.status().is_redirection() => {
+                // Not followed (see `finish_client`): its body is of no use either.
+                self.note_budget(resp.headers());
+                Err(ApiError::Redirect {
+                    operation,
+                    detail: Redirected::from_reply(resp.status(), resp.headers(), resp.url()),
+                })
+            }
             Ok(resp) => {
                 let status = resp.status().as_u16();
                 let headers = resp.headers().clone();

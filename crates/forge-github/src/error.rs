@@ -52,6 +52,17 @@ pub enum ApiError {
         /// Which cap it passed (never the body).
         what: String,
     },
+    /// A 3xx: no client follows redirects, which would lead past `forgeHosts.allowed`.
+    #[error(
+        "{operation}: GitHub answered with {detail}; forgerunner does not follow redirects: set \
+         spec.github.configUrl to the final address"
+    )]
+    Redirect {
+        /// Fixed operation name.
+        operation: &'static str,
+        /// The status and the target's origin, never its path or query.
+        detail: forgerunner_http::Redirected,
+    },
     /// The credentials Secret is incomplete or malformed.
     #[error("{0}")]
     InvalidCredentials(String),
@@ -105,9 +116,10 @@ impl ApiError {
             ApiError::Status {
                 status, rate_limited, ..
             } => status_outcome(*status, *rate_limited),
-            ApiError::InvalidCredentials(_) | ApiError::Config(_) | ApiError::NotReady(_) => {
-                Outcome::ClientError
-            }
+            ApiError::InvalidCredentials(_)
+            | ApiError::Config(_)
+            | ApiError::NotReady(_)
+            | ApiError::Redirect { .. } => Outcome::ClientError,
         }
     }
 }
@@ -142,6 +154,7 @@ impl From<ApiError> for ForgeError {
         match &e {
             ApiError::InvalidCredentials(m) => ForgeError::InvalidCredentials(m.clone()),
             ApiError::Config(m) => ForgeError::Config(m.clone()),
+            ApiError::Redirect { .. } => ForgeError::Config(e.to_string()),
             ApiError::NotReady(m) => ForgeError::NotReady(m.clone()),
             ApiError::Transport { .. } | ApiError::BadResponse { .. } | ApiError::TooLarge { .. } => {
                 ForgeError::Unavailable(e.to_string())

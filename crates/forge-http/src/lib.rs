@@ -2,7 +2,8 @@
 //!
 //! Every forge's HTTP client: trusting a group's extra CA bundle and sending through its proxy
 //! (`caBundleConfigMap`, `proxyUrl`), reading bodies with a size cap, bounding paged listings,
-//! clamping `Retry-After` and describing transport failures without the request URL.
+//! clamping `Retry-After`, describing transport failures without the request URL and refusing
+//! redirects ([`redirect`]).
 //!
 //! Gitea and Forgejo (a fork of Gitea) beyond that: the REST client skeleton ([`rest`]), the
 //! single-flight listing cache ([`single_flight`]), the pool of clients per instance and
@@ -18,6 +19,7 @@ pub mod listing;
 #[cfg(any(test, feature = "testing"))]
 pub mod pod_checks;
 pub mod pool;
+pub mod redirect;
 pub mod rest;
 pub mod retry_after;
 pub mod scope;
@@ -32,6 +34,7 @@ pub mod wire;
 pub use body::{BodyError, ByteSize, read_capped};
 pub use listing::{ListingBudget, ListingError, ListingLimits};
 pub use pool::{Connection, Instance, InstanceKey, Pool, PoolError};
+pub use redirect::{Redirected, no_redirects};
 pub use rest::{CallError, ClientOptions, RestClient};
 pub use retry_after::{MAX_RETRY_AFTER, retry_after_secs};
 pub use scope::{Scope, ScopeError};

@@ -17,8 +17,9 @@ use url::Url;
 
 use crate::body::BodyError;
 use crate::listing::ListingError;
+use crate::redirect::Redirected;
 use crate::transport::TransportFailure;
-use crate::{TrustError, read_capped, retry_after_secs, with_trust};
+use crate::{TrustError, no_redirects, read_capped, retry_after_secs, with_trust};
 
 /// Largest body of a list page: 50 items take tens of KiB, and even an unpaged job list of
 /// thousands of jobs fits, so only a hostile or broken server comes near it.
@@ -139,6 +140,10 @@ pub enum CallError {
     /// Connection failure or timeout.
     #[error("{0}")]
     Transport(TransportFailure),
+    /// A 3xx: never followed (see [`crate::redirect`]); the user points the URL at the final
+    /// address instead.
+    #[error("{0}")]
+    Redirect(Redirected),
     /// A 2xx body that does not decode.
     #[error("malformed response")]
     BadResponse,
@@ -163,7 +168,7 @@ impl CallError {
             CallError::Server(_) => Outcome::ServerError,
             CallError::Transport(_) => Outcome::Transport,
             CallError::BadResponse | CallError::TooLarge(_) => Outcome::BadResponse,
-            CallError::Rejected(_) => Outcome::ClientError,
+            CallError::Rejected(_) | CallError::Redirect(_) => Outcome::ClientError,
         }
     }
 
@@ -176,9 +181,11 @@ impl CallError {
         )
     }
 
-    /// The failure a non-2xx status means; a 429 also says how long to wait.
-    fn of_status(status: StatusCode, headers: &HeaderMap) -> CallError {
+    /// The failure a non-2xx answer to a request for `url` means; a 429 also says how long to
+    /// wait.
+    fn of_status(status: StatusCode, headers: &HeaderMap, url: &Url) -> CallError {
         match status {
+            s if s.is_redirection() => CallError::Redirect(Redirected::from_reply(s, headers, url)),
             StatusCode::UNAUTHORIZED => CallError::Unauthenticated,
             StatusCode::FORBIDDEN => CallError::Forbidden,
             StatusCode::NOT_FOUND => CallError::NotFound,
@@ -270,6 +277,9 @@ impl RestClient {
         base.set_query(None);
         base.set_fragment(None);
         let builder = reqwest::Client::builder()
+            // A redirect would take the request past the host allowlist, to wherever the
+            // server names (see `crate::redirect`).
+            .redirect(no_redirects())
             .timeout(opts.request_timeout)
             .connect_timeout(opts.connect_timeout)
             .user_agent(concat!("forgerunner/", env!("CARGO_PKG_VERSION")));
@@ -361,7 +371,7 @@ impl RestClient {
                         Err(BodyError::Read(f)) => Err(CallError::Transport(f)),
                     }
                 } else {
-                    let e = CallError::of_status(status, &headers);
+                    let e = CallError::of_status(status, &headers, &call.url);
                     if let CallError::RateLimited(secs) = e {
                         self.block_for(secs);
                     }
@@ -492,6 +502,60 @@ mod tests {
         assert!(client("https://x", Some("http://proxy.internal:3128")).is_ok());
     }
 
+    /// M1 of the security review: a forge URL answered with a redirect to another host must
+    /// not make the client go there. reqwest follows up to 10 redirects to any host and scheme
+    /// by default (`redirect::Policy::default()` is `Policy::limited(10)`, reqwest 0.13.5
+    /// `src/redirect.rs`, `impl Default for Policy`), and with 307/308 it sends the POST or
+    /// DELETE again. Built with `Policy::none()`, the client takes the 3xx as the answer: the
+    /// second server never sees a request, and the failure names only the target's origin.
+    #[tokio::test]
+    async fn a_redirect_to_another_host_is_never_followed() {
+        use std::sync::atomic::Ordering;
+
+        use crate::test_server::{serve_json, serve_redirect};
+
+        let (target, reached) = serve_json(|_| (vec![], "{}".into())).await;
+        let location = format!("http://127.0.0.1:{target}/latest/meta-data?token=hunter2");
+        let body = serde_json::json!({"name": "r"});
+        for status in [301, 302, 303, 307, 308] {
+            let (port, answered) = serve_redirect(status, location.clone()).await;
+            let c = client(&format!("http://127.0.0.1:{port}/sub"), None).expect("client");
+            for method in [Method::GET, Method::POST, Method::DELETE] {
+                let call = Call {
+                    operation: "op",
+                    url: c.url(&["api", "v1"], &["runners"], &[]),
+                    body: (method == Method::POST).then_some(&body),
+                    method,
+                    cap: MAX_SMALL_BYTES,
+                    idempotent: true,
+                };
+                let e = c
+                    .send(&call, &json::<serde_json::Value>)
+                    .await
+                    .err()
+                    .unwrap_or_else(|| panic!("{status} {}: a redirect is no answer", call.method));
+                let text = e.to_string();
+                assert!(matches!(e, CallError::Redirect(_)), "{status}: {e:?}");
+                assert_eq!(e.outcome(), Outcome::ClientError);
+                assert!(!e.is_transient(), "the same server would redirect again");
+                assert_eq!(
+                    text,
+                    format!("a redirect ({status}) to another address, http://127.0.0.1:{target}")
+                );
+            }
+            assert_eq!(
+                answered.load(Ordering::SeqCst),
+                3,
+                "{status}: one request per call, no retry"
+            );
+        }
+        assert_eq!(
+            reached.load(Ordering::SeqCst),
+            0,
+            "the redirect target got requests"
+        );
+    }
+
     #[test]
     fn statuses_map_onto_failures_and_outcomes() {
         let h = HeaderMap::new();
@@ -505,7 +569,7 @@ mod tests {
         ];
         for (code, want, outcome) in cases {
             let status = StatusCode::from_u16(code).expect("status");
-            let got = CallError::of_status(status, &h);
+            let got = CallError::of_status(status, &h, &Url::parse("https://x/api").expect("URL"));
             assert_eq!((&got, got.outcome()), (&want, outcome), "{code}");
             assert_eq!(got.is_transient(), code == 502, "{code}");
         }

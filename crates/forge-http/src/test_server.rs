@@ -1,5 +1,5 @@
-//! A one-connection HTTP server that answers with a 100 MiB body, for tests of body caps here
-//! and in the forge crates (feature `testing`).
+//! Local HTTP servers for tests here and in the forge crates (feature `testing`): one that
+//! answers with a 100 MiB body (body caps), one that answers JSON and one that redirects.
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -73,6 +73,36 @@ pub async fn serve_json<F>(handler: F) -> (u16, std::sync::Arc<std::sync::atomic
 where
     F: Fn(&str) -> JsonReply + Send + Sync + 'static,
 {
+    serve(move |target| {
+        let (headers, body) = handler(target);
+        (200, headers, body)
+    })
+    .await
+}
+
+/// Serves every connection on 127.0.0.1 (port 0) like [`serve_json`], answering each request
+/// `status` (a 3xx) with `Location: location` and an empty body: a forge URL whose server
+/// sends its clients elsewhere. The counter counts requests answered.
+pub async fn serve_redirect(
+    status: u16,
+    location: String,
+) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    serve(move |_| {
+        (
+            status,
+            vec![("location".to_string(), location.clone())],
+            String::new(),
+        )
+    })
+    .await
+}
+
+/// The server of [`serve_json`] and [`serve_redirect`]: `handler` returns status, extra headers
+/// and a JSON body.
+async fn serve<F>(handler: F) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>)
+where
+    F: Fn(&str) -> (u16, Vec<(String, String)>, String) + Send + Sync + 'static,
+{
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -96,10 +126,14 @@ where
                 }
                 let text = String::from_utf8_lossy(&head);
                 let target = text.split_whitespace().nth(1).unwrap_or("/").to_string();
-                let (headers, body) = handler(&target);
+                let (status, headers, body) = handler(&target);
                 counter.fetch_add(1, Ordering::SeqCst);
+                let reason = reqwest::StatusCode::from_u16(status)
+                    .ok()
+                    .and_then(|s| s.canonical_reason())
+                    .unwrap_or("Status");
                 let mut out = format!(
-                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: {}\r\n",
+                    "HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: {}\r\n",
                     body.len()
                 );
                 for (k, v) in headers {

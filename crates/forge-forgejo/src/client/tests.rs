@@ -1,6 +1,7 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use forgerunner_core::ForgeError;
 use forgerunner_http::test_server::{HUGE, JsonReply, serve_huge, serve_json};
 
 use super::*;
@@ -122,4 +123,35 @@ async fn a_runner_listing_with_too_many_items_fails_whole() {
         "Forgejo returned a response too large to list runners: the listing holds more than 10000 items"
     );
     assert_eq!(served.load(Ordering::SeqCst), 201);
+}
+
+/// M1 of the security review: a Forgejo URL answered with a 308 to another host. reqwest's
+/// default policy would follow it and send the DELETE again there
+/// (`redirect::Policy::default()` is `limited(10)`, reqwest 0.13.5 `src/redirect.rs`); the
+/// shared client follows none, and Forgejo's words tell the user which field to fix.
+#[tokio::test]
+async fn a_redirect_is_a_configuration_error_and_never_followed() {
+    let (target, reached) = serve_json(|_| (vec![], "{}".into())).await;
+    let (port, answered) = forgerunner_http::test_server::serve_redirect(
+        308,
+        format!("http://127.0.0.1:{target}/admin?token=hunter2"),
+    )
+    .await;
+    let err = local(port).delete_runner(V15, &org(), 7).await.unwrap_err();
+    let text = err.to_string();
+    assert_eq!(
+        text,
+        format!(
+            "Forgejo answered the request to delete a runner with a redirect (308) to another \
+             address, http://127.0.0.1:{target}; forgerunner does not follow redirects: set \
+             spec.forgejo.url to the final address"
+        )
+    );
+    assert!(matches!(ForgeError::from(err), ForgeError::Config(_)));
+    assert_eq!(answered.load(Ordering::SeqCst), 1, "no retry");
+    assert_eq!(
+        reached.load(Ordering::SeqCst),
+        0,
+        "the redirect target got requests"
+    );
 }

@@ -1,6 +1,7 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use forgerunner_core::ForgeError;
 use forgerunner_http::test_server::{HUGE, serve_huge, serve_json};
 
 use super::*;
@@ -120,4 +121,37 @@ async fn a_listing_with_too_many_items_fails_whole() {
         "Gitea returned a response too large to list Actions jobs: the listing holds more than 10000 items"
     );
     assert_eq!(served.load(Ordering::SeqCst), 201);
+}
+
+/// M1 of the security review: a Gitea URL answered with a 307 to another host. reqwest's
+/// default policy would follow it (`redirect::Policy::default()` is `limited(10)`, reqwest
+/// 0.13.5 `src/redirect.rs`); the shared client follows none, and Gitea's words tell the user
+/// which field to fix, naming the target's origin but not its path or query.
+#[tokio::test]
+async fn a_redirect_is_a_configuration_error_and_never_followed() {
+    let (target, reached) = serve_json(|_| (vec![], r#"{"version":"1.24.0"}"#.into())).await;
+    let (port, answered) = forgerunner_http::test_server::serve_redirect(
+        307,
+        format!("http://127.0.0.1:{target}/api/v1/version?token=hunter2"),
+    )
+    .await;
+    let c = local(port);
+    let err = c.version().await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "Gitea answered the request to read the server version with a redirect (307) to \
+             another address, http://127.0.0.1:{target}; forgerunner does not follow redirects: \
+             set spec.gitea.url to the final address"
+        )
+    );
+    let err = c.delete_runner(&org(), 7).await.unwrap_err();
+    assert!(matches!(err, GiteaError::Redirect { .. }), "{err:?}");
+    assert!(matches!(ForgeError::from(err), ForgeError::Config(_)));
+    assert_eq!(answered.load(Ordering::SeqCst), 2, "no retry");
+    assert_eq!(
+        reached.load(Ordering::SeqCst),
+        0,
+        "the redirect target got requests"
+    );
 }

@@ -127,6 +127,82 @@ async fn a_huge_body_is_refused_without_reading_it() {
     }
 }
 
+/// M1 of the security review: a forge URL answered with a redirect to another host. reqwest
+/// follows up to 10 redirects to any host by default (`redirect::Policy::default()` is
+/// `Policy::limited(10)`, reqwest 0.13.5 `src/redirect.rs`, `impl Default for Policy`), and
+/// re-sends a POST on 307/308. Both clients of a transport (the ordinary one and the long
+/// poll's) follow none: the second server gets nothing, the 3xx is a configuration error that
+/// names the target's origin but not its path or query, and it is not retried.
+#[tokio::test]
+async fn redirects_are_never_followed_by_either_client() {
+    use std::sync::atomic::Ordering;
+
+    use forgerunner_http::test_server::{serve_json, serve_redirect};
+
+    let (target, reached) = serve_json(|_| (vec![], "{}".into())).await;
+    let (port, answered) = serve_redirect(
+        307,
+        format!("http://127.0.0.1:{target}/latest/meta-data?token=hunter2"),
+    )
+    .await;
+    let opts = HttpOptions {
+        retry: crate::backoff::Backoff {
+            base: Duration::from_millis(1),
+            cap: Duration::from_millis(10),
+        },
+        ..HttpOptions::default()
+    };
+    let client = GithubClient::new(
+        Arc::default(),
+        ConfigUrl::parse("https://github.com/acme").expect("config URL"),
+        AuthMethod::Pat(SecretValue::new("t")),
+        build_transport(None, None, &opts).expect("transport"),
+        opts,
+    );
+    let url = Url::parse(&format!("http://127.0.0.1:{port}/_apis/x")).expect("URL");
+    let token = SecretValue::new("t");
+    let ordinary = client
+        .execute("get_runner", Duration::from_secs(30), || {
+            client.raw_request(Method::POST, url.clone(), Auth::Bearer(&token))
+        })
+        .await
+        .expect_err("a redirect is no answer");
+    let poll = client
+        .execute_poll("get_message", Duration::from_secs(30), || {
+            client.poll_request(url.clone(), Auth::Bearer(&token))
+        })
+        .await
+        .expect_err("a redirect is no answer");
+    for e in [ordinary, poll] {
+        assert!(matches!(e, ApiError::Redirect { .. }), "{e:?}");
+        assert!(!e.is_transient());
+        assert_eq!(e.outcome(), forgerunner_core::metrics::Outcome::ClientError);
+        let forge = ForgeError::from(e);
+        assert!(matches!(forge, ForgeError::Config(_)), "{forge:?}");
+        let text = forge.to_string();
+        assert!(
+            text.contains(&format!(
+                "a redirect (307) to another address, http://127.0.0.1:{target}"
+            )) && text.contains("does not follow redirects")
+                && text.contains("spec.github.configUrl"),
+            "{text}"
+        );
+        for leak in ["latest", "meta-data", "hunter2", "_apis"] {
+            assert!(!text.contains(leak), "{leak} leaked into {text:?}");
+        }
+    }
+    assert_eq!(
+        answered.load(Ordering::SeqCst),
+        2,
+        "one request per call, no retry"
+    );
+    assert_eq!(
+        reached.load(Ordering::SeqCst),
+        0,
+        "the redirect target got requests"
+    );
+}
+
 #[test]
 fn reply_debug_shows_no_body() {
     let body = br#"{"token":"ghs_secret","encodedJITConfig":"eyJzZWNyZXQiOnRydWV9"}"#.to_vec();

@@ -1,5 +1,5 @@
-//! Fault injection (status codes, latency, garbage and huge bodies) and the request log, as one
-//! axum middleware that both forge fakes mount in front of all their routes.
+//! Fault injection (status codes, redirects, latency, garbage and huge bodies) and the request
+//! log, as one axum middleware that both forge fakes mount in front of all their routes.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -34,6 +34,8 @@ pub struct Fault {
     /// Answer 200 with a body of this many bytes, streamed without `Content-Length` so the
     /// client cannot refuse it up front (a hostile server pointed at by a group's URL).
     pub huge_body: Option<usize>,
+    /// `Location` header sent with the status (a redirect).
+    pub location: Option<String>,
 }
 
 impl Fault {
@@ -70,6 +72,17 @@ impl Fault {
         Fault {
             path_contains: path.to_string(),
             huge_body: Some(bytes),
+            ..Fault::default()
+        }
+    }
+
+    /// Answers `status` (a 3xx) with `Location: location` to requests whose path contains
+    /// `path`: a forge URL whose server sends its clients elsewhere.
+    pub fn redirect(path: &str, status: u16, location: &str) -> Fault {
+        Fault {
+            path_contains: path.to_string(),
+            status: Some(status),
+            location: Some(location.to_string()),
             ..Fault::default()
         }
     }
@@ -193,6 +206,9 @@ fn injected(f: &Fault) -> Option<Response> {
         .and_then(|v| HeaderValue::from_str(v).ok())
     {
         r.headers_mut().insert("retry-after", v);
+    }
+    if let Some(v) = f.location.as_deref().and_then(|v| HeaderValue::from_str(v).ok()) {
+        r.headers_mut().insert("location", v);
     }
     Some(r)
 }

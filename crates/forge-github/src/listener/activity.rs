@@ -13,6 +13,15 @@ use super::message::JobMessage;
 /// case the service never reports some of them started or completed.
 const MAX_WAITING: usize = 10_000;
 
+/// Most runners remembered as busy, and as finished: far above any scale set's runners, a bound
+/// against a service that reports runners by the thousand (a hostile `configUrl` answers each
+/// long poll at once with 4 MiB of `JobStarted` messages naming runners that do not exist).
+const MAX_TRACKED_RUNNERS: usize = 10_000;
+
+/// Longest runner name kept. Ours are named after their Job, a DNS label of at most 63
+/// characters; a longer name is no runner of ours.
+const MAX_RUNNER_NAME: usize = 63;
+
 /// How long a finished runner's name is kept: far longer than a pod takes to exit and the
 /// reconciler takes to notice, short enough that a long-lived listener stays small.
 pub const FINISHED_MEMORY: Duration = Duration::from_secs(600);
@@ -35,7 +44,8 @@ pub struct RunnerActivity {
 impl RunnerActivity {
     /// A runner started the job `identity` names.
     pub fn started(&mut self, runner: &str, identity: JobIdentity) {
-        if !self.finished.contains(runner) {
+        let room = self.busy.len() < MAX_TRACKED_RUNNERS || self.busy.contains_key(runner);
+        if runner.len() <= MAX_RUNNER_NAME && room && !self.finished.contains(runner) {
             self.busy.insert(runner.to_owned(), identity);
         }
     }
@@ -51,11 +61,12 @@ impl RunnerActivity {
             // Its table is sized for the most runners ever busy at once: let it go.
             self.busy = HashMap::new();
         }
-        if self.finished.insert(runner.to_owned()) {
+        if runner.len() <= MAX_RUNNER_NAME && self.finished.insert(runner.to_owned()) {
             self.finished_order.push_back((now, runner.to_owned()));
         }
         while let Some((at, name)) = self.finished_order.front() {
-            if now.saturating_duration_since(*at) < FINISHED_MEMORY {
+            let full = self.finished_order.len() > MAX_TRACKED_RUNNERS;
+            if !full && now.saturating_duration_since(*at) < FINISHED_MEMORY {
                 break;
             }
             self.finished.remove(name);
@@ -118,6 +129,37 @@ impl RunnerActivity {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The message stream is whatever the service at `configUrl` sends. The upstream listener
+    /// keeps no per-runner state: `actions/scaleset` `listener/listener.go`,
+    /// `Listener.handleMessage`, passes each `JobStarted`/`JobCompleted` to its `Scaler` and
+    /// keeps nothing. Ours remembers runners, so a service naming runners by the thousand must
+    /// not grow it without bound.
+    #[test]
+    fn runners_a_service_floods_with_are_bounded() {
+        let mut a = RunnerActivity::default();
+        let now = Instant::now();
+        for i in 0..MAX_TRACKED_RUNNERS + 500 {
+            a.started(&format!("r-{i}"), JobIdentity::default());
+            a.completed(&format!("done-{i}"), now);
+        }
+        assert_eq!(a.busy.len(), MAX_TRACKED_RUNNERS);
+        assert_eq!(a.finished.len(), MAX_TRACKED_RUNNERS);
+        assert_eq!(a.finished_order.len(), MAX_TRACKED_RUNNERS);
+        assert_eq!(a.state_of("done-0"), None, "the oldest finished name went first");
+        assert_eq!(
+            a.state_of(&format!("done-{}", MAX_TRACKED_RUNNERS + 499)),
+            Some(ForgeRunnerState::Finished)
+        );
+        // A runner already known still updates when the map is full.
+        a.started("r-0", JobIdentity::default());
+        assert_eq!(a.state_of("r-0"), Some(ForgeRunnerState::Busy));
+        let long = "x".repeat(MAX_RUNNER_NAME + 1);
+        let mut b = RunnerActivity::default();
+        b.started(&long, JobIdentity::default());
+        b.completed(&long, now);
+        assert_eq!(b.state_of(&long), None, "no runner of ours has such a name");
+    }
 
     #[test]
     fn requests_wait_from_assigned_to_started_or_completed() {

@@ -3,7 +3,7 @@
 
 use serde::Deserialize;
 
-use forgerunner_core::job_identity::JobIdentity;
+use forgerunner_core::job_identity::{JobIdentity, sanitize};
 
 use crate::client::bytes_helpers::strip_bom;
 use crate::types::Statistics;
@@ -127,7 +127,9 @@ impl Element {
     /// What the message tells about the job (`JobMessageBase`); empty strings and a zero run
     /// id mean "not told".
     fn identity(&self) -> JobIdentity {
-        let told = |v: &Option<String>| v.clone().filter(|s| !s.trim().is_empty());
+        // Bounded like every forge value kept in memory or written to an annotation: a message
+        // may be 4 MiB, and a hostile service would fill the listener with it.
+        let told = |v: &Option<String>| v.as_deref().and_then(sanitize);
         let repository = match (told(&self.owner_name), told(&self.repository_name)) {
             (Some(owner), Some(repo)) => Some(format!("{owner}/{repo}")),
             (None, Some(repo)) => Some(repo),

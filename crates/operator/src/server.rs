@@ -4,7 +4,8 @@
 //! sending headers one byte at a time holds a connection (and its task) forever. Here every
 //! connection must deliver its request head within [`ServerLimits::header_timeout`] (also
 //! bounding idle keep-alive connections), at most [`ServerLimits::max_connections`] are open
-//! at once (more are closed at once, before any byte is read), and shutdown lets in-flight
+//! at once (more are closed at once, before any byte is read), each buffers at most
+//! [`ServerLimits::max_head_bytes`] (a larger head is answered 431), and shutdown lets in-flight
 //! requests finish. Body reads are bounded by the handlers that read bodies (webhooks).
 
 use std::sync::Arc;
@@ -18,6 +19,9 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
+/// The smallest buffer hyper accepts (`MINIMUM_MAX_BUFFER_SIZE`, its initial buffer).
+const MIN_HEAD_BYTES: usize = 8192;
+
 /// Bounds of the HTTP server.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ServerLimits {
@@ -28,6 +32,10 @@ pub struct ServerLimits {
     pub body_timeout: Duration,
     /// Connections open at once; more are closed at once.
     pub max_connections: usize,
+    /// Bytes a connection may buffer; a request head larger than this is answered 431. hyper's
+    /// default (about 408 KiB, `DEFAULT_MAX_BUFFER_SIZE` in hyper's `proto/h1/io.rs`) let
+    /// 400 connections sending endless heads hold 198 MiB without any credentials.
+    pub max_head_bytes: usize,
     /// Webhook deliveries handled at once (buffered bodies included); more wait for a turn.
     pub max_webhooks_in_flight: usize,
     /// How long a delivery may wait for a turn before it is answered 503 with `Retry-After`:
@@ -51,6 +59,9 @@ impl Default for ServerLimits {
             // connection: 1000 at once must fit. An idle HTTP/1 connection costs tens of KiB,
             // so this bounds a deliberate flood to a few tens of MiB.
             max_connections: 2048,
+            // A forge's delivery head is 1–3 KiB (GitHub's is the largest, about 20 headers).
+            // 2048 connections × 16 KiB bounds a flood of heads to 32 MiB.
+            max_head_bytes: 16 * 1024,
             max_webhooks_in_flight: 32,
             webhook_queue_wait: Duration::from_secs(5),
             max_verifications: std::thread::available_parallelism()
@@ -76,6 +87,8 @@ pub async fn serve(
     builder
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_timeout)
+        // hyper refuses (panics on) less than its initial 8 KiB buffer.
+        .max_buf_size(limits.max_head_bytes.max(MIN_HEAD_BYTES))
         .keep_alive(true);
     loop {
         let stream = tokio::select! {

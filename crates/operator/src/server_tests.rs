@@ -220,6 +220,29 @@ async fn a_client_sending_headers_byte_by_byte_is_disconnected() {
     eprintln!("disconnected after {:?}", started.elapsed());
 }
 
+/// hyper buffers a head up to `max_buf_size` and answers 431 past it
+/// (`hyper/src/proto/h1/role.rs`, `Server::on_error` for `Parse::TooLarge`); its default of
+/// about 408 KiB let unauthenticated heads take hundreds of MiB.
+#[tokio::test]
+async fn a_head_larger_than_the_buffer_is_answered_431() {
+    let limits = ServerLimits {
+        header_timeout: Duration::from_secs(30),
+        ..quick_limits()
+    };
+    let server = start(limits, forge(Duration::ZERO));
+    let stream = TcpStream::connect(server.addr).await.expect("connect");
+    let (mut r, mut w) = stream.into_split();
+    let mut head = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Padding: ".to_vec();
+    head.resize(head.len() + 4 * limits.max_head_bytes, b'a');
+    // The server may hang up part way; what it answered is what counts.
+    let _ = w.write_all(&head).await;
+    let got = read_until_closed(&mut r, Duration::from_secs(20))
+        .await
+        .expect("the server keeps a connection whose head outgrew its buffer");
+    let answer = String::from_utf8_lossy(&got);
+    assert!(answer.starts_with("HTTP/1.1 431"), "answered: {answer:?}");
+}
+
 #[tokio::test]
 async fn an_idle_connection_is_disconnected() {
     let limits = quick_limits();

@@ -561,3 +561,51 @@ async fn a_job_held_by_its_concurrency_group_is_backed_off_after_an_idle_removal
     tokio::time::sleep(Duration::from_millis(1600)).await;
     assert_eq!(f.observe(&c, &[]).await.unwrap().waiting_jobs, 1);
 }
+
+/// M2 of the security review: the runner id on a runner's Job is only a hint, since anyone who
+/// may edit Jobs in the namespace can rewrite it. The row it names is deleted only when its
+/// `name` is the runner's (Forgejo's `GET …/actions/runners/{id}` answers `ActionRunner` with the
+/// row's `name`: `routers/api/v1/shared/runners.go` `GetRunner`, `services/convert/convert.go`
+/// `ToActionRunner`; the fake answers the same, `testkit/src/forgejo/rest.rs` `runner_by_id`).
+/// Someone else's runner at the scope survives, and one of our runners whose annotation was
+/// rewritten is still found by its name and removed.
+#[tokio::test]
+async fn a_runner_id_naming_another_runner_never_deletes_it() {
+    let fake = fake("15.0.3+gitea-1.22.0").await;
+    fake.add_repo("o/r");
+    let f = forge();
+    let c = ctx(
+        "web",
+        &fake.url(),
+        ForgejoScope::Repo,
+        Some("o/r"),
+        &["debian:host"],
+        ADMIN_TOKEN,
+    );
+    // A runner registered by hand at the group's scope, not forgerunner's.
+    let victim = fake.add_runner(
+        FakeScope::Repo("o".into(), "r".into()),
+        "build-box-1",
+        &["debian"],
+        false,
+    );
+    let forged = BTreeMap::from([(RUNNER_ID_ANNOTATION.to_string(), victim.id.to_string())]);
+
+    // A stuck runner whose Job names the victim's id: nothing of that name is registered.
+    let stuck = runner_ref("web-qqqqq", RunnerPhase::Pending, &forged);
+    assert_eq!(f.remove_runner(&c, &stuck).await.unwrap(), RemoveOutcome::Removed);
+    assert!(fake.runner(victim.id).is_some(), "the victim runner was deleted");
+    assert!(!fake.deleted_runners().contains(&victim.id));
+
+    // One of ours with the annotation rewritten: removed by its name, the victim kept.
+    let ours = f.runner_credentials(&c, "web-ppppp").await.unwrap();
+    let id: i64 = ours.annotations[RUNNER_ID_ANNOTATION].parse().unwrap();
+    let rewritten = runner_ref("web-ppppp", RunnerPhase::Pending, &forged);
+    assert_eq!(
+        f.remove_runner(&c, &rewritten).await.unwrap(),
+        RemoveOutcome::Removed
+    );
+    assert!(fake.runner(id).is_none(), "our runner is removed by its name");
+    assert!(fake.runner(victim.id).is_some(), "the victim runner was deleted");
+    assert_eq!(fake.deleted_runners(), [id]);
+}

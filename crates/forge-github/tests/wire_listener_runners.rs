@@ -290,6 +290,94 @@ async fn jit_config_busy_refusal_and_removal() {
     h.forge.shutdown_all().await;
 }
 
+/// M2 of the security review: `DELETE _apis/distributedtask/pools/0/agents/{id}` removes any
+/// runner the admin token reaches, and the runner id on a runner's Job is an annotation anyone
+/// who may edit Jobs can rewrite. The id removed is the service's own for the runner's name:
+/// the JIT config's (`runner`, a `RunnerReference`) for a runner this process registered, else
+/// the runner listed under its name (`agents?agentName=`; actions/scaleset `client.go`
+/// `GetRunnerByName`, `types.go` `RunnerReference {id, name, runnerScaleSetId}`; the emulator
+/// answers the same, scaleset 0.1.0 `testing/state.rs` `runners_named`), and only in the
+/// group's scale set. Another scale set's runner survives every attempt; ours still go.
+#[tokio::test]
+async fn a_runner_id_naming_another_runner_never_deletes_it() {
+    let emu = emulator().await;
+    let h = harness();
+    let ctx = pat_context(&emu, "guard");
+    demand(&h.forge, &ctx).await;
+    // Another scale set's runner the same token reaches (another group, or ARC's).
+    let other = harness();
+    let other_ctx = pat_context(&emu, "other");
+    demand(&other.forge, &other_ctx).await;
+    let victim = other
+        .forge
+        .runner_credentials(&other_ctx, "other-vvvvv")
+        .await
+        .unwrap();
+    let victim_id = victim.annotations[RUNNER_ID_ANNOTATION].clone();
+    let forged: std::collections::BTreeMap<String, String> =
+        [(RUNNER_ID_ANNOTATION.to_string(), victim_id.clone())].into();
+    let forged_ref = |name: &str| RunnerRef {
+        name: name.into(),
+        annotations: forged.clone(),
+        phase: RunnerPhase::Pending,
+        stored: true,
+    };
+    let victim_alive = || {
+        emu.state()
+            .runners
+            .iter()
+            .any(|r| r.id.to_string() == victim_id && r.name == "other-vvvvv")
+    };
+
+    // A stuck runner whose Job names the victim's id; nothing of its name is registered.
+    for forge in [&h.forge, &harness().forge] {
+        assert_eq!(
+            forge
+                .remove_runner(&ctx, &forged_ref("guard-qqqqq"))
+                .await
+                .unwrap(),
+            RemoveOutcome::Removed
+        );
+        assert!(victim_alive(), "the victim runner was deleted");
+    }
+    // A Job named like the victim as well: the victim is in another scale set.
+    assert_eq!(
+        h.forge
+            .remove_runner(&ctx, &forged_ref("other-vvvvv"))
+            .await
+            .unwrap(),
+        RemoveOutcome::Removed
+    );
+    assert!(victim_alive(), "the victim runner was deleted");
+
+    // Ours with the annotation rewritten: registered by this process, or by the one before a
+    // restart (found by its name), each is removed and the victim kept.
+    h.forge.runner_credentials(&ctx, "guard-ppppp").await.unwrap();
+    assert_eq!(
+        h.forge
+            .remove_runner(&ctx, &forged_ref("guard-ppppp"))
+            .await
+            .unwrap(),
+        RemoveOutcome::Removed
+    );
+    h.forge.runner_credentials(&ctx, "guard-rrrrr").await.unwrap();
+    let after = harness();
+    demand(&after.forge, &ctx).await;
+    assert_eq!(
+        after
+            .forge
+            .remove_runner(&ctx, &forged_ref("guard-rrrrr"))
+            .await
+            .unwrap(),
+        RemoveOutcome::Removed
+    );
+    let names: Vec<String> = emu.state().runners.iter().map(|r| r.name.clone()).collect();
+    assert_eq!(names, ["other-vvvvv"]);
+    for f in [h, other, after] {
+        f.forge.shutdown_all().await;
+    }
+}
+
 #[tokio::test]
 async fn default_pod_references_the_secret() {
     let emu = emulator().await;

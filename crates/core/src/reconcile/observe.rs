@@ -14,16 +14,26 @@ use crate::forge::{ForgeRunnerState, ForgeView, RunnerRef};
 use crate::plan::{ObservedRunner, RunnerPhase};
 use crate::runner_job::{BUSY_ANNOTATION, GROUP_LABEL, TEMPLATE_HASH_ANNOTATION};
 
-/// Whether `job` is a runner of `group`: same namespace, group label, and (when both uids are
-/// known) owned by this very group, so a re-created group does not adopt its predecessor's Jobs.
+/// Whether `job` is a runner of `group`: same namespace, group label, and an ownerReference to
+/// this very group's uid, which every runner Job gets at creation
+/// ([`crate::runner_job::group_owner_reference`]).
+///
+/// The labels alone prove nothing: anyone who may create Jobs in the namespace can set them,
+/// and a runner's Job drives forge calls (its annotations name the runner to deregister). A
+/// Job without the owner, or a group whose uid is unknown, is not the group's; nor are a
+/// re-created group's predecessor's Jobs. Such a Job is left alone without a log line: this
+/// runs on every pass, and the Job never becomes the group's later.
 pub fn belongs_to(job: &Job, group: &RunnerGroup) -> bool {
     let same_ns = job.metadata.namespace == group.metadata.namespace;
     let labelled =
         job.metadata.labels.as_ref().and_then(|l| l.get(GROUP_LABEL)) == group.metadata.name.as_ref();
-    let owned = match (&group.metadata.uid, &job.metadata.owner_references) {
-        (Some(uid), Some(refs)) => refs.iter().any(|r| &r.uid == uid),
-        _ => true,
-    };
+    let owned = group.metadata.uid.as_ref().is_some_and(|uid| {
+        job.metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|r| &r.uid == uid)
+    });
     same_ns && labelled && owned
 }
 
@@ -322,6 +332,23 @@ mod tests {
             "a re-created group does not adopt old Jobs"
         );
         g.metadata.uid = Some("u1".into());
+        // M2 of the security review: anyone who may create Jobs in the namespace can label one
+        // as the group's runner; without the group's ownerReference it is not ours, so nothing
+        // of it (its runner-id annotation above all) ever reaches the forge.
+        let mut unowned = job("g-1", None);
+        unowned.metadata.owner_references = None;
+        assert!(
+            !belongs_to(&unowned, &g),
+            "a labelled Job without owner is not ours"
+        );
+        unowned.metadata.owner_references = Some(Vec::new());
+        assert!(!belongs_to(&unowned, &g), "nor one with an empty owner list");
+        let mut uidless = g.clone();
+        uidless.metadata.uid = None;
+        assert!(
+            !belongs_to(&job("g-1", None), &uidless),
+            "a group whose uid is unknown owns nothing"
+        );
         g.metadata.namespace = Some("other".into());
         assert!(!belongs_to(&job("g-1", None), &g));
         let jobs = [Arc::new(job("g-1", None))];

@@ -16,7 +16,7 @@ use crate::pod::{
     ENV_INSTANCE_URL, ENV_JOB_HANDLE, ENV_RUNNER_UUID, REGISTRATION_TOKEN_KEY, TOKEN_KEY, register_env,
 };
 use crate::state::{JOB_HANDLE_ANNOTATION, RUNNER_ID_ANNOTATION, job_handle, runner_id};
-use crate::types::RunnerStatus;
+use crate::types::{Runner, RunnerStatus};
 use crate::version::Mode;
 
 /// Secret key of the group's credentials that may hold a fixed registration token.
@@ -123,11 +123,23 @@ impl ForgejoForge {
         let client = &r.instance.client;
         // Always fresh data: deleting a runner that just took a job would kill the job.
         let row = match runner_id(runner) {
-            Some(id) => client.get_runner(r.version, &r.scope, id).await?,
-            None => {
-                let rows = self.runners(&r, Duration::ZERO).await?;
-                rows.value.rows.iter().find(|x| x.name == runner.name).cloned()
-            }
+            Some(id) => match client.get_runner(r.version, &r.scope, id).await? {
+                // The id comes from a Job annotation anyone who may edit Jobs can rewrite: the
+                // row it names is ours only if it carries the runner's name. Otherwise it is
+                // someone else's runner at the scope, never deleted; ours is looked up by name.
+                Some(row) if row.name != runner.name => {
+                    tracing::warn!(
+                        group = %ctx.key,
+                        runner = %runner.name,
+                        runner_id = row.id,
+                        "the runner id on the runner's Job names another runner at Forgejo; \
+                         not deleting that one"
+                    );
+                    self.runner_named(&r, &runner.name).await?
+                }
+                found => found,
+            },
+            None => self.runner_named(&r, &runner.name).await?,
         };
         let Some(row) = row else {
             return Ok(RemoveOutcome::Removed);
@@ -162,5 +174,11 @@ impl ForgejoForge {
             "removed Forgejo runner"
         );
         Ok(RemoveOutcome::Removed)
+    }
+
+    /// The row named `name` in a fresh listing of the group's scope, if any.
+    async fn runner_named(&self, r: &Resolved<'_>, name: &str) -> Result<Option<Runner>, ForgejoError> {
+        let rows = self.runners(r, Duration::ZERO).await?;
+        Ok(rows.value.rows.iter().find(|x| x.name == name).cloned())
     }
 }

@@ -5,7 +5,7 @@ mod ensure;
 mod options;
 mod transports;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
@@ -43,17 +43,22 @@ struct GroupState {
     client: Option<(u64, Arc<GithubClient>)>,
     scale_set: Option<ScaleSetInfo>,
     listener: Option<Listener>,
-    /// Runners this process gave a JIT config: the listener has seen their whole life.
-    issued: BTreeSet<String>,
+    /// Runners this process gave a JIT config, with the id the service gave each: the listener
+    /// has seen their whole life, and their removal needs no lookup.
+    issued: BTreeMap<String, i64>,
 }
 
 /// Whether the messages may not have told what `r` is doing: an active runner this process
 /// did not register (it adopted it after a restart or a new leadership term), that no message
 /// named and that was never marked busy. Its job may have started before this session.
-fn activity_unknown(r: &RunnerRef, tracked: Option<ForgeRunnerState>, issued: &BTreeSet<String>) -> bool {
+fn activity_unknown(
+    r: &RunnerRef,
+    tracked: Option<ForgeRunnerState>,
+    issued: &BTreeMap<String, i64>,
+) -> bool {
     r.phase.is_active()
         && tracked.is_none()
-        && !issued.contains(&r.name)
+        && !issued.contains_key(&r.name)
         && r.annotations.get(BUSY_ANNOTATION).map(String::as_str) != Some("true")
 }
 
@@ -195,10 +200,11 @@ impl GithubForge {
             .iter()
             .filter_map(|r| Some((r.name.clone(), state.runners.identity_of(&r.name)?.clone())))
             .collect();
-        st.issued.retain(|name| runners.iter().any(|r| &r.name == name));
+        st.issued
+            .retain(|name, _| runners.iter().any(|r| &r.name == name));
         if st.issued.is_empty() {
-            // An empty B-tree keeps its node; every group has this set.
-            st.issued = BTreeSet::new();
+            // An empty B-tree keeps its node; every group has this map.
+            st.issued = BTreeMap::new();
         }
         // An adopted runner shown idle may be working: scaling down on such a view could remove
         // a runner made for a waiting job and make another later. Until the adopted runners
@@ -254,7 +260,11 @@ impl GithubForge {
             };
             match runners::generate_jit_config(&client, id, runner_name, &work_folder).await {
                 Ok(jit) => {
-                    entry.lock().await.issued.insert(runner_name.to_owned());
+                    entry
+                        .lock()
+                        .await
+                        .issued
+                        .insert(runner_name.to_owned(), jit.runner.id);
                     let mut secret_data = BTreeMap::new();
                     secret_data.insert(pod::JIT_CONFIG_KEY.to_string(), jit.encoded);
                     let mut annotations = BTreeMap::new();
@@ -276,14 +286,61 @@ impl GithubForge {
         }
     }
 
-    async fn client_only(
-        &self,
-        ctx: &GroupContext,
-    ) -> Result<(Arc<GithubClient>, Option<Listener>), ApiError> {
-        let entry = self.entry(&ctx.key);
-        let mut st = entry.lock().await;
-        let client = self.ensure_client(ctx, &mut st).await?;
-        Ok((client, None))
+    /// Removes `runner` at the service, by an id the service itself gave for its name.
+    ///
+    /// The Job's `runner-id` annotation is not that: anyone who may edit Jobs in the namespace
+    /// can rewrite it, and a DELETE of `agents/{id}` removes any runner the admin token reaches
+    /// (self-hosted runners of the scope, other scale sets). So the id is the one this process
+    /// got with the JIT config, or else the one the service lists under the runner's name
+    /// (`agents?agentName=`, one request, as scaleset's `GetRunnerByName`); a runner of that
+    /// name in another scale set than the group's is not ours and is left alone.
+    async fn remove_inner(&self, ctx: &GroupContext, runner: &RunnerRef) -> Result<RemoveOutcome, ApiError> {
+        let (client, issued, scale_set) = {
+            let entry = self.entry(&ctx.key);
+            let mut st = entry.lock().await;
+            let client = self.ensure_client(ctx, &mut st).await?;
+            let issued = st.issued.get(&runner.name).copied();
+            (client, issued, st.scale_set.as_ref().map(|s| s.id))
+        };
+        let scale_set = scale_set.or_else(|| ctx.group.status.as_ref().and_then(|s| s.scale_set_id));
+        let annotated = runner
+            .annotations
+            .get(RUNNER_ID_ANNOTATION)
+            .and_then(|v| v.parse::<i64>().ok());
+        let id = match issued {
+            Some(id) => Some(id),
+            None => match runners::find_by_name(&client, &runner.name).await? {
+                Some(found) if scale_set.is_some_and(|set| found.runner_scale_set_id != set) => {
+                    tracing::warn!(
+                        group = %ctx.key,
+                        runner = %runner.name,
+                        runner_id = found.id,
+                        scale_set_id = found.runner_scale_set_id,
+                        "a runner of this name is registered outside the group's scale set; not deleting it"
+                    );
+                    None
+                }
+                found => found.map(|f| f.id),
+            },
+        };
+        if let (Some(id), Some(a)) = (id, annotated)
+            && a != id
+        {
+            tracing::warn!(
+                group = %ctx.key,
+                runner = %runner.name,
+                runner_id = id,
+                annotated_id = a,
+                "the runner id on the runner's Job is not the service's; removing by the service's"
+            );
+        }
+        let Some(id) = id else {
+            return Ok(RemoveOutcome::Removed);
+        };
+        match runners::remove(&client, id).await? {
+            Removal::Removed => Ok(RemoveOutcome::Removed),
+            Removal::Busy => Ok(RemoveOutcome::Busy),
+        }
     }
 
     async fn shutdown_inner(&self, ctx: &GroupContext) -> Result<(), ApiError> {
@@ -440,25 +497,7 @@ impl Forge for GithubForge {
         group: &GroupContext,
         runner: &RunnerRef,
     ) -> Result<RemoveOutcome, ForgeError> {
-        let (client, _) = self.client_only(group).await.map_err(map_err)?;
-        let id = match runner
-            .annotations
-            .get(RUNNER_ID_ANNOTATION)
-            .and_then(|v| v.parse::<i64>().ok())
-        {
-            Some(id) if id > 0 => Some(id),
-            _ => runners::find_by_name(&client, &runner.name)
-                .await
-                .map_err(map_err)?
-                .map(|r| r.id),
-        };
-        let Some(id) = id else {
-            return Ok(RemoveOutcome::Removed);
-        };
-        match runners::remove(&client, id).await.map_err(map_err)? {
-            Removal::Removed => Ok(RemoveOutcome::Removed),
-            Removal::Busy => Ok(RemoveOutcome::Busy),
-        }
+        self.remove_inner(group, runner).await.map_err(map_err)
     }
 
     async fn shutdown(&self, group: &GroupContext) -> Result<(), ForgeError> {

@@ -18,7 +18,12 @@ RELEASES = {
     "contains-chart-name": "forgerunner-platform-team-eu-west-1-production-ci-ops",
 }
 # Every optional object on, so each kind is rendered.
-EVERYTHING = {"replicaCount": 2, "serviceMonitor": {"enabled": True}, "networkPolicy": {"enabled": True}}
+EVERYTHING = {
+    "replicaCount": 2,
+    "serviceMonitor": {"enabled": True},
+    "networkPolicy": {"enabled": True},
+    "rbac": {"runnerContainerHooks": True},
+}
 OVERRIDES = {
     "none": {},
     # Truncating "<release>-<name>" at 63 characters leaves "...-runners--": a trailing "-" after
@@ -83,6 +88,11 @@ def test_every_name_is_valid_for_its_kind(render, release, override, namespaced)
         ref = binding["roleRef"]
         namespace = binding["metadata"].get("namespace") if ref["kind"] == "Role" else None
         one(objects, ref["kind"], ref["name"], namespace)
+    # The hooks' ClusterRoles the operator is told to bind are the ones rendered.
+    hooks = yaml.safe_load(one(objects, "ConfigMap")["data"]["config.yaml"])["runnerHooks"]
+    one(objects, "ClusterRole", hooks["clusterRole"])
+    one(objects, "ClusterRole", hooks["cleanupClusterRole"])
+    assert hooks["operatorServiceAccount"] == pod["serviceAccountName"]
     # No two objects of a kind (in a namespace) share a name.
     keys = [(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]) for o in objects]
     assert len(keys) == len(set(keys)), keys

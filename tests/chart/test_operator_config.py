@@ -55,8 +55,18 @@ def rendered_config(values):
         {"leaderElection": {"enabled": False, "leaseDurationSeconds": 30}},
         {"forgeHosts": {"allowed": ["github.com", "*.example.com"]}},
         {"leaderElection": {"leaseDurationSeconds": 20, "renewDeadlineSeconds": 12, "retryPeriodSeconds": 3}},
+        {"rbac": {"runnerContainerHooks": True}, "watchNamespaces": ["a"]},
     ],
-    ids=["defaults", "github", "gitea", "namespaced", "no-leader-election", "forge-hosts", "lease-timing"],
+    ids=[
+        "defaults",
+        "github",
+        "gitea",
+        "namespaced",
+        "no-leader-election",
+        "forge-hosts",
+        "lease-timing",
+        "runner-hooks",
+    ],
 )
 def test_operator_accepts_rendered_config(tmp_path, values):
     binary = operator_binary()

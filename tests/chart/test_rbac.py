@@ -5,27 +5,12 @@ from conftest import find, one
 
 NS = chartlib.NAMESPACE
 
-# (apiGroup, resource) → verbs the operator uses (crates/operator/tests/rbac_coverage.rs checks
-# the same rules against what the operator really sends); nothing more may be granted. No
-# runnergroups/finalizers: the operator's owner references never set blockOwnerDeletion, the only
-# case in which OwnerReferencesPermissionEnforcement asks for `update` on the owner's finalizers.
+# (apiGroup, resource) → verbs the operator uses with default values
+# (crates/operator/tests/rbac_coverage.rs checks the same rules against what the operator really
+# sends); nothing more may be granted. No runnergroups/finalizers: the operator's owner references
+# never set blockOwnerDeletion, the only case in which OwnerReferencesPermissionEnforcement asks
+# for `update` on the owner's finalizers.
 NAMESPACED_RULES = {
-    ("forgerunner.dev", "runnergroups"): {"list", "watch", "patch"},
-    ("forgerunner.dev", "runnergroups/status"): {"patch"},
-    ("batch", "jobs"): {"get", "list", "watch", "create", "delete", "patch"},
-    ("", "pods"): {"get", "list", "create", "delete", "patch"},
-    ("", "pods/exec"): {"get", "create"},
-    ("", "pods/log"): {"get", "list", "watch"},
-    ("", "secrets"): {"get", "list", "create", "delete"},
-    ("", "configmaps"): {"get"},
-    ("", "events"): {"list"},
-    ("events.k8s.io", "events"): {"create", "patch"},
-    ("", "serviceaccounts"): {"create", "patch"},
-    ("rbac.authorization.k8s.io", "roles"): {"create", "patch"},
-    ("rbac.authorization.k8s.io", "rolebindings"): {"create", "patch"},
-}
-# Without rbac.runnerContainerHooks: no runner RBAC objects, and none of the hooks' permissions.
-WITHOUT_HOOKS = {
     ("forgerunner.dev", "runnergroups"): {"list", "watch", "patch"},
     ("forgerunner.dev", "runnergroups/status"): {"patch"},
     ("batch", "jobs"): {"get", "list", "watch", "create", "delete", "patch"},
@@ -35,6 +20,26 @@ WITHOUT_HOOKS = {
     ("", "events"): {"list"},
     ("events.k8s.io", "events"): {"create", "patch"},
 }
+# With rbac.runnerContainerHooks: the runner ServiceAccount and RoleBindings of each
+# kubernetes-mode group, and `bind` on the two hooks ClusterRoles by name; none of the hooks' own
+# rights (pods create/delete, pods/exec, pods/log, secrets list/delete).
+WITH_HOOKS = {
+    **NAMESPACED_RULES,
+    ("", "serviceaccounts"): {"get", "create", "delete"},
+    ("rbac.authorization.k8s.io", "rolebindings"): {"get", "create", "delete"},
+    ("rbac.authorization.k8s.io", "clusterroles"): {"bind"},
+}
+HOOKS_ROLE = "forgerunner-runner-hooks"
+CLEANUP_ROLE = "forgerunner-runner-hooks-cleanup"
+# The hooks' rules (ARC's runner Role), granted only through the operator's per-group bindings.
+HOOKS_RULES = {
+    ("", "pods"): {"get", "list", "create", "delete"},
+    ("", "pods/exec"): {"get", "create"},
+    ("", "pods/log"): {"get", "list", "watch"},
+    ("batch", "jobs"): {"get", "list", "create", "delete"},
+    ("", "secrets"): {"get", "list", "create", "delete"},
+}
+CLEANUP_RULES = {("", "pods"): {"delete"}, ("", "secrets"): {"list", "delete"}}
 LEASE_RULE = {("coordination.k8s.io", "leases"): {"get", "create", "update"}}
 
 
@@ -57,6 +62,8 @@ def test_cluster_mode_grants_the_contract_rules(render):
     objects = render()
     role = one(objects, "ClusterRole", "forgerunner")
     assert grants(role) == NAMESPACED_RULES
+    # By default nothing of the hooks: no RBAC rights at all, and no hooks ClusterRoles.
+    assert [r["metadata"]["name"] for r in find(objects, "ClusterRole")] == ["forgerunner"]
     binding = one(objects, "ClusterRoleBinding", "forgerunner")
     assert binding["roleRef"]["name"] == "forgerunner"
     assert bound_subject(binding) == ("ServiceAccount", "forgerunner", NS)
@@ -64,13 +71,37 @@ def test_cluster_mode_grants_the_contract_rules(render):
     assert namespaced_roles == []
 
 
-def test_runner_container_hooks_rules_can_be_turned_off(render):
-    objects = render({"rbac": {"runnerContainerHooks": False}})
-    assert grants(one(objects, "ClusterRole", "forgerunner")) == WITHOUT_HOOKS
+def bind_names(role):
+    """The resourceNames of the role's `bind` rule on ClusterRoles."""
+    (rule,) = [r for r in role["rules"] if "bind" in r["verbs"]]
+    assert rule["resources"] == ["clusterroles"] and rule["verbs"] == ["bind"]
+    return rule["resourceNames"]
+
+
+def test_runner_container_hooks_are_bound_never_held(render):
+    objects = render({"rbac": {"runnerContainerHooks": True}})
+    role = one(objects, "ClusterRole", "forgerunner")
+    assert grants(role) == WITH_HOOKS
+    assert bind_names(role) == [HOOKS_ROLE, CLEANUP_ROLE], "bind only on the chart's two roles"
+    assert grants(one(objects, "ClusterRole", HOOKS_ROLE)) == HOOKS_RULES
+    assert grants(one(objects, "ClusterRole", CLEANUP_ROLE)) == CLEANUP_RULES
+    # The chart binds neither: the operator does, per group and namespace.
+    for binding in find(objects, "ClusterRoleBinding") + find(objects, "RoleBinding"):
+        assert binding["roleRef"]["name"] not in (HOOKS_ROLE, CLEANUP_ROLE), binding["metadata"]["name"]
+
+
+def test_namespaced_mode_with_hooks_binds_in_watched_namespaces_only(render):
+    objects = render({"watchNamespaces": ["team-a"], "rbac": {"runnerContainerHooks": True}})
+    role = one(objects, "Role", "forgerunner", "team-a")
+    assert grants(role) == WITH_HOOKS
+    assert bind_names(role) == [HOOKS_ROLE, CLEANUP_ROLE]
+    assert sorted(r["metadata"]["name"] for r in find(objects, "ClusterRole")) == [HOOKS_ROLE, CLEANUP_ROLE]
+    assert find(objects, "ClusterRoleBinding") == []
 
 
 def test_no_wildcards_anywhere(render):
-    for values in ({}, {"watchNamespaces": ["a", "b"]}):
+    hooks = {"rbac": {"runnerContainerHooks": True}}
+    for values in ({}, {"watchNamespaces": ["a", "b"]}, hooks, {**hooks, "watchNamespaces": ["a"]}):
         for obj in render(values):
             for rule in obj.get("rules", []) if obj["kind"] in ("Role", "ClusterRole") else []:
                 for field in ("apiGroups", "resources", "verbs"):

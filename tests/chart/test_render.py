@@ -17,6 +17,7 @@ CONFIG_KEYS = {
     "leaderElection",
     "forgeHosts",
     "metrics",
+    "runnerHooks",
 }
 LEADER_KEYS = {
     "enabled",
@@ -91,6 +92,29 @@ def test_default_config_matches_the_operator_contract(render):
         "leaseNamespace": NS,
         "leaseDurationSeconds": 15,
     }
+    # Runner container hooks off by default: the operator binds nothing.
+    assert config["runnerHooks"] == {
+        "clusterRole": "",
+        "cleanupClusterRole": "",
+        "operatorServiceAccount": "",
+        "operatorNamespace": NS,
+    }
+
+
+def test_config_names_the_hooks_cluster_roles_when_on(render):
+    objects = render({"rbac": {"runnerContainerHooks": True}, "serviceAccount": {"name": "ops-sa"}})
+    hooks = config_of(objects)["runnerHooks"]
+    assert hooks == {
+        "clusterRole": "forgerunner-runner-hooks",
+        "cleanupClusterRole": "forgerunner-runner-hooks-cleanup",
+        "operatorServiceAccount": "ops-sa",
+        "operatorNamespace": NS,
+    }
+    # The names are those of the ClusterRoles rendered, and the operator runs as that account.
+    one(objects, "ClusterRole", hooks["clusterRole"])
+    one(objects, "ClusterRole", hooks["cleanupClusterRole"])
+    pod = one(objects, "Deployment", "forgerunner")["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "ops-sa"
 
 
 @pytest.mark.parametrize("forges", [["github"], ["gitea"], ["forgejo"], ["gitea", "github"]])

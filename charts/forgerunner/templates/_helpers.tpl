@@ -75,6 +75,23 @@ Image reference: a digest wins over a tag; the tag defaults to the chart's appVe
 {{- end }}
 
 {{/*
+The ClusterRole holding the runner container hooks' permissions (rbac.runnerContainerHooks),
+bound by the operator to each kubernetes-mode group's runner ServiceAccount in the group's
+namespace.
+*/}}
+{{- define "forgerunner.runnerHooksClusterRole" -}}
+{{- printf "%s-runner-hooks" (include "forgerunner.fullname" .) }}
+{{- end }}
+
+{{/*
+The ClusterRole the operator binds to itself in a kubernetes-mode group's namespace, to delete
+what the hooks of the group's dead runners left behind.
+*/}}
+{{- define "forgerunner.runnerHooksCleanupClusterRole" -}}
+{{- printf "%s-runner-hooks-cleanup" (include "forgerunner.fullname" .) }}
+{{- end }}
+
+{{/*
 Lease name for leader election.
 */}}
 {{- define "forgerunner.leaseName" -}}
@@ -107,6 +124,17 @@ forgeHosts:
 {{- end }}
 metrics:
   jobLabels: {{ .Values.metrics.jobLabels }}
+runnerHooks:
+{{- if .Values.rbac.runnerContainerHooks }}
+  clusterRole: {{ include "forgerunner.runnerHooksClusterRole" . }}
+  cleanupClusterRole: {{ include "forgerunner.runnerHooksCleanupClusterRole" . }}
+  operatorServiceAccount: {{ include "forgerunner.serviceAccountName" . }}
+{{- else }}
+  clusterRole: ""
+  cleanupClusterRole: ""
+  operatorServiceAccount: ""
+{{- end }}
+  operatorNamespace: {{ .Release.Namespace }}
 httpAddr: "0.0.0.0:8080"
 logFormat: {{ .Values.logFormat }}
 logLevel: {{ .Values.logLevel | quote }}
@@ -159,34 +187,26 @@ per-namespace Roles. Each rule says why the operator needs it; verbs are the min
   resources: ["events"]
   verbs: ["list"]
 {{- if .Values.rbac.runnerContainerHooks }}
-# containerMode kubernetes / kubernetes-novolume (GitHub): the ServiceAccount, Role and
-# RoleBinding each such group's runners run as, applied server-side (create when new, patch
-# after) and owned by the group.
+# containerMode kubernetes / kubernetes-novolume (GitHub): the ServiceAccount each such group's
+# runners run as. Created, never patched, and owned by the group; read to tell the group's own
+# from someone else's (which is never taken over); deleted when the group no longer needs it.
 - apiGroups: [""]
   resources: ["serviceaccounts"]
-  verbs: ["create", "patch"]
-# (the Role and RoleBinding of those runners)
-- apiGroups: ["rbac.authorization.k8s.io"]
-  resources: ["roles", "rolebindings"]
-  verbs: ["create", "patch"]
-# Kubernetes only lets the operator grant what it holds itself: the runner container hooks'
-# own permissions (they start, read and delete job pods, exec into them, read their logs,
-# pass job secrets through Secrets they create, list and delete).
-- apiGroups: [""]
-  resources: ["pods"]
   verbs: ["get", "create", "delete"]
-# (the hooks exec into the job pod)
-- apiGroups: [""]
-  resources: ["pods/exec"]
-  verbs: ["get", "create"]
-# (the hooks stream the job pod's log)
-- apiGroups: [""]
-  resources: ["pods/log"]
-  verbs: ["get", "list", "watch"]
-# (the hooks pass job secrets through Secrets they list and clean up)
-- apiGroups: [""]
-  resources: ["secrets"]
-  verbs: ["list", "delete"]
+# (the two RoleBindings of such a group, in its namespace: the hooks' ClusterRole for that
+# account, the cleanup ClusterRole for the operator; same verbs, same reasons)
+- apiGroups: ["rbac.authorization.k8s.io"]
+  resources: ["rolebindings"]
+  verbs: ["get", "create", "delete"]
+# Those bindings name ClusterRoles whose rules the operator does not hold: the API server allows
+# that to whoever may "bind" the named role (RBAC docs, "Restrictions on role binding creation or
+# update"), so the operator may bind these two and no other.
+- apiGroups: ["rbac.authorization.k8s.io"]
+  resources: ["clusterroles"]
+  verbs: ["bind"]
+  resourceNames:
+    - {{ include "forgerunner.runnerHooksClusterRole" . }}
+    - {{ include "forgerunner.runnerHooksCleanupClusterRole" . }}
 {{- end }}
 # Read the CA bundle ConfigMap a RunnerGroup may name (spec.<forge>.caBundleConfigMap).
 - apiGroups: [""]
@@ -197,4 +217,49 @@ per-namespace Roles. Each rule says why the operator needs it; verbs are the min
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]
+{{- end }}
+
+{{/*
+The runner container hooks' rules (actions/runner-container-hooks, packages/k8s), granted in a
+group's namespace only, to that group's runner ServiceAccount. The same as ARC's runner Role and
+as forgerunner_github::container_mode::runner_role_rules for containerMode kubernetes
+(crates/operator/tests/rbac_coverage.rs compares them); kubernetes-novolume needs all but jobs.
+*/}}
+{{- define "forgerunner.runnerHooksRules" -}}
+# Start, watch and delete the job pods.
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["get", "list", "create", "delete"]
+# Exec into the job pods to run the steps.
+- apiGroups: [""]
+  resources: ["pods/exec"]
+  verbs: ["get", "create"]
+# Stream the job pods' logs.
+- apiGroups: [""]
+  resources: ["pods/log"]
+  verbs: ["get", "list", "watch"]
+# Run container steps as Jobs (kubernetes mode).
+- apiGroups: ["batch"]
+  resources: ["jobs"]
+  verbs: ["get", "list", "create", "delete"]
+# Pass job secrets to the job pods through Secrets they create, read, list and clean up.
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get", "list", "create", "delete"]
+{{- end }}
+
+{{/*
+What the operator needs, in a kubernetes-mode group's namespace only, to delete what the hooks
+of the group's dead runners left (crates/core/src/reconcile/hook_leftovers.rs); it lists pods
+with its own rule.
+*/}}
+{{- define "forgerunner.runnerHooksCleanupRules" -}}
+# Delete the job pods of runner pods that are gone.
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["delete"]
+# Find the Secrets the hooks left (by label) and delete them.
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["list", "delete"]
 {{- end }}

@@ -27,8 +27,17 @@ pub enum ErrorCategory {
     ForgeUnavailable,
     /// The forge backend is still starting.
     ForgeNotReady,
+    /// A forge call outlasted the operator's deadline (a forge that accepts connections and
+    /// does not answer, or answers too slowly); the group's pass gave up its slot.
+    ForgeTimeout,
     /// A Kubernetes API call failed.
     Kubernetes,
+    /// An object the group's runners need (`<group>-runner` ServiceAccount or RoleBinding)
+    /// exists and is not the group's own; it is never taken over.
+    RunnerRbacConflict,
+    /// The group's container mode needs runner container hooks, which this install does not
+    /// grant (chart value `rbac.runnerContainerHooks`).
+    RunnerHooksDisabled,
 }
 
 impl ErrorCategory {
@@ -46,7 +55,10 @@ impl ErrorCategory {
             ErrorCategory::RateLimited => "RateLimited",
             ErrorCategory::ForgeUnavailable => "ForgeUnavailable",
             ErrorCategory::ForgeNotReady => "ForgeNotReady",
+            ErrorCategory::ForgeTimeout => "ForgeTimeout",
             ErrorCategory::Kubernetes => "KubernetesError",
+            ErrorCategory::RunnerRbacConflict => "RunnerRbacConflict",
+            ErrorCategory::RunnerHooksDisabled => "RunnerHooksDisabled",
         }
     }
 
@@ -62,6 +74,8 @@ impl ErrorCategory {
                 | ErrorCategory::Unauthorized
                 | ErrorCategory::ForgeNotFound
                 | ErrorCategory::ForgeConfig
+                | ErrorCategory::RunnerRbacConflict
+                | ErrorCategory::RunnerHooksDisabled
         )
     }
 }

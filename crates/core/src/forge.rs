@@ -410,8 +410,10 @@ pub trait Forge: Send + Sync {
 
     /// Permissions the runner pods of a group need in its namespace, e.g. GitHub's container
     /// hooks creating job pods in `kubernetes` mode. When not empty, the reconciler keeps a
-    /// ServiceAccount, Role and RoleBinding named [`crate::names::runner_service_account_name`]
-    /// for the group (owned by it), and the default pod should run as that account.
+    /// ServiceAccount named [`crate::names::runner_service_account_name`] for the group (owned
+    /// by it) and binds it, in the group's namespace, to the runner container hooks' ClusterRole
+    /// the chart ships; these rules say what that ClusterRole must hold (the chart tests compare
+    /// them). The default pod should run as that account.
     fn runner_role_rules(&self, _spec: &RunnerGroupSpec) -> Vec<PolicyRule> {
         Vec::new()
     }

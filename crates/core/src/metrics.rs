@@ -113,6 +113,9 @@ pub struct Metrics {
     pub reconcile_errors: Family<ReconcileErrorLabels, Counter>,
     /// Reconcile duration in seconds.
     pub reconcile_duration: Family<ReconcileLabels, Histogram>,
+    /// Reconciles put off because their forge instance or namespace had all its turns taken
+    /// (`reconcile::fair_share`).
+    pub reconciles_deferred: Family<ReconcileLabels, Counter>,
     /// Forge requests by forge, operation and outcome.
     pub forge_requests: Family<ForgeRequestLabels, Counter>,
     /// Forge request latency in seconds.
@@ -163,6 +166,11 @@ impl Metrics {
             "reconcile_errors",
             "RunnerGroup reconcile failures by category",
             m.reconcile_errors.clone(),
+        );
+        r.register(
+            "reconciles_deferred",
+            "RunnerGroup reconciles put off because their forge instance or namespace used its share of the reconcile slots",
+            m.reconciles_deferred.clone(),
         );
         r.register(
             "reconcile_duration_seconds",
@@ -257,6 +265,7 @@ impl Default for Metrics {
             reconciles: Family::default(),
             reconcile_errors: Family::default(),
             reconcile_duration: Family::new_with_constructor(latency_histogram),
+            reconciles_deferred: Family::default(),
             forge_requests: Family::default(),
             forge_request_duration: Family::new_with_constructor(latency_histogram),
             runners: Family::default(),

@@ -78,11 +78,20 @@ pub fn is_runner_name_of(group_name: &str, runner: &str) -> bool {
         })
 }
 
-/// Name of the ServiceAccount (and its Role and RoleBinding) the runner pods of `group_name` run
-/// as when the forge asks for runner permissions ([`crate::forge::Forge::runner_role_rules`]):
-/// at most 70 characters of a valid group name, a valid DNS-1123 subdomain and path segment.
+/// Name of the ServiceAccount (and of the RoleBinding granting it the runner container hooks'
+/// ClusterRole) the runner pods of `group_name` run as when the forge asks for runner permissions
+/// ([`crate::forge::Forge::runner_role_rules`]): at most 70 characters of a valid group name, a
+/// valid DNS-1123 subdomain and path segment.
 pub fn runner_service_account_name(group_name: &str) -> String {
     format!("{group_name}-runner")
+}
+
+/// Name of the RoleBinding that lets the operator itself delete what the hooks of
+/// `group_name`'s runners leave behind, in the group's namespace only: at most 78 characters, a
+/// valid path segment (the rule for RBAC object names). It ends in `-cleanup`, so it never equals
+/// another group's [`runner_service_account_name`] (which ends in `-runner`).
+pub fn runner_cleanup_binding_name(group_name: &str) -> String {
+    format!("{}-cleanup", runner_service_account_name(group_name))
 }
 
 #[cfg(test)]

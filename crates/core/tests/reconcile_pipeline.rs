@@ -369,14 +369,18 @@ async fn other_runner_exit_codes_are_plain_failures() {
 /// timeout; no credentials are re-issued for the leftover's pod.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_runner_left_without_its_secret_by_a_crash_is_replaced() {
-    let h = Harness::start(true).await;
+    let mut h = Harness::start(true).await;
     h.create_secret("creds").await;
-    // The leftover: labelled as the group's runner, no Secret, pod never started.
+    h.create_group("pool", gitea_spec(0, 3, 600)).await;
+    // The leftover: made by the crashed process as every runner Job is, owned by the group,
+    // but without its Secret; its pod never started.
+    let group = h.groups().get("pool").await.expect("group");
+    let owner = forgerunner_core::runner_job::group_owner_reference(&group).expect("owner reference");
     let leftover: Job = serde_json::from_value(serde_json::json!({
         "metadata": {"name": "pool-crash", "namespace": NS, "labels": {
             forgerunner_core::runner_job::MANAGED_BY_LABEL: forgerunner_core::runner_job::MANAGED_BY_VALUE,
             GROUP_LABEL: "pool",
-        }},
+        }, "ownerReferences": [owner]},
         "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [
             {"name": "runner", "image": "fake/runner:1"}
         ]}}},
@@ -387,7 +391,8 @@ async fn a_runner_left_without_its_secret_by_a_crash_is_replaced() {
         .await
         .expect("create leftover job");
     h.forge.jobs.store(1, Ordering::SeqCst);
-    h.create_group("pool", gitea_spec(0, 3, 600)).await;
+    // The next process.
+    h.restart_controller().await;
 
     let secrets: Api<Secret> = Api::namespaced(h.client.clone(), NS);
     wait_for("a complete runner instead of the leftover", || async {
@@ -413,6 +418,99 @@ async fn a_runner_left_without_its_secret_by_a_crash_is_replaced() {
         "the leftover is deregistered at the forge: removed {:?}",
         h.forge.removed()
     );
+    h.stop().await;
+}
+
+/// M2 of the security review: anyone who may create Jobs in the namespace can label one as the
+/// group's runner and annotate it with a forge runner id. Without the group's ownerReference it
+/// is not the group's: it covers no runner place, and it is never retired, deregistered at the
+/// forge or deleted. Counted as the group's, the one without any owner would be retired on the
+/// group's first pass (a pending runner without its Secret, `repair.rs`), its forge runner
+/// deregistered. The control, for the passes to have run: the group's own runner, made for a
+/// job and idle past its timeout once the job is gone, is deregistered meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_labelled_job_the_group_does_not_own_is_never_acted_on() {
+    let h = Harness::start(true).await;
+    h.create_secret("creds").await;
+    let secret_uid = Api::<Secret>::namespaced(h.client.clone(), NS)
+        .get("creds")
+        .await
+        .expect("secret")
+        .metadata
+        .uid;
+    let stray = |name: &str, owners: Option<serde_json::Value>| -> Job {
+        let mut job = serde_json::json!({
+            "metadata": {"name": name, "namespace": NS, "labels": {
+                forgerunner_core::runner_job::MANAGED_BY_LABEL: forgerunner_core::runner_job::MANAGED_BY_VALUE,
+                GROUP_LABEL: "pool",
+                FORGE_LABEL: "gitea",
+            }, "annotations": {"forgerunner.dev/forgejo-runner-id": "1", "forgerunner.dev/runner-id": "1"}},
+            "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [
+                {"name": "runner", "image": "fake/runner:1"}
+            ]}}},
+        });
+        if let Some(o) = owners {
+            job["metadata"]["ownerReferences"] = o;
+        }
+        serde_json::from_value(job).expect("job")
+    };
+    let strays = [
+        stray("pool-nobdy", None),
+        // Owned by something else that exists (an owner that does not is garbage-collected).
+        stray(
+            "pool-other",
+            Some(
+                serde_json::json!([{"apiVersion": "v1", "kind": "Secret", "name": "creds",
+                "uid": secret_uid, "controller": true}]),
+            ),
+        ),
+    ];
+    for job in &strays {
+        h.jobs()
+            .create(&PostParams::default(), job)
+            .await
+            .expect("create stray job");
+    }
+    let is_stray = |n: &str| n == "pool-nobdy" || n == "pool-other";
+    h.forge.jobs.store(1, Ordering::SeqCst);
+    h.create_group("pool", gitea_spec(0, 3, 2)).await;
+    let own = || async {
+        h.runner_jobs("pool")
+            .await
+            .into_iter()
+            .filter_map(|j| j.metadata.name)
+            .find(|n| !is_stray(n))
+    };
+    wait_for("the group's own runner for the job", || async {
+        own().await.is_some()
+    })
+    .await;
+    // Idle time counts from running: no kubelet runs here, so the test says the pod runs.
+    h.jobs()
+        .patch_status(
+            &own().await.expect("own runner"),
+            &PatchParams::default(),
+            &Patch::Merge(&serde_json::json!({"status": {"ready": 1, "active": 1}})),
+        )
+        .await
+        .expect("mark the runner running");
+    h.forge.jobs.store(0, Ordering::SeqCst);
+    wait_for("the group's own runner removed at its idle timeout", || async {
+        h.forge.removed().iter().any(|n| !is_stray(n))
+    })
+    .await;
+    let removed = h.forge.removed();
+    assert!(
+        !removed.iter().any(|n| is_stray(n)),
+        "a stray Job reached the forge: removed {removed:?}"
+    );
+    for job in &strays {
+        let name = job.metadata.name.as_deref().expect("name");
+        assert!(
+            h.jobs().get_opt(name).await.expect("get").is_some(),
+            "{name} was deleted"
+        );
+    }
     h.stop().await;
 }
 
@@ -535,6 +633,57 @@ async fn a_runner_whose_secret_fails_is_deregistered_with_its_job() {
     assert!(
         h.forge.removed().contains(&first),
         "the runner without a Secret is deregistered at the forge: removed {:?}",
+        h.forge.removed()
+    );
+    h.stop().await;
+}
+
+/// A 409 on a runner's Secret means a Secret of that name exists (the API server's create
+/// answers `AlreadyExists` only then: apiserver `pkg/registry/generic/registry/store.go`,
+/// `Store.Create`). It is used only when the runner's Job owns it; here the one that "exists"
+/// is nobody's (the GET finds none of ours), so the runner goes, Job and registration, and the
+/// next one gets its own Secret (security review L8).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runner_secret_someone_else_holds_is_never_used() {
+    use forgerunner_testkit::apiserver::{Fault, Verb};
+    let h = Harness::start(true).await;
+    h.create_secret("creds").await;
+    h.server
+        .inject(Fault::error(409).verb(Verb::Create).resource("secrets").times(1));
+    h.forge.jobs.store(1, Ordering::SeqCst);
+    h.create_group("pool", gitea_spec(0, 1, 600)).await;
+
+    let secrets: Api<Secret> = Api::namespaced(h.client.clone(), NS);
+    wait_for("a runner with its own Secret", || async {
+        let mut with_secret = false;
+        for j in &h.runner_jobs("pool").await {
+            let name = j.metadata.name.clone().unwrap_or_default();
+            with_secret |= secrets.get_opt(&name).await.ok().flatten().is_some();
+        }
+        with_secret
+    })
+    .await;
+    let first = h
+        .forge
+        .issued
+        .lock()
+        .expect("lock")
+        .first()
+        .cloned()
+        .expect("issued");
+    let live: Vec<String> = h
+        .runner_jobs("pool")
+        .await
+        .into_iter()
+        .filter_map(|j| j.metadata.name)
+        .collect();
+    assert!(
+        !live.contains(&first),
+        "the runner whose Secret was taken lost its Job"
+    );
+    assert!(
+        h.forge.removed().contains(&first),
+        "and its registration: {:?}",
         h.forge.removed()
     );
     h.stop().await;

@@ -133,7 +133,9 @@ fn rule(api_group: &str, resource: &str, verbs: &[&str]) -> PolicyRule {
 
 /// What the container hooks do in the group's namespace (ARC's runner Role): create, watch and
 /// delete job pods, exec into them and read their logs, keep secrets for their env, and (with a
-/// work volume) run container steps as Jobs. Empty for modes without hooks.
+/// work volume) run container steps as Jobs. Empty for modes without hooks. The chart ships the
+/// `kubernetes` set as the ClusterRole the operator binds for both modes (never holding it);
+/// `crates/operator/tests/rbac_coverage.rs` checks that the two agree.
 pub fn runner_role_rules(spec: &RunnerGroupSpec) -> Vec<PolicyRule> {
     let with_jobs = match spec.container_mode_type() {
         Some(ContainerModeType::Kubernetes) => true,

@@ -13,6 +13,7 @@ use figment::value::{Dict, Map, Value};
 use figment::{Figment, Metadata, Profile, Provider};
 use forgerunner_core::ForgeKind;
 use forgerunner_core::forge_hosts::{FORGE_HOSTS_SETTING, ForgeHostAllowlist};
+use forgerunner_core::reconcile::runner_rbac::RunnerHooks;
 use serde::{Deserialize, Serialize};
 
 /// Prefix of every environment variable the configuration reads.
@@ -68,6 +69,9 @@ pub struct Config {
     pub forge_hosts: ForgeHostAllowlist,
     /// Job counters carry the job's repository and workflow (`metrics.jobLabels`).
     pub metrics_job_labels: bool,
+    /// The ClusterRoles runner RBAC binds for the runner container hooks (`runnerHooks`);
+    /// `None` when `runnerHooks.clusterRole` is empty: groups needing hooks are refused.
+    pub runner_hooks: Option<RunnerHooks>,
 }
 
 /// Values given on the command line; `None` leaves the lower layers in charge.
@@ -125,7 +129,7 @@ enum EnvKind {
 }
 
 /// Environment variables the configuration reads, with the key each one sets.
-const ENV_KEYS: [(&str, &str, EnvKind); 13] = [
+const ENV_KEYS: [(&str, &str, EnvKind); 17] = [
     ("FORGES", "forges", EnvKind::Text),
     ("WATCH_NAMESPACES", "watchNamespaces", EnvKind::Text),
     ("HTTP_ADDR", "httpAddr", EnvKind::Text),
@@ -163,6 +167,26 @@ const ENV_KEYS: [(&str, &str, EnvKind); 13] = [
         EnvKind::Scalar,
     ),
     ("METRICS_JOB_LABELS", "metrics.jobLabels", EnvKind::Scalar),
+    (
+        "RUNNER_HOOKS_CLUSTER_ROLE",
+        "runnerHooks.clusterRole",
+        EnvKind::Text,
+    ),
+    (
+        "RUNNER_HOOKS_CLEANUP_CLUSTER_ROLE",
+        "runnerHooks.cleanupClusterRole",
+        EnvKind::Text,
+    ),
+    (
+        "RUNNER_HOOKS_OPERATOR_SERVICE_ACCOUNT",
+        "runnerHooks.operatorServiceAccount",
+        EnvKind::Text,
+    ),
+    (
+        "RUNNER_HOOKS_OPERATOR_NAMESPACE",
+        "runnerHooks.operatorNamespace",
+        EnvKind::Text,
+    ),
 ];
 
 /// A list given either as a YAML sequence or as one comma-separated string (env and flags).
@@ -197,6 +221,18 @@ struct RawConfig {
     leader_election: RawLeaderElection,
     forge_hosts: RawForgeHosts,
     metrics: RawMetrics,
+    runner_hooks: RawRunnerHooks,
+}
+
+/// `runnerHooks`: what the chart ships for the runner container hooks (empty `clusterRole`:
+/// nothing).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawRunnerHooks {
+    cluster_role: String,
+    cleanup_cluster_role: String,
+    operator_service_account: String,
+    operator_namespace: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -307,11 +343,12 @@ fn file_layer(path: &Path) -> Result<Dict, ConfigError> {
 
 fn defaults(env: &BTreeMap<String, String>) -> Dict {
     // The Lease lives next to the operator's pod unless told otherwise.
-    let lease_namespace = env
+    let pod_namespace = env
         .get("POD_NAMESPACE")
         .filter(|ns| !ns.is_empty())
         .cloned()
         .unwrap_or_else(|| "default".to_owned());
+    let lease_namespace = pod_namespace.clone();
     let mut leader = Dict::new();
     leader.insert("enabled".into(), Value::from(true));
     leader.insert("leaseName".into(), Value::from("forgerunner".to_owned()));
@@ -335,6 +372,14 @@ fn defaults(env: &BTreeMap<String, String>) -> Dict {
     let mut metrics = Dict::new();
     metrics.insert("jobLabels".into(), Value::from(false));
     root.insert("metrics".into(), Value::from(metrics));
+    // No hooks unless the chart ships their ClusterRoles. The operator's ServiceAccount lives in
+    // its pod's namespace.
+    let mut hooks = Dict::new();
+    for key in ["clusterRole", "cleanupClusterRole", "operatorServiceAccount"] {
+        hooks.insert(key.into(), Value::from(String::new()));
+    }
+    hooks.insert("operatorNamespace".into(), Value::from(pod_namespace));
+    root.insert("runnerHooks".into(), Value::from(hooks));
     root
 }
 
@@ -483,6 +528,7 @@ fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
         ));
     }
     let (renew_deadline, retry_period) = lease_timing(&le)?;
+    let runner_hooks = validate_runner_hooks(raw.runner_hooks)?;
     Ok(Config {
         forges,
         watch_namespaces,
@@ -499,7 +545,60 @@ fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
         },
         forge_hosts,
         metrics_job_labels: raw.metrics.job_labels,
+        runner_hooks,
     })
+}
+
+/// `runnerHooks`, all set or off: the names end up in RoleBindings, whose `roleRef` cannot
+/// change once made, so a typo must stop the operator rather than reach a group.
+fn validate_runner_hooks(raw: RawRunnerHooks) -> Result<Option<RunnerHooks>, ConfigError> {
+    let cluster_role = raw.cluster_role.trim().to_owned();
+    if cluster_role.is_empty() {
+        return Ok(None);
+    }
+    let role = |key: &str, name: String| -> Result<String, ConfigError> {
+        let name = name.trim().to_owned();
+        if is_rbac_name(&name) {
+            Ok(name)
+        } else {
+            Err(ConfigError::key(
+                key,
+                format!("'{name}' is not a valid ClusterRole name (needed with runnerHooks.clusterRole)"),
+            ))
+        }
+    };
+    let cluster_role = role("runnerHooks.clusterRole", cluster_role)?;
+    let cleanup_cluster_role = role("runnerHooks.cleanupClusterRole", raw.cleanup_cluster_role)?;
+    let account = raw.operator_service_account.trim().to_owned();
+    if !is_dns_subdomain(&account) {
+        return Err(ConfigError::key(
+            "runnerHooks.operatorServiceAccount",
+            format!(
+                "'{account}' is not a valid ServiceAccount name (the operator's own; needed with \
+                 runnerHooks.clusterRole)"
+            ),
+        ));
+    }
+    let namespace = raw.operator_namespace.trim().to_owned();
+    if !is_dns_label(&namespace) {
+        return Err(ConfigError::key(
+            "runnerHooks.operatorNamespace",
+            format!("'{namespace}' is not a valid namespace name"),
+        ));
+    }
+    Ok(Some(RunnerHooks {
+        cluster_role,
+        cleanup_cluster_role,
+        operator_namespace: namespace,
+        operator_service_account: account,
+    }))
+}
+
+/// What the API server accepts as the name of an RBAC object (`ValidateRBACName`,
+/// `pkg/apis/rbac/validation/validation.go`: `path.IsValidPathSegmentName`), kept to at most
+/// 253 bytes like every object name.
+fn is_rbac_name(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 253 && s != "." && s != ".." && !s.contains(['/', '%'])
 }
 
 /// The renew deadline and retry period, set or derived; a leader must stop before a standby may

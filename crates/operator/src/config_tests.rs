@@ -419,3 +419,70 @@ fn job_labels_are_off_by_default_and_set_by_file_or_env() {
     );
     assert_eq!(key_of(typo.expect_err("unknown key")), "metrics.jobLabel");
 }
+
+#[test]
+fn runner_hooks_are_off_by_default_and_need_every_name_when_on() {
+    let off = load(None, &[], FlagOverrides::default()).expect("defaults");
+    assert_eq!(off.runner_hooks, None);
+    let file = "runnerHooks:\n  clusterRole: fr-runner-hooks\n  cleanupClusterRole: fr-runner-hooks-cleanup\n  \
+                operatorServiceAccount: fr\n";
+    // The operator's ServiceAccount is in its pod's namespace unless the file says otherwise.
+    let on = load(Some(file), &[("POD_NAMESPACE", "ops")], FlagOverrides::default()).expect("file");
+    assert_eq!(
+        on.runner_hooks,
+        Some(RunnerHooks {
+            cluster_role: "fr-runner-hooks".into(),
+            cleanup_cluster_role: "fr-runner-hooks-cleanup".into(),
+            operator_namespace: "ops".into(),
+            operator_service_account: "fr".into(),
+        })
+    );
+    let env = load(
+        None,
+        &[
+            ("FORGERUNNER_RUNNER_HOOKS_CLUSTER_ROLE", "a"),
+            ("FORGERUNNER_RUNNER_HOOKS_CLEANUP_CLUSTER_ROLE", "b"),
+            ("FORGERUNNER_RUNNER_HOOKS_OPERATOR_SERVICE_ACCOUNT", "c"),
+            ("FORGERUNNER_RUNNER_HOOKS_OPERATOR_NAMESPACE", "d"),
+        ],
+        FlagOverrides::default(),
+    )
+    .expect("env");
+    let hooks = env.runner_hooks.expect("on");
+    assert_eq!(
+        (
+            hooks.cluster_role.as_str(),
+            hooks.cleanup_cluster_role.as_str(),
+            hooks.operator_service_account.as_str(),
+            hooks.operator_namespace.as_str()
+        ),
+        ("a", "b", "c", "d")
+    );
+    // Half a configuration is a mistake, not "off": a roleRef cannot be corrected later.
+    let half = load(
+        None,
+        &[("FORGERUNNER_RUNNER_HOOKS_CLUSTER_ROLE", "a")],
+        FlagOverrides::default(),
+    );
+    assert_eq!(
+        key_of(half.expect_err("no cleanup role")),
+        "runnerHooks.cleanupClusterRole"
+    );
+    let bad_account = load(
+        Some(
+            "runnerHooks:\n  clusterRole: a\n  cleanupClusterRole: b\n  operatorServiceAccount: Not_Valid\n",
+        ),
+        &[],
+        FlagOverrides::default(),
+    );
+    assert_eq!(
+        key_of(bad_account.expect_err("bad account")),
+        "runnerHooks.operatorServiceAccount"
+    );
+    let slash = load(
+        Some("runnerHooks:\n  clusterRole: a/b\n"),
+        &[],
+        FlagOverrides::default(),
+    );
+    assert_eq!(key_of(slash.expect_err("slash")), "runnerHooks.clusterRole");
+}

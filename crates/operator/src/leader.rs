@@ -56,6 +56,8 @@ pub struct Leadership {
     pub concurrency: u16,
     /// Hosts the groups' forge URLs may point at (empty: any).
     pub forge_hosts: forgerunner_core::forge_hosts::ForgeHostAllowlist,
+    /// The ClusterRoles runner RBAC binds (`None`: no runner container hooks).
+    pub runner_hooks: Option<forgerunner_core::reconcile::runner_rbac::RunnerHooks>,
     /// Readiness flags.
     pub readiness: Arc<Readiness>,
     /// `None` when leader election is disabled: lead at once, once.
@@ -168,6 +170,7 @@ impl Leadership {
                 concurrency: self.concurrency,
                 forge_hosts: self.forge_hosts.clone(),
                 fence: self.fence.clone(),
+                runner_hooks: self.runner_hooks.clone(),
             },
             synced,
             term.clone(),

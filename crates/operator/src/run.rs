@@ -25,8 +25,11 @@ use crate::server::{self, ServerLimits};
 use crate::signals;
 use crate::webhook_route::{self, WebhookState};
 
-/// Reconciles run at once (not configurable yet).
-const CONTROLLER_CONCURRENCY: u16 = 16;
+/// Reconciles run at once (not configurable yet). A forge instance gets a quarter of them and a
+/// namespace half (`forgerunner_core::reconcile::fair_share`): one forge instance still runs 16
+/// passes at once, as the whole operator did before, and a forge that never answers leaves
+/// three quarters to the others.
+const CONTROLLER_CONCURRENCY: u16 = 64;
 
 /// How long the HTTP server may take to finish in-flight requests at exit.
 const HTTP_DRAIN: Duration = Duration::from_secs(2);
@@ -150,6 +153,7 @@ pub async fn run_until(config: Config, shutdown: CancellationToken) -> Result<()
         instance: identity,
         concurrency: CONTROLLER_CONCURRENCY,
         forge_hosts: config.forge_hosts.clone(),
+        runner_hooks: config.runner_hooks.clone(),
         readiness,
         elector,
         fence,

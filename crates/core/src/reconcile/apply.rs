@@ -10,12 +10,12 @@ use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use tracing::{Instrument, debug, info, warn};
+use tracing::{debug, info, warn};
 
 use super::FIELD_MANAGER;
 use super::error::ReconcileError;
+use super::forge_call::bounded;
 use super::runner_exit::failed_runner_outdated;
-use super::spans::forge_call;
 use crate::fence::Fence;
 use crate::forge::{Forge, GroupContext, RemoveOutcome, RunnerRef};
 use crate::names::runner_name;
@@ -81,6 +81,8 @@ pub struct Target<'a> {
     pub fence: &'a Fence,
     /// Runner creations in flight at once over every group ([`super::Context::create_permits`]).
     pub create_permits: &'a tokio::sync::Semaphore,
+    /// Longest one forge call may take ([`super::Context::forge_deadline`]).
+    pub forge_deadline: std::time::Duration,
     /// The group as the forge sees it.
     pub group: &'a GroupContext,
     /// The group's runner Jobs as observed.
@@ -170,11 +172,13 @@ async fn remove(t: &Target<'_>, r: &Removal, report: &mut ApplyReport) {
             return report.fail(e.into());
         }
         let rr = runner_ref(t.observed, &r.name);
-        match t
-            .forge
-            .remove_runner(t.group, &rr)
-            .instrument(forge_call("remove_runner", t.group))
-            .await
+        match bounded(
+            t.forge_deadline,
+            "remove_runner",
+            t.group,
+            t.forge.remove_runner(t.group, &rr),
+        )
+        .await
         {
             Ok(RemoveOutcome::Removed) => {
                 if r.reason == RemovalReason::Orphaned {
@@ -187,7 +191,7 @@ async fn remove(t: &Target<'_>, r: &Removal, report: &mut ApplyReport) {
                 return;
             }
             Err(e) => {
-                report.fail(e.into());
+                report.fail(e);
                 // A finished runner is gone from the forge's point of view anyway; an active one
                 // might be about to take a job, so it is only deleted once the forge agrees.
                 if !finished {
@@ -234,6 +238,30 @@ async fn remove(t: &Target<'_>, r: &Removal, report: &mut ApplyReport) {
     }
 }
 
+/// Whether the Secret `name` that exists already belongs to the runner Job `job` (its owner
+/// reference carries the Job's uid); an error naming the conflict when it does not.
+async fn secret_of_job(t: &Target<'_>, name: &str, job: &Job) -> Result<(), ReconcileError> {
+    let existing = t
+        .secrets
+        .get(name)
+        .await
+        .map_err(ReconcileError::kube("get secret"))?;
+    let job_uid = job.metadata.uid.as_deref();
+    let ours = existing
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| Some(o.uid.as_str()) == job_uid);
+    if ours {
+        Ok(())
+    } else {
+        Err(ReconcileError::ForeignSecret {
+            name: name.to_owned(),
+        })
+    }
+}
+
 pub(super) fn post_params() -> PostParams {
     PostParams {
         dry_run: false,
@@ -244,17 +272,22 @@ pub(super) fn post_params() -> PostParams {
 /// Creates one runner: credentials at the forge, then the Job, then its Secret. Returns its name
 /// and how its pod breaks the `restricted` Pod Security profile (empty when it passes).
 async fn create_runner(t: &Target<'_>) -> Result<(String, Vec<String>), ReconcileError> {
-    // The semaphore is never closed; if it were, creating without a permit is still correct.
-    let _permit = t.create_permits.acquire().await.ok();
     let group = &t.group.group;
     let name = runner_name(&t.group.key.name);
-    // Checked after the permit: the wait for it may outlast the lease.
     t.fence.check()?;
-    let creds = t
-        .forge
-        .runner_credentials(t.group, &name)
-        .instrument(forge_call("runner_credentials", t.group))
-        .await?;
+    let creds = bounded(
+        t.forge_deadline,
+        "runner_credentials",
+        t.group,
+        t.forge.runner_credentials(t.group, &name),
+    )
+    .await?;
+    // Taken after the forge call, so a forge that is slow to register runners holds none of
+    // the permits every other group's creations need. The semaphore is never closed; if it
+    // were, creating without a permit is still correct.
+    let _permit = t.create_permits.acquire().await.ok();
+    // Checked again after the permit: the wait for it may outlast the lease.
+    t.fence.check()?;
     let job = build_runner_job(RunnerJobInput {
         group,
         runner_name: &name,
@@ -285,15 +318,20 @@ async fn create_runner(t: &Target<'_>) -> Result<(String, Vec<String>), Reconcil
         }
     };
     let secret = build_runner_secret(&created, &creds)?;
-    match t.secrets.create(&post_params(), &secret).await {
-        Ok(_) => {}
-        Err(e) if is_status(&e, 409) => {}
+    let created_secret = match t.secrets.create(&post_params(), &secret).await {
+        // A Secret of that name may exist already: ours, from a create whose answer was lost,
+        // or someone else's, whose values must never reach a runner pod.
+        Err(e) if is_status(&e, 409) => secret_of_job(t, &name, &created).await,
+        other => other.map(drop).map_err(ReconcileError::kube("create secret")),
+    };
+    match created_secret {
+        Ok(()) => {}
         Err(e) => {
             // A pod without its Secret never starts; remove the Job rather than leak it, and
             // its registration with it.
             let _ = t.jobs.delete(&name, &DeleteParams::background()).await;
             deregister().await;
-            return Err(ReconcileError::kube("create secret")(e));
+            return Err(e);
         }
     }
     info!(runner = %name, group = %t.group.key, "runner created");

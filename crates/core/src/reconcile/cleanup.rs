@@ -124,8 +124,10 @@ pub async fn cleanup(group: Arc<RunnerGroup>, ctx: &Context) -> Result<Action, R
     if left > 0 {
         return Ok(Action::requeue(JOBS_GONE_POLL));
     }
-    if forge.is_some_and(|f| !f.runner_role_rules(&group.spec).is_empty()) {
-        // The runner pods are gone with their Jobs; what their hooks made has no owner.
+    if ctx.runner_hooks.is_some() && forge.is_some_and(|f| !f.runner_role_rules(&group.spec).is_empty()) {
+        // The runner pods are gone with their Jobs; what their hooks made has no owner. The
+        // group's cleanup RoleBinding lets the operator delete it, and goes with the group only
+        // after the finalizer is released.
         let pods = Api::namespaced(ctx.client.clone(), &key.namespace);
         let secrets = Api::namespaced(ctx.client.clone(), &key.namespace);
         super::hook_leftovers::sweep(&pods, &secrets, &key.name).await;

@@ -11,6 +11,7 @@ use kube::runtime::reflector::Store;
 use tokio::sync::Semaphore;
 
 use super::ForgeSet;
+use super::fair_share::FairShare;
 use super::ledger::Ledger;
 use crate::fence::Fence;
 use crate::forge::GroupKey;
@@ -87,6 +88,14 @@ pub struct Context {
     /// Runner creations in flight at once over every group this controller runs, shared by
     /// the contexts of all watched namespaces ([`Context::with_create_permits`]).
     pub create_permits: Arc<Semaphore>,
+    /// The ClusterRoles the runner RBAC of a group binds (config `runnerHooks`); `None` when this
+    /// installation grants no runner container hooks.
+    pub runner_hooks: Option<super::runner_rbac::RunnerHooks>,
+    /// Turns per forge instance and namespace, shared like the reconcile slots
+    /// ([`Context::with_fair_share`]).
+    pub fair_share: Arc<FairShare>,
+    /// Longest one forge call of a pass may take ([`FORGE_CALL_DEADLINE`]).
+    pub forge_deadline: Duration,
     memory: Mutex<HashMap<GroupKey, GroupMemory>>,
 }
 
@@ -95,6 +104,15 @@ pub struct Context {
 /// up together, a per-group limit alone opened thousands of connections and most of the
 /// operator's memory went to their buffers.
 pub const PROCESS_CREATE_PARALLELISM: usize = 32;
+
+/// Longest one forge call of a pass (a listing, a registration, a removal) may take. The
+/// clients' own timeouts bound each request; this bounds the call as a whole, retries and
+/// pages included, so a forge that trickles its answers cannot hold a reconcile slot for
+/// longer.
+pub const FORGE_CALL_DEADLINE: Duration = Duration::from_secs(60);
+
+/// Reconcile slots a context assumes when none are given ([`Context::with_fair_share`]).
+const DEFAULT_SLOTS: usize = 16;
 
 impl Context {
     /// A context over the given clients and store.
@@ -116,6 +134,9 @@ impl Context {
             forge_hosts: ForgeHostAllowlist::default(),
             fence: Fence::open(),
             create_permits: Arc::new(Semaphore::new(PROCESS_CREATE_PARALLELISM)),
+            runner_hooks: None,
+            fair_share: Arc::new(FairShare::for_slots(DEFAULT_SLOTS)),
+            forge_deadline: FORGE_CALL_DEADLINE,
             memory: Mutex::new(HashMap::new()),
         }
     }
@@ -124,6 +145,13 @@ impl Context {
     #[must_use]
     pub fn with_forge_hosts(mut self, forge_hosts: ForgeHostAllowlist) -> Context {
         self.forge_hosts = forge_hosts;
+        self
+    }
+
+    /// The context with the ClusterRoles a group's runner RBAC binds (config `runnerHooks`).
+    #[must_use]
+    pub fn with_runner_hooks(mut self, hooks: Option<super::runner_rbac::RunnerHooks>) -> Context {
+        self.runner_hooks = hooks;
         self
     }
 
@@ -138,6 +166,20 @@ impl Context {
     #[must_use]
     pub fn with_create_permits(mut self, permits: Arc<Semaphore>) -> Context {
         self.create_permits = permits;
+        self
+    }
+
+    /// The same context, sharing `share`'s turns with other contexts.
+    #[must_use]
+    pub fn with_fair_share(mut self, share: Arc<FairShare>) -> Context {
+        self.fair_share = share;
+        self
+    }
+
+    /// The same context, giving each forge call at most `deadline`.
+    #[must_use]
+    pub fn with_forge_deadline(mut self, deadline: Duration) -> Context {
+        self.forge_deadline = deadline;
         self
     }
 

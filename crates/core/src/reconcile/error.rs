@@ -42,6 +42,56 @@ pub enum ReconcileError {
     /// A forge backend call failed.
     #[error(transparent)]
     Forge(#[from] ForgeError),
+    /// A forge call outlasted its deadline; the pass gave up so the reconcile slot goes to
+    /// another group.
+    #[error(
+        "the forge did not finish {call} within {}s (it accepted the connection and answered too \
+         slowly or not at all); other groups are not held up, and this one retries with backoff",
+        after.as_secs()
+    )]
+    ForgeTimeout {
+        /// The forge call (`observe`, `runner_credentials`, `remove_runner`, `shutdown`).
+        call: &'static str,
+        /// The deadline it outlasted.
+        after: Duration,
+    },
+    /// A `<group>-runner` object the group's runners need exists without an owner reference to
+    /// this group (made by someone else, or by an earlier group of the same name). It is left
+    /// exactly as it is: taking it over would hand the hooks' rights to whoever it already
+    /// binds, and make deleting the group delete it.
+    #[error(
+        "{kind} {namespace}/{name} exists and is not owned by this RunnerGroup ({owners}); \
+         forgerunner never takes over objects it did not create: rename the group, or remove or \
+         rename that {kind}"
+    )]
+    RunnerRbacConflict {
+        /// `ServiceAccount` or `RoleBinding`.
+        kind: &'static str,
+        /// Namespace of the group.
+        namespace: String,
+        /// Name of the object.
+        name: String,
+        /// Its owners as `kind/name`, or `no owner`.
+        owners: String,
+    },
+    /// The group's container mode needs runner container hooks and this operator is configured
+    /// without them (config key `runnerHooks.clusterRole`).
+    #[error(
+        "this container mode runs job containers through the runner container hooks, which this \
+         installation does not grant: set the chart value rbac.runnerContainerHooks=true (operator \
+         config key runnerHooks.clusterRole), or remove spec.containerMode"
+    )]
+    RunnerHooksDisabled,
+    /// A runner's Secret name is taken by a Secret this runner's Job does not own. Its values
+    /// are never handed to a runner; the runner is removed and another one made.
+    #[error(
+        "Secret {name} exists and is not owned by the runner Job of that name; forgerunner never \
+         uses a Secret it did not create: the runner was removed"
+    )]
+    ForeignSecret {
+        /// Name of the Secret (and of the runner).
+        name: String,
+    },
     /// A Kubernetes API call failed. Shown with the server's own message ([`ServerMessage`]),
     /// since this text becomes condition messages and Event notes.
     #[error("kubernetes {operation} failed: {}", ServerMessage(.source))]
@@ -78,11 +128,15 @@ impl ReconcileError {
             ReconcileError::ForgeHostNotAllowed(_) => ErrorCategory::ForgeHostNotAllowed,
             ReconcileError::SecretNotFound { .. } => ErrorCategory::SecretNotFound,
             ReconcileError::ConfigMapNotFound { .. } => ErrorCategory::ForgeConfig,
+            ReconcileError::RunnerRbacConflict { .. } => ErrorCategory::RunnerRbacConflict,
+            ReconcileError::RunnerHooksDisabled => ErrorCategory::RunnerHooksDisabled,
             ReconcileError::Forge(e) => e.category(),
+            ReconcileError::ForgeTimeout { .. } => ErrorCategory::ForgeTimeout,
             // Never shown: a fenced replica's status and Event writes are refused too.
-            ReconcileError::Kube { .. } | ReconcileError::Build(_) | ReconcileError::Fenced(_) => {
-                ErrorCategory::Kubernetes
-            }
+            ReconcileError::Kube { .. }
+            | ReconcileError::ForeignSecret { .. }
+            | ReconcileError::Build(_)
+            | ReconcileError::Fenced(_) => ErrorCategory::Kubernetes,
             ReconcileError::Finalizer(e) => match e.as_ref() {
                 finalizer::Error::ApplyFailed(inner) | finalizer::Error::CleanupFailed(inner) => {
                     inner.category()

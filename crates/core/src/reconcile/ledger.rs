@@ -142,7 +142,7 @@ impl StatusBook {
 pub struct Upkeep {
     /// Pending runner Jobs have been checked for a missing Secret since the last failed pass.
     pub secrets_checked: bool,
-    /// Fingerprint of the runner Role rules last applied (see `runner_rbac`).
+    /// Fingerprint of the runner RBAC state last settled (see `runner_rbac::keep_runner_rbac`).
     pub runner_rbac: Option<String>,
     /// Generation whose runner pods were already checked against `restricted`.
     pub pod_security_checked: Option<i64>,

@@ -9,6 +9,8 @@ pub mod cleanup;
 pub mod context;
 pub mod error;
 pub mod events;
+pub mod fair_share;
+pub mod forge_call;
 pub mod hook_leftovers;
 pub mod identity;
 pub mod ledger;
@@ -90,6 +92,8 @@ pub struct ControllerOptions {
     pub forge_hosts: ForgeHostAllowlist,
     /// Checked before every forge write; open when leader election is off.
     pub fence: Fence,
+    /// The ClusterRoles a group's runner RBAC binds; `None`: no runner container hooks.
+    pub runner_hooks: Option<runner_rbac::RunnerHooks>,
 }
 
 /// Why the controller could not run.
@@ -160,6 +164,8 @@ pub async fn run_controller(
     let recorder = Recorder::new(client.clone(), reporter);
     // One budget of runner creations for every namespace this controller watches.
     let create_permits = Arc::new(tokio::sync::Semaphore::new(context::PROCESS_CREATE_PARALLELISM));
+    // The controllers' slots, shared fairly between forge instances and namespaces.
+    let fair_share = Arc::new(fair_share::FairShare::for_slots(usize::from(options.concurrency)));
 
     let shared = Shared {
         client: &client,
@@ -168,6 +174,7 @@ pub async fn run_controller(
         recorder: &recorder,
         options: &options,
         create_permits: &create_permits,
+        fair_share: &fair_share,
         shutdown: &shutdown,
     };
     let mut senders: HashMap<Option<String>, mpsc::UnboundedSender<ObjectRef<RunnerGroup>>> = HashMap::new();
@@ -239,6 +246,7 @@ struct Shared<'a> {
     recorder: &'a Recorder,
     options: &'a ControllerOptions,
     create_permits: &'a Arc<tokio::sync::Semaphore>,
+    fair_share: &'a Arc<fair_share::FairShare>,
     shutdown: &'a CancellationToken,
 }
 
@@ -292,7 +300,9 @@ fn scope_controller(
         )
         .with_forge_hosts(shared.options.forge_hosts.clone())
         .with_fence(shared.options.fence.clone())
-        .with_create_permits(shared.create_permits.clone()),
+        .with_runner_hooks(shared.options.runner_hooks.clone())
+        .with_create_permits(shared.create_permits.clone())
+        .with_fair_share(shared.fair_share.clone()),
     );
     let (gr, jr) = (group_reader.clone(), job_reader);
     let ready = async move { store_ready(&gr).await && store_ready(&jr).await };

@@ -7,18 +7,23 @@ use std::time::{Duration, Instant};
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
-use tracing::{instrument, warn};
+use tracing::{debug, instrument, warn};
 
 use super::FINALIZER;
 use super::cleanup::{cleanup, needs_cleanup};
 use super::context::{Context, USER_ACTION_RETRY, backoff_delay, with_jitter};
 use super::error::ReconcileError;
+use super::fair_share::{TURN_WAIT, Turn, instance_key};
 use crate::crd::RunnerGroup;
 use crate::error::ErrorCategory;
 use crate::forge::{Forge, GroupKey};
 use crate::metrics::{ReconcileErrorLabels, ReconcileLabels};
 use crate::names::group_name_problem;
 use crate::validate::validate_spec;
+
+/// When a group whose turn did not come tries again (jittered): long enough for the passes
+/// holding the turns to move on, short next to a poll interval.
+const TURN_RETRY: Duration = Duration::from_secs(2);
 
 /// The group's identity.
 pub(super) fn group_key(g: &RunnerGroup) -> GroupKey {
@@ -43,6 +48,14 @@ pub async fn reconcile(group: Arc<RunnerGroup>, ctx: Arc<Context>) -> Result<Act
         .get_or_create(&ReconcileLabels { forge: forge_label })
         .inc();
     let ns = group.namespace().unwrap_or_default();
+    let Some(_turn) = take_turn(&group, &ctx, &ns).await else {
+        ctx.metrics
+            .reconciles_deferred
+            .get_or_create(&ReconcileLabels { forge: forge_label })
+            .inc();
+        debug!("forge instance or namespace at its share of the reconcile slots; later");
+        return Ok(Action::requeue(with_jitter(TURN_RETRY)));
+    };
     let api: Api<RunnerGroup> = Api::namespaced(ctx.client.clone(), &ns);
     // Deletion is handled here rather than by `kube::runtime::finalizer`, which releases the
     // finalizer as soon as cleanup returns Ok: cleanup needs to keep it while the runner Jobs
@@ -62,6 +75,19 @@ pub async fn reconcile(group: Arc<RunnerGroup>, ctx: Arc<Context>) -> Result<Act
         .get_or_create(&ReconcileLabels { forge: forge_label })
         .observe(started.elapsed().as_secs_f64());
     result
+}
+
+/// Waits (briefly) for a turn of the group's forge instance and namespace
+/// ([`super::fair_share`]); `None` when they stayed taken.
+async fn take_turn(group: &RunnerGroup, ctx: &Context, namespace: &str) -> Option<Turn> {
+    let urls = ctx
+        .forges
+        .for_spec(&group.spec)
+        .map(|f| f.outbound_urls(&group.spec))
+        .unwrap_or_default();
+    ctx.fair_share
+        .enter(&instance_key(&urls), namespace, TURN_WAIT)
+        .await
 }
 
 /// Adds our finalizer to a live group that lacks it and returns the updated object.

@@ -194,13 +194,16 @@ pub fn error_conditions(category: ErrorCategory, message: &str) -> Vec<GroupCond
         | ErrorCategory::ForgeConfig
         | ErrorCategory::RateLimited
         | ErrorCategory::ForgeUnavailable
-        | ErrorCategory::ForgeNotReady => {
+        | ErrorCategory::ForgeNotReady
+        | ErrorCategory::ForgeTimeout => {
             out.push(c(ConditionType::ForgeConnected, False, reason, message));
         }
         ErrorCategory::InvalidSpec
         | ErrorCategory::ForgeDisabled
         | ErrorCategory::ForgeHostNotAllowed
-        | ErrorCategory::Kubernetes => {}
+        | ErrorCategory::Kubernetes
+        | ErrorCategory::RunnerRbacConflict
+        | ErrorCategory::RunnerHooksDisabled => {}
     }
     out
 }

@@ -16,6 +16,7 @@ use forgerunner_core::Fence;
 use forgerunner_core::crd::{ForgeKind, RunnerGroup};
 use forgerunner_core::forge::{Forge, ReconcileTrigger};
 use forgerunner_core::metrics::Metrics;
+use forgerunner_core::reconcile::runner_rbac::RunnerHooks;
 use forgerunner_core::reconcile::{ControllerOptions, ForgeSet, run_controller};
 use forgerunner_core::runner_job::{GROUP_LABEL, MANAGED_BY_SELECTOR};
 use forgerunner_core::testing::FakeForge;
@@ -53,6 +54,8 @@ pub struct Harness {
     pub forge: Arc<FakeForge>,
     pub forges: Arc<Forges>,
     pub fence: Fence,
+    /// What the controller binds for runner permissions; kept over [`Harness::restart_controller`].
+    pub runner_hooks: Option<RunnerHooks>,
     pub shutdown: CancellationToken,
     pub task: JoinHandle<()>,
     pub trigger: ReconcileTrigger,
@@ -65,17 +68,35 @@ pub struct Controller {
     pub trigger: ReconcileTrigger,
 }
 
+/// The runner container hooks' ClusterRoles as the chart names them for a release
+/// `forgerunner` in `forgerunner-system` (the fake API server checks no RBAC, so they need not
+/// exist).
+pub fn test_runner_hooks() -> RunnerHooks {
+    RunnerHooks {
+        cluster_role: "forgerunner-runner-hooks".into(),
+        cleanup_cluster_role: "forgerunner-runner-hooks-cleanup".into(),
+        operator_namespace: "forgerunner-system".into(),
+        operator_service_account: "forgerunner".into(),
+    }
+}
+
 /// Starts the controller on `client` and waits for its caches to sync (panics after the
 /// deadline, naming it: a controller whose group LIST fails never syncs).
-pub async fn start_controller(client: &Client, forges: Arc<Forges>, fence: Fence) -> Controller {
+pub async fn start_controller(
+    client: &Client,
+    forges: Arc<Forges>,
+    fence: Fence,
+    runner_hooks: Option<RunnerHooks>,
+) -> Controller {
     let ready = Arc::new(AtomicBool::new(false));
     let shutdown = CancellationToken::new();
     let (trigger, triggers) = ReconcileTrigger::channel();
     let opts = ControllerOptions {
         namespaces: vec![],
         instance: "test-0".into(),
-        concurrency: 4,
+        concurrency: 16,
         fence,
+        runner_hooks,
         ..ControllerOptions::default()
     };
     let task = tokio::spawn({
@@ -129,13 +150,15 @@ impl Harness {
         let forges = Arc::new(Forges {
             enabled: enabled.map(|_| forge.clone()),
         });
-        let c = start_controller(&client, forges.clone(), fence.clone()).await;
+        let runner_hooks = Some(test_runner_hooks());
+        let c = start_controller(&client, forges.clone(), fence.clone(), runner_hooks.clone()).await;
         Harness {
             server,
             client,
             forge,
             forges,
             fence,
+            runner_hooks,
             shutdown: c.shutdown,
             task: c.task,
             trigger: c.trigger,
@@ -151,7 +174,13 @@ impl Harness {
             .await
             .expect("controller stops")
             .expect("no panic");
-        let c = start_controller(&self.client, self.forges.clone(), self.fence.clone()).await;
+        let c = start_controller(
+            &self.client,
+            self.forges.clone(),
+            self.fence.clone(),
+            self.runner_hooks.clone(),
+        )
+        .await;
         self.shutdown = c.shutdown;
         self.task = c.task;
         self.trigger = c.trigger;

@@ -35,6 +35,7 @@ pub(super) async fn act(
         forge: found.forge,
         fence: &ctx.fence,
         create_permits: &ctx.create_permits,
+        forge_deadline: ctx.forge_deadline,
         group: &found.group,
         observed: &seen.jobs,
         check_pod_security,

@@ -15,7 +15,7 @@ use crate::reconcile::context::Context;
 use crate::reconcile::error::ReconcileError;
 use crate::reconcile::ledger::Upkeep;
 use crate::reconcile::pipeline::{checked_forge, group_key};
-use crate::reconcile::runner_rbac::{ensure_runner_rbac, rules_fingerprint};
+use crate::reconcile::runner_rbac::keep_runner_rbac;
 
 /// What the dereference step found.
 pub(super) struct Found<'a> {
@@ -37,26 +37,18 @@ pub(super) async fn dereference<'a>(
     Ok(Found { forge, group: gctx })
 }
 
-/// Keeps the runner ServiceAccount, Role and RoleBinding the forge asks for; applied once per
-/// process, whenever the rules change, and again when a runner is refused for a missing
-/// ServiceAccount (the observe step then forgets the fingerprint), not on every pass.
+/// Keeps the runner ServiceAccount and RoleBindings the forge asks for, and removes the group's
+/// own once it no longer asks (`runner_rbac::keep_runner_rbac`); settled once per process,
+/// whenever that changes, and again when a runner is refused for a missing ServiceAccount (the
+/// observe step then forgets it), not on every pass.
 pub(super) async fn ensure_runner_permissions(
     ctx: &Context,
     forge: &dyn Forge,
     group: &RunnerGroup,
     upkeep: &mut Upkeep,
 ) -> Result<(), ReconcileError> {
-    let rules = forge.runner_role_rules(&group.spec);
-    if rules.is_empty() {
-        return Ok(());
-    }
-    let fingerprint = rules_fingerprint(&rules);
-    if upkeep.runner_rbac.as_deref() == Some(fingerprint.as_str()) {
-        return Ok(());
-    }
-    ensure_runner_rbac(&ctx.client, group, rules).await?;
-    upkeep.runner_rbac = Some(fingerprint);
-    Ok(())
+    let wanted = !forge.runner_role_rules(&group.spec).is_empty();
+    keep_runner_rbac(ctx, group, wanted, upkeep).await
 }
 
 /// Reads what the forge's block names (credentials Secret, CA bundle, webhook Secret) into the

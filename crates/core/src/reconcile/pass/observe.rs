@@ -8,7 +8,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Event as CoreEvent, Pod};
 use kube::api::Api;
-use tracing::{Instrument, info};
+use tracing::info;
 
 use super::dereference::{Found, ensure_runner_permissions};
 use crate::crd::RunnerGroup;
@@ -16,10 +16,10 @@ use crate::forge::ForgeView;
 use crate::plan::ObservedRunner;
 use crate::reconcile::context::Context;
 use crate::reconcile::error::ReconcileError;
+use crate::reconcile::forge_call::bounded;
 use crate::reconcile::ledger::Ledger;
 use crate::reconcile::observe::{belongs_to, observe_runners, runner_refs, with_forge_states};
 use crate::reconcile::runner_rbac::must_reapply;
-use crate::reconcile::spans::forge_call;
 use crate::reconcile::startup_check::find_stuck;
 use crate::runner_job::template_hash;
 
@@ -53,12 +53,9 @@ pub(super) async fn observe(
     let mut runners = observe_runners(&jobs, &ledger.writes, &template_hash(&group.spec), now);
     ledger.plan.note_running(&mut runners, now);
     mark_stuck(ctx, group, found, &mut runners, ledger).await?;
-    let view = found
-        .forge
-        .observe(&found.group, &runner_refs(&jobs, &runners))
-        .instrument(forge_call("observe", &found.group))
-        .await?;
-    let mut view = view;
+    let refs = runner_refs(&jobs, &runners);
+    let observed = found.forge.observe(&found.group, &refs);
+    let mut view = bounded(ctx.forge_deadline, "observe", &found.group, observed).await?;
     let runners = with_forge_states(runners, &view);
     ledger.net_waiting_jobs(&mut view, &runners, std::time::Instant::now());
     Ok(Seen {
@@ -84,7 +81,7 @@ async fn mark_stuck(
     let mut stuck = find_stuck(&pods, &events, &key.name, runners, startup_timeout).await;
     if must_reapply(stuck.values()) {
         // The runner ServiceAccount was removed behind our back: every runner pod is refused
-        // until it is back, so apply it (with its Role and RoleBinding) again now.
+        // until it is back, so create it (and check its RoleBindings) again now.
         info!(group = %key, "runner ServiceAccount missing; applying the runner RBAC again");
         ledger.upkeep.runner_rbac = None;
         ensure_runner_permissions(ctx, found.forge, group, &mut ledger.upkeep).await?;

@@ -1,5 +1,6 @@
 //! The chaos table as a test: one pass of every scenario (operator killed, leader partitioned,
-//! API server faults, forge faults, a node lost under busy runners) on GitHub, Gitea and
+//! API server faults, forge faults, a node lost under busy runners, twenty neighbour groups whose
+//! forge never answers) on GitHub, Gitea and
 //! Forgejo 15, the real `forgerunner` binary against the fakes. Every cell must end with no
 //! job lost, none run twice and nothing left behind. Each test runs one scenario on the three
 //! forges at once, each in its own world.
@@ -64,4 +65,9 @@ async fn forge_faults_lose_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn node_lost_under_busy_runners_loses_nothing() {
     row(Scenario::NodeLost).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn silent_neighbours_starve_nothing() {
+    row(Scenario::SilentNeighbours).await;
 }

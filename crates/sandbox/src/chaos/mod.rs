@@ -36,16 +36,20 @@ pub enum Scenario {
     ForgeFaults,
     /// Runner pods are deleted while their runners work on a job, as when a node is lost.
     NodeLost,
+    /// Twenty more groups in the namespace point at a forge that accepts connections and never
+    /// answers (a tenant's broken or hostile forge beside the burst).
+    SilentNeighbours,
 }
 
 impl Scenario {
     /// Every scenario, in table order.
-    pub const ALL: [Scenario; 5] = [
+    pub const ALL: [Scenario; 6] = [
         Scenario::OperatorKill,
         Scenario::LeaderPartition,
         Scenario::ApiServerFaults,
         Scenario::ForgeFaults,
         Scenario::NodeLost,
+        Scenario::SilentNeighbours,
     ];
 
     /// The name in the table and on the command line.
@@ -56,6 +60,7 @@ impl Scenario {
             Scenario::ApiServerFaults => "api-server-faults",
             Scenario::ForgeFaults => "forge-faults",
             Scenario::NodeLost => "node-lost",
+            Scenario::SilentNeighbours => "silent-neighbours",
         }
     }
 
@@ -84,6 +89,16 @@ pub enum ChaosForge {
 impl ChaosForge {
     /// Every forge, in table order.
     pub const ALL: [ChaosForge; 3] = [ChaosForge::Github, ChaosForge::Gitea, ChaosForge::Forgejo];
+
+    /// The `RunnerGroup` forge it is.
+    pub fn kind(self) -> forgerunner_core::crd::ForgeKind {
+        use forgerunner_core::crd::ForgeKind;
+        match self {
+            ChaosForge::Github => ForgeKind::Github,
+            ChaosForge::Gitea => ForgeKind::Gitea,
+            ChaosForge::Forgejo => ForgeKind::Forgejo,
+        }
+    }
 
     /// `github`, `gitea` or `forgejo`: the operator's name for it.
     pub fn name(self) -> &'static str {

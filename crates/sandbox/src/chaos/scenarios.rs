@@ -11,6 +11,7 @@ use forgerunner_testkit::sim::NodeLoss;
 
 use super::cell::{Cell, NAMESPACE};
 use super::{ChaosError, ChaosForge, ChaosOptions, Scenario};
+use crate::world::WorldError;
 use crate::world::workload::ForgeTarget;
 
 /// How long a scenario waits for each step before it gives up on the cell.
@@ -22,6 +23,9 @@ const DONE_BEFORE_FAULT: usize = 2;
 const OPERATOR_AGENT: &str = "forgerunner/";
 /// Longer than the Gitea and Forgejo clients' 15 s request timeout.
 const PAST_CLIENT_TIMEOUT: Duration = Duration::from_secs(16);
+/// Groups pointing at a forge that never answers: more than one forge instance's share of the
+/// operator's reconcile slots (16), and more than all the slots it had before (16).
+const SILENT_GROUPS: usize = 20;
 /// Busy runner pods a node loss takes.
 const PODS_LOST: usize = 2;
 
@@ -58,6 +62,7 @@ pub async fn inject(
         Scenario::ApiServerFaults => api_server_faults(cell).await,
         Scenario::ForgeFaults => forge_faults(cell).await,
         Scenario::NodeLost => node_lost(cell).await,
+        Scenario::SilentNeighbours => silent_neighbours(cell).await,
     }
 }
 
@@ -282,4 +287,36 @@ async fn node_lost(cell: &mut Cell) -> Result<InjectedFault, ChaosError> {
         )],
         interrupted,
     })
+}
+
+/// A server that accepts every connection and never answers, for as long as the process runs:
+/// the outage a forge behind a load balancer shows. Returns its URL.
+async fn silent_forge() -> Result<String, ChaosError> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(WorldError::from)?;
+    let addr = listener.local_addr().map_err(WorldError::from)?;
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    Ok(format!("http://{addr}"))
+}
+
+async fn silent_neighbours(cell: &mut Cell) -> Result<InjectedFault, ChaosError> {
+    let url = silent_forge().await?;
+    under_way(cell).await?;
+    let at = Instant::now();
+    for i in 0..SILENT_GROUPS {
+        cell.world
+            .add_group_at(NAMESPACE, &format!("silent-{i}"), cell.forge.kind(), &url)
+            .await?;
+    }
+    let mut fault = InjectedFault::now(format!(
+        "{SILENT_GROUPS} groups in the namespace point at a forge that accepts connections and never answers"
+    ));
+    fault.at = at;
+    Ok(fault)
 }

@@ -155,6 +155,40 @@ impl World {
         Ok(())
     }
 
+    /// Creates a group of `forge` whose forge is at `url`, which is no fake of this world (a
+    /// server that never answers, say), with a credentials Secret of the shape that forge reads
+    /// and one label, so the spec itself is valid.
+    pub async fn add_group_at(
+        &self,
+        namespace: &str,
+        name: &str,
+        forge: ForgeKind,
+        url: &str,
+    ) -> Result<(), WorldError> {
+        let secret = format!("{name}-creds");
+        let key = match forge {
+            ForgeKind::Github => "github_token",
+            ForgeKind::Gitea | ForgeKind::Forgejo => "token",
+        };
+        let data = BTreeMap::from([(key.to_owned(), "not-a-real-token".to_owned())]);
+        self.create_secret(namespace, &secret, data).await?;
+        let size = GroupSize {
+            min: 0,
+            max: 2,
+            idle_timeout_seconds: None,
+            startup_timeout_seconds: None,
+            scale_down_delay_seconds: None,
+        };
+        let group = self::group(forge, namespace, name, &size)
+            .url(url)
+            .credentials(secret);
+        let group = match forge {
+            ForgeKind::Github => group.scale_set_name(name),
+            ForgeKind::Gitea | ForgeKind::Forgejo => group.labels(vec![format!("{name}:host")]),
+        };
+        self.create_group(group).await
+    }
+
     /// Creates a GitHub RunnerGroup (and its PAT Secret) served by the emulator; the scale set
     /// is named after the group.
     pub async fn add_github_group(

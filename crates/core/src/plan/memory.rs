@@ -1,6 +1,6 @@
 //! What the planner needs remembered between passes of one group: since when each runner has
-//! been running, and since when the group has had more waiting runners than demand. Pure: the
-//! pass hands in its observation and the clock.
+//! been seen and been running, and since when the group has had more waiting runners than
+//! demand. Pure: the pass hands in its observation and the clock.
 //!
 //! Both facts only live as long as the process. After a restart the clocks start again from the
 //! first pass, which can only keep a runner longer, never remove one sooner.
@@ -23,6 +23,7 @@ struct SurplusSince {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PlanMemory {
     running_since: BTreeMap<String, Timestamp>,
+    seen_since: BTreeMap<String, Timestamp>,
     surplus: Option<SurplusSince>,
 }
 
@@ -42,6 +43,20 @@ impl PlanMemory {
         for r in runners.iter_mut().filter(|r| r.phase == RunnerPhase::Running) {
             let since = *self.running_since.entry(r.name.clone()).or_insert(now);
             r.running_seconds = seconds_between(since, now);
+        }
+    }
+
+    /// Caps each runner's `age_seconds` at the time since this process first saw it, and forgets
+    /// runners that are gone. A Job's age is this host's clock minus the API server's
+    /// `creationTimestamp`; a host clock minutes ahead made every pending runner look older
+    /// than its startup timeout, so each was removed as stuck and made again, in a loop. Both
+    /// ends of the cap are this host's clock, so skew cannot shorten it.
+    pub fn note_seen(&mut self, runners: &mut [ObservedRunner], now: Timestamp) {
+        self.seen_since
+            .retain(|name, _| runners.iter().any(|r| &r.name == name));
+        for r in runners.iter_mut() {
+            let since = *self.seen_since.entry(r.name.clone()).or_insert(now);
+            r.age_seconds = r.age_seconds.min(seconds_between(since, now));
         }
     }
 
@@ -78,6 +93,38 @@ impl PlanMemory {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A Job's `creationTimestamp` is the API server's clock (`k8s.io/apiserver`
+    /// `pkg/registry/rest/meta.go`, `FillObjectMetaSystemFields` sets it to `metav1.Now()`),
+    /// its age this host's clock minus that. With this host 10 minutes ahead, a Job created
+    /// a moment ago is "600 s old": past every startup timeout (security review L4).
+    #[test]
+    fn a_runner_is_never_older_than_since_this_process_saw_it() {
+        let mut memory = PlanMemory::default();
+        let t0: Timestamp = "2026-01-01T00:00:00Z".parse().expect("time");
+        let skewed = |name: &str| ObservedRunner {
+            age_seconds: 600,
+            ..runner(name, RunnerPhase::Pending)
+        };
+        let mut runners = vec![skewed("a")];
+        memory.note_seen(&mut runners, t0);
+        assert_eq!(runners[0].age_seconds, 0, "first seen now");
+        let mut runners = vec![skewed("a"), skewed("b")];
+        memory.note_seen(&mut runners, t0 + Duration::from_secs(30));
+        assert_eq!(
+            runners[0].age_seconds, 30,
+            "30 s of this host's clock since first seen"
+        );
+        assert_eq!(runners[1].age_seconds, 0);
+        // An accurate age below the cap stays as it is.
+        let mut runners = vec![ObservedRunner {
+            age_seconds: 5,
+            ..runner("a", RunnerPhase::Pending)
+        }];
+        memory.note_seen(&mut runners, t0 + Duration::from_secs(60));
+        assert_eq!(runners[0].age_seconds, 5);
+        assert_eq!(memory.seen_since.len(), 1, "b is gone and forgotten");
+    }
     use crate::forge::ForgeRunnerState;
 
     fn at(secs: i64) -> Timestamp {

@@ -52,6 +52,7 @@ pub(super) async fn observe(
     let now = Timestamp::now();
     let mut runners = observe_runners(&jobs, &ledger.writes, &template_hash(&group.spec), now);
     ledger.plan.note_running(&mut runners, now);
+    ledger.plan.note_seen(&mut runners, now);
     mark_stuck(ctx, group, found, &mut runners, ledger).await?;
     let refs = runner_refs(&jobs, &runners);
     let observed = found.forge.observe(&found.group, &refs);

@@ -8,16 +8,21 @@
 //! deliveries arrive, and a new job still gets its runner within one reconcile.
 
 mod announced;
+mod candidates;
+mod instance;
 
 use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
 use forgerunner_core::forge::{GroupKey, SecretValue, WebhookReply};
 use forgerunner_core::metrics::ForgeLabels;
-use forgerunner_core::webhook::delivery_id;
+use forgerunner_core::webhook::{DeliveryKey, delivery_id};
 use http::{HeaderMap, StatusCode};
+use sha2::{Digest, Sha256};
 
-use self::announced::{Announced, GroupView};
+use self::announced::{Announced, GroupView, MAX_ANNOUNCED_TOTAL_BYTES, trim_total};
+use self::candidates::{Offer, pick};
+pub(crate) use self::instance::on_instance;
 use crate::forge::{GiteaForge, ListingKey};
 use crate::scope::Scope;
 use crate::types::{JobStatus, WorkflowJob};
@@ -31,7 +36,8 @@ use crate::webhook::{
 const DELIVERY_ID_HEADERS: [&str; 2] = ["x-gitea-delivery", "x-forgejo-delivery"];
 
 /// Most distinct webhook secrets tried on one delivery, so an unauthenticated request costs at
-/// most this many HMACs whatever the number of groups.
+/// most this many HMACs whatever the number of groups. They are dealt out one per namespace per
+/// round, so no tenant's groups can crowd another tenant's secret out.
 pub const MAX_SECRETS_PER_DELIVERY: usize = 4;
 
 /// What the deliveries told, per listing scope: the jobs announced since its cached listing.
@@ -67,11 +73,12 @@ impl GiteaForge {
     /// Handles one delivery to the webhook route: the HTTP status and body to answer.
     ///
     /// A delivery is trusted only if its signature verifies with the webhook secret of a group
-    /// this backend serves that can see the delivery's repository; verification comes first,
-    /// so unauthenticated callers learn nothing (401 for every unverified request). A delivery
-    /// whose id was already accepted is answered 200 and wakes nobody. The groups the job concerns (scope and labels) among
-    /// those whose own secret verified it get the event, accounted on top of their cached
-    /// listing, and a queued job wakes them. Bodies and secrets are never logged.
+    /// this backend serves that can see the delivery's repository on the instance it names;
+    /// verification comes first, so unauthenticated callers learn nothing (401 for every
+    /// unverified request). A delivery whose id or body was already accepted is answered 200 and
+    /// wakes nobody. The groups the job concerns (scope and labels) among those whose own secret
+    /// verified it get the event, accounted on top of their cached listing, and a queued job
+    /// wakes them. Bodies and secrets are never logged.
     pub fn receive_webhook(&self, headers: &HeaderMap, body: &[u8]) -> WebhookReply {
         let reply = |status, body: String| WebhookReply { status, body };
         let unauthorized = || {
@@ -83,10 +90,20 @@ impl GiteaForge {
         let Some(sig) = signature(headers) else {
             return unauthorized();
         };
-        // Only the secrets of groups that can see the delivery's repository are tried, at most
-        // MAX_SECRETS_PER_DELIVERY of them: a forged delivery costs a bounded number of HMACs
-        // however many groups (and webhook Secrets) this backend serves.
-        let candidates = self.candidate_secrets(delivery_origin(body).as_ref());
+        // Names the body for de-duplication (the signature covers it, the id header does not)
+        // and turns the order in which namespaces' secrets are tried.
+        let digest: [u8; 32] = Sha256::digest(body).into();
+        let turn = digest.first_chunk::<8>().map_or(0, |b| u64::from_le_bytes(*b));
+        // Only the secrets of groups that can see the delivery's repository on its instance are
+        // tried, at most MAX_SECRETS_PER_DELIVERY of them: a forged delivery costs a bounded
+        // number of HMACs however many groups (and webhook Secrets) this backend serves.
+        let candidates = self.candidate_secrets(delivery_origin(body).as_ref(), turn);
+        if candidates.is_empty() {
+            // Debug only: the request is not authenticated. The usual cause of a genuine one is
+            // a group `url` other than the address Gitea names itself by in `html_url`.
+            tracing::debug!("no group on the instance a webhook delivery names can see its repository");
+            return unauthorized();
+        }
         let labels = ForgeLabels { forge: "gitea" };
         let verified: Vec<GroupKey> = candidates
             .into_iter()
@@ -108,10 +125,11 @@ impl GiteaForge {
             Err(e) => return reply(StatusCode::BAD_REQUEST, format!("{e}\n")),
         };
         // Remembered only now, verified and well formed: a forged or broken request cannot make
-        // a genuine delivery look like a duplicate.
-        if let Some(id) = delivery_id(headers, &DELIVERY_ID_HEADERS)
-            && !self.deliveries.first_time(id, Instant::now())
-        {
+        // a genuine delivery look like a duplicate. The body counts as well as the id, which the
+        // signature does not cover: a captured body replayed under fresh ids is still a replay.
+        let mut keys = vec![DeliveryKey::BodySha256(digest)];
+        keys.extend(delivery_id(headers, &DELIVERY_ID_HEADERS).map(|id| DeliveryKey::Id(id.to_owned())));
+        if !self.deliveries.first_time(&keys, Instant::now()) {
             tracing::debug!(job_id = event.job_id, "duplicate webhook delivery ignored");
             return reply(StatusCode::OK, "{\"duplicate\":true}\n".to_owned());
         }
@@ -132,38 +150,62 @@ impl GiteaForge {
         )
     }
 
-    /// The distinct webhook secrets of groups that can see `origin`, each with the groups using
-    /// it: the most specific scopes first (repository, then owner, then instance), at most
-    /// [`MAX_SECRETS_PER_DELIVERY`] of them. A payload naming no repository or organization
-    /// (a system-wide event) can only come from a hook of a `global` group.
-    fn candidate_secrets(&self, origin: Option<&DeliveryOrigin>) -> Vec<(SecretValue, Vec<GroupKey>)> {
+    /// The distinct webhook secrets of groups that can see `origin` on the instance it names,
+    /// each with the groups using it: at most [`MAX_SECRETS_PER_DELIVERY`] of them, dealt out
+    /// one per namespace per round starting `turn` namespaces in, each namespace's most specific
+    /// scopes first (repository, then owner, then instance); see [`candidates`]. A payload
+    /// naming no repository or organization (a system-wide event) can only come from a hook of a
+    /// `global` group.
+    fn candidate_secrets(
+        &self,
+        origin: Option<&DeliveryOrigin>,
+        turn: u64,
+    ) -> Vec<(SecretValue, Vec<GroupKey>)> {
         let Ok(groups) = self.groups.lock() else {
             return Vec::new();
         };
-        let mut in_scope: Vec<(u8, &GroupKey, &SecretValue)> = groups
-            .iter()
-            .filter(|(_, g)| origin.map_or(g.scope == Scope::Global, |o| o.in_scope(&g.scope)))
-            .filter_map(|(k, g)| g.webhook_secret.as_ref().map(|s| (specificity(&g.scope), k, s)))
-            .collect();
-        in_scope.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
-        let mut out: Vec<(SecretValue, Vec<GroupKey>)> = Vec::new();
-        let mut left_out = 0usize;
-        for (_, key, secret) in in_scope {
-            if let Some((_, keys)) = out.iter_mut().find(|(s, _)| s.expose() == secret.expose()) {
-                keys.push(key.clone());
-            } else if out.len() < MAX_SECRETS_PER_DELIVERY {
-                out.push((secret.clone(), vec![key.clone()]));
-            } else {
-                left_out += 1;
+        // In scope; and on the instance the delivery names (`Some(true)`), or not (`Some(false)`).
+        let sees = |g: &crate::forge::GroupInfo| match origin {
+            Some(o) => o
+                .in_scope(&g.scope)
+                .then(|| o.on_instance(g.listing.instance().url())),
+            None => (g.scope == Scope::Global).then_some(true),
+        };
+        let offers = |on_instance: bool| -> Vec<Offer<'_>> {
+            groups
+                .iter()
+                .filter(|(_, g)| sees(g) == Some(on_instance))
+                .filter_map(|(key, g)| {
+                    g.webhook_secret.as_ref().map(|secret| Offer {
+                        key,
+                        rank: specificity(&g.scope),
+                        secret,
+                    })
+                })
+                .collect()
+        };
+        let mut picked = pick(offers(true), turn, MAX_SECRETS_PER_DELIVERY);
+        let room = MAX_SECRETS_PER_DELIVERY.saturating_sub(picked.secrets.len());
+        if room > 0 {
+            // Gitea writes its ROOT_URL into deliveries of jobs queued without a request (a
+            // push, the job emitter: `modules/httplib/url.go` `GuessCurrentHostURL`), so a group
+            // that reaches its Gitea by another address (an in-cluster Service) still gets the
+            // tries the groups of the named instance left.
+            let rest = pick(offers(false), turn, room);
+            for (secret, keys) in rest.secrets {
+                if picked.secrets.iter().all(|(s, _)| s.expose() != secret.expose()) {
+                    picked.secrets.push((secret, keys));
+                }
             }
+            picked.left_out += rest.left_out;
         }
-        if left_out > 0 {
+        if picked.left_out > 0 {
             tracing::debug!(
-                left_out,
+                left_out = picked.left_out,
                 "more distinct webhook secrets apply to one repository than are tried per delivery"
             );
         }
-        out
+        picked.secrets
     }
 
     /// Groups (seen by `observe`) that a `workflow_job` event concerns: in scope and, for a
@@ -175,7 +217,9 @@ impl GiteaForge {
         let mut out: Vec<GroupKey> = groups
             .iter()
             .filter(|(_, g)| event.in_scope(&g.scope))
-            .filter(|(_, g)| event.action != JobStatus::Queued || g.labels.matches(&event.labels))
+            .filter(|(_, g)| {
+                event.action != JobStatus::Queued || event.labels.served_by(|l| g.labels.matches(l))
+            })
             .map(|(k, _)| k.clone())
             .collect();
         out.sort();
@@ -201,6 +245,9 @@ impl GiteaForge {
             for l in listings {
                 state.entry(l).or_default().record(event, received);
             }
+            // Listings per tenant are not bounded, so neither would be their sum: past the
+            // budget the largest listings forget their earliest jobs first.
+            trim_total(&mut state, MAX_ANNOUNCED_TOTAL_BYTES);
         }
         if event.action == JobStatus::Queued {
             for k in keys {

@@ -6,6 +6,28 @@ use forgerunner_core::crd::{GiteaScope, GiteaSpec};
 pub use forgerunner_http::scope::{Scope, ScopeError};
 use forgerunner_http::scope::{ScopeFields, ScopeKind};
 
+/// Whether two owner or repository names are the same to Gitea.
+///
+/// Gitea looks owners and repositories up by their lower-cased names (`models/user/user.go`
+/// `getUserByNameWithTypes` and `models/repo/repo.go` `GetRepositoryByOwnerAndName`:
+/// `lower_name = strings.ToLower(name)`), so a spec's `ACME` lists the jobs of `acme`, while
+/// deliveries name the canonical spelling. Valid names are ASCII (`modules/validation/helpers.go`
+/// `validUsernamePattern`, `models/repo/repo.go` `validRepoNamePattern`: `[-.\w]`), where
+/// `strings.ToLower` is ASCII lower-casing.
+pub fn same_name(a: &str, b: &str) -> bool {
+    a.eq_ignore_ascii_case(b)
+}
+
+/// Whether repository `owner/repo` belongs to `scope`, names compared as Gitea compares them
+/// ([`same_name`]).
+pub fn contains_repo(scope: &Scope, owner: &str, repo: &str) -> bool {
+    match scope {
+        Scope::Global => true,
+        Scope::Org(o) | Scope::User(o) => same_name(o, owner),
+        Scope::Repo { owner: o, name } => same_name(o, owner) && same_name(name, repo),
+    }
+}
+
 /// The right an operation needs at a scope (what a 403 means).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Access {
@@ -147,6 +169,20 @@ mod tests {
         assert_eq!(o.jobs_path(), ["orgs", "acme", "actions", "jobs"]);
         let u = Scope::from_spec(&spec(GiteaScope::User, None, Some("bob"), None)).unwrap();
         assert_eq!(u.jobs_path(), ["user", "actions", "jobs"]);
+    }
+
+    #[test]
+    fn repositories_belong_to_scopes_by_gitea_names() {
+        let repo = |o: &str, n: &str| Scope::Repo {
+            owner: o.into(),
+            name: n.into(),
+        };
+        assert!(contains_repo(&Scope::Org("ACME".into()), "acme", "app"));
+        assert!(contains_repo(&Scope::User("Bob".into()), "bob", "x"));
+        assert!(contains_repo(&repo("Acme", "App"), "acme", "app"));
+        assert!(!contains_repo(&repo("acme", "app"), "acme", "web"));
+        assert!(!contains_repo(&Scope::Org("acme".into()), "acme2", "app"));
+        assert!(contains_repo(&Scope::Global, "anyone", "anything"));
     }
 
     /// Runner listings need owner rights although they only read (`addActionsRoutes` in

@@ -4,13 +4,17 @@
 //! cached listing until the next one and the matching groups reconcile at once; polling stays
 //! the source of truth (deliveries can be lost, late or out of order).
 
+use std::fmt;
+
 use hmac::{Hmac, Mac};
 use serde::Deserialize;
+use serde::de::{self, Deserializer, IgnoredAny, SeqAccess, Visitor};
 use sha2::Sha256;
 
 use forgerunner_core::job_identity::JobIdentity;
+use forgerunner_core::validate::{MAX_LABEL_LEN, MAX_LABELS};
 
-use crate::scope::Scope;
+use crate::scope::{Scope, contains_repo, same_name};
 use crate::types::{JobStatus, job_identity};
 
 /// Header carrying the hex HMAC-SHA256 of the raw body.
@@ -67,6 +71,150 @@ pub fn sign(secret: &[u8], body: &[u8]) -> String {
     out
 }
 
+/// A job's `runs-on` names as a delivery tells them, kept only while some group could serve
+/// them.
+///
+/// A group has at most [`MAX_LABELS`] labels of at most [`MAX_LABEL_LEN`] characters (the
+/// bounds of the RunnerGroup schema), and it serves a job only when it has every name the job
+/// asks for. So a job asking for more distinct names, or for a longer one, is no group's demand:
+/// its names are not kept at all, and a verified body of up to 1 MiB cannot make the operator
+/// hold (or decode into) more than the schema's bounds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunsOn(Option<Vec<String>>);
+
+impl Default for RunsOn {
+    /// No names: a job that asks for none.
+    fn default() -> RunsOn {
+        RunsOn(Some(Vec::new()))
+    }
+}
+
+impl RunsOn {
+    /// The names, deduplicated in order, or no group's demand if they exceed the bounds.
+    pub fn new<S: AsRef<str>>(names: impl IntoIterator<Item = S>) -> RunsOn {
+        let mut kept = RunsOn(Some(Vec::new()));
+        for n in names {
+            if !kept.push(n.as_ref()) {
+                break;
+            }
+        }
+        kept
+    }
+
+    /// Adds `name`; `false` once the names exceed what a group can have (then none are kept).
+    fn push(&mut self, name: &str) -> bool {
+        let Some(names) = &mut self.0 else {
+            return false;
+        };
+        if names.iter().any(|n| n == name) {
+            return true;
+        }
+        if too_long(name) || names.len() >= MAX_LABELS {
+            self.0 = None;
+            return false;
+        }
+        names.push(name.to_owned());
+        true
+    }
+
+    /// The names, `None` when they exceed what any group can have.
+    pub fn names(&self) -> Option<&[String]> {
+        self.0.as_deref()
+    }
+
+    /// Whether a group whose labels accept names when `serves` says so can serve the job.
+    pub fn served_by(&self, serves: impl FnOnce(&[String]) -> bool) -> bool {
+        self.names().is_some_and(serves)
+    }
+
+    /// Whether the job asks for no name at all (not: for too many).
+    pub fn is_empty(&self) -> bool {
+        self.names().is_some_and(<[String]>::is_empty)
+    }
+
+    /// Heap bytes held, for the memory bounds of the announced jobs.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.0.as_ref().map_or(0, |names| {
+            names.capacity() * std::mem::size_of::<String>()
+                + names.iter().map(String::capacity).sum::<usize>()
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for RunsOn {
+    /// Reads `null` (Go's nil slice) or an array of strings, copying at most the names a group
+    /// could serve: past the bounds the rest of the array is read but not kept.
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<RunsOn, D::Error> {
+        d.deserialize_option(RunsOnVisitor)
+    }
+}
+
+struct RunsOnVisitor;
+
+impl<'de> Visitor<'de> for RunsOnVisitor {
+    type Value = RunsOn;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("null or an array of label names")
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<RunsOn, E> {
+        Ok(RunsOn::default())
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<RunsOn, E> {
+        Ok(RunsOn::default())
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<RunsOn, D::Error> {
+        d.deserialize_seq(RunsOnVisitor)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<RunsOn, A::Error> {
+        let mut kept = RunsOn::default();
+        while let Some(LabelName(name)) = seq.next_element()? {
+            let fits = match name {
+                Some(n) => kept.push(&n),
+                None => {
+                    kept.0 = None;
+                    false
+                }
+            };
+            if !fits {
+                break;
+            }
+        }
+        // Past the bounds: read the rest without keeping it (the array must still be valid).
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(kept)
+    }
+}
+
+/// One `runs-on` name; `None` for one longer than any label can be, which is never copied.
+struct LabelName(Option<String>);
+
+impl<'de> Deserialize<'de> for LabelName {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<LabelName, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = LabelName;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a label name")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<LabelName, E> {
+                Ok(LabelName((!too_long(v)).then(|| v.to_owned())))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+/// Whether `name` is longer than [`MAX_LABEL_LEN`] characters (bytes first: a cheap bound, as a
+/// character takes at most 4 bytes).
+fn too_long(name: &str) -> bool {
+    name.len() > 4 * MAX_LABEL_LEN || name.chars().count() > MAX_LABEL_LEN
+}
+
 /// The parts of a `workflow_job` delivery the operator needs to pick groups and to account
 /// the job until the next listing.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -77,8 +225,8 @@ pub struct WorkflowJobEvent {
     pub job_id: i64,
     /// Attempt of the job (a re-run keeps the id and raises the attempt); 0 when absent.
     pub run_attempt: i64,
-    /// The job's `runs-on` names.
-    pub labels: Vec<String>,
+    /// The job's `runs-on` names, bounded ([`RunsOn`]).
+    pub labels: RunsOn,
     /// Runner that took the job (`in_progress`, `completed`); empty when none (or deleted).
     pub runner_name: String,
     /// When the forge queued the job, when the payload says (the latency from the queue on).
@@ -96,9 +244,10 @@ pub struct WorkflowJobEvent {
 }
 
 impl WorkflowJobEvent {
-    /// Whether a group at `scope` can see this job (same owner/repo rules as runners).
+    /// Whether a group at `scope` can see this job, names compared as Gitea compares them
+    /// ([`contains_repo`]).
     pub fn in_scope(&self, scope: &Scope) -> bool {
-        scope.contains_repo(&self.owner, &self.repo)
+        contains_repo(scope, &self.owner, &self.repo)
     }
 
     /// The job's identity for the annotations of the runner that took it.
@@ -143,6 +292,7 @@ impl Org {
     }
 }
 
+/// A payload's `repository`: Gitea's `structs.Repository` (`modules/structs/repo.go`).
 #[derive(Deserialize)]
 struct Repository {
     #[serde(default)]
@@ -150,13 +300,16 @@ struct Repository {
     #[serde(default)]
     full_name: String,
     owner: Option<Login>,
+    /// The repository's page: the instance's URL, then `owner/name`.
+    #[serde(default)]
+    html_url: String,
 }
 
 #[derive(Deserialize)]
 struct Job {
     id: i64,
     #[serde(default)]
-    labels: Option<Vec<String>>,
+    labels: RunsOn,
     #[serde(default)]
     run_attempt: Option<i64>,
     #[serde(default)]
@@ -199,16 +352,32 @@ pub struct DeliveryOrigin {
     pub owner: String,
     /// Repository name; `None` for events about an organization only.
     pub repo: Option<String>,
+    /// The repository's `html_url`, which names the instance; empty when the payload has none.
+    pub html_url: String,
 }
 
 impl DeliveryOrigin {
-    /// Whether a group at `scope` may own the webhook this delivery came from.
+    /// Whether a group at `scope` may own the webhook this delivery came from, names compared
+    /// as Gitea compares them. Says nothing about the instance ([`DeliveryOrigin::on_instance`]).
     pub fn in_scope(&self, scope: &Scope) -> bool {
         match (&self.repo, scope) {
-            (Some(repo), _) => scope.contains_repo(&self.owner, repo),
+            (Some(repo), _) => contains_repo(scope, &self.owner, repo),
             (None, Scope::Global) => true,
-            (None, Scope::Org(o) | Scope::User(o)) => *o == self.owner,
+            (None, Scope::Org(o) | Scope::User(o)) => same_name(o, &self.owner),
             (None, Scope::Repo { .. }) => false,
+        }
+    }
+
+    /// Whether this delivery comes from the instance a group reaches at `group_url`.
+    ///
+    /// A repository event must name it, by its repository's `html_url`: the group URL's
+    /// scheme, host, port and sub-path, then `/owner/name`. An organization-only event cannot
+    /// (Gitea's `structs.Organization`, `modules/structs/org.go`, carries no URL of its
+    /// instance), so it is judged by its scope alone: it wakes nobody.
+    pub fn on_instance(&self, group_url: &str) -> bool {
+        match &self.repo {
+            Some(repo) => crate::forge_webhook::on_instance(group_url, &self.html_url, &self.owner, repo),
+            None => true,
         }
     }
 }
@@ -226,11 +395,19 @@ struct OriginPayload {
 pub fn delivery_origin(body: &[u8]) -> Option<DeliveryOrigin> {
     let p: OriginPayload = serde_json::from_slice(body).ok()?;
     match (p.repository, p.organization) {
-        (Some(r), _) => owner_and_name(r).ok().map(|(owner, repo)| DeliveryOrigin {
+        (Some(mut r), _) => {
+            let html_url = std::mem::take(&mut r.html_url);
+            owner_and_name(r).ok().map(|(owner, repo)| DeliveryOrigin {
+                owner,
+                repo: Some(repo),
+                html_url,
+            })
+        }
+        (None, Some(o)) => o.into_name().map(|owner| DeliveryOrigin {
             owner,
-            repo: Some(repo),
+            repo: None,
+            html_url: String::new(),
         }),
-        (None, Some(o)) => o.into_name().map(|owner| DeliveryOrigin { owner, repo: None }),
         _ => None,
     }
 }
@@ -243,7 +420,7 @@ pub fn parse_workflow_job(body: &[u8]) -> Result<WorkflowJobEvent, WebhookError>
         action: JobStatus::from_api(&p.action),
         job_id: p.workflow_job.id,
         run_attempt: p.workflow_job.run_attempt.unwrap_or_default(),
-        labels: p.workflow_job.labels.unwrap_or_default(),
+        labels: p.workflow_job.labels,
         runner_name: p.workflow_job.runner_name.unwrap_or_default(),
         created_at: p.workflow_job.created_at,
         run_id: p.workflow_job.run_id.unwrap_or_default(),
@@ -292,7 +469,10 @@ mod tests {
         let e = parse_workflow_job(body).unwrap();
         assert_eq!(e.action, JobStatus::Queued);
         assert_eq!(e.job_id, 42);
-        assert_eq!(e.labels, ["linux", "gpu"]);
+        assert_eq!(
+            e.labels.names(),
+            Some(&["linux".to_owned(), "gpu".to_owned()][..])
+        );
         assert_eq!(e.run_attempt, 2);
         assert_eq!(e.runner_name, "");
         assert_eq!(
@@ -326,12 +506,19 @@ mod tests {
 
     #[test]
     fn origin_of_repository_and_organization_events() {
-        let repo_event = br#"{"repository":{"name":"app","full_name":"acme/app","owner":{"login":"acme"}},
-            "organization":{"username":"acme"}}"#;
+        let repo_event = br#"{"repository":{"name":"app","full_name":"acme/app","owner":{"login":"acme"},
+            "html_url":"https://git.example.com/acme/app"},"organization":{"username":"acme"}}"#;
         let o = delivery_origin(repo_event).unwrap();
         assert_eq!((o.owner.as_str(), o.repo.as_deref()), ("acme", Some("app")));
+        assert_eq!(o.html_url, "https://git.example.com/acme/app");
+        assert!(o.on_instance("https://git.example.com"));
+        assert!(!o.on_instance("https://other.example.com"));
         assert!(o.in_scope(&Scope::Global));
         assert!(o.in_scope(&Scope::Org("acme".into())));
+        assert!(
+            o.in_scope(&Scope::Org("ACME".into())),
+            "Gitea compares lower names"
+        );
         assert!(!o.in_scope(&Scope::Org("other".into())));
         let repo = |owner: &str, name: &str| Scope::Repo {
             owner: owner.into(),
@@ -340,10 +527,18 @@ mod tests {
         assert!(o.in_scope(&repo("acme", "app")));
         assert!(!o.in_scope(&repo("acme", "web")));
 
+        let no_url = br#"{"repository":{"name":"app","full_name":"acme/app"}}"#;
+        let o = delivery_origin(no_url).unwrap();
+        assert!(
+            !o.on_instance("https://git.example.com"),
+            "a repository event that names no instance is on none"
+        );
+
         let org_event = br#"{"organization":{"username":"acme"}}"#;
         let o = delivery_origin(org_event).unwrap();
         assert_eq!(o.repo, None);
         assert!(o.in_scope(&Scope::Org("acme".into())));
+        assert!(o.in_scope(&Scope::User("Acme".into())));
         assert!(o.in_scope(&Scope::Global));
         assert!(!o.in_scope(&repo("acme", "app")));
 
@@ -356,6 +551,59 @@ mod tests {
         ] {
             assert_eq!(delivery_origin(bad), None);
         }
+    }
+
+    fn labels_of(labels: &str) -> RunsOn {
+        let body = format!(
+            r#"{{"action":"queued","workflow_job":{{"id":1,"labels":{labels}}},
+            "repository":{{"name":"app","full_name":"acme/app"}}}}"#
+        );
+        parse_workflow_job(body.as_bytes())
+            .expect("a valid payload")
+            .labels
+    }
+
+    /// Gitea copies a job's `runs-on` as written (`services/convert/convert.go`
+    /// `ToActionWorkflowJob`: `Labels: job.RunsOn`), so a verified delivery can name any number
+    /// of names of any length. Only what a group could serve is decoded and kept.
+    #[test]
+    fn labels_are_kept_within_the_schemas_bounds() {
+        let names = |n: usize, len: usize| -> Vec<String> { (0..n).map(|i| format!("{i:0>len$}")).collect() };
+        let json = |v: &[String]| serde_json::to_string(v).expect("json");
+        let most = names(MAX_LABELS, MAX_LABEL_LEN);
+        assert_eq!(labels_of(&json(&most)).names(), Some(&most[..]));
+        assert_eq!(labels_of("null"), RunsOn::default());
+        assert!(labels_of("[]").is_empty() && labels_of("null").is_empty());
+        assert_eq!(
+            labels_of(r#"["linux","linux","gpu"]"#).names(),
+            Some(&["linux".to_owned(), "gpu".to_owned()][..]),
+            "a name asked for twice is one name"
+        );
+        let mut many = most.clone();
+        many.push("one-more".into());
+        let long = names(1, MAX_LABEL_LEN + 1);
+        let wide = vec!["é".repeat(MAX_LABEL_LEN + 1)];
+        for over in [many, long, wide] {
+            let l = labels_of(&json(&over));
+            assert_eq!(l.names(), None, "{} names", over.len());
+            assert!(!l.served_by(|_| true) && !l.is_empty() && l.heap_bytes() == 0);
+        }
+        // About 1 MiB of empty names: read through, nothing of it kept.
+        let flood = format!("[{}\"\"]", "\"\",".repeat(350_000));
+        assert_eq!(labels_of(&flood).names(), Some(&[String::new()][..]));
+        let flood = format!(
+            "[{}\"z\"]",
+            (0..100_000).map(|i| format!("\"{i}\",")).collect::<String>()
+        );
+        assert_eq!(labels_of(&flood).names(), None);
+        assert!(
+            parse_workflow_job(
+                br#"{"action":"queued","workflow_job":{"id":1,"labels":[1]},
+            "repository":{"name":"app","full_name":"acme/app"}}"#
+            )
+            .is_err(),
+            "names are strings"
+        );
     }
 
     #[test]

@@ -167,10 +167,57 @@ async fn a_delivery_sent_twice_wakes_its_groups_once() {
         "the job is announced once"
     );
 
-    // A forged request reusing a seen id is still refused, and a new id is a new delivery.
+    // A forged request reusing a seen id is still refused, and a new id with a new body (another
+    // job) is a new delivery.
     let forged = f.receive_webhook(&headers(&"00".repeat(32), "d-1"), &body);
     assert_eq!(forged.status, StatusCode::UNAUTHORIZED);
-    let other = f.receive_webhook(&headers(&sig, "d-2"), &body);
+    let id = fake.queue_job(REPO, &["linux"]);
+    let body = fake.workflow_job_payload(&fake.job(id).expect("job"));
+    let other = f.receive_webhook(&headers(&sign(b"s3cret", &body), "d-2"), &body);
     assert_eq!(other.status, StatusCode::ACCEPTED, "{}", other.body);
     assert_eq!(woken(&mut rx), ["g"]);
+}
+
+/// The delivery id is a header the signature does not cover: anyone who captured one signed body
+/// could send it again under fresh ids (the server is plain HTTP). The body itself is covered, so
+/// a body already accepted counts once whatever id it comes with, or without one.
+#[tokio::test]
+async fn a_replayed_body_under_a_fresh_delivery_id_wakes_nobody() {
+    let fake = fake().await;
+    let (f, _metrics, mut rx) = forge();
+    let g = ctx("g", &fake.url(), GiteaScope::Global, "", "s3cret");
+    common::view(&f, &g).await.expect("observe");
+    let id = fake.queue_job(REPO, &["linux"]);
+    let body = fake.workflow_job_payload(&fake.job(id).expect("job"));
+    let sig = sign(b"s3cret", &body);
+
+    let first = f.receive_webhook(&headers(&sig, "d-1"), &body);
+    assert_eq!(first.status, StatusCode::ACCEPTED, "{}", first.body);
+    assert_eq!(woken(&mut rx), ["g"]);
+    for (n, replay) in ["d-2", "d-3"].into_iter().enumerate() {
+        let again = f.receive_webhook(&headers(&sig, replay), &body);
+        assert_eq!(again.status, StatusCode::OK, "replay {n}: {}", again.body);
+    }
+    let mut no_id = headers(&sig, "x");
+    no_id.remove("x-gitea-delivery");
+    let again = f.receive_webhook(&no_id, &body);
+    assert_eq!(again.status, StatusCode::OK, "without an id: {}", again.body);
+    assert!(woken(&mut rx).is_empty(), "a replay triggers nothing");
+    assert_eq!(
+        common::view(&f, &g).await.expect("observe").waiting_jobs,
+        1,
+        "the job is announced once"
+    );
+
+    // The job's next state is a new body: accepted.
+    let runner = fake.add_runner(
+        forgerunner_testkit::gitea::FakeScope::Global,
+        "g-abc12",
+        &["linux"],
+        true,
+    );
+    assert_eq!(fake.take_job(runner), Some(id));
+    let taken = fake.workflow_job_payload(&fake.job(id).expect("job"));
+    let next = f.receive_webhook(&headers(&sign(b"s3cret", &taken), "d-4"), &taken);
+    assert_eq!(next.status, StatusCode::ACCEPTED, "{}", next.body);
 }

@@ -17,20 +17,37 @@
 //! most one poll interval. When a delivery is late or lost the error is on the safe side: a
 //! job stays queued (its runner is then counted as waiting, as with a stale listing) or a
 //! finished runner is discounted twice until the next listing (a later runner, no duplicate).
+//!
+//! Memory is bounded by bytes: verified bodies of up to 1 MiB come from
+//! anyone with a webhook secret, and a listing whose fetch keeps failing is never covered. Each
+//! entry keeps only strings a group could use (labels within the schema's bounds, a runner name
+//! as long as the operator makes them, the job's identity clipped as it is written), each
+//! listing keeps at most [`MAX_ANNOUNCED_BYTES`], and all listings together at most
+//! [`MAX_ANNOUNCED_TOTAL_BYTES`], the largest listings giving way first. What is forgotten
+//! only waits for the next listing.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::hash::Hash;
 use std::time::Instant;
 
 use forgerunner_core::forge::ForgeRunnerState;
 use forgerunner_core::job_identity::JobIdentity;
+use forgerunner_core::names::{RUNNER_NAME_PREFIX_MAX, RUNNER_NAME_SUFFIX_LEN, is_runner_name_of};
 
 use crate::types::{JobStatus, WorkflowJob};
-use crate::webhook::WorkflowJobEvent;
-use forgerunner_core::names::is_runner_name_of;
+use crate::webhook::{RunsOn, WorkflowJobEvent};
 
-/// Most jobs remembered per listing. Beyond it the earliest announced are forgotten, which only
-/// delays them to the next listing.
-const MAX_ANNOUNCED: usize = 4096;
+/// Most bytes remembered per listing: about 3000 typical jobs, at least 40 of the largest the
+/// bounds allow. Beyond it the earliest announced are forgotten, which only delays them to the
+/// next listing.
+pub(crate) const MAX_ANNOUNCED_BYTES: usize = 1 << 20;
+
+/// Most bytes remembered over all listings; see [`trim_total`].
+pub(crate) const MAX_ANNOUNCED_TOTAL_BYTES: usize = 8 << 20;
+
+/// Longest runner name kept: the longest the operator makes (`names::runner_name`). A longer
+/// one is no group's runner, so it is not kept.
+const MAX_RUNNER_NAME_LEN: usize = RUNNER_NAME_PREFIX_MAX + 1 + RUNNER_NAME_SUFFIX_LEN;
 
 /// What the deliveries told about one job.
 #[derive(Clone, Debug)]
@@ -42,12 +59,40 @@ struct Seen {
     last_received: Instant,
     attempt: i64,
     status: JobStatus,
-    labels: Vec<String>,
+    labels: RunsOn,
+    /// Empty when unknown, or when too long to be a name the operator made.
     runner_name: String,
     /// When the forge queued the job, as the first delivery that carried it told.
     queued_at: Option<jiff::Timestamp>,
-    /// Repository, run, name and id of the job (the same in every delivery of it).
+    /// Repository, run, name and id of the job (the same in every delivery of it), clipped as
+    /// annotations are ([`JobIdentity::sanitized`]).
     identity: JobIdentity,
+}
+
+impl Seen {
+    /// What the entry holds, its map slot included: the unit of the memory bounds.
+    fn bytes(&self) -> usize {
+        let id = &self.identity;
+        let strings: usize = [&id.repository, &id.workflow, &id.run_id, &id.job_name, &id.job_id]
+            .into_iter()
+            .map(|v| v.as_ref().map_or(0, String::capacity))
+            .sum();
+        // The map's slot and control byte, plus the entry itself.
+        std::mem::size_of::<(i64, Seen)>()
+            + 1
+            + self.labels.heap_bytes()
+            + self.runner_name.capacity()
+            + strings
+    }
+}
+
+/// `name` if it can be a runner name the operator made, else empty (unknown).
+fn kept_runner_name(name: &str) -> String {
+    if name.len() <= MAX_RUNNER_NAME_LEN {
+        name.to_owned()
+    } else {
+        String::new()
+    }
 }
 
 /// Order of a job's states within one attempt; the most advanced known state wins. `None`: a
@@ -83,6 +128,8 @@ pub(crate) struct Announced {
     jobs: HashMap<i64, Seen>,
     /// Fetch start of the newest listing accounted: deliveries before it are already in it.
     covered_until: Option<Instant>,
+    /// What `jobs` holds ([`Seen::bytes`] summed).
+    bytes: usize,
 }
 
 impl Announced {
@@ -100,14 +147,19 @@ impl Announced {
             attempt: event.run_attempt,
             status: event.action.clone(),
             labels: event.labels.clone(),
-            runner_name: event.runner_name.clone(),
+            runner_name: kept_runner_name(&event.runner_name),
             queued_at: event.created_at,
-            identity: event.identity(),
+            identity: event.identity().sanitized(),
         };
-        match self.jobs.get_mut(&event.job_id) {
+        let (before, after) = match self.jobs.get_mut(&event.job_id) {
             // A re-run keeps the job id: a higher attempt is a new job.
-            Some(seen) if event.run_attempt > seen.attempt => *seen = fresh(),
+            Some(seen) if event.run_attempt > seen.attempt => {
+                let before = seen.bytes();
+                *seen = fresh();
+                (before, seen.bytes())
+            }
             Some(seen) if event.run_attempt == seen.attempt => {
+                let before = seen.bytes();
                 seen.last_received = seen.last_received.max(received);
                 if rank(&seen.status).is_none_or(|r| new_rank > r) {
                     seen.status = event.action.clone();
@@ -115,31 +167,43 @@ impl Announced {
                 // The runner's name may come with any later delivery (and vanish once an
                 // ephemeral runner is deleted): keep the first one learnt.
                 if seen.runner_name.is_empty() {
-                    seen.runner_name = event.runner_name.clone();
+                    seen.runner_name = kept_runner_name(&event.runner_name);
                 }
                 if seen.labels.is_empty() {
                     seen.labels = event.labels.clone();
                 }
                 seen.queued_at = seen.queued_at.or(event.created_at);
+                (before, seen.bytes())
             }
-            Some(_) => {} // an older attempt's late delivery
+            Some(_) => return, // an older attempt's late delivery
             None => {
-                self.jobs.insert(event.job_id, fresh());
-                if self.jobs.len() > MAX_ANNOUNCED {
-                    self.forget_earliest();
-                }
+                let seen = fresh();
+                let after = seen.bytes();
+                self.jobs.insert(event.job_id, seen);
+                (0, after)
+            }
+        };
+        self.bytes = self.bytes.saturating_sub(before).saturating_add(after);
+        while self.bytes > MAX_ANNOUNCED_BYTES {
+            if !self.forget_earliest() {
+                break;
             }
         }
     }
 
-    fn forget_earliest(&mut self) {
+    /// Forgets the job announced first; `false` when there is none.
+    fn forget_earliest(&mut self) -> bool {
         let earliest = self
             .jobs
             .iter()
             .min_by_key(|(_, s)| s.first_received)
             .map(|(id, _)| *id);
-        if let Some(id) = earliest {
-            self.jobs.remove(&id);
+        match earliest.and_then(|id| self.jobs.remove(&id)) {
+            Some(gone) => {
+                self.bytes = self.bytes.saturating_sub(gone.bytes());
+                true
+            }
+            None => false,
         }
     }
 
@@ -150,6 +214,7 @@ impl Announced {
         }
         self.covered_until = Some(fetched_at);
         self.jobs.retain(|_, s| s.last_received >= fetched_at);
+        self.bytes = self.jobs.values().map(Seen::bytes).sum();
     }
 
     /// Whether nothing is remembered.
@@ -178,7 +243,7 @@ impl Announced {
                 Some(_) => {}
                 None => {
                     let new = s.first_received >= fetched_at;
-                    if new && s.status == JobStatus::Queued && serves(&s.labels) {
+                    if new && s.status == JobStatus::Queued && s.labels.served_by(&serves) {
                         view.unlisted_queued = view.unlisted_queued.saturating_add(1);
                         view.unlisted.push((*id, s.queued_at));
                     }
@@ -200,6 +265,25 @@ impl Announced {
     }
 }
 
+/// Forgets announced jobs until all listings of `state` together hold at most `budget` bytes,
+/// each time the earliest job of the listing holding the most.
+///
+/// Taking from the largest listing first keeps one tenant's flood (many listings, or large
+/// ones) from pushing out a small listing's few jobs before its own.
+pub(crate) fn trim_total<K: Eq + Hash>(state: &mut HashMap<K, Announced>, budget: usize) {
+    let mut total: usize = state.values().map(|a| a.bytes).sum();
+    while total > budget {
+        let Some(largest) = state.values_mut().max_by_key(|a| a.bytes) else {
+            return;
+        };
+        let before = largest.bytes;
+        if !largest.forget_earliest() {
+            return;
+        }
+        total = total.saturating_sub(before.saturating_sub(largest.bytes));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -211,7 +295,7 @@ mod tests {
             action,
             job_id: id,
             run_attempt: 1,
-            labels: vec!["linux".into()],
+            labels: RunsOn::new(["linux"]),
             runner_name: runner.into(),
             created_at: None,
             run_id: 9,
@@ -366,7 +450,7 @@ mod tests {
             "the old attempt's late delivery"
         );
         let mut gpu = event(5, JobStatus::Queued, "");
-        gpu.labels = vec!["gpu".into()];
+        gpu.labels = RunsOn::new(["gpu"]);
         a.record(&gpu, at);
         a.record(&event(6, JobStatus::Other, ""), at);
         a.record(&event(7, JobStatus::Waiting, ""), at);
@@ -397,17 +481,127 @@ mod tests {
         assert!(view(&a, t0, &[]).unlisted.iter().all(|(_, q)| *q == Some(queued)));
     }
 
+    /// Heap bytes the remembered strings hold: what a delivery's body (up to 1 MiB) could
+    /// otherwise make the operator keep.
+    fn string_bytes(a: &Announced) -> usize {
+        let opt = |v: &Option<String>| v.as_ref().map_or(0, String::capacity);
+        a.jobs
+            .values()
+            .map(|s| {
+                let labels = s.labels.heap_bytes();
+                let id = &s.identity;
+                labels
+                    + s.runner_name.capacity()
+                    + opt(&id.repository)
+                    + opt(&id.workflow)
+                    + opt(&id.run_id)
+                    + opt(&id.job_name)
+                    + opt(&id.job_id)
+            })
+            .sum()
+    }
+
+    /// A delivery whose strings are as large as the CRD lets a group's be: many of them still fit
+    /// a fixed number of bytes per listing.
+    #[test]
+    fn memory_is_bounded_by_bytes() {
+        let t0 = Instant::now();
+        let mut a = Announced::default();
+        for id in 0..5000i64 {
+            let mut e = event(id, JobStatus::Queued, "");
+            e.labels = RunsOn::new((0..64).map(|n| format!("{n:0>256}")));
+            e.job_name = "n".repeat(256);
+            a.record(&e, t0 + Duration::from_micros(id as u64));
+        }
+        let held = string_bytes(&a);
+        assert!(
+            held <= MAX_ANNOUNCED_BYTES,
+            "{held} bytes of strings for one listing"
+        );
+        assert!(a.bytes <= MAX_ANNOUNCED_BYTES, "{} bytes accounted", a.bytes);
+        assert_eq!(a.bytes, a.jobs.values().map(Seen::bytes).sum::<usize>());
+        assert!(a.jobs.contains_key(&4999), "the latest is kept");
+        assert!(!a.jobs.contains_key(&0), "the earliest is forgotten first");
+    }
+
+    /// Strings longer, or labels more, than any group can have are not kept: no group could
+    /// serve such a job (a group has at most 64 labels of at most 256 characters) or own such a
+    /// runner, and the job's identity is only ever written clipped.
+    #[test]
+    fn strings_beyond_any_groups_bounds_are_not_kept() {
+        let t0 = Instant::now();
+        let at = t0 + Duration::from_millis(1);
+        let mut a = Announced::default();
+        let mut many = event(1, JobStatus::Queued, "");
+        many.labels = RunsOn::new((0..65).map(|n| format!("l{n}")));
+        a.record(&many, at);
+        let mut long = event(2, JobStatus::InProgress, &"r".repeat(10_000));
+        long.labels = RunsOn::new(["x".repeat(257)]);
+        long.job_name = "n".repeat(100_000);
+        long.owner = "o".repeat(10_000);
+        a.record(&long, at);
+        let held = string_bytes(&a);
+        assert!(held <= 4096, "{held} bytes of strings for two jobs");
+        let any = |_: &[String]| true;
+        assert_eq!(
+            a.view("g", t0, &[], any).unlisted_queued,
+            0,
+            "no group can serve more labels than the CRD allows"
+        );
+    }
+
     #[test]
     fn memory_is_bounded() {
         let t0 = Instant::now();
         let mut a = Announced::default();
-        for id in 0..(MAX_ANNOUNCED as i64 + 10) {
+        let n = 5000i64;
+        for id in 0..n {
             a.record(
                 &event(id, JobStatus::Queued, ""),
                 t0 + Duration::from_micros(id as u64),
             );
         }
-        assert_eq!(a.jobs.len(), MAX_ANNOUNCED);
+        assert!(a.bytes <= MAX_ANNOUNCED_BYTES);
+        assert!(a.jobs.len() > 2000, "typical jobs: {} kept", a.jobs.len());
         assert!(!a.jobs.contains_key(&0), "the earliest is forgotten first");
+        assert!(a.jobs.contains_key(&(n - 1)));
+        a.covered_by(t0 + Duration::from_micros(n as u64 - 10));
+        assert_eq!(a.jobs.len(), 10);
+        assert_eq!(a.bytes, a.jobs.values().map(Seen::bytes).sum::<usize>());
+    }
+
+    /// Over all listings the largest give way first: one tenant's many or large listings do
+    /// not push out another listing's few jobs.
+    #[test]
+    fn the_largest_listings_give_way_first() {
+        let t0 = Instant::now();
+        let mut state: HashMap<&str, Announced> = HashMap::new();
+        let small = state.entry("small").or_default();
+        small.record(&event(1, JobStatus::Queued, ""), t0);
+        let one = small.bytes;
+        for l in ["flood-1", "flood-2", "flood-3"] {
+            let a = state.entry(l).or_default();
+            for id in 0..100 {
+                a.record(
+                    &event(id, JobStatus::Queued, ""),
+                    t0 + Duration::from_micros(id as u64),
+                );
+            }
+        }
+        let budget = 60 * one;
+        trim_total(&mut state, budget);
+        let total: usize = state.values().map(|a| a.bytes).sum();
+        assert!(total <= budget, "{total} > {budget}");
+        assert_eq!(state["small"].jobs.len(), 1, "the small listing keeps its job");
+        for l in ["flood-1", "flood-2", "flood-3"] {
+            assert!(
+                (18..=21).contains(&state[l].jobs.len()),
+                "{l}: {} jobs",
+                state[l].jobs.len()
+            );
+            assert!(state[l].jobs.contains_key(&99), "{l} keeps its latest");
+        }
+        trim_total(&mut state, 0);
+        assert!(state.values().all(Announced::is_empty), "nothing fits no budget");
     }
 }

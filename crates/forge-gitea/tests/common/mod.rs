@@ -7,15 +7,21 @@ use forgerunner_core::forge::{Credentials, GroupContext, GroupKey, SecretValue};
 
 /// A Gitea group `name` in namespace `ns` (at most 8 runners) with `gitea` as its forge block,
 /// as the reconciler would hand it to the forge, its Secret holding `token`.
+#[allow(dead_code)] // not every suite uses every fixture
 pub fn group_context(name: &str, gitea: GiteaSpec, token: &str) -> GroupContext {
+    group_context_in("ns", name, gitea, token)
+}
+
+/// [`group_context`] in namespace `namespace` (another tenant's, say).
+pub fn group_context_in(namespace: &str, name: &str, gitea: GiteaSpec, token: &str) -> GroupContext {
     let group = RunnerGroup::test(ForgeKind::Gitea)
-        .named("ns", name)
+        .named(namespace, name)
         .gitea(gitea)
         .max(8)
         .build();
     GroupContext {
         key: GroupKey {
-            namespace: "ns".into(),
+            namespace: namespace.into(),
             name: name.into(),
         },
         uid: format!("uid-{name}"),

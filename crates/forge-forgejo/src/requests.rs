@@ -4,9 +4,9 @@ use reqwest::Method;
 use serde::de::DeserializeOwned;
 
 use forgerunner_core::forge::SecretValue;
-use forgerunner_http::rest::{CallError, json, json_sized};
+use forgerunner_http::rest::{CallError, json};
 use forgerunner_http::wire::{self, ServerVersion};
-use forgerunner_http::{ListingBudget, ListingError, ListingLimits};
+use forgerunner_http::{ListingBudget, ListingError, ListingLimits, Page, PageShape};
 
 use crate::client::{DeleteOutcome, ForgejoClient, Operation, Target};
 use crate::error::ForgejoError;
@@ -81,7 +81,8 @@ impl ForgejoClient {
 
     /// Waiting and running jobs at `scope` whose `runs-on` is a subset of `labels` (the label
     /// names, sent comma-joined without spaces; Forgejo filters on the server). `null` is an
-    /// empty list.
+    /// empty list. The list is unpaged, so its one page is a whole listing: within
+    /// [`ListingLimits::FORGE_DEFAULT`] entries (jobs and their labels) or an error.
     pub async fn list_jobs(
         &self,
         v: ForgejoVersion,
@@ -93,9 +94,19 @@ impl ForgejoClient {
             scope: Some(scope),
             missing: None,
         };
+        let over = |e: ListingError| t.error(CallError::from(e));
+        let mut budget = ListingBudget::new(ListingLimits::FORGE_DEFAULT);
+        budget.next_page().map_err(over)?;
         let query = [("labels", labels.join(","))];
-        let (jobs, _): (Option<Vec<RunJob>>, _) = self.get(t, &API, &scope.jobs_path(v), &query).await?;
-        Ok(jobs.unwrap_or_default())
+        let url = self.url(&API, &scope.jobs_path(v), &query);
+        let decode = |body: &[u8]| budget.decode_page::<RunJob>(body, PageShape::List);
+        let page = self
+            .request(t, Method::GET, url, None, &decode)
+            .await?
+            .value
+            .map_err(over)?;
+        budget.charge_page(&page).map_err(over)?;
+        Ok(page.items)
     }
 
     /// Every runner registered at `scope` (v15), across pages, and whether one page held them
@@ -116,14 +127,13 @@ impl ForgejoClient {
             let page = budget.next_page().map_err(over)?;
             let query = [("page", page.to_string()), ("limit", PAGE_LIMIT.to_string())];
             let url = self.url(&API, &scope.runners_path(v), &query);
-            let reply = self
-                .request(t, Method::GET, url, None, &json_sized::<Option<Vec<Runner>>>)
-                .await?;
-            let (rows, bytes) = reply.value;
-            let rows = rows.unwrap_or_default();
-            let n = rows.len();
-            budget.charge(n, bytes).map_err(over)?;
-            for r in rows {
+            // Decoded within the listing's room: nothing past it is kept, even while decoding.
+            let decode = |body: &[u8]| budget.decode_page::<Runner>(body, PageShape::List);
+            let reply = self.request(t, Method::GET, url, None, &decode).await?;
+            let page: Page<Runner> = reply.value.map_err(over)?;
+            budget.charge_page(&page).map_err(over)?;
+            let n = page.items.len();
+            for r in page.items {
                 if !all.iter().any(|x| x.id == r.id) {
                     all.push(r);
                 }

@@ -1,10 +1,15 @@
 //! Forgejo REST wire types (`modules/structs`), decoded leniently: `null` lists, missing
 //! fields (`handle` before v15) and unknown status words decode without error.
+//!
+//! Listed items keep bounded strings and label lists ([`forgerunner_http::bounded`]): Forgejo
+//! bounds neither the count nor the length of a job's `runs_on` (`ActionRunJob.RunsOn` is
+//! `JSON TEXT`, `models/actions/run_job.go`), and a hostile server bounds nothing.
 
 use serde::{Deserialize, Deserializer};
 
 use forgerunner_core::forge::SecretValue;
 use forgerunner_core::job_identity::JobIdentity;
+use forgerunner_http::bounded::{self, Entries};
 use forgerunner_http::wire::null_as_default;
 
 /// One `ActionRunJob` of `…/runners/jobs` (waiting or running).
@@ -13,24 +18,33 @@ pub struct RunJob {
     /// Job id.
     #[serde(default)]
     pub id: i64,
-    /// `runs-on` label names of the job.
-    #[serde(default, deserialize_with = "null_as_default")]
+    /// `runs-on` label names of the job: the distinct ones, at most [`bounded::KEPT_LABELS`]
+    /// of at most [`bounded::KEPT_LABEL_CHARS`] characters (a job past either bound matches
+    /// no group, whole or cut).
+    #[serde(default, deserialize_with = "bounded::labels")]
     pub runs_on: Vec<String>,
     /// `waiting` (ready for a runner) or `running`.
-    #[serde(default, deserialize_with = "null_as_default")]
+    #[serde(default, deserialize_with = "bounded::name")]
     pub status: String,
     /// Task id (0 until a runner picked it).
     #[serde(default)]
     pub task_id: i64,
-    /// Handle of this attempt (v15+; empty before).
-    #[serde(default, deserialize_with = "null_as_default")]
+    /// Handle of this attempt (v15+; empty before; at most [`bounded::KEPT_NAME_CHARS`]
+    /// characters kept).
+    #[serde(default, deserialize_with = "bounded::name")]
     pub handle: String,
-    /// Job name.
-    #[serde(default, deserialize_with = "null_as_default")]
+    /// Job name (at most [`bounded::KEPT_NAME_CHARS`] characters kept).
+    #[serde(default, deserialize_with = "bounded::name")]
     pub name: String,
     /// Workflow run id (v16+; 0 before).
     #[serde(default)]
     pub run_id: i64,
+}
+
+impl Entries for RunJob {
+    fn entries(&self) -> usize {
+        1 + self.runs_on.len()
+    }
 }
 
 impl RunJob {
@@ -71,10 +85,10 @@ pub enum RunnerStatus {
 
 impl<'de> Deserialize<'de> for RunnerStatus {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = Option::<String>::deserialize(d)?;
-        Ok(match s.as_deref() {
-            Some("active") => RunnerStatus::Active,
-            Some("idle") => RunnerStatus::Idle,
+        // Bounded: the word is only compared, and `null` reads as empty, i.e. offline.
+        Ok(match bounded::name(d)?.as_str() {
+            "active" => RunnerStatus::Active,
+            "idle" => RunnerStatus::Idle,
             _ => RunnerStatus::Offline,
         })
     }
@@ -86,8 +100,8 @@ pub struct Runner {
     /// Runner id.
     #[serde(default)]
     pub id: i64,
-    /// Name.
-    #[serde(default, deserialize_with = "null_as_default")]
+    /// Name (at most [`bounded::KEPT_NAME_CHARS`] characters kept).
+    #[serde(default, deserialize_with = "bounded::name")]
     pub name: String,
     /// Status.
     #[serde(default)]
@@ -95,6 +109,14 @@ pub struct Runner {
     /// Ephemeral (one task, then deleted).
     #[serde(default)]
     pub ephemeral: bool,
+}
+
+// A runner keeps no labels here: Forgejo lists them (`ActionRunner.Labels`), but nothing
+// reads them, so they are parsed and dropped without being kept.
+impl Entries for Runner {
+    fn entries(&self) -> usize {
+        1
+    }
 }
 
 /// A scope's runners as one listing read them (v15).
@@ -155,6 +177,37 @@ mod tests {
         let r: Runner =
             serde_json::from_str(r#"{"id":3,"name":"g-abcde","status":"weird"}"#).expect("runner");
         assert_eq!(r.status, RunnerStatus::Offline);
+    }
+
+    /// H3c of the security review. Forgejo sends a job's `runs-on` as `runs_on`
+    /// (`ActionRunJob.RunsOn []string`, `modules/structs/action.go`), stored as `JSON TEXT`
+    /// with no bound on count or length (`models/actions/run_job.go`), and matches by set
+    /// containment (`ActionRunJob.ItRunsOn`, `IsSubset`). So a job keeps its distinct labels
+    /// up to one past the CRD's bounds, and strings up to one past Forgejo's `VARCHAR(255)`.
+    #[test]
+    fn a_job_keeps_bounded_runs_on_and_strings() {
+        let repeats = format!(r#"{{"id":1,"runs_on":[{}"debian"]}}"#, r#""","#.repeat(1_000_000));
+        let j: RunJob = serde_json::from_str(&repeats).expect("job");
+        assert_eq!(j.runs_on, ["", "debian"], "a million empty labels are one");
+        assert_eq!(j.entries(), 3);
+        let many: Vec<String> = (0..1000).map(|i| format!("l{i}")).collect();
+        let long = "x".repeat(10_000);
+        let j: RunJob = serde_json::from_value(serde_json::json!({"id": 2, "runs_on": many,
+            "name": long, "handle": long, "status": long}))
+        .expect("job");
+        assert_eq!(j.runs_on, many[..bounded::KEPT_LABELS]);
+        for s in [&j.name, &j.handle, &j.status] {
+            assert_eq!(s.len(), bounded::KEPT_NAME_CHARS);
+        }
+        let j: RunJob = serde_json::from_value(serde_json::json!({"id": 3, "runs_on": [long]})).expect("job");
+        assert_eq!(j.runs_on, ["x".repeat(bounded::KEPT_LABEL_CHARS)]);
+        let r: Runner = serde_json::from_value(serde_json::json!({"id": 4, "name": long, "status": "idle",
+            "labels": vec![""; 100_000]}))
+        .expect("runner");
+        assert_eq!(
+            (r.name.len(), r.status, r.entries()),
+            (bounded::KEPT_NAME_CHARS, RunnerStatus::Idle, 1)
+        );
     }
 
     #[test]

@@ -8,17 +8,15 @@ use std::sync::Arc;
 use forgerunner_core::forge::SecretValue;
 use forgerunner_core::metrics::Metrics;
 pub use forgerunner_http::rest::ClientOptions;
-use forgerunner_http::rest::{
-    Api, Call, CallError, MAX_LIST_BYTES, MAX_SMALL_BYTES, RestClient, json, json_sized,
-};
-use forgerunner_http::{ListingBudget, ListingError, ListingLimits, wire};
+use forgerunner_http::rest::{Api, Call, CallError, MAX_LIST_BYTES, MAX_SMALL_BYTES, RestClient, json};
+use forgerunner_http::{Entries, ListingBudget, ListingError, ListingLimits, Page, PageShape, wire};
 use reqwest::Method;
 use serde::de::DeserializeOwned;
 use url::Url;
 
 use crate::error::GiteaError;
 use crate::scope::{Access, Routes, Scope};
-use crate::types::{Runner, RunnersPage, User, WorkflowJob, WorkflowJobsPage};
+use crate::types::{JOBS_PAGE, RUNNERS_PAGE, Runner, User, WorkflowJob};
 
 /// Page size for every list (Gitea caps `limit` at 50 by default).
 pub const PAGE_LIMIT: u32 = 50;
@@ -210,15 +208,27 @@ impl GiteaClient {
         self.request(op, Method::GET, url, scope, &json::<T>).await
     }
 
-    /// One list page and the size of its body, which the listing's budget counts.
-    async fn get_page<T: DeserializeOwned>(
+    /// One list page, decoded within what `budget` has room for and charged to it (see
+    /// [`ListingBudget::decode_page`]: nothing past the room is kept, not even while decoding).
+    async fn get_page<T>(
         &self,
         op: Operation,
         url: Url,
         scope: &Scope,
-    ) -> Result<(T, usize), GiteaError> {
-        self.request(op, Method::GET, url, Some(scope), &json_sized::<T>)
-            .await
+        budget: &mut ListingBudget,
+        shape: PageShape,
+    ) -> Result<Page<T>, GiteaError>
+    where
+        T: for<'de> serde::Deserialize<'de> + Entries,
+    {
+        let over = |e: ListingError| op.error(Some(scope), CallError::from(e));
+        let decode = |body: &[u8]| budget.decode_page::<T>(body, shape);
+        let page = self
+            .request(op, Method::GET, url, Some(scope), &decode)
+            .await?
+            .map_err(over)?;
+        budget.charge_page(&page).map_err(over)?;
+        Ok(page)
     }
 
     /// The server's version string (`GET /version`).
@@ -253,14 +263,13 @@ impl GiteaClient {
             query.push(("page", page.to_string()));
             query.push(("limit", PAGE_LIMIT.to_string()));
             let url = self.url(&scope.jobs_path(), &query);
-            let (body, bytes): (WorkflowJobsPage, usize) = self.get_page(op, url, scope).await?;
-            let n = body.jobs.len();
-            budget.charge(n, bytes).map_err(over)?;
+            let body: Page<WorkflowJob> = self.get_page(op, url, scope, &mut budget, JOBS_PAGE).await?;
+            let n = body.items.len();
             seen += n as i64;
-            for j in body.jobs {
+            for j in body.items {
                 by_id.insert(j.id, j);
             }
-            if n == 0 || seen >= body.total_count {
+            if n == 0 || seen >= body.total_count.unwrap_or(0) {
                 break;
             }
         }
@@ -281,16 +290,16 @@ impl GiteaClient {
             let page = budget.next_page().map_err(over)?;
             let query = [("page", page.to_string()), ("limit", PAGE_LIMIT.to_string())];
             let url = self.url(&scope.runners_path(), &query);
-            let (body, bytes): (RunnersPage, usize) = self.get_page(op, url, scope).await?;
-            let n = body.runners.len();
-            budget.charge(n, bytes).map_err(over)?;
+            let body: Page<Runner> = self.get_page(op, url, scope, &mut budget, RUNNERS_PAGE).await?;
+            let n = body.items.len();
             seen += n as i64;
-            totals.insert(body.total_count);
-            for r in body.runners {
+            let total = body.total_count.unwrap_or(0);
+            totals.insert(total);
+            for r in body.items {
                 // The later page's row wins: it is the fresher one.
                 repeated |= by_id.insert(r.id, r).is_some();
             }
-            if n == 0 || seen >= body.total_count {
+            if n == 0 || seen >= total {
                 break;
             }
         }

@@ -2,9 +2,14 @@
 //!
 //! Every optional or `omitempty` field has a default, `steps` may be `null` (1.25), and unset
 //! times arrive as `1970-01-01T00:00:00Z`; all of that decodes without error.
+//!
+//! Listed items keep bounded strings and label lists ([`forgerunner_http::bounded`]): Gitea
+//! bounds neither the count nor the length of a job's labels (`ActionRunJob.RunsOn` is
+//! `JSON TEXT`, `models/actions/run_job.go`) nor of a runner's (`AgentLabels`, `TEXT`,
+//! `models/actions/runner.go`), and a hostile server bounds nothing.
 
 use forgerunner_core::job_identity::JobIdentity;
-use forgerunner_http::wire::null_as_default;
+use forgerunner_http::bounded::{self, Entries, PageShape};
 use serde::{Deserialize, Deserializer};
 
 /// `GET /user` body (only what we use).
@@ -46,8 +51,8 @@ impl JobStatus {
 
 impl<'de> Deserialize<'de> for JobStatus {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = Option::<String>::deserialize(d)?;
-        Ok(s.as_deref().map(JobStatus::from_api).unwrap_or_default())
+        // Bounded: the word is only compared, and `null` reads as empty, i.e. `Other`.
+        Ok(JobStatus::from_api(&bounded::name(d)?))
     }
 }
 
@@ -59,27 +64,37 @@ pub struct WorkflowJob {
     /// Run id.
     #[serde(default)]
     pub run_id: i64,
-    /// Job name.
-    #[serde(default, deserialize_with = "null_as_default")]
+    /// Job name (at most [`bounded::KEPT_NAME_CHARS`] characters kept).
+    #[serde(default, deserialize_with = "bounded::name")]
     pub name: String,
-    /// The job's evaluated `runs-on` (names only); may be empty.
-    #[serde(default, deserialize_with = "null_as_default")]
+    /// The job's evaluated `runs-on` (names only); may be empty. Its distinct labels, at most
+    /// [`bounded::KEPT_LABELS`] of at most [`bounded::KEPT_LABEL_CHARS`] characters: a job past
+    /// either bound matches no group, whole or cut.
+    #[serde(default, deserialize_with = "bounded::labels")]
     pub labels: Vec<String>,
     /// API status.
     #[serde(default)]
     pub status: JobStatus,
-    /// Name of the runner that picked the job (empty while queued).
-    #[serde(default, deserialize_with = "null_as_default")]
+    /// Name of the runner that picked the job (empty while queued; at most
+    /// [`bounded::KEPT_NAME_CHARS`] characters kept).
+    #[serde(default, deserialize_with = "bounded::name")]
     pub runner_name: String,
     /// Id of that runner.
     #[serde(default)]
     pub runner_id: i64,
-    /// API URL of the job (`…/repos/{owner}/{repo}/actions/jobs/{id}`).
-    #[serde(default, deserialize_with = "null_as_default")]
+    /// API URL of the job (`…/repos/{owner}/{repo}/actions/jobs/{id}`; at most
+    /// [`bounded::KEPT_URL_CHARS`] characters kept).
+    #[serde(default, deserialize_with = "bounded::url")]
     pub url: String,
     /// Creation time (RFC 3339); `None` when missing or the 1970 "unset" value.
     #[serde(default, deserialize_with = "timestamp")]
     pub created_at: Option<jiff::Timestamp>,
+}
+
+impl Entries for WorkflowJob {
+    fn entries(&self) -> usize {
+        1 + self.labels.len()
+    }
 }
 
 impl WorkflowJob {
@@ -113,27 +128,19 @@ fn repository_of(url: &str) -> Option<String> {
 
 /// Reads an RFC 3339 time, mapping absent, null, unparsable and the Unix epoch to `None`.
 pub(crate) fn timestamp<'de, D: Deserializer<'de>>(d: D) -> Result<Option<jiff::Timestamp>, D::Error> {
-    let s = Option::<String>::deserialize(d)?;
-    Ok(s.and_then(|s| s.parse::<jiff::Timestamp>().ok())
-        .filter(|t| t.as_second() > 0))
+    // Bounded like a name: a time is some 30 characters, so a longer string is no time.
+    let s = bounded::name(d)?;
+    Ok(s.parse::<jiff::Timestamp>().ok().filter(|t| t.as_second() > 0))
 }
 
-/// `ActionWorkflowJobsResponse`.
-#[derive(Clone, Debug, Deserialize)]
-pub struct WorkflowJobsPage {
-    /// The page's jobs.
-    #[serde(default, deserialize_with = "null_as_default")]
-    pub jobs: Vec<WorkflowJob>,
-    /// Jobs across all pages.
-    #[serde(default)]
-    pub total_count: i64,
-}
+/// Where a page of `ActionWorkflowJobsResponse` keeps its jobs (`jobs`, with `total_count`).
+pub const JOBS_PAGE: PageShape = PageShape::Object { items: "jobs" };
 
 /// `ActionRunnerLabel`.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
 pub struct RunnerLabelInfo {
-    /// Label name.
-    #[serde(default, deserialize_with = "null_as_default")]
+    /// Label name (at most [`bounded::KEPT_LABEL_CHARS`] characters kept).
+    #[serde(default, deserialize_with = "bounded::label")]
     pub name: String,
 }
 
@@ -142,11 +149,11 @@ pub struct RunnerLabelInfo {
 pub struct Runner {
     /// Runner id (names need not be unique).
     pub id: i64,
-    /// Runner name.
-    #[serde(default, deserialize_with = "null_as_default")]
+    /// Runner name (at most [`bounded::KEPT_NAME_CHARS`] characters kept).
+    #[serde(default, deserialize_with = "bounded::name")]
     pub name: String,
     /// `online` or `offline`.
-    #[serde(default, deserialize_with = "null_as_default")]
+    #[serde(default, deserialize_with = "bounded::name")]
     pub status: String,
     /// Reported task activity recently.
     #[serde(default)]
@@ -157,9 +164,15 @@ pub struct Runner {
     /// Disabled (1.26+).
     #[serde(default)]
     pub disabled: bool,
-    /// Label names.
-    #[serde(default, deserialize_with = "null_as_default")]
+    /// Label names: the distinct ones, at most [`bounded::KEPT_LABELS`].
+    #[serde(default, deserialize_with = "bounded::distinct")]
     pub labels: Vec<RunnerLabelInfo>,
+}
+
+impl Entries for Runner {
+    fn entries(&self) -> usize {
+        1 + self.labels.len()
+    }
 }
 
 impl Runner {
@@ -169,20 +182,21 @@ impl Runner {
     }
 }
 
-/// `ActionRunnersResponse`.
-#[derive(Clone, Debug, Deserialize)]
-pub struct RunnersPage {
-    /// The page's runners.
-    #[serde(default, deserialize_with = "null_as_default")]
-    pub runners: Vec<Runner>,
-    /// Runners across all pages.
-    #[serde(default)]
-    pub total_count: i64,
-}
+/// Where a page of `ActionRunnersResponse` keeps its runners (`runners`, with `total_count`).
+pub const RUNNERS_PAGE: PageShape = PageShape::Object { items: "runners" };
 
 #[cfg(test)]
 mod tests {
+    use forgerunner_http::{ListingBudget, ListingLimits, Page};
+
     use super::*;
+
+    fn page<T: for<'de> Deserialize<'de> + Entries>(body: &str, shape: PageShape) -> Page<T> {
+        ListingBudget::new(ListingLimits::FORGE_DEFAULT)
+            .decode_page(body.as_bytes(), shape)
+            .expect("a page")
+            .expect("within the budget")
+    }
 
     #[test]
     fn job_tolerates_nulls_epoch_and_unknown_status() {
@@ -191,22 +205,81 @@ mod tests {
             "runner_name":null},
             {"id":8,"labels":["a"],"status":"queued","created_at":"2026-01-02T03:04:05Z","steps":[]}],
             "total_count":2}"#;
-        let page: WorkflowJobsPage = serde_json::from_str(body).unwrap();
-        assert_eq!(page.total_count, 2);
-        assert_eq!(page.jobs[0].status, JobStatus::Other);
-        assert!(page.jobs[0].labels.is_empty());
-        assert_eq!(page.jobs[0].created_at, None);
-        assert_eq!(page.jobs[1].status, JobStatus::Queued);
-        assert!(page.jobs[1].created_at.is_some());
+        let page: Page<WorkflowJob> = page(body, JOBS_PAGE);
+        assert_eq!(page.total_count, Some(2));
+        assert_eq!(page.entries, 3, "two jobs and one label");
+        let jobs = page.items;
+        assert_eq!(jobs[0].status, JobStatus::Other);
+        assert!(jobs[0].labels.is_empty());
+        assert_eq!(jobs[0].created_at, None);
+        assert_eq!(jobs[1].status, JobStatus::Queued);
+        assert!(jobs[1].created_at.is_some());
+        let job: WorkflowJob = serde_json::from_str(r#"{"id":1,"status":null,"created_at":null}"#).unwrap();
+        assert_eq!((job.status, job.created_at), (JobStatus::Other, None));
+    }
+
+    /// H3c of the security review. Gitea sends a job's `runs-on` as `labels`
+    /// (`ActionWorkflowJob.Labels []string`, `modules/structs/repo_actions.go`, filled from
+    /// `ActionRunJob.RunsOn` in `services/convert/convert.go`); it bounds neither the count
+    /// nor the length (`RunsOn []string` is `JSON TEXT`, `models/actions/run_job.go`), and
+    /// matches runners by set containment (`ActionRunner.CanMatchLabels`,
+    /// `models/actions/runner.go`). Names are `VARCHAR(255)` there. So a job keeps its
+    /// distinct labels up to one past the CRD's bounds, and names up to one past 255.
+    #[test]
+    fn a_job_keeps_bounded_labels_and_names() {
+        let repeats = format!(r#"{{"id":1,"labels":[{}"gpu"]}}"#, r#""","#.repeat(1_000_000));
+        let job: WorkflowJob = serde_json::from_str(&repeats).unwrap();
+        assert_eq!(job.labels, ["", "gpu"], "a million empty labels are one");
+        assert_eq!(job.entries(), 3);
+
+        let many: Vec<String> = (0..1000).map(|i| format!("l{i}")).collect();
+        let body = serde_json::json!({"id": 2, "labels": many, "name": "n".repeat(5000),
+            "runner_name": "r".repeat(5000), "url": "u".repeat(100_000), "status": "q".repeat(5000)});
+        let job: WorkflowJob = serde_json::from_value(body).unwrap();
+        assert_eq!(job.labels, many[..bounded::KEPT_LABELS]);
+        assert_eq!(job.name.len(), bounded::KEPT_NAME_CHARS);
+        assert_eq!(job.runner_name.len(), bounded::KEPT_NAME_CHARS);
+        assert_eq!(job.url.len(), bounded::KEPT_URL_CHARS);
+        assert_eq!(job.status, JobStatus::Other);
+
+        let long = serde_json::json!({"id": 3, "labels": ["x".repeat(10_000)]});
+        let job: WorkflowJob = serde_json::from_value(long).unwrap();
+        assert_eq!(job.labels, ["x".repeat(bounded::KEPT_LABEL_CHARS)]);
     }
 
     #[test]
     fn runners_decode() {
         let body = r#"{"runners":[{"id":1,"name":"g-abcde","status":"offline","busy":false,
             "ephemeral":true,"labels":[{"id":0,"name":"x","type":"custom"}]}],"total_count":1}"#;
-        let page: RunnersPage = serde_json::from_str(body).unwrap();
-        assert!(!page.runners[0].is_online());
-        assert_eq!(page.runners[0].labels[0].name, "x");
+        let page: Page<Runner> = page(body, RUNNERS_PAGE);
+        assert_eq!(page.total_count, Some(1));
+        assert!(!page.items[0].is_online());
+        assert_eq!(page.items[0].labels[0].name, "x");
+        assert_eq!(page.entries, 2);
+    }
+
+    /// Gitea's `ActionRunner.Labels` are `[]*ActionRunnerLabel` (`modules/structs/repo_actions.go`)
+    /// from `AgentLabels` (`TEXT`, `models/actions/runner.go`), which act_runner registers as
+    /// configured (its `labels.Parse` refuses only an empty label): unbounded as well.
+    #[test]
+    fn a_runner_keeps_bounded_labels_and_name() {
+        let one = r#"{"id":0,"name":"x","type":"custom"},"#.repeat(100_000);
+        let body = format!(
+            r#"{{"id":1,"name":"{}","status":"online","labels":[{one}{{"name":"y"}}]}}"#,
+            "n".repeat(9000)
+        );
+        let r: Runner = serde_json::from_str(&body).unwrap();
+        let names: Vec<&str> = r.labels.iter().map(|l| l.name.as_str()).collect();
+        assert_eq!(names, ["x", "y"]);
+        assert_eq!(r.name.len(), bounded::KEPT_NAME_CHARS);
+        assert!(r.is_online());
+        let many: Vec<serde_json::Value> = (0..1000)
+            .map(|i| serde_json::json!({"name": format!("l{i}:{}", "z".repeat(1000))}))
+            .collect();
+        let r: Runner = serde_json::from_value(serde_json::json!({"id": 2, "labels": many})).unwrap();
+        assert_eq!(r.labels.len(), bounded::KEPT_LABELS);
+        assert!(r.labels.iter().all(|l| l.name.len() == bounded::KEPT_LABEL_CHARS));
+        assert_eq!(r.entries(), 1 + bounded::KEPT_LABELS);
     }
 
     #[test]

@@ -1,9 +1,9 @@
 //! What the forge backends share.
 //!
 //! Every forge's HTTP client: trusting a group's extra CA bundle and sending through its proxy
-//! (`caBundleConfigMap`, `proxyUrl`), reading bodies with a size cap, bounding paged listings,
-//! clamping `Retry-After`, describing transport failures without the request URL and refusing
-//! redirects ([`redirect`]).
+//! (`caBundleConfigMap`, `proxyUrl`), reading bodies with a size cap, bounding paged listings
+//! and what they decode to ([`bounded`]), clamping `Retry-After`, describing transport
+//! failures without the request URL and refusing redirects ([`redirect`]).
 //!
 //! Gitea and Forgejo (a fork of Gitea) beyond that: the REST client skeleton ([`rest`]), the
 //! single-flight listing cache ([`single_flight`]), the pool of clients per instance and
@@ -15,6 +15,7 @@
 
 pub mod act_runner;
 pub mod body;
+pub mod bounded;
 pub mod listing;
 #[cfg(any(test, feature = "testing"))]
 pub mod pod_checks;
@@ -32,6 +33,7 @@ pub mod version;
 pub mod wire;
 
 pub use body::{BodyError, ByteSize, read_capped};
+pub use bounded::{Entries, Page, PageShape};
 pub use listing::{ListingBudget, ListingError, ListingLimits};
 pub use pool::{Connection, Instance, InstanceKey, Pool, PoolError};
 pub use redirect::{Redirected, no_redirects};

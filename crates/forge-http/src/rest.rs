@@ -246,11 +246,6 @@ pub fn json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Option<T> {
     serde_json::from_slice(body).ok()
 }
 
-/// Decodes a list page and keeps its size, which the listing's budget counts.
-pub fn json_sized<T: serde::de::DeserializeOwned>(body: &[u8]) -> Option<(T, usize)> {
-    json(body).map(|v| (v, body.len()))
-}
-
 impl RestClient {
     /// A client for the instance at `base_url` (e.g. `https://forge.example.com/sub`),
     /// trusting `ca_bundle` (PEM) on top of the system roots and sending through `proxy`.

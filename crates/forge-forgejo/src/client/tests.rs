@@ -116,13 +116,51 @@ async fn a_runner_listing_that_never_ends_fails_whole() {
 
 #[tokio::test]
 async fn a_runner_listing_with_too_many_items_fails_whole() {
-    let (port, served) = serve_json(|target| runners_page(page_number(target) * 1000, 50)).await;
+    // 100 runners a page (more than asked for): 200 pages fill the 20 000 entries.
+    let (port, served) = serve_json(|target| runners_page(page_number(target) * 1000, 100)).await;
     let err = local(port).list_runners(V15, &org()).await.expect_err("too many");
     assert_eq!(
         err.to_string(),
-        "Forgejo returned a response too large to list runners: the listing holds more than 10000 items"
+        "Forgejo returned a response too large to list runners: the listing holds more than 20000 items and labels"
     );
     assert_eq!(served.load(Ordering::SeqCst), 201);
+}
+
+/// H3c of the security review: Forgejo's job list is one unpaged answer, so it is one whole
+/// listing, and its labels count against the budget. 400 jobs of 64 distinct labels are
+/// 26 000 entries in ~1 MiB: refused, where before any list that fit in 4 MiB was kept.
+#[tokio::test]
+async fn a_job_list_over_the_entry_budget_fails_whole() {
+    let labels: Vec<String> = (0..64).map(|i| format!("label-{i}")).collect();
+    let labels = serde_json::to_string(&labels).expect("JSON");
+    let jobs: Vec<String> = (1..=400)
+        .map(|id| format!(r#"{{"id":{id},"status":"waiting","runs_on":{labels}}}"#))
+        .collect();
+    let body = format!("[{}]", jobs.join(","));
+    let (port, served) = serve_json(move |_| (vec![], body.clone())).await;
+    let err = local(port)
+        .list_jobs(V15, &org(), &["x"])
+        .await
+        .expect_err("too many");
+    assert_eq!(
+        err.to_string(),
+        "Forgejo returned a response too large to list waiting Actions jobs: the listing holds more than 20000 items and labels"
+    );
+    assert_eq!(served.load(Ordering::SeqCst), 1, "a budget error is not retried");
+
+    let ok = r#"[{"id":1,"status":"waiting","runs_on":["","",""]},{"id":2,"runs_on":null}]"#;
+    let (port, _) = serve_json(move |_| (vec![], ok.to_string())).await;
+    let jobs = local(port).list_jobs(V15, &org(), &["x"]).await.expect("jobs");
+    assert_eq!(jobs[0].runs_on, [""]);
+    assert!(jobs[1].runs_on.is_empty());
+    let (port, _) = serve_json(|_| (vec![], "null".to_string())).await;
+    assert!(
+        local(port)
+            .list_jobs(V15, &org(), &["x"])
+            .await
+            .expect("null")
+            .is_empty()
+    );
 }
 
 /// M1 of the security review: a Forgejo URL answered with a 308 to another host. reqwest's

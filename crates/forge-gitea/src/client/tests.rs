@@ -110,6 +110,7 @@ async fn a_listing_that_never_ends_fails_whole() {
 
 #[tokio::test]
 async fn a_listing_with_too_many_items_fails_whole() {
+    // 50 jobs of one label a page: 100 entries, so 200 pages fill the 20 000.
     let (port, served) = serve_json(|target| {
         let page = page_number(target);
         (vec![], jobs_page(page * 1000, 50))
@@ -118,9 +119,51 @@ async fn a_listing_with_too_many_items_fails_whole() {
     let err = local(port).list_jobs(&org(), &["queued"]).await.unwrap_err();
     assert_eq!(
         err.to_string(),
-        "Gitea returned a response too large to list Actions jobs: the listing holds more than 10000 items"
+        "Gitea returned a response too large to list Actions jobs: the listing holds more than 20000 items and labels"
     );
     assert_eq!(served.load(Ordering::SeqCst), 201);
+}
+
+/// H3c of the security review: labels count against the listing's budget like items, since
+/// each is a `String` of its own. 50 jobs of 64 distinct labels (what a group may hold) are
+/// 3 250 entries a page, so the seventh page passes the 20 000 and the listing fails there,
+/// though its bytes (~1 MiB) and items (350) are far within their caps.
+#[tokio::test]
+async fn labels_count_against_the_listing_budget() {
+    let labels: Vec<String> = (0..64).map(|i| format!("label-{i}")).collect();
+    let labels = serde_json::to_string(&labels).unwrap();
+    let (port, served) = serve_json(move |target| {
+        let first = page_number(target) * 1000;
+        let jobs: Vec<String> = (first..first + 50)
+            .map(|id| format!(r#"{{"id":{id},"status":"queued","labels":{labels}}}"#))
+            .collect();
+        (
+            vec![],
+            format!(r#"{{"jobs":[{}],"total_count":1000000}}"#, jobs.join(",")),
+        )
+    })
+    .await;
+    let err = local(port).list_jobs(&org(), &["queued"]).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "Gitea returned a response too large to list Actions jobs: the listing holds more than 20000 items and labels"
+    );
+    assert_eq!(served.load(Ordering::SeqCst), 7);
+}
+
+/// H3c: a listing whose jobs repeat one empty label a million times keeps one `""` per job
+/// and decides as Gitea would (the jobs match no group), within every budget.
+#[tokio::test]
+async fn a_listing_of_repeated_labels_keeps_one_of_each() {
+    let body = format!(
+        r#"{{"jobs":[{{"id":1,"status":"queued","labels":[{}""]}},{{"id":2,"status":"queued","labels":["x"]}}],"total_count":2}}"#,
+        r#""","#.repeat(1_000_000)
+    );
+    let (port, _) = serve_json(move |_| (vec![], body.clone())).await;
+    let jobs = local(port).list_jobs(&org(), &["queued"]).await.unwrap();
+    assert_eq!(jobs.len(), 2);
+    assert_eq!(jobs[0].labels, [""]);
+    assert_eq!(jobs[1].labels, ["x"]);
 }
 
 /// M1 of the security review: a Gitea URL answered with a 307 to another host. reqwest's

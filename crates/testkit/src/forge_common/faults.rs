@@ -1,5 +1,6 @@
-//! Fault injection (status codes, redirects, latency, garbage and huge bodies) and the request
-//! log, as one axum middleware that both forge fakes mount in front of all their routes.
+//! Fault injection (status codes, redirects, latency, garbage, huge bodies and large valid
+//! JSON) and the request log, as one axum middleware that both forge fakes mount in front of
+//! all their routes.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -36,6 +37,36 @@ pub struct Fault {
     pub huge_body: Option<usize>,
     /// `Location` header sent with the status (a redirect).
     pub location: Option<String>,
+    /// Only requests whose query holds this exact `key=value` pair (one page of a listing).
+    pub query_pair: Option<String>,
+    /// Answer 200 with this JSON, made as it is sent (a hostile server's valid but huge page).
+    pub repeated: Option<Repeated>,
+}
+
+/// A JSON body `head`, then `unit` `count` times, then `tail`: the caller makes the three
+/// parts valid JSON together, e.g. `[` + `"",` × n + `""]` for a list of n + 1 empty strings.
+#[derive(Clone, Debug, Default)]
+pub struct Repeated {
+    /// What comes first.
+    pub head: String,
+    /// What is repeated.
+    pub unit: String,
+    /// How many times.
+    pub count: usize,
+    /// What comes last.
+    pub tail: String,
+}
+
+impl Repeated {
+    /// The body's length in bytes.
+    pub fn len(&self) -> usize {
+        self.head.len() + self.unit.len() * self.count + self.tail.len()
+    }
+
+    /// Whether the body is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 impl Fault {
@@ -85,6 +116,23 @@ impl Fault {
             location: Some(location.to_string()),
             ..Fault::default()
         }
+    }
+
+    /// Answers `200` with `body`, made chunk by chunk as it is sent, to requests whose path
+    /// contains `path`: a page as large as a client accepts, without the fake holding it.
+    pub fn repeated(path: &str, body: Repeated) -> Fault {
+        Fault {
+            path_contains: path.to_string(),
+            repeated: Some(body),
+            ..Fault::default()
+        }
+    }
+
+    /// Limits the rule to requests whose query holds the pair `pair` (`key=value`), e.g. one
+    /// page (`page=2`) of a paged listing.
+    pub fn query_pair(mut self, pair: &str) -> Fault {
+        self.query_pair = Some(pair.to_string());
+        self
     }
 
     /// Limits the rule to the next `n` matching requests.
@@ -150,11 +198,14 @@ impl FaultTable {
     }
 
     /// The first live rule matching the request, with one use consumed.
-    fn take(&self, method: &str, path: &str) -> Option<Fault> {
+    fn take(&self, method: &str, path: &str, query: &str) -> Option<Fault> {
         let mut faults = lock(&self.faults);
         let hit = faults.iter_mut().find(|f| {
             path.contains(&f.path_contains)
                 && f.method.as_deref().is_none_or(|m| m.eq_ignore_ascii_case(method))
+                && f.query_pair
+                    .as_deref()
+                    .is_none_or(|p| query.split('&').any(|kv| kv == p))
                 && f.times != Some(0)
         })?;
         if let Some(n) = hit.times.as_mut() {
@@ -177,8 +228,31 @@ fn huge_body(bytes: usize) -> Body {
     Body::from_stream(stream)
 }
 
+/// Units per chunk of a [`Repeated`] body: chunks of some KiB, so the body streams in pieces
+/// and the fake never holds more than one chunk of it.
+const REPEATS_PER_CHUNK: usize = 4096;
+
+/// A [`Repeated`] body made chunk by chunk as the client reads (chunked, no length).
+fn repeated_body(r: &Repeated) -> Body {
+    let chunk = bytes::Bytes::from(r.unit.repeat(REPEATS_PER_CHUNK.min(r.count)));
+    let full = r.count / REPEATS_PER_CHUNK;
+    let rest = bytes::Bytes::from(r.unit.repeat(r.count % REPEATS_PER_CHUNK));
+    let parts = std::iter::once(bytes::Bytes::from(r.head.clone()))
+        .chain(std::iter::repeat_n(chunk, full))
+        .chain([rest, bytes::Bytes::from(r.tail.clone())]);
+    Body::from_stream(futures::stream::iter(
+        parts.map(Ok::<_, std::convert::Infallible>),
+    ))
+}
+
 fn injected(f: &Fault) -> Option<Response> {
     let status = f.status.and_then(|s| StatusCode::from_u16(s).ok());
+    if let Some(body) = &f.repeated {
+        let mut r = Response::new(repeated_body(body));
+        r.headers_mut()
+            .insert("content-type", HeaderValue::from_static("application/json"));
+        return Some(r);
+    }
     if let Some(bytes) = f.huge_body {
         let mut r = Response::new(huge_body(bytes));
         r.headers_mut()
@@ -219,7 +293,7 @@ pub async fn middleware(State(table): State<Arc<FaultTable>>, req: Request, next
     let path = req.uri().path().to_string();
     let query = req.uri().query().unwrap_or_default().to_string();
     let authorized = req.headers().contains_key("authorization");
-    let fault = table.take(&method, &path);
+    let fault = table.take(&method, &path, &query);
     let resp = match fault {
         Some(f) => {
             if !f.latency.is_zero() {

@@ -4,7 +4,7 @@
 use axum::http::StatusCode;
 use axum::response::Response;
 
-pub use crate::forge_common::faults::{Fault, LoggedRequest};
+pub use crate::forge_common::faults::{Fault, LoggedRequest, Repeated};
 
 /// A Gitea-style error body (`{"message", "url"}`).
 pub(crate) fn api_error(status: StatusCode, message: &str) -> Response {

@@ -31,7 +31,7 @@ mod server;
 mod webhook;
 
 pub use control::{ADMIN_TOKEN, Delivery, FakeConfig, GiteaFakeHandle};
-pub use faults::{Fault, LoggedRequest};
+pub use faults::{Fault, LoggedRequest, Repeated};
 pub use model::{Conclusion, FakeJob, FakeRunner, FakeScope, JobState};
 pub use runner::{
     REGISTRATION_TOKEN_FILE, RUNNER_IMAGE_PREFIXES, RunnerOptions, STATE_FILE, runner_behaviour,

@@ -23,6 +23,13 @@ NAME_OVERRIDE = {"type": "string", "pattern": r"^([a-z]([-a-z0-9]*[a-z0-9])?)?$"
 QUANTITY = {"type": ["string", "number"], "pattern": r"^[0-9]+(\.[0-9]+)?(m|k|Ki|M|Mi|G|Gi|T|Ti|E|Ei)?$"}
 # Kubernetes objects handed through to the pod spec unchanged; the API server validates them.
 K8S_OBJECT = {"type": "object", "$comment": "a Kubernetes API object, passed through unchanged"}
+# The container port of webhooks (and, without a metrics port, of everything); fixed in the chart.
+HTTP_PORT = 8080
+# An IPv4 or IPv6 CIDR, as a NetworkPolicy ipBlock takes it (the API server parses it exactly).
+CIDR = {
+    "type": "string",
+    "pattern": r"^([0-9]{1,3}(\.[0-9]{1,3}){3}/[0-9]{1,2}|[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*/[0-9]{1,3})$",
+}
 
 
 def obj(properties, required=None, description=None):
@@ -133,7 +140,15 @@ def schema():
                     "jobLabels": {
                         "type": "boolean",
                         "description": "label the job counters with repository and workflow (one series per repository and workflow)",
-                    }
+                    },
+                    "port": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "maximum": 65535,
+                        "not": {"const": HTTP_PORT},
+                        "description": "port of /metrics and the probes, apart from the webhook port 8080",
+                    },
+                    "serviceAnnotations": string_map("metrics Service annotations"),
                 }
             ),
             "forgeHosts": obj(
@@ -177,6 +192,11 @@ def schema():
             "nodeSelector": string_map("node selector"),
             "tolerations": k8s_list("Kubernetes tolerations"),
             "affinity": K8S_OBJECT,
+            "podAntiAffinityPreset": {
+                "type": "string",
+                "enum": ["soft", "hard", "none"],
+                "description": "spread replicas over nodes when replicaCount > 1, unless affinity sets podAntiAffinity",
+            },
             "topologySpreadConstraints": k8s_list("Kubernetes topology spread constraints"),
             "priorityClassName": {"type": "string"},
             "terminationGracePeriodSeconds": {"type": "integer", "minimum": 0},
@@ -213,13 +233,28 @@ def schema():
             "networkPolicy": obj(
                 {
                     "enabled": {"type": "boolean"},
-                    "ingress": obj({"from": k8s_list("NetworkPolicy peers allowed to reach port 8080")}),
+                    "ingress": obj(
+                        {
+                            "from": k8s_list("NetworkPolicy peers allowed to reach the webhook port 8080"),
+                            "metricsFrom": {
+                                "type": ["array", "null"],
+                                "items": K8S_OBJECT,
+                                "description": "NetworkPolicy peers allowed to reach the metrics port; null: as `from`",
+                            },
+                        }
+                    ),
                     "egress": obj(
                         {
                             "ports": {
                                 "type": "array",
                                 "uniqueItems": True,
                                 "items": {"type": "integer", "minimum": 1, "maximum": 65535},
+                            },
+                            "deniedCidrs": {
+                                "type": "array",
+                                "uniqueItems": True,
+                                "items": CIDR,
+                                "description": "CIDRs the egress port rule excepts, e.g. 169.254.169.254/32",
                             },
                             "extraRules": k8s_list("raw NetworkPolicy egress rules"),
                         }

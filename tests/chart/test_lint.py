@@ -2,6 +2,7 @@
 
 import helm_python as helm
 import pytest
+import yaml
 
 import chartlib
 
@@ -14,6 +15,7 @@ import chartlib
         {"forges": {"enabled": ["gitea"]}},
         {"watchNamespaces": ["ci"], "replicaCount": 2, "serviceMonitor": {"enabled": True}},
         {"networkPolicy": {"enabled": True}},
+        yaml.safe_load((chartlib.CHART_DIR / "values-multi-tenant.yaml").read_text()),
     ],
 )
 def test_lint_is_clean(values):

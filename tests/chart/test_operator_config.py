@@ -56,6 +56,8 @@ def rendered_config(values):
         {"forgeHosts": {"allowed": ["github.com", "*.example.com"]}},
         {"leaderElection": {"leaseDurationSeconds": 20, "renewDeadlineSeconds": 12, "retryPeriodSeconds": 3}},
         {"rbac": {"runnerContainerHooks": True}, "watchNamespaces": ["a"]},
+        {"metrics": {"port": 9464}},
+        yaml.safe_load((chartlib.CHART_DIR / "values-multi-tenant.yaml").read_text()),
     ],
     ids=[
         "defaults",
@@ -66,6 +68,8 @@ def rendered_config(values):
         "forge-hosts",
         "lease-timing",
         "runner-hooks",
+        "metrics-port",
+        "multi-tenant-preset",
     ],
 )
 def test_operator_accepts_rendered_config(tmp_path, values):

@@ -12,6 +12,7 @@ CONFIG_KEYS = {
     "forges",
     "watchNamespaces",
     "httpAddr",
+    "metricsAddr",
     "logFormat",
     "logLevel",
     "leaderElection",
@@ -67,6 +68,7 @@ def test_defaults_render_the_expected_objects(render):
             "ConfigMap",
             "Deployment",
             "Service",
+            "Service",
             "ServiceAccount",
             "ClusterRole",
             "ClusterRoleBinding",
@@ -83,6 +85,8 @@ def test_default_config_matches_the_operator_contract(render):
     assert config["forges"] == ["github", "gitea", "forgejo"]
     assert config["watchNamespaces"] == []
     assert config["httpAddr"] == "0.0.0.0:8080"
+    # Metrics on their own listener (security review L1).
+    assert config["metricsAddr"] == "0.0.0.0:9090"
     assert config["logFormat"] == "json"
     assert config["logLevel"] == "info"
     assert config["metrics"] == {"jobLabels": False}
@@ -161,9 +165,13 @@ def test_deployment_runs_the_operator_hardened(render):
     pod = deployment["spec"]["template"]["spec"]
     assert container["args"] == ["run", "--config", "/etc/forgerunner/config.yaml"]
     assert container["image"] == "ghcr.io/forgerunner/forgerunner:0.1.0"
-    assert container["ports"] == [{"name": "http", "containerPort": 8080, "protocol": "TCP"}]
-    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
-    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+    assert container["ports"] == [
+        {"name": "http", "containerPort": 8080, "protocol": "TCP"},
+        {"name": "metrics", "containerPort": 9090, "protocol": "TCP"},
+    ]
+    # Probes on the metrics listener: a flood of webhook connections cannot fail them.
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
     sc = container["securityContext"]
     assert sc["runAsNonRoot"] is True
     assert sc["readOnlyRootFilesystem"] is True
@@ -203,24 +211,86 @@ def test_image_digest_wins_over_tag(render):
     assert container["image"] == "ghcr.io/forgerunner/forgerunner:9.9.9"
 
 
-def test_service_exposes_metrics_and_webhooks(render):
-    service = one(render(), "Service", "forgerunner")
+def test_webhook_and_metrics_services_are_apart(render):
+    """Security review L1: exposing the webhook Service (LoadBalancer, an Ingress) must not expose
+    /metrics, so the metrics port is only on a ClusterIP Service of its own."""
+    objects = render({"service": {"type": "LoadBalancer"}})
+    service = one(objects, "Service", "forgerunner")
+    assert service["spec"]["type"] == "LoadBalancer"
     assert service["spec"]["ports"] == [{"name": "http", "port": 8080, "targetPort": "http", "protocol": "TCP"}]
-    deployment = one(render(), "Deployment")
-    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
-    for key, value in service["spec"]["selector"].items():
-        assert pod_labels[key] == value
+    metrics = one(objects, "Service", "forgerunner-metrics")
+    assert metrics["spec"]["type"] == "ClusterIP"
+    assert metrics["spec"]["ports"] == [{"name": "metrics", "port": 9090, "targetPort": "metrics", "protocol": "TCP"}]
+    pod_labels = one(objects, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    for svc in (service, metrics):
+        for key, value in svc["spec"]["selector"].items():
+            assert pod_labels[key] == value
+
+
+def test_metrics_port_follows_the_value(render):
+    objects = render({"metrics": {"port": 9464, "serviceAnnotations": {"prometheus.io/scrape": "true"}}})
+    assert config_of(objects)["metricsAddr"] == "0.0.0.0:9464"
+    _, container = operator_container(objects)
+    assert {"name": "metrics", "containerPort": 9464, "protocol": "TCP"} in container["ports"]
+    metrics = one(objects, "Service", "forgerunner-metrics")
+    assert metrics["spec"]["ports"][0]["port"] == 9464
+    assert metrics["metadata"]["annotations"] == {"prometheus.io/scrape": "true"}
+
+
+def test_metrics_port_cannot_be_the_webhook_port(chart):
+    import helm_python as helm
+
+    with pytest.raises(helm.HelmValuesError):
+        chartlib.render_files(chart, {"metrics": {"port": 8080}})
 
 
 def test_service_monitor_is_optional(render):
     assert find(render(), "ServiceMonitor") == []
-    monitor = one(render({"serviceMonitor": {"enabled": True, "labels": {"release": "kube-prometheus"}}}), "ServiceMonitor")
+    objects = render({"serviceMonitor": {"enabled": True, "labels": {"release": "kube-prometheus"}}})
+    monitor = one(objects, "ServiceMonitor")
     assert monitor["metadata"]["labels"]["release"] == "kube-prometheus"
     endpoint = monitor["spec"]["endpoints"][0]
-    assert endpoint["port"] == "http"
+    assert endpoint["port"] == "metrics"
     assert endpoint["path"] == "/metrics"
+    # It selects the metrics Service alone, not the webhook Service.
+    selector = monitor["spec"]["selector"]["matchLabels"]
+    selected = [
+        s["metadata"]["name"]
+        for s in find(objects, "Service")
+        if all(s["metadata"]["labels"].get(k) == v for k, v in selector.items())
+    ]
+    assert selected == ["forgerunner-metrics"]
     assert endpoint["interval"] == "30s"
     assert monitor["spec"]["namespaceSelector"]["matchNames"] == [NS]
+
+
+def test_replicas_spread_over_nodes_by_default(render):
+    """Security review L9: two replicas on one node would lose the leader and its standby at once."""
+    pod = one(render(), "Deployment")["spec"]["template"]["spec"]
+    assert "affinity" not in pod, "one replica has nothing to spread"
+    pod = one(render({"replicaCount": 2}), "Deployment")["spec"]["template"]["spec"]
+    (preferred,) = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    term = preferred["podAffinityTerm"]
+    assert term["topologyKey"] == "kubernetes.io/hostname"
+    assert term["labelSelector"]["matchLabels"] == {
+        "app.kubernetes.io/name": "forgerunner",
+        "app.kubernetes.io/instance": "forgerunner",
+    }
+    pod = one(render({"replicaCount": 2, "podAntiAffinityPreset": "hard"}), "Deployment")["spec"]["template"]["spec"]
+    (required,) = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert required["topologyKey"] == "kubernetes.io/hostname"
+    pod = one(render({"replicaCount": 2, "podAntiAffinityPreset": "none"}), "Deployment")["spec"]["template"]["spec"]
+    assert "affinity" not in pod
+
+
+def test_own_affinity_is_kept_and_wins_over_the_preset(render):
+    node = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": []}]}}
+    pod = one(render({"replicaCount": 2, "affinity": {"nodeAffinity": node}}), "Deployment")["spec"]["template"]["spec"]
+    assert pod["affinity"]["nodeAffinity"] == node
+    assert "podAntiAffinity" in pod["affinity"], "the preset is added beside a node affinity"
+    own = {"preferredDuringSchedulingIgnoredDuringExecution": []}
+    pod = one(render({"replicaCount": 2, "affinity": {"podAntiAffinity": own}}), "Deployment")["spec"]["template"]["spec"]
+    assert pod["affinity"] == {"podAntiAffinity": own}
 
 
 def test_pdb_only_with_more_than_one_replica(render):
@@ -244,6 +314,8 @@ def test_network_policy_is_optional_and_allows_dns_and_ports(render):
     assert egress_ports == [53, 53, "http", 443, 3000]
     ingress = policy["spec"]["ingress"]
     assert ingress[0] == {"ports": [{"port": "http", "protocol": "TCP"}]}
+    assert ingress[1] == {"ports": [{"port": "metrics", "protocol": "TCP"}]}
+    assert all("to" not in rule for rule in policy["spec"]["egress"][2:]), "no deniedCidrs: anywhere"
 
 
 def test_network_policy_lets_operator_pods_reach_each_other(render):
@@ -268,6 +340,36 @@ def test_network_policy_ingress_peers(render):
     peer = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
     policy = one(render({"networkPolicy": {"enabled": True, "ingress": {"from": [peer]}}}), "NetworkPolicy")
     assert policy["spec"]["ingress"][0]["from"] == [peer]
+    # metricsFrom unset: the metrics port keeps the peers the one shared port had before.
+    assert policy["spec"]["ingress"][1] == {"ports": [{"port": "metrics", "protocol": "TCP"}], "from": [peer]}
+
+
+def test_network_policy_metrics_peers_apart_from_webhook_peers(render):
+    gitea = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "gitea"}}}
+    prometheus = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+    values = {"networkPolicy": {"enabled": True, "ingress": {"from": [gitea], "metricsFrom": [prometheus]}}}
+    ingress = one(render(values), "NetworkPolicy")["spec"]["ingress"]
+    assert ingress[0] == {"ports": [{"port": "http", "protocol": "TCP"}], "from": [gitea]}
+    assert ingress[1] == {"ports": [{"port": "metrics", "protocol": "TCP"}], "from": [prometheus]}
+    # An empty list opens the metrics port to all, as `from: []` does the webhook port.
+    values["networkPolicy"]["ingress"]["metricsFrom"] = []
+    ingress = one(render(values), "NetworkPolicy")["spec"]["ingress"]
+    assert ingress[1] == {"ports": [{"port": "metrics", "protocol": "TCP"}]}
+
+
+def test_network_policy_denied_cidrs_leave_the_port_rule(render):
+    values = {"networkPolicy": {"enabled": True, "egress": {"deniedCidrs": ["169.254.169.254/32", "fd00:ec2::254/128"]}}}
+    egress = one(render(values), "NetworkPolicy")["spec"]["egress"]
+    (port_rule,) = [r for r in egress if {"port": 443, "protocol": "TCP"} in r["ports"]]
+    assert port_rule["to"] == [
+        {"ipBlock": {"cidr": "0.0.0.0/0", "except": ["169.254.169.254/32"]}},
+        {"ipBlock": {"cidr": "::/0", "except": ["fd00:ec2::254/128"]}},
+    ]
+    # IPv4 only: IPv6 destinations stay allowed as before.
+    values["networkPolicy"]["egress"]["deniedCidrs"] = ["169.254.169.254/32"]
+    egress = one(render(values), "NetworkPolicy")["spec"]["egress"]
+    (port_rule,) = [r for r in egress if {"port": 443, "protocol": "TCP"} in r["ports"]]
+    assert port_rule["to"][1] == {"ipBlock": {"cidr": "::/0"}}
 
 
 def test_release_name_prefixes_objects(render):
@@ -278,6 +380,25 @@ def test_release_name_prefixes_objects(render):
 
 def config_of_named(objects, name):
     return yaml.safe_load(one(objects, "ConfigMap", name)["data"]["config.yaml"])
+
+
+def notes_of(chart, values):
+    files = chartlib.render_files(chart, values)
+    return next(v for k, v in files.items() if k.endswith("NOTES.txt"))
+
+
+def test_notes_warn_when_any_forge_host_is_allowed(chart):
+    """Security review M6: an empty allowlist lets a group author aim the operator anywhere."""
+    text = notes_of(chart, {})
+    assert "WARNING: forgeHosts.allowed is empty" in text
+    assert "Forge hosts:    any" in text
+    text = notes_of(chart, {"forgeHosts": {"allowed": ["github.com"]}})
+    assert "WARNING" not in text
+    assert "Forge hosts:    github.com" in text
+
+
+def test_notes_point_at_the_metrics_service(chart):
+    assert "Metrics: http://forgerunner-metrics.forgerunner-system.svc:9090/metrics" in notes_of(chart, {})
 
 
 def test_notes_name_the_webhook_only_with_gitea(chart):

@@ -54,6 +54,11 @@ def test_defaults_pass(chart):
         {"tolerations": [{"key": "ci", "operator": "Exists"}], "affinity": {"nodeAffinity": {}}},
         {"fullnameOverride": "ci-runners-" + "x" * 80, "nameOverride": "runners"},
         {"serviceAccount": {"name": "ci.runners"}, "leaderElection": {"leaseName": "ci.runners-lease"}},
+        {"metrics": {"port": 9464, "serviceAnnotations": {"prometheus.io/scrape": "true"}}},
+        {"podAntiAffinityPreset": "hard"},
+        {"networkPolicy": {"ingress": {"metricsFrom": None}}},
+        {"networkPolicy": {"ingress": {"metricsFrom": []}}},
+        {"networkPolicy": {"egress": {"deniedCidrs": ["169.254.169.254/32", "fd00:ec2::254/128", "10.0.0.0/8"]}}},
     ],
 )
 def test_good_values_pass(chart, values):
@@ -90,6 +95,12 @@ def test_good_values_pass(chart, values):
         ({"serviceAccount": {"name": "ci_runners"}}, "/serviceAccount/name"),
         ({"leaderElection": {"leaseName": "ci..lease"}}, "/leaderElection/leaseName"),
         ({"leaderElection": {"leaseName": "ci.-lease"}}, "/leaderElection/leaseName"),
+        # The metrics listener cannot share the webhook port (the operator would not start).
+        ({"metrics": {"port": 8080}}, "/metrics/port"),
+        ({"metrics": {"port": 0}}, "/metrics/port"),
+        ({"podAntiAffinityPreset": "always"}, "/podAntiAffinityPreset"),
+        ({"networkPolicy": {"egress": {"deniedCidrs": ["169.254.169.254"]}}}, "/networkPolicy/egress/deniedCidrs/0"),
+        ({"networkPolicy": {"ingress": {"metricsFrom": "monitoring"}}}, "/networkPolicy/ingress/metricsFrom"),
     ],
 )
 def test_bad_values_fail(chart, values, where):

@@ -53,6 +53,35 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 
 {{/*
+The metrics Service's name: the full name and "-metrics", the full name cut first so the whole
+stays a DNS-1035 label of at most 63 characters.
+*/}}
+{{- define "forgerunner.metricsServiceName" -}}
+{{- printf "%s-metrics" (regexReplaceAll "-+$" (include "forgerunner.fullname" . | trunc 55) "") }}
+{{- end }}
+
+{{/*
+The pod's affinity: `affinity` as given, plus, with more than one replica, the pod anti-affinity of
+`podAntiAffinityPreset` unless `affinity` sets its own. Replicas on one node would lose the
+leader and its standby together (security review L9). Empty when there is nothing to set.
+*/}}
+{{- define "forgerunner.affinity" -}}
+{{- $affinity := deepCopy (default (dict) .Values.affinity) }}
+{{- $preset := .Values.podAntiAffinityPreset }}
+{{- if and (gt (int .Values.replicaCount) 1) (ne $preset "none") (not (hasKey $affinity "podAntiAffinity")) }}
+{{- $term := dict "labelSelector" (dict "matchLabels" (include "forgerunner.selectorLabels" . | fromYaml)) "topologyKey" "kubernetes.io/hostname" }}
+{{- if eq $preset "hard" }}
+{{- $_ := set $affinity "podAntiAffinity" (dict "requiredDuringSchedulingIgnoredDuringExecution" (list $term)) }}
+{{- else }}
+{{- $_ := set $affinity "podAntiAffinity" (dict "preferredDuringSchedulingIgnoredDuringExecution" (list (dict "weight" 100 "podAffinityTerm" $term))) }}
+{{- end }}
+{{- end }}
+{{- with $affinity }}
+{{- toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/*
 The operator's ServiceAccount name.
 */}}
 {{- define "forgerunner.serviceAccountName" -}}
@@ -136,6 +165,7 @@ runnerHooks:
 {{- end }}
   operatorNamespace: {{ .Release.Namespace }}
 httpAddr: "0.0.0.0:8080"
+metricsAddr: "0.0.0.0:{{ .Values.metrics.port }}"
 logFormat: {{ .Values.logFormat }}
 logLevel: {{ .Values.logLevel | quote }}
 leaderElection:

@@ -29,7 +29,8 @@ pub enum Command {
 /// Flags of `forgerunner run`; each one overrides the config file and the environment.
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// YAML config file (keys: forges, watchNamespaces, httpAddr, logFormat, logLevel, leaderElection).
+    /// YAML config file (keys: forges, watchNamespaces, httpAddr, metricsAddr, logFormat, logLevel,
+    /// leaderElection, forgeHosts, metrics, runnerHooks).
     #[arg(long, value_name = "PATH", env = crate::config::ENV_CONFIG_FILE)]
     pub config: Option<PathBuf>,
     /// Enabled forges, comma-separated (e.g. github,gitea,forgejo).
@@ -38,9 +39,13 @@ pub struct RunArgs {
     /// Namespaces to watch, comma-separated; empty means all.
     #[arg(long, value_name = "LIST")]
     pub watch_namespaces: Option<String>,
-    /// Address of the HTTP server (health, metrics, webhooks).
+    /// Address of the HTTP server (webhooks, probes, and metrics unless --metrics-addr is set).
     #[arg(long, value_name = "ADDR")]
     pub http_addr: Option<String>,
+    /// Address of a separate listener for /metrics and the probes; empty serves /metrics on
+    /// the HTTP address.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_addr: Option<String>,
     /// Log format: text or json.
     #[arg(long, value_name = "FORMAT")]
     pub log_format: Option<String>,
@@ -56,6 +61,7 @@ impl RunArgs {
             forges: self.forges.clone(),
             watch_namespaces: self.watch_namespaces.clone(),
             http_addr: self.http_addr.clone(),
+            metrics_addr: self.metrics_addr.clone(),
             log_format: self.log_format.clone(),
             log_level: self.log_level.clone(),
         }
@@ -82,6 +88,8 @@ mod tests {
             "github",
             "--http-addr",
             "127.0.0.1:1",
+            "--metrics-addr",
+            "127.0.0.1:2",
         ])
         .expect("parses");
         let Command::Run(args) = cli.command else {
@@ -90,6 +98,7 @@ mod tests {
         let o = args.overrides();
         assert_eq!(o.forges.as_deref(), Some("github"));
         assert_eq!(o.http_addr.as_deref(), Some("127.0.0.1:1"));
+        assert_eq!(o.metrics_addr.as_deref(), Some("127.0.0.1:2"));
         assert_eq!(o.log_level, None);
     }
 }

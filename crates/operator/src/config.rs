@@ -57,8 +57,14 @@ pub struct Config {
     pub forges: Vec<ForgeKind>,
     /// Namespaces to watch; empty means all.
     pub watch_namespaces: Vec<String>,
-    /// Address of the HTTP server (health, metrics, webhooks).
+    /// Address of the HTTP server: webhooks and the probes, and `/metrics` too unless
+    /// [`Config::metrics_addr`] is set.
     pub http_addr: SocketAddr,
+    /// Address of a second listener for `/metrics` and the probes (`metricsAddr`); `None`
+    /// (empty, the default) serves `/metrics` on [`Config::http_addr`] as before. On its own
+    /// port, whoever may deliver webhooks (a forge, an Ingress, a LoadBalancer) cannot read
+    /// metrics, which name every tenant's namespaces and groups.
+    pub metrics_addr: Option<SocketAddr>,
     /// Log line format.
     pub log_format: LogFormat,
     /// Log filter directive (e.g. `info` or `forgerunner=debug,kube=info`).
@@ -83,6 +89,8 @@ pub struct FlagOverrides {
     pub watch_namespaces: Option<String>,
     /// `--http-addr`.
     pub http_addr: Option<String>,
+    /// `--metrics-addr`.
+    pub metrics_addr: Option<String>,
     /// `--log-format`.
     pub log_format: Option<String>,
     /// `--log-level`.
@@ -129,10 +137,11 @@ enum EnvKind {
 }
 
 /// Environment variables the configuration reads, with the key each one sets.
-const ENV_KEYS: [(&str, &str, EnvKind); 17] = [
+const ENV_KEYS: [(&str, &str, EnvKind); 18] = [
     ("FORGES", "forges", EnvKind::Text),
     ("WATCH_NAMESPACES", "watchNamespaces", EnvKind::Text),
     ("HTTP_ADDR", "httpAddr", EnvKind::Text),
+    ("METRICS_ADDR", "metricsAddr", EnvKind::Text),
     ("LOG_FORMAT", "logFormat", EnvKind::Text),
     ("LOG_LEVEL", "logLevel", EnvKind::Text),
     (
@@ -216,6 +225,7 @@ struct RawConfig {
     forges: NameList,
     watch_namespaces: NameList,
     http_addr: String,
+    metrics_addr: String,
     log_format: LogFormat,
     log_level: String,
     leader_election: RawLeaderElection,
@@ -363,6 +373,8 @@ fn defaults(env: &BTreeMap<String, String>) -> Dict {
     root.insert("forges".into(), Value::from(forges));
     root.insert("watchNamespaces".into(), Value::from(Vec::<Value>::new()));
     root.insert("httpAddr".into(), Value::from("0.0.0.0:8080".to_owned()));
+    // Empty: `/metrics` stays on httpAddr, as before the key existed; the chart sets it.
+    root.insert("metricsAddr".into(), Value::from(String::new()));
     root.insert("logFormat".into(), Value::from("text".to_owned()));
     root.insert("logLevel".into(), Value::from("info".to_owned()));
     root.insert("leaderElection".into(), Value::from(leader));
@@ -420,6 +432,7 @@ fn flag_layer(flags: &FlagOverrides) -> Dict {
         ("forges", &flags.forges),
         ("watchNamespaces", &flags.watch_namespaces),
         ("httpAddr", &flags.http_addr),
+        ("metricsAddr", &flags.metrics_addr),
         ("logFormat", &flags.log_format),
         ("logLevel", &flags.log_level),
     ];
@@ -496,6 +509,7 @@ fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
             format!("'{}' is not an address like 0.0.0.0:8080 ({e})", raw.http_addr),
         )
     })?;
+    let metrics_addr = validate_metrics_addr(&raw.metrics_addr, http_addr)?;
     tracing_subscriber::EnvFilter::try_new(&raw.log_level).map_err(|e| {
         ConfigError::key(
             "logLevel",
@@ -533,6 +547,7 @@ fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
         forges,
         watch_namespaces,
         http_addr,
+        metrics_addr,
         log_format: raw.log_format,
         log_level: raw.log_level,
         leader_election: LeaderElectionConfig {
@@ -547,6 +562,34 @@ fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
         metrics_job_labels: raw.metrics.job_labels,
         runner_hooks,
     })
+}
+
+/// `metricsAddr`: empty for none (metrics on `httpAddr`), else an address whose port differs
+/// from `httpAddr`'s, since both listeners could not be bound (port 0 asks the OS for a free
+/// port each, so it never clashes).
+fn validate_metrics_addr(text: &str, http_addr: SocketAddr) -> Result<Option<SocketAddr>, ConfigError> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Ok(None);
+    }
+    let addr: SocketAddr = text.parse().map_err(|e| {
+        ConfigError::key(
+            "metricsAddr",
+            format!("'{text}' is not an address like 0.0.0.0:9090 ({e}); leave it empty to serve /metrics on httpAddr"),
+        )
+    })?;
+    let overlaps =
+        addr.ip() == http_addr.ip() || addr.ip().is_unspecified() || http_addr.ip().is_unspecified();
+    if addr.port() != 0 && addr.port() == http_addr.port() && overlaps {
+        return Err(ConfigError::key(
+            "metricsAddr",
+            format!(
+                "{addr} takes the port of httpAddr ({http_addr}); use another port, or leave it empty to \
+                 serve /metrics on httpAddr"
+            ),
+        ));
+    }
+    Ok(Some(addr))
 }
 
 /// `runnerHooks`, all set or off: the names end up in RoleBindings, whose `roleRef` cannot

@@ -37,6 +37,7 @@ fn defaults_apply_without_any_layer() {
     assert_eq!(c.forges, compiled_forges());
     assert!(c.watch_namespaces.is_empty());
     assert_eq!(c.http_addr.to_string(), "0.0.0.0:8080");
+    assert_eq!(c.metrics_addr, None, "metrics stay on httpAddr unless asked");
     assert_eq!(c.log_format, LogFormat::Text);
     assert_eq!(c.log_level, "info");
     assert!(c.leader_election.enabled);
@@ -169,12 +170,17 @@ fn flags_override_env() {
             forges: Some("github".into()),
             watch_namespaces: Some("one,two".into()),
             http_addr: Some("127.0.0.1:3".into()),
+            metrics_addr: Some("127.0.0.1:4".into()),
             log_format: Some("text".into()),
             log_level: Some("trace".into()),
         },
     )
     .expect("load");
     assert_eq!(c.http_addr.to_string(), "127.0.0.1:3");
+    assert_eq!(
+        c.metrics_addr.map(|a| a.to_string()).as_deref(),
+        Some("127.0.0.1:4")
+    );
     assert_eq!(c.log_format, LogFormat::Text);
     assert_eq!(c.log_level, "trace");
     assert_eq!(c.forges, vec![ForgeKind::Github]);
@@ -485,4 +491,76 @@ fn runner_hooks_are_off_by_default_and_need_every_name_when_on() {
         FlagOverrides::default(),
     );
     assert_eq!(key_of(slash.expect_err("slash")), "runnerHooks.clusterRole");
+}
+
+#[test]
+fn metrics_addr_from_each_layer() {
+    let c = load(
+        Some("metricsAddr: \"0.0.0.0:9090\"\n"),
+        &[],
+        FlagOverrides::default(),
+    )
+    .expect("file");
+    assert_eq!(
+        c.metrics_addr.map(|a| a.to_string()).as_deref(),
+        Some("0.0.0.0:9090")
+    );
+    let c = load(
+        Some("metricsAddr: \"0.0.0.0:9090\"\n"),
+        &[("FORGERUNNER_METRICS_ADDR", "127.0.0.1:9191")],
+        FlagOverrides::default(),
+    )
+    .expect("env");
+    assert_eq!(
+        c.metrics_addr.map(|a| a.to_string()).as_deref(),
+        Some("127.0.0.1:9191")
+    );
+    // An empty value anywhere keeps /metrics on httpAddr (how an override turns it off again).
+    let c = load(
+        Some("metricsAddr: \"0.0.0.0:9090\"\n"),
+        &[("FORGERUNNER_METRICS_ADDR", " ")],
+        FlagOverrides::default(),
+    )
+    .expect("empty");
+    assert_eq!(c.metrics_addr, None);
+    // Two listeners on port 0 each get their own free port.
+    let c = load(
+        None,
+        &[],
+        FlagOverrides {
+            http_addr: Some("127.0.0.1:0".into()),
+            metrics_addr: Some("127.0.0.1:0".into()),
+            ..Default::default()
+        },
+    )
+    .expect("port 0 twice");
+    assert_eq!(c.metrics_addr.map(|a| a.port()), Some(0));
+}
+
+#[test]
+fn metrics_addr_must_be_an_address_off_the_webhook_port() {
+    let refused = [
+        ("nowhere", "0.0.0.0:8080"),
+        ("9090", "0.0.0.0:8080"),
+        // The port httpAddr holds: the second bind would fail.
+        ("0.0.0.0:8080", "0.0.0.0:8080"),
+        ("127.0.0.1:8080", "0.0.0.0:8080"),
+        ("0.0.0.0:8080", "127.0.0.1:8080"),
+    ];
+    for (metrics, http) in refused {
+        let flags = FlagOverrides {
+            http_addr: Some(http.into()),
+            metrics_addr: Some(metrics.into()),
+            ..Default::default()
+        };
+        let err = load(None, &[], flags).expect_err(metrics);
+        assert_eq!(key_of(err), "metricsAddr", "{metrics} with httpAddr {http}");
+    }
+    // The same port on two distinct addresses binds fine.
+    let flags = FlagOverrides {
+        http_addr: Some("127.0.0.1:8080".into()),
+        metrics_addr: Some("127.0.0.2:8080".into()),
+        ..Default::default()
+    };
+    assert!(load(None, &[], flags).is_ok());
 }

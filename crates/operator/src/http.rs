@@ -1,5 +1,8 @@
 //! The HTTP routes of health and metrics: `/healthz`, `/readyz`, `/metrics`. Webhooks are in
 //! [`crate::webhook_route`], the accept loop and its limits in [`crate::server`].
+//!
+//! With `metricsAddr` set, [`router`] is served on its own listener and the webhook listener gets
+//! only [`probes`], so exposing webhooks (an Ingress, a LoadBalancer) never exposes `/metrics`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -31,10 +34,15 @@ pub struct HttpState {
 
 /// The router of health and metrics.
 pub fn router(state: HttpState) -> Router {
+    probes(state.clone()).merge(Router::new().route("/metrics", get(metrics)).with_state(state))
+}
+
+/// The probes alone (`/healthz`, `/readyz`), for the webhook listener when metrics have their
+/// own: probes configured on the webhook port keep working, and they tell nothing about tenants.
+pub fn probes(state: HttpState) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
         .with_state(state)
 }
 
@@ -119,6 +127,18 @@ mod tests {
         s.readiness.standby();
         let (status, _, _) = get_path(router(s), "/readyz").await;
         assert_eq!(status, StatusCode::OK);
+    }
+
+    #[tokio::test]
+    async fn probes_alone_answer_health_but_not_metrics() {
+        let s = state();
+        s.readiness.standby();
+        let (status, _, _) = get_path(probes(s.clone()), "/healthz").await;
+        assert_eq!(status, StatusCode::OK);
+        let (status, _, _) = get_path(probes(s.clone()), "/readyz").await;
+        assert_eq!(status, StatusCode::OK);
+        let (status, _, _) = get_path(probes(s), "/metrics").await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
     }
 
     #[tokio::test]

@@ -34,15 +34,22 @@ const CONTROLLER_CONCURRENCY: u16 = 64;
 /// How long the HTTP server may take to finish in-flight requests at exit.
 const HTTP_DRAIN: Duration = Duration::from_secs(2);
 
+/// Connections the metrics listener holds at once: its clients are a scraper or two and the
+/// kubelet's probes, so a small cap bounds what a flood of it can cost (16 KiB of head buffer
+/// each) without ever turning away a genuine client.
+const METRICS_MAX_CONNECTIONS: usize = 128;
+
 /// Why `run` ended with an error; each maps to one stderr line and exit code 1.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     /// Start-up checks failed.
     #[error(transparent)]
     Startup(#[from] StartupError),
-    /// The HTTP address could not be bound.
-    #[error("config key 'httpAddr': cannot listen on {addr}: {reason}")]
+    /// An HTTP address could not be bound.
+    #[error("config key '{key}': cannot listen on {addr}: {reason}")]
     Bind {
+        /// The config key naming the address (`httpAddr` or `metricsAddr`).
+        key: &'static str,
         /// The address.
         addr: String,
         /// Why.
@@ -64,6 +71,15 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     let shutdown = CancellationToken::new();
     signals::spawn(shutdown.clone()).map_err(RunError::Signals)?;
     run_until(config, shutdown).await
+}
+
+/// Binds the listener of config key `key`.
+async fn bind(key: &'static str, addr: std::net::SocketAddr) -> Result<TcpListener, RunError> {
+    TcpListener::bind(addr).await.map_err(|e| RunError::Bind {
+        key,
+        addr: addr.to_string(),
+        reason: e.to_string(),
+    })
 }
 
 /// Runs the operator until `shutdown` fires (Ok) or a fatal error; the seam tests drive.
@@ -94,12 +110,11 @@ pub async fn run_until(config: Config, shutdown: CancellationToken) -> Result<()
     let readiness = Arc::new(Readiness::new());
     tracing::info!(forges = ?forges.kinds(), "forge backends ready");
 
-    let listener = TcpListener::bind(config.http_addr)
-        .await
-        .map_err(|e| RunError::Bind {
-            addr: config.http_addr.to_string(),
-            reason: e.to_string(),
-        })?;
+    let listener = bind("httpAddr", config.http_addr).await?;
+    let metrics_listener = match config.metrics_addr {
+        Some(addr) => Some(bind("metricsAddr", addr).await?),
+        None => None,
+    };
     let local_addr = listener.local_addr().ok();
     let http_addr = local_addr.map(|a| a.to_string()).unwrap_or_default();
     // Standbys relay deliveries here while we lead; without POD_IP they cannot (503).
@@ -124,10 +139,46 @@ pub async fn run_until(config: Config, shutdown: CancellationToken) -> Result<()
         Forwarder::new(limits.forward_timeout)?,
         &limits,
     );
-    let router = http::router(state).merge(webhook_route::webhook_router(webhooks));
+    let webhook_router = webhook_route::webhook_router(webhooks);
     let http_stop = CancellationToken::new();
-    let mut server = tokio::spawn(server::serve(listener, router, limits, http_stop.clone()));
-    tracing::info!(addr = %http_addr, "serving /healthz, /readyz, /metrics");
+    let mut servers = Vec::new();
+    match metrics_listener {
+        Some(metrics_listener) => {
+            let router = http::probes(state.clone()).merge(webhook_router);
+            servers.push(tokio::spawn(server::serve(
+                listener,
+                router,
+                limits,
+                http_stop.clone(),
+            )));
+            tracing::info!(addr = %http_addr, "serving webhooks, /healthz, /readyz");
+            let metrics_addr = metrics_listener
+                .local_addr()
+                .map(|a| a.to_string())
+                .unwrap_or_default();
+            let metrics_limits = ServerLimits {
+                max_connections: METRICS_MAX_CONNECTIONS,
+                ..limits
+            };
+            servers.push(tokio::spawn(server::serve(
+                metrics_listener,
+                http::router(state),
+                metrics_limits,
+                http_stop.clone(),
+            )));
+            tracing::info!(addr = %metrics_addr, "serving /healthz, /readyz, /metrics");
+        }
+        None => {
+            let router = http::router(state).merge(webhook_router);
+            servers.push(tokio::spawn(server::serve(
+                listener,
+                router,
+                limits,
+                http_stop.clone(),
+            )));
+            tracing::info!(addr = %http_addr, "serving /healthz, /readyz, /metrics");
+        }
+    }
 
     let elector = le.enabled.then(|| {
         LeaderElector::new(
@@ -164,8 +215,12 @@ pub async fn run_until(config: Config, shutdown: CancellationToken) -> Result<()
     // Background tasks (webhook caches) end with the process-wide token.
     shutdown.cancel();
     http_stop.cancel();
-    if tokio::time::timeout(HTTP_DRAIN, &mut server).await.is_err() {
-        server.abort();
+    // Both listeners drain at once, within one deadline.
+    let drain_until = tokio::time::Instant::now() + HTTP_DRAIN;
+    for mut server in servers {
+        if tokio::time::timeout_at(drain_until, &mut server).await.is_err() {
+            server.abort();
+        }
     }
     tracing::info!("stopped");
     result.map_err(RunError::from)

@@ -253,7 +253,7 @@ fn vm_rss_mib(pid: u32) -> f64 {
 /// The operator's `forgerunner_forge_cache_entries` for `forge`, summed over kinds; `None`
 /// when the metric is not exported.
 async fn cache_entries(op: &OperatorProcess, forge: &str) -> Option<i64> {
-    let text = reqwest::get(format!("http://{}/metrics", op.http_addr()))
+    let text = reqwest::get(format!("http://{}/metrics", op.metrics_addr()))
         .await
         .ok()?
         .text()

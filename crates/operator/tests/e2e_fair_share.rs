@@ -111,6 +111,14 @@ async fn a_silent_forge_does_not_starve_a_healthy_group() {
             })
     })
     .await;
+    // Four of the twenty had to wait for a turn of their forge instance, and that is counted.
+    let metrics = reqwest::get(format!("http://{}/metrics", op.metrics_addr()))
+        .await
+        .expect("scrape");
+    let metrics = metrics.text().await.expect("metrics text");
+    if !metrics.contains("forgerunner_reconciles_deferred_total{forge=\"gitea\"}") {
+        fail_with_output(&op, "no deferred reconcile was counted");
+    }
     let health = reqwest::get(format!("http://{}/healthz", op.http_addr()))
         .await
         .map(|r| r.status().as_u16());

@@ -181,7 +181,7 @@ async fn deliveries_to_the_standby_reach_the_leader() {
     let all = fake.deliveries();
     let refused: Vec<_> = all.iter().filter(|d| d.status != 202).collect();
     assert!(refused.is_empty(), "deliveries not answered 202: {refused:?}");
-    let metrics = reqwest::get(format!("http://{}/metrics", standby.http_addr()))
+    let metrics = reqwest::get(format!("http://{}/metrics", standby.metrics_addr()))
         .await
         .expect("standby metrics")
         .text()

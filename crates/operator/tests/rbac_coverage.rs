@@ -80,7 +80,7 @@ const UNREACHED: &[(&str, &str, &str, &str)] = &[
         "events",
         "list",
         "reading the Job controller's FailedCreate Events of runners pending too long \
-         (crates/core/src/reconcile/startup_check.rs failed_create_messages); every runner here \
+         (crates/core/src/reconcile/startup_check.rs failed_create_message); every runner here \
          starts at once",
     ),
     (

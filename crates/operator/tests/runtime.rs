@@ -117,12 +117,16 @@ impl Operator {
         self.lines.lock().expect("lines").iter().any(|l| l.contains(text))
     }
 
-    /// The HTTP address from the "serving" log line.
+    /// The address of the listener serving `/metrics`, from its "serving" log line.
     fn http_addr(&self) -> Option<String> {
+        self.logged_addr("serving /healthz, /readyz, /metrics")
+    }
+
+    /// The address of the log line whose message is `message`.
+    fn logged_addr(&self, message: &str) -> Option<String> {
         self.lines.lock().expect("lines").iter().find_map(|l| {
             let v: serde_json::Value = serde_json::from_str(l).ok()?;
-            (v["message"].as_str()? == "serving /healthz, /readyz, /metrics")
-                .then(|| v["addr"].as_str().map(str::to_owned))?
+            (v["message"].as_str()? == message).then(|| v["addr"].as_str().map(str::to_owned))?
         })
     }
 
@@ -342,6 +346,61 @@ async fn metrics_readyz_and_webhook_auth_over_http() {
 /// Unsigned, wrongly signed and oversized deliveries are refused; a delivery signed with a
 /// group's webhook secret is accepted.
 #[cfg(feature = "gitea")]
+/// With `metricsAddr` set (the chart sets it), `/metrics` is served on its own listener and
+/// not on the webhook listener, which an Ingress or LoadBalancer may expose (security review
+/// L1); the probes answer on both, so probes pointed at either port keep working.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_on_their_own_listener_and_not_beside_webhooks() {
+    let cluster = Cluster::start(true).await;
+    let op = Operator::start(
+        &cluster,
+        "solo",
+        &[
+            ("FORGERUNNER_LEADER_ELECTION_ENABLED", "false"),
+            ("FORGERUNNER_METRICS_ADDR", "127.0.0.1:0"),
+        ],
+    );
+    let webhooks = wait_for(Duration::from_secs(30), "webhook address", || {
+        let a = op.logged_addr("serving webhooks, /healthz, /readyz");
+        async move { a }
+    })
+    .await;
+    let metrics = wait_for(Duration::from_secs(30), "metrics address", || {
+        let a = op.http_addr();
+        async move { a }
+    })
+    .await;
+    assert_ne!(webhooks, metrics);
+    for addr in [&webhooks, &metrics] {
+        let (status, _, _) = http_get(addr, "/healthz").await.expect("healthz");
+        assert_eq!(status, 200, "/healthz on {addr}");
+        wait_for(Duration::from_secs(30), "ready", || {
+            let addr = addr.clone();
+            async move { http_get(&addr, "/readyz").await.filter(|r| r.0 == 200) }
+        })
+        .await;
+    }
+    let (status, ctype, body) = http_get(&metrics, "/metrics").await.expect("metrics");
+    assert_eq!(status, 200);
+    assert_eq!(
+        ctype,
+        "application/openmetrics-text; version=1.0.0; charset=utf-8"
+    );
+    assert!(body.ends_with("# EOF\n"), "{body}");
+    let (status, _, _) = http_get(&webhooks, "/metrics").await.expect("no metrics");
+    assert_eq!(status, 404, "/metrics must not be served beside the webhooks");
+    // And no webhook route on the metrics listener.
+    let res = reqwest::Client::new()
+        .post(format!("http://{metrics}/webhooks/gitea"))
+        .body("{}")
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(res.status().as_u16(), 404);
+    drop(op);
+    cluster.server.shutdown().await;
+}
+
 async fn webhook_auth(cluster: &Cluster, addr: &str) {
     let secrets: Api<Secret> = Api::namespaced(cluster.client(), "default");
     let secret = Secret {

@@ -119,9 +119,10 @@ async fn sandbox(args: Args) -> anyhow::Result<bool> {
         &OperatorSettings::default(),
     )?;
     println!(
-        "operator started (pid {}, http {})",
+        "operator started (pid {}, http {}, metrics {})",
         operator.pid(),
-        operator.http_addr()
+        operator.http_addr(),
+        operator.metrics_addr()
     );
 
     let size = GroupSize::up_to(args.max_runners);

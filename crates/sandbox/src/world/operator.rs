@@ -92,6 +92,7 @@ impl Default for OperatorSettings {
 pub struct OperatorProcess {
     child: Child,
     http_addr: SocketAddr,
+    metrics_addr: SocketAddr,
     lines: Arc<Mutex<VecDeque<String>>>,
 }
 
@@ -109,6 +110,8 @@ impl OperatorProcess {
         settings: &OperatorSettings,
     ) -> std::io::Result<OperatorProcess> {
         let http_addr = free_port()?;
+        // Metrics on their own listener, as the chart runs the operator.
+        let metrics_addr = free_port()?;
         let mut cmd = Command::new(&command.program);
         // The operator refuses unknown FORGERUNNER_* variables; pass only the ones set here.
         for (key, _) in std::env::vars_os() {
@@ -120,6 +123,7 @@ impl OperatorProcess {
             .args(&command.prefix)
             .arg("run")
             .args(["--http-addr", &http_addr.to_string()])
+            .args(["--metrics-addr", &metrics_addr.to_string()])
             .args(["--forges", &settings.forges.join(",")])
             .args(["--log-format", "json", "--log-level", &settings.log_level])
             .env("KUBECONFIG", kubeconfig)
@@ -158,6 +162,7 @@ impl OperatorProcess {
         Ok(OperatorProcess {
             child,
             http_addr,
+            metrics_addr,
             lines,
         })
     }
@@ -167,9 +172,15 @@ impl OperatorProcess {
         self.child.id()
     }
 
-    /// Address of the operator's HTTP server (health, metrics, webhooks).
+    /// Address of the operator's HTTP server: webhooks and the probes (`/healthz`, `/readyz`).
     pub fn http_addr(&self) -> SocketAddr {
         self.http_addr
+    }
+
+    /// Address of the operator's metrics listener (`--metrics-addr`): `/metrics` and the probes.
+    /// `/metrics` is not served on [`OperatorProcess::http_addr`].
+    pub fn metrics_addr(&self) -> SocketAddr {
+        self.metrics_addr
     }
 
     /// The last lines the operator printed.

@@ -225,6 +225,9 @@ pub struct RequestRecord {
     pub method: String,
     /// Request path without the query.
     pub path: String,
+    /// The query string as sent (percent-encoded, without the `?`; empty when none), so tests
+    /// can check selectors and limits.
+    pub query: String,
     /// API group ("" for core).
     pub group: String,
     /// Resource, with `/subresource` when addressed.

@@ -143,6 +143,7 @@ pub async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response
         verb: None,
         method: parts.method.to_string(),
         path: path.clone(),
+        query: parts.uri.query().unwrap_or_default().to_owned(),
         group: String::new(),
         resource: String::new(),
         namespace: None,

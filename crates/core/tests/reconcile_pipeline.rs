@@ -591,65 +591,15 @@ async fn without_the_fence_no_runner_is_registered_at_the_forge() {
     h.stop().await;
 }
 
-/// A runner whose Secret cannot be written never starts: its Job is deleted and the runner the
-/// forge registered for it is deregistered too, instead of staying behind as a ghost.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_runner_whose_secret_fails_is_deregistered_with_its_job() {
+/// Makes the first runner Secret create answer `code` and checks that the runner whose Secret
+/// it was lost its Job and its registration at the forge, and that a later runner got a Secret
+/// of its own.
+async fn first_secret_create_answered(code: u16) {
     use forgerunner_testkit::apiserver::{Fault, Verb};
     let h = Harness::start(true).await;
     h.create_secret("creds").await;
     h.server
-        .inject(Fault::error(500).verb(Verb::Create).resource("secrets").times(1));
-    h.forge.jobs.store(1, Ordering::SeqCst);
-    h.create_group("pool", gitea_spec(0, 1, 600)).await;
-
-    let secrets: Api<Secret> = Api::namespaced(h.client.clone(), NS);
-    // The retry creates a runner that gets its Secret.
-    wait_for("a runner with its Secret", || async {
-        let jobs = h.runner_jobs("pool").await;
-        let mut with_secret = false;
-        for j in &jobs {
-            let name = j.metadata.name.clone().unwrap_or_default();
-            with_secret |= secrets.get_opt(&name).await.ok().flatten().is_some();
-        }
-        with_secret
-    })
-    .await;
-    let first = h
-        .forge
-        .issued
-        .lock()
-        .expect("lock")
-        .first()
-        .cloned()
-        .expect("a runner issued");
-    let live: Vec<String> = h
-        .runner_jobs("pool")
-        .await
-        .into_iter()
-        .filter_map(|j| j.metadata.name)
-        .collect();
-    assert!(!live.contains(&first), "the runner without a Secret lost its Job");
-    assert!(
-        h.forge.removed().contains(&first),
-        "the runner without a Secret is deregistered at the forge: removed {:?}",
-        h.forge.removed()
-    );
-    h.stop().await;
-}
-
-/// A 409 on a runner's Secret means a Secret of that name exists (the API server's create
-/// answers `AlreadyExists` only then: apiserver `pkg/registry/generic/registry/store.go`,
-/// `Store.Create`). It is used only when the runner's Job owns it; here the one that "exists"
-/// is nobody's (the GET finds none of ours), so the runner goes, Job and registration, and the
-/// next one gets its own Secret (security review L8).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_runner_secret_someone_else_holds_is_never_used() {
-    use forgerunner_testkit::apiserver::{Fault, Verb};
-    let h = Harness::start(true).await;
-    h.create_secret("creds").await;
-    h.server
-        .inject(Fault::error(409).verb(Verb::Create).resource("secrets").times(1));
+        .inject(Fault::error(code).verb(Verb::Create).resource("secrets").times(1));
     h.forge.jobs.store(1, Ordering::SeqCst);
     h.create_group("pool", gitea_spec(0, 1, 600)).await;
 
@@ -670,7 +620,7 @@ async fn a_runner_secret_someone_else_holds_is_never_used() {
         .expect("lock")
         .first()
         .cloned()
-        .expect("issued");
+        .expect("a runner issued");
     let live: Vec<String> = h
         .runner_jobs("pool")
         .await
@@ -679,14 +629,31 @@ async fn a_runner_secret_someone_else_holds_is_never_used() {
         .collect();
     assert!(
         !live.contains(&first),
-        "the runner whose Secret was taken lost its Job"
+        "the runner without its Secret lost its Job"
     );
     assert!(
         h.forge.removed().contains(&first),
-        "and its registration: {:?}",
+        "the runner without its Secret is deregistered at the forge: removed {:?}",
         h.forge.removed()
     );
     h.stop().await;
+}
+
+/// A runner whose Secret cannot be written never starts: its Job is deleted and the runner the
+/// forge registered for it is deregistered too, instead of staying behind as a ghost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runner_whose_secret_fails_is_deregistered_with_its_job() {
+    first_secret_create_answered(500).await;
+}
+
+/// A 409 on a runner's Secret means a Secret of that name exists (the API server's create
+/// answers `AlreadyExists` only then: apiserver `pkg/registry/generic/registry/store.go`,
+/// `Store.Create`). It is used only when the runner's Job owns it; here the one that "exists"
+/// is nobody's (the GET finds none of ours), so the runner goes, Job and registration, and the
+/// next one gets its own Secret (security review L8).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runner_secret_someone_else_holds_is_never_used() {
+    first_secret_create_answered(409).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

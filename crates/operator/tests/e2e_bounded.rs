@@ -10,7 +10,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::e2e::{fail_with_output, start_operator};
+use common::e2e::{assert_healthz, assert_peak_rss_under, start_operator};
 use common::gitea_world::{gitea_group, gitea_world, wait_or_fail};
 use forgerunner_sandbox::world::World;
 use forgerunner_sandbox::world::groups::GroupSize;
@@ -76,20 +76,8 @@ async fn a_huge_forge_answer_is_a_condition_not_an_oom() {
         messages.iter().all(|m| !m.contains("    ")),
         "no condition quotes the body: {messages:?}"
     );
-    let health = reqwest::get(format!("http://{}/healthz", op.http_addr()))
-        .await
-        .map(|r| r.status().as_u16());
-    if health.as_ref().ok() != Some(&200) {
-        fail_with_output(&op, &format!("/healthz answered {health:?}"));
-    }
-    let Some((peak_mib, _)) = op.resource_usage() else {
-        fail_with_output(&op, "no /proc reading of the operator");
-    };
-    eprintln!("operator peak RSS: {peak_mib:.1} MiB");
-    assert!(
-        peak_mib < PEAK_RSS_MIB,
-        "peak RSS {peak_mib:.1} MiB after {POLLS} huge answers (limit {PEAK_RSS_MIB} MiB)"
-    );
+    assert_healthz(&op).await;
+    assert_peak_rss_under(&op, PEAK_RSS_MIB, &format!("{POLLS} huge answers"));
 }
 
 const LABELS_NS: &str = "bounded-labels";
@@ -178,17 +166,14 @@ async fn a_listing_of_empty_labels_stays_small_when_decoded() {
     })
     .await;
 
-    let Some((peak_mib, _)) = op.resource_usage() else {
-        fail_with_output(&op, "no /proc reading of the operator");
-    };
-    eprintln!("operator peak RSS after {POLLS} listings of empty labels: {peak_mib:.1} MiB");
     assert_eq!(
         pending_jobs(&world).await,
         Some(served),
         "the jobs with the `\"\"` labels are no demand"
     );
-    assert!(
-        peak_mib < PEAK_RSS_MIB,
-        "peak RSS {peak_mib:.1} MiB after {POLLS} listings of 16 MiB of empty labels (limit {PEAK_RSS_MIB} MiB)"
+    assert_peak_rss_under(
+        &op,
+        PEAK_RSS_MIB,
+        &format!("{POLLS} listings of 16 MiB of empty labels"),
     );
 }

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::e2e::{fail_with_output, start_operator};
+use common::e2e::{assert_healthz, fail_with_output, start_operator};
 use common::gitea_world::{condition, gitea_group, gitea_world, patch_spec, wait_or_fail, wait_within};
 use forgerunner_sandbox::world::groups::GroupSize;
 use tokio::net::TcpListener;
@@ -119,10 +119,5 @@ async fn a_silent_forge_does_not_starve_a_healthy_group() {
     if !metrics.contains("forgerunner_reconciles_deferred_total{forge=\"gitea\"}") {
         fail_with_output(&op, "no deferred reconcile was counted");
     }
-    let health = reqwest::get(format!("http://{}/healthz", op.http_addr()))
-        .await
-        .map(|r| r.status().as_u16());
-    if health.as_ref().ok() != Some(&200) {
-        fail_with_output(&op, &format!("/healthz answered {health:?}"));
-    }
+    assert_healthz(&op).await;
 }

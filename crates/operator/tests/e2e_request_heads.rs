@@ -13,7 +13,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::e2e::{fail_with_output, start_operator};
+use common::e2e::{assert_healthz, assert_peak_rss_under, fail_with_output, start_operator};
 use common::gitea_world::gitea_world;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -89,19 +89,7 @@ async fn endless_request_heads_cost_a_bounded_buffer() {
         );
     }
 
-    let health = reqwest::get(format!("http://{addr}/healthz"))
-        .await
-        .map(|r| r.status().as_u16());
-    if health.as_ref().ok() != Some(&200) {
-        fail_with_output(&op, &format!("/healthz answered {health:?}"));
-    }
-    let Some((peak_mib, _)) = op.resource_usage() else {
-        fail_with_output(&op, "no /proc reading of the operator");
-    };
-    eprintln!("operator peak RSS: {peak_mib:.1} MiB");
-    assert!(
-        peak_mib < PEAK_RSS_MIB,
-        "peak RSS {peak_mib:.1} MiB after {CONNECTIONS} endless heads (limit {PEAK_RSS_MIB} MiB)"
-    );
+    assert_healthz(&op).await;
+    assert_peak_rss_under(&op, PEAK_RSS_MIB, &format!("{CONNECTIONS} endless heads"));
     drop(open);
 }

@@ -78,6 +78,29 @@ pub fn fail_with_output(op: &OperatorProcess, what: &str) -> ! {
     panic!("{what}; operator log:\n{}", op.output_tail(OUTPUT_LINES));
 }
 
+/// Fails unless the operator's `/healthz` answers 200.
+pub async fn assert_healthz(op: &OperatorProcess) {
+    let health = reqwest::get(format!("http://{}/healthz", op.http_addr()))
+        .await
+        .map(|r| r.status().as_u16());
+    if health.as_ref().ok() != Some(&200) {
+        fail_with_output(op, &format!("/healthz answered {health:?}"));
+    }
+}
+
+/// Fails unless the operator's peak resident memory stayed under `limit_mib` MiB; `after` says
+/// what it went through, for the messages.
+pub fn assert_peak_rss_under(op: &OperatorProcess, limit_mib: f64, after: &str) {
+    let Some((peak_mib, _)) = op.resource_usage() else {
+        fail_with_output(op, "no /proc reading of the operator");
+    };
+    eprintln!("operator peak RSS after {after}: {peak_mib:.1} MiB");
+    assert!(
+        peak_mib < limit_mib,
+        "peak RSS {peak_mib:.1} MiB after {after} (limit {limit_mib} MiB)"
+    );
+}
+
 /// Waits up to `timeout` until `registered()` (runners still registered at the forge) is 0 and
 /// no Job of `namespace` matching `jobs` is left; fails with the operator's output otherwise.
 pub async fn wait_nothing_left(

@@ -749,3 +749,47 @@ async fn the_job_a_runner_runs_is_recorded_on_its_job() {
     .await;
     h.stop().await;
 }
+
+/// Passes in a row read the credentials Secret once, not once each: with a thousand groups
+/// polling every few seconds those GETs were hundreds a second against the API server
+/// (security review M7). A failed pass forgets them, so a fixed Secret is read at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn passes_in_a_row_read_the_credentials_secret_once() {
+    use forgerunner_testkit::apiserver::Verb;
+    let h = Harness::start(true).await;
+    h.create_secret("creds").await;
+    h.create_group("steady", gitea_spec(0, 4, 600)).await;
+    let key = GroupKey {
+        namespace: NS.into(),
+        name: "steady".into(),
+    };
+    for want in 1..=3 {
+        h.forge.jobs.store(want, Ordering::SeqCst);
+        h.trigger.wake(key.clone());
+        wait_for("a runner per job", || async {
+            h.runner_jobs("steady").await.len() == want as usize
+        })
+        .await;
+    }
+    let gets = h.server.requests().count_in(Verb::Get, "secrets", NS);
+    assert_eq!(
+        gets, 1,
+        "the credentials Secret was read {gets} times in three passes or more"
+    );
+
+    // A failed pass forgets what it read: the next one reads the Secret again.
+    h.forge.fail_demand.store(true, Ordering::SeqCst);
+    h.trigger.wake(key.clone());
+    wait_for("the failed pass", || async {
+        h.condition("steady", "Ready")
+            .await
+            .is_some_and(|(status, _, _)| status == "False")
+    })
+    .await;
+    h.forge.fail_demand.store(false, Ordering::SeqCst);
+    wait_for("the Secret read again after the failure", || async {
+        h.server.requests().count_in(Verb::Get, "secrets", NS) > 1
+    })
+    .await;
+    h.stop().await;
+}

@@ -20,7 +20,7 @@ use super::hook_leftovers::SweepClock;
 use super::identity::IdentityWrites;
 use super::stage_track::StageTracker;
 use crate::crd::{RunnerGroup, RunnerGroupStatus};
-use crate::forge::ForgeView;
+use crate::forge::{ClusterRefs, Credentials, ForgeView, SecretValue};
 use crate::plan::ObservedRunner;
 use crate::plan::memory::PlanMemory;
 
@@ -44,6 +44,8 @@ pub struct Ledger {
     pub budget_throttled: bool,
     /// Upkeep already done, so a pass does not repeat it.
     pub upkeep: Upkeep,
+    /// What the spec names in the cluster, as last read ([`ReadRefs`]).
+    pub refs: Option<ReadRefs>,
 }
 
 impl Ledger {
@@ -54,6 +56,34 @@ impl Ledger {
             let covered = self.taken.covered(runners, listed_at, &view.accounted, now);
             view.waiting_jobs = view.waiting_jobs.saturating_sub(covered);
         }
+    }
+}
+
+/// How long what a group's spec names in the cluster (credentials Secret, CA bundle, webhook
+/// Secret) is used before it is read again. Every pass read all three, every few seconds for
+/// every group: a thousand groups made hundreds of GETs a second. A failed pass forgets them
+/// ([`super::pass`]), so a Secret fixed after a refusal is read on the next try.
+pub const REFS_TTL: Duration = Duration::from_secs(60);
+
+/// What a group's spec names in the cluster, as read at `read_at`.
+#[derive(Clone, Debug)]
+pub struct ReadRefs {
+    /// The names read; a spec naming others reads again.
+    pub names: ClusterRefs,
+    /// The credentials Secret's data.
+    pub credentials: Credentials,
+    /// The CA bundle, when named.
+    pub ca_bundle: Option<String>,
+    /// The webhook secret, when named and readable.
+    pub webhook_secret: Option<SecretValue>,
+    /// When they were read.
+    pub read_at: Instant,
+}
+
+impl ReadRefs {
+    /// Whether these are still good for a spec naming `names` at `now`.
+    pub fn fresh(&self, names: &ClusterRefs, now: Instant) -> bool {
+        self.names == *names && now.saturating_duration_since(self.read_at) < REFS_TTL
     }
 }
 

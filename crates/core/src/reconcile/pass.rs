@@ -34,6 +34,8 @@ pub(super) async fn run(group: Arc<RunnerGroup>, ctx: &Context) -> Result<Action
             Ok(action)
         }
         Err(e) => {
+            // A Secret fixed after this failure is read on the next try, not after the TTL.
+            ledger.refs = None;
             let conds = error_conditions(e.category(), &e.to_string());
             report::write_status(ctx, &group, &conds, None, false, &mut ledger.status).await;
             Err(e)
@@ -46,7 +48,7 @@ async fn steps(group: &RunnerGroup, ctx: &Context, ledger: &mut Ledger) -> Resul
         // Planning on a store that has not listed yet would count no runners.
         return Ok(Action::requeue(Duration::from_millis(200)));
     }
-    let found = dereference::dereference(ctx, group, &mut ledger.upkeep).await?;
+    let found = dereference::dereference(ctx, group, &mut ledger.upkeep, &mut ledger.refs).await?;
     let seen = observe::observe(ctx, group, &found, ledger).await?;
     let decided = decide::decide(group, &seen, ledger);
     let done = act::act(ctx, group, &found, &seen, &decided, ledger).await;

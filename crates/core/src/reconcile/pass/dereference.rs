@@ -3,6 +3,7 @@
 //! asks for in place.
 
 use std::collections::BTreeMap;
+use std::time::Instant;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::ResourceExt;
@@ -10,10 +11,12 @@ use kube::api::Api;
 use tracing::warn;
 
 use crate::crd::RunnerGroup;
-use crate::forge::{CA_BUNDLE_KEY, Credentials, Forge, GroupContext, SecretValue, WEBHOOK_SECRET_KEY};
+use crate::forge::{
+    CA_BUNDLE_KEY, ClusterRefs, Credentials, Forge, GroupContext, GroupKey, SecretValue, WEBHOOK_SECRET_KEY,
+};
 use crate::reconcile::context::Context;
 use crate::reconcile::error::ReconcileError;
-use crate::reconcile::ledger::Upkeep;
+use crate::reconcile::ledger::{ReadRefs, Upkeep};
 use crate::reconcile::pipeline::{checked_forge, group_key};
 use crate::reconcile::runner_rbac::keep_runner_rbac;
 
@@ -25,14 +28,22 @@ pub(super) struct Found<'a> {
     pub group: GroupContext,
 }
 
-/// The group's forge and context, its runner permissions applied.
+/// The group's forge and context, its runner permissions applied. What the spec names in the
+/// cluster is read again only when `refs` is older than [`crate::reconcile::ledger::REFS_TTL`] or names other objects.
 pub(super) async fn dereference<'a>(
     ctx: &'a Context,
     group: &RunnerGroup,
     upkeep: &mut Upkeep,
+    refs: &mut Option<ReadRefs>,
 ) -> Result<Found<'a>, ReconcileError> {
     let forge = checked_forge(ctx, group)?;
-    let gctx = group_context(ctx, forge, group).await?;
+    let names = forge.cluster_refs(&group.spec);
+    let read = match refs.take() {
+        Some(read) if read.fresh(&names, Instant::now()) => read,
+        _ => read_refs(ctx, &group_key(group), names).await?,
+    };
+    let gctx = context_of(group, &read);
+    *refs = Some(read);
     ensure_runner_permissions(ctx, forge, group, upkeep).await?;
     Ok(Found { forge, group: gctx })
 }
@@ -58,46 +69,58 @@ pub(in crate::reconcile) async fn group_context(
     forge: &dyn Forge,
     group: &RunnerGroup,
 ) -> Result<GroupContext, ReconcileError> {
-    let key = group_key(group);
-    let refs = forge.cluster_refs(&group.spec);
+    let read = read_refs(ctx, &group_key(group), forge.cluster_refs(&group.spec)).await?;
+    Ok(context_of(group, &read))
+}
+
+/// The forge's group context of `group` with what was read for it.
+fn context_of(group: &RunnerGroup, read: &ReadRefs) -> GroupContext {
+    GroupContext {
+        uid: group.uid().unwrap_or_default(),
+        key: group_key(group),
+        group: group.clone(),
+        credentials: read.credentials.clone(),
+        ca_bundle: read.ca_bundle.clone(),
+        webhook_secret: read.webhook_secret.clone(),
+    }
+}
+
+/// Reads the objects `names` names in the group's namespace.
+async fn read_refs(ctx: &Context, key: &GroupKey, names: ClusterRefs) -> Result<ReadRefs, ReconcileError> {
+    let read_at = Instant::now();
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &key.namespace);
     let secret = secrets
-        .get_opt(&refs.credentials_secret)
+        .get_opt(&names.credentials_secret)
         .await
         .map_err(ReconcileError::kube("get secret"))?
         .ok_or_else(|| ReconcileError::SecretNotFound {
             namespace: key.namespace.clone(),
-            name: refs.credentials_secret.clone(),
+            name: names.credentials_secret.clone(),
         })?;
     let credentials = Credentials {
         data: secret_values(&secret),
-        secret_name: refs.credentials_secret,
+        secret_name: names.credentials_secret.clone(),
         version: secret.resource_version().unwrap_or_default(),
     };
-    let webhook_secret = match refs.webhook_secret {
-        Some(name) => webhook_secret(&secrets, &key, &name).await,
+    let webhook_secret = match &names.webhook_secret {
+        Some(name) => webhook_secret(&secrets, key, name).await,
         None => None,
     };
-    let ca_bundle = match refs.ca_bundle_config_map {
-        Some(name) => Some(ca_bundle(ctx, &key.namespace, name).await?),
+    let ca_bundle = match &names.ca_bundle_config_map {
+        Some(name) => Some(ca_bundle(ctx, &key.namespace, name.clone()).await?),
         None => None,
     };
-    Ok(GroupContext {
-        uid: group.uid().unwrap_or_default(),
-        key,
-        group: group.clone(),
+    Ok(ReadRefs {
+        names,
         credentials,
         ca_bundle,
         webhook_secret,
+        read_at,
     })
 }
 
 /// The webhook secret, if its Secret can be read; without it the group works by polling alone.
-async fn webhook_secret(
-    secrets: &Api<Secret>,
-    key: &crate::forge::GroupKey,
-    name: &str,
-) -> Option<SecretValue> {
+async fn webhook_secret(secrets: &Api<Secret>, key: &GroupKey, name: &str) -> Option<SecretValue> {
     match secrets.get_opt(name).await {
         Ok(Some(s)) => secret_values(&s).remove(WEBHOOK_SECRET_KEY),
         Ok(None) => {

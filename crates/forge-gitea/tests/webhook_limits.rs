@@ -5,15 +5,17 @@
 
 mod common;
 
+use common::webhook::{checks, headers, woken};
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use forgerunner_core::crd::{GiteaScope, GiteaSpec};
 use forgerunner_core::forge::{GroupContext, GroupKey, ReconcileTrigger, SecretValue};
-use forgerunner_core::metrics::{ForgeLabels, Metrics};
+use forgerunner_core::metrics::Metrics;
 use forgerunner_gitea::{ClientOptions, GiteaForge, GiteaOptions, MAX_SECRETS_PER_DELIVERY, sign};
 use forgerunner_testkit::gitea::{ADMIN_TOKEN, FakeConfig, GiteaFakeHandle};
-use http::{HeaderMap, HeaderValue, StatusCode};
+use http::StatusCode;
 use tokio::sync::mpsc::UnboundedReceiver;
 
 const REPO: &str = "acme/app";
@@ -64,29 +66,6 @@ fn ctx(name: &str, url: &str, scope: GiteaScope, org: &str, secret: &str) -> Gro
     let mut c = common::group_context(name, gitea, ADMIN_TOKEN);
     c.webhook_secret = Some(SecretValue::new(secret));
     c
-}
-
-fn checks(metrics: &Metrics) -> u64 {
-    metrics
-        .webhook_signature_checks
-        .get_or_create(&ForgeLabels { forge: "gitea" })
-        .get()
-}
-
-fn headers(sig: &str, delivery: &str) -> HeaderMap {
-    let mut h = HeaderMap::new();
-    h.insert("x-gitea-event", HeaderValue::from_static("workflow_job"));
-    h.insert("x-gitea-signature", sig.parse().expect("header"));
-    h.insert("x-gitea-delivery", delivery.parse().expect("header"));
-    h
-}
-
-fn woken(rx: &mut UnboundedReceiver<GroupKey>) -> Vec<String> {
-    let mut out = Vec::new();
-    while let Ok(k) = rx.try_recv() {
-        out.push(k.name);
-    }
-    out
 }
 
 #[tokio::test]

@@ -1,5 +1,7 @@
 //! Fixtures shared by the Gitea test suites.
 
+pub mod webhook;
+
 use std::collections::BTreeMap;
 
 use forgerunner_core::crd::{ForgeKind, GiteaSpec, RunnerGroup};

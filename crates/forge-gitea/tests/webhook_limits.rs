@@ -5,18 +5,13 @@
 
 mod common;
 
-use common::webhook::{checks, headers, woken};
-
-use std::sync::Arc;
-use std::time::Duration;
+use common::webhook::{checks, forge, headers, woken};
 
 use forgerunner_core::crd::{GiteaScope, GiteaSpec};
-use forgerunner_core::forge::{GroupContext, GroupKey, ReconcileTrigger, SecretValue};
-use forgerunner_core::metrics::Metrics;
-use forgerunner_gitea::{ClientOptions, GiteaForge, GiteaOptions, MAX_SECRETS_PER_DELIVERY, sign};
+use forgerunner_core::forge::{GroupContext, SecretValue};
+use forgerunner_gitea::{MAX_SECRETS_PER_DELIVERY, sign};
 use forgerunner_testkit::gitea::{ADMIN_TOKEN, FakeConfig, GiteaFakeHandle};
 use http::StatusCode;
-use tokio::sync::mpsc::UnboundedReceiver;
 
 const REPO: &str = "acme/app";
 
@@ -27,24 +22,6 @@ async fn fake() -> GiteaFakeHandle {
     })
     .await
     .unwrap()
-}
-
-fn forge() -> (GiteaForge, Arc<Metrics>, UnboundedReceiver<GroupKey>) {
-    let (trigger, rx) = ReconcileTrigger::channel();
-    let metrics = Arc::new(Metrics::default());
-    let opts = GiteaOptions {
-        client: ClientOptions {
-            request_timeout: Duration::from_secs(5),
-            backoff: Duration::from_millis(10),
-            ..ClientOptions::default()
-        },
-        ..GiteaOptions::default()
-    };
-    (
-        GiteaForge::with_options(metrics.clone(), trigger, opts),
-        metrics,
-        rx,
-    )
 }
 
 /// A group `name` at `scope` (`org`/`repo` filled from [`REPO`] as the scope needs) whose

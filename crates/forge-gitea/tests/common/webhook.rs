@@ -2,10 +2,33 @@
 //! these, so the others would call them dead).
 #![allow(dead_code)]
 
-use forgerunner_core::forge::GroupKey;
+use std::sync::Arc;
+use std::time::Duration;
+
+use forgerunner_core::forge::{GroupKey, ReconcileTrigger};
 use forgerunner_core::metrics::{ForgeLabels, Metrics};
+use forgerunner_gitea::{ClientOptions, GiteaForge, GiteaOptions};
 use http::{HeaderMap, HeaderValue};
 use tokio::sync::mpsc::UnboundedReceiver;
+
+/// A backend with quick client retries, its metrics and the groups it wakes.
+pub fn forge() -> (GiteaForge, Arc<Metrics>, UnboundedReceiver<GroupKey>) {
+    let (trigger, rx) = ReconcileTrigger::channel();
+    let metrics = Arc::new(Metrics::default());
+    let opts = GiteaOptions {
+        client: ClientOptions {
+            request_timeout: Duration::from_secs(5),
+            backoff: Duration::from_millis(10),
+            ..ClientOptions::default()
+        },
+        ..GiteaOptions::default()
+    };
+    (
+        GiteaForge::with_options(metrics.clone(), trigger, opts),
+        metrics,
+        rx,
+    )
+}
 
 /// Signature checks made so far.
 pub fn checks(metrics: &Metrics) -> u64 {

@@ -41,6 +41,33 @@ async fn a_template_that_does_not_decode_stops_only_its_own_group_across_a_resta
     h.stop().await;
 }
 
+/// A spec only a person can fix is not retried for its own sake, but its report is: when the
+/// status write saying `InvalidSpec` fails (an API server restarting, a 500), the group would
+/// otherwise wait for a spec change with nothing telling anyone why it has no runners.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invalid_spec_is_reported_even_when_its_first_status_write_fails() {
+    use forgerunner_testkit::apiserver::{Fault, Verb};
+    let h = Harness::start(true).await;
+    h.create_secret("creds").await;
+    h.server.inject(
+        Fault::error(500)
+            .verb(Verb::Patch)
+            .resource("runnergroups/status")
+            .times(1),
+    );
+    let mut bad = gitea_spec(0, 2, 600);
+    bad["gitea"]["labels"] = serde_json::json!(["reserved"]);
+    h.create_group("reserved", bad).await;
+    wait_for("InvalidSpec after the failed status write", || async {
+        h.condition("reserved", "Ready")
+            .await
+            .is_some_and(|(s, r, _)| s == "False" && r == "InvalidSpec")
+    })
+    .await;
+    assert!(h.runner_jobs("reserved").await.is_empty());
+    h.stop().await;
+}
+
 /// The CRD's template schema is the pod template's: the API server refuses a type error where
 /// the user types it (the fake validates custom resources against `openAPIV3Schema` as
 /// apiextensions-apiserver's schema validation does).

@@ -108,6 +108,11 @@ pub enum ReconcileError {
     /// This replica lost the leader lease: the forge write was not attempted.
     #[error(transparent)]
     Fenced(#[from] Fenced),
+    /// A pass failed and so did the status write saying why: the error as it is, marked so the
+    /// pass is retried until the status tells it, even where the error alone would wait for a
+    /// change of the group ([`ReconcileError::unreported`]).
+    #[error(transparent)]
+    Unreported(Box<ReconcileError>),
     /// The finalizer helper failed; wraps apply and cleanup errors.
     // Boxed: the finalizer error contains this type.
     #[error(transparent)]
@@ -137,6 +142,7 @@ impl ReconcileError {
             | ReconcileError::ForeignSecret { .. }
             | ReconcileError::Build(_)
             | ReconcileError::Fenced(_) => ErrorCategory::Kubernetes,
+            ReconcileError::Unreported(e) => e.category(),
             ReconcileError::Finalizer(e) => match e.as_ref() {
                 finalizer::Error::ApplyFailed(inner) | finalizer::Error::CleanupFailed(inner) => {
                     inner.category()
@@ -146,12 +152,19 @@ impl ReconcileError {
         }
     }
 
+    /// Whether the status does not tell this error yet: the reconcile is retried for the
+    /// report's sake even when the error itself needs a change of the group.
+    pub fn unreported(&self) -> bool {
+        matches!(self, ReconcileError::Unreported(_))
+    }
+
     /// How long the forge asked us to wait, for rate limits.
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
             ReconcileError::Forge(ForgeError::RateLimited { retry_after_seconds }) => {
                 Some(Duration::from_secs(*retry_after_seconds))
             }
+            ReconcileError::Unreported(e) => e.retry_after(),
             ReconcileError::Finalizer(e) => match e.as_ref() {
                 finalizer::Error::ApplyFailed(inner) | finalizer::Error::CleanupFailed(inner) => {
                     inner.retry_after()

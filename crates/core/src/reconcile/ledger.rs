@@ -124,6 +124,9 @@ pub struct StatusBook {
     written: Option<WrittenStatus>,
     /// When this process last wrote the status (count-only changes are rate-limited by it).
     last_write: Option<Instant>,
+    /// The last status write was refused or failed: what the status says is older than what
+    /// the last pass found.
+    unreported: bool,
 }
 
 /// A status written by this process, and the `resourceVersion` of the object it was based on.
@@ -159,6 +162,18 @@ impl StatusBook {
     pub fn wrote(&mut self, based_on: Option<String>, status: RunnerGroupStatus) {
         self.written = Some(WrittenStatus { based_on, status });
         self.last_write = Some(Instant::now());
+        self.unreported = false;
+    }
+
+    /// Notes that a status write failed.
+    pub fn write_failed(&mut self) {
+        self.unreported = true;
+    }
+
+    /// Whether the last status write failed, so the status does not say what the last pass
+    /// found (a group that stopped on its spec must retry until it says so).
+    pub fn unreported(&self) -> bool {
+        self.unreported
     }
 
     /// Time since the last write, if any.

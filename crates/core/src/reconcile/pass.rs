@@ -38,6 +38,9 @@ pub(super) async fn run(group: Arc<RunnerGroup>, ctx: &Context) -> Result<Action
             ledger.refs = None;
             let conds = error_conditions(e.category(), &e.to_string());
             report::write_status(ctx, &group, &conds, None, false, &mut ledger.status).await;
+            if ledger.status.unreported() {
+                return Err(ReconcileError::Unreported(Box::new(e)));
+            }
             Err(e)
         }
     }

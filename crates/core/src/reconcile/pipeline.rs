@@ -133,7 +133,11 @@ pub fn error_policy(group: Arc<RunnerGroup>, err: &ReconcileError, ctx: Arc<Cont
     let key = group_key(&group);
     let failures = ctx.record_failure(&key);
     warn!(group = %key, category = category.as_str(), error = %err, "reconcile failed");
-    match retry_delay(category, failures, err.retry_after()) {
+    let delay = retry_delay(category, failures, err.retry_after()).or_else(|| {
+        err.unreported()
+            .then(|| backoff_delay(failures).min(USER_ACTION_RETRY))
+    });
+    match delay {
         Some(delay) => Action::requeue(with_jitter(delay)),
         None => Action::await_change(),
     }

@@ -162,7 +162,7 @@ impl Store {
             if let Some(m) = obj.get_mut("metadata") {
                 builtin::strip_empty(m);
             }
-            let mut out = schema::validate(schema, obj, def.status);
+            let mut out = schema::validate(schema, obj, old);
             if out.blocking {
                 // As the real server: CEL rules assume the schema's shape, so a type, required,
                 // enum or size error stops them and says so.

@@ -2,6 +2,13 @@
 //! types, required, enum, minimum/maximum, length and item bounds, pattern, nullable,
 //! additionalProperties and x-kubernetes-preserve-unknown-fields. CEL rules
 //! (x-kubernetes-validations) run afterwards, in `cel`, unless an error here blocks them.
+//!
+//! Updates are ratcheted as the real server does since 1.30 (`CRDValidationRatcheting`, GA in
+//! 1.33): errors under a node whose value equals the stored object's are dropped
+//! (apiextensions-apiserver `pkg/apiserver/validation/ratcheting.go`,
+//! `ratchetingValueValidator.Validate`). Nodes correlate with the stored object through object
+//! properties; list items do not (the real server correlates only `listType=map` items, which
+//! no schema served here relies on), so an item is ratcheted only with an unchanged list.
 
 use serde_json::{Map, Value};
 
@@ -19,7 +26,8 @@ pub struct Outcome {
 
 /// Validates `obj` in place, pruning unknown fields. `apiVersion`, `kind` and `metadata`
 /// are checked by the server itself, so the schema applies to the other top-level fields.
-pub fn validate(schema: &Value, obj: &mut Value, _has_status: bool) -> Outcome {
+/// `old` is the stored object on an update: errors where nothing changed are ratcheted.
+pub fn validate(schema: &Value, obj: &mut Value, old: Option<&Value>) -> Outcome {
     let mut out = Outcome::default();
     let Some(root) = obj.as_object_mut() else {
         out.errors.push((String::new(), "must be of type object".into()));
@@ -38,7 +46,7 @@ pub fn validate(schema: &Value, obj: &mut Value, _has_status: bool) -> Outcome {
                         root.remove(&k);
                         continue;
                     }
-                    walk(sub, v, &k, &mut out);
+                    walk(sub, v, old.and_then(|o| o.get(&k)), &k, &mut out);
                 }
             }
             None if preserves(schema) => {}
@@ -107,7 +115,19 @@ fn check_required(s: &Value, obj: &Map<String, Value>, path: &str, out: &mut Out
     }
 }
 
-fn walk(s: &Value, v: &mut Value, path: &str, out: &mut Outcome) {
+/// Validates `v` against `s`, or, where `v` is what the stored object holds at this path (`old`),
+/// only prunes it: its errors are ratcheted.
+fn walk(s: &Value, v: &mut Value, old: Option<&Value>, path: &str, out: &mut Outcome) {
+    if old.is_some_and(|o| o == v) {
+        let mut ratcheted = Outcome::default();
+        check(s, v, None, path, &mut ratcheted);
+        out.unknown.append(&mut ratcheted.unknown);
+        return;
+    }
+    check(s, v, old, path, out);
+}
+
+fn check(s: &Value, v: &mut Value, old: Option<&Value>, path: &str, out: &mut Outcome) {
     if v.is_null() {
         if !nullable(s) {
             out.errors.push((
@@ -157,11 +177,11 @@ fn walk(s: &Value, v: &mut Value, path: &str, out: &mut Outcome) {
     }
     check_bounds(s, v, path, out);
     match v {
-        Value::Object(m) => walk_object(s, m, path, out),
+        Value::Object(m) => walk_object(s, m, old, path, out),
         Value::Array(items) => {
             if let Some(item_schema) = s.get("items") {
                 for (i, it) in items.iter_mut().enumerate() {
-                    walk(item_schema, it, &format!("{path}[{i}]"), out);
+                    walk(item_schema, it, None, &format!("{path}[{i}]"), out);
                 }
             }
         }
@@ -262,7 +282,7 @@ fn check_bounds(s: &Value, v: &Value, path: &str, out: &mut Outcome) {
     }
 }
 
-fn walk_object(s: &Value, m: &mut Map<String, Value>, path: &str, out: &mut Outcome) {
+fn walk_object(s: &Value, m: &mut Map<String, Value>, old: Option<&Value>, path: &str, out: &mut Outcome) {
     let props = s.get("properties").and_then(Value::as_object);
     let additional = s.get("additionalProperties");
     let keys: Vec<String> = m.keys().cloned().collect();
@@ -278,7 +298,7 @@ fn walk_object(s: &Value, m: &mut Map<String, Value>, path: &str, out: &mut Outc
                     continue;
                 }
                 if let Some(v) = m.get_mut(&k) {
-                    walk(sub, v, &p, out);
+                    walk(sub, v, old.and_then(|o| o.get(&k)), &p, out);
                 }
             }
             None if preserves(s) || additional.and_then(Value::as_bool) == Some(true) => {}
@@ -302,7 +322,7 @@ mod tests {
         let schema = json!({"type": "object", "properties": {"spec": {"type": "object", "required": ["a"],
             "properties": {"a": {"type": "integer", "minimum": 1}, "e": {"type": "string", "enum": ["x"]}}}}});
         let mut obj = json!({"spec": {"a": 0, "e": "y", "junk": 1}});
-        let out = validate(&schema, &mut obj, false);
+        let out = validate(&schema, &mut obj, None);
         assert_eq!(out.unknown, vec!["spec.junk".to_string()]);
         assert_eq!(out.errors.len(), 2, "{:?}", out.errors);
         assert!(obj.pointer("/spec/junk").is_none());

@@ -218,6 +218,7 @@ pub(super) async fn write_status(
         .await
     {
         warn!(group = %group_key(group), error = %e, "status update failed");
+        book.write_failed();
         return None;
     }
     book.wrote(group.metadata.resource_version.clone(), status);

@@ -223,8 +223,8 @@ impl GithubForge {
             waiting: state
                 .runners
                 .waiting_requests()
-                .map(|(id, queued_at)| WaitingJob {
-                    id: id.to_string(),
+                .map(|(key, queued_at)| WaitingJob {
+                    id: key.to_string(),
                     queued_at,
                 })
                 .collect(),

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use forgerunner_core::forge::ForgeRunnerState;
 use forgerunner_core::job_identity::JobIdentity;
 
-use super::message::JobMessage;
+use super::message::{JobKey, JobMessage};
 
 /// Most job requests remembered as waiting: far above any scale set's assigned jobs, a bound in
 /// case the service never reports some of them started or completed.
@@ -36,9 +36,9 @@ pub struct RunnerActivity {
     finished: BTreeSet<String>,
     /// `finished` in completion order, for pruning.
     finished_order: VecDeque<(Instant, String)>,
-    /// Request ids of jobs assigned to the scale set and not started or completed yet, with
-    /// their queue time where the message gave it.
-    waiting: BTreeMap<i64, Option<jiff::Timestamp>>,
+    /// Jobs assigned to the scale set and not started or completed yet, with their queue time
+    /// where the message gave it.
+    waiting: BTreeMap<JobKey, Option<jiff::Timestamp>>,
 }
 
 impl RunnerActivity {
@@ -86,19 +86,11 @@ impl RunnerActivity {
     /// Follows which job requests wait for a runner: assigned until started or completed.
     pub fn track_request(&mut self, job: &JobMessage) {
         match job {
-            JobMessage::Assigned {
-                runner_request_id,
-                queued_at,
-            } if self.waiting.len() < MAX_WAITING => {
-                self.waiting.insert(*runner_request_id, *queued_at);
+            JobMessage::Assigned { key, queued_at, .. } if self.waiting.len() < MAX_WAITING => {
+                self.waiting.insert(key.clone(), *queued_at);
             }
-            JobMessage::Started {
-                runner_request_id, ..
-            }
-            | JobMessage::Completed {
-                runner_request_id, ..
-            } => {
-                self.waiting.remove(runner_request_id);
+            JobMessage::Started { key, .. } | JobMessage::Completed { key, .. } => {
+                self.waiting.remove(key);
                 if self.waiting.is_empty() {
                     // An empty B-tree keeps its node; every group has this map.
                     self.waiting = BTreeMap::new();
@@ -108,10 +100,9 @@ impl RunnerActivity {
         }
     }
 
-    /// Request ids of the jobs waiting for a runner and their queue times, for the latency per
-    /// stage.
-    pub fn waiting_requests(&self) -> impl Iterator<Item = (i64, Option<jiff::Timestamp>)> + '_ {
-        self.waiting.iter().map(|(id, at)| (*id, *at))
+    /// The jobs waiting for a runner and their queue times, for the latency per stage.
+    pub fn waiting_requests(&self) -> impl Iterator<Item = (&JobKey, Option<jiff::Timestamp>)> + '_ {
+        self.waiting.iter().map(|(key, at)| (key, *at))
     }
 
     /// What the messages say about one runner, if anything.
@@ -168,21 +159,27 @@ mod tests {
         for id in [1, 2, 3] {
             a.track_request(&JobMessage::Assigned {
                 runner_request_id: id,
+                key: JobKey::Request(id),
                 queued_at: Some(queued),
             });
         }
         a.track_request(&JobMessage::Started {
             runner_request_id: 1,
+            key: JobKey::Request(1),
             runner_name: "r".into(),
             identity: Default::default(),
         });
         // Cancelled before it started: completed without a runner.
         a.track_request(&JobMessage::Completed {
             runner_request_id: 3,
+            key: JobKey::Request(3),
             runner_name: String::new(),
             result: "canceled".into(),
         });
-        assert_eq!(a.waiting_requests().collect::<Vec<_>>(), [(2, Some(queued))]);
+        assert_eq!(
+            a.waiting_requests().collect::<Vec<_>>(),
+            [(&JobKey::Request(2), Some(queued))]
+        );
         // A lost session: what it showed waiting may start or end unseen.
         a.forget_waiting();
         assert_eq!(a.waiting_requests().count(), 0);

@@ -23,6 +23,8 @@ pub enum JobMessage {
     Assigned {
         /// `runnerRequestId`.
         runner_request_id: i64,
+        /// Which job it is, to follow it until it starts.
+        key: JobKey,
         /// `queueTime`: when the job was queued, for the "queued → seen" stage.
         queued_at: Option<jiff::Timestamp>,
     },
@@ -30,6 +32,8 @@ pub enum JobMessage {
     Started {
         /// `runnerRequestId`.
         runner_request_id: i64,
+        /// Which job it is.
+        key: JobKey,
         /// The runner's name (= our Job name).
         runner_name: String,
         /// Repository, workflow, run and job, as the message names them.
@@ -39,11 +43,48 @@ pub enum JobMessage {
     Completed {
         /// `runnerRequestId`.
         runner_request_id: i64,
+        /// Which job it is.
+        key: JobKey,
         /// The runner's name, empty if it never started.
         runner_name: String,
         /// `succeeded`, `failed`, `canceled`, …
         result: String,
     },
+}
+
+/// Which job a message is about, to follow it from assigned to started or completed: the
+/// service's `jobId` where the message tells it, else its `runnerRequestId`.
+///
+/// Every job message carries both (`actions/scaleset` `types.go`, `JobMessageBase`), but the
+/// request id is not always one per job: a `JobAssigned` captured from github.com's newer
+/// job-assignment backend on 2026-07-26 had `"runnerRequestId":0` beside a UUID `jobId`
+/// (a third-party measurement, GitHub Actions Gateway's protocol notes; no upstream source
+/// shows the server side). Keyed by request id, every such job would be one entry.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum JobKey {
+    /// `jobId`.
+    Id(String),
+    /// `runnerRequestId`, where the message has no `jobId`.
+    Request(i64),
+}
+
+impl JobKey {
+    /// The key of a message with these fields.
+    pub fn of(runner_request_id: i64, job_id: Option<&str>) -> JobKey {
+        match job_id.and_then(sanitize) {
+            Some(id) => JobKey::Id(id),
+            None => JobKey::Request(runner_request_id),
+        }
+    }
+}
+
+impl std::fmt::Display for JobKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            JobKey::Id(id) => f.write_str(id),
+            JobKey::Request(id) => write!(f, "{id}"),
+        }
+    }
 }
 
 /// A decoded envelope.
@@ -179,21 +220,25 @@ fn decode_body(body: &str) -> Vec<JobMessage> {
         .filter_map(|v| serde_json::from_value::<Element>(v).ok())
         .filter_map(|e| {
             let id = e.runner_request_id;
+            let key = JobKey::of(id, e.job_id.as_deref());
             match e.message_type.as_str() {
                 "JobAvailable" => Some(JobMessage::Available {
                     runner_request_id: id,
                 }),
                 "JobAssigned" => Some(JobMessage::Assigned {
                     runner_request_id: id,
+                    key,
                     queued_at: e.queued_at(),
                 }),
                 "JobStarted" => Some(JobMessage::Started {
                     runner_request_id: id,
+                    key,
                     identity: e.identity(),
                     runner_name: e.runner_name.unwrap_or_default(),
                 }),
                 "JobCompleted" => Some(JobMessage::Completed {
                     runner_request_id: id,
+                    key,
                     runner_name: e.runner_name.unwrap_or_default(),
                     result: e.result.unwrap_or_default(),
                 }),
@@ -237,16 +282,19 @@ mod tests {
                 JobMessage::Available { runner_request_id: 7 },
                 JobMessage::Started {
                     runner_request_id: 8,
+                    key: JobKey::Request(8),
                     runner_name: "r-1".into(),
                     identity: JobIdentity::default(),
                 },
                 JobMessage::Completed {
                     runner_request_id: 9,
+                    key: JobKey::Request(9),
                     runner_name: "r-2".into(),
                     result: "succeeded".into()
                 },
                 JobMessage::Assigned {
                     runner_request_id: 10,
+                    key: JobKey::Request(10),
                     queued_at: None,
                 },
             ]
@@ -269,6 +317,26 @@ mod tests {
             })
             .collect();
         assert_eq!(queued, [Some("2026-03-04T05:06:07Z".to_owned()), None, None]);
+    }
+
+    /// Jobs whose `JobAssigned` all carry `runnerRequestId` 0 (as captured from github.com's
+    /// newer backend, see [`JobKey`]) stay apart by `jobId`, and each leaves the waiting list
+    /// when its own `JobStarted` or `JobCompleted` arrives.
+    #[test]
+    fn jobs_are_followed_by_job_id_when_request_ids_do_not_tell_them_apart() {
+        use super::super::activity::RunnerActivity;
+        let body = r#"[{"messageType":"JobAssigned","runnerRequestId":0,"jobId":"bd59f43d-2e1a-567a-b5a4-c147b94d0766"},
+                       {"messageType":"JobAssigned","runnerRequestId":0,"jobId":"0a1b2c3d-0000-4000-8000-000000000002"},
+                       {"messageType":"JobAssigned","runnerRequestId":0,"jobId":"0a1b2c3d-0000-4000-8000-000000000003"},
+                       {"messageType":"JobStarted","runnerRequestId":0,"jobId":"0a1b2c3d-0000-4000-8000-000000000002","runnerName":"r-2"},
+                       {"messageType":"JobCompleted","runnerRequestId":0,"jobId":"0a1b2c3d-0000-4000-8000-000000000003","result":"canceled"}]"#;
+        let m = decode(&envelope(body)).expect("decodes").expect("a message");
+        let mut a = RunnerActivity::default();
+        for j in &m.jobs {
+            a.track_request(j);
+        }
+        let waiting: Vec<String> = a.waiting_requests().map(|(k, _)| k.to_string()).collect();
+        assert_eq!(waiting, ["bd59f43d-2e1a-567a-b5a4-c147b94d0766"]);
     }
 
     #[test]

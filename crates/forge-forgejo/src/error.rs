@@ -8,7 +8,7 @@ use crate::scope::ScopeError;
 use crate::version::VersionError;
 
 /// What went wrong talking to Forgejo, or with a group's Forgejo settings.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum ForgejoError {
     /// 401: the token is unknown or expired.
     #[error("Forgejo rejected the API token (401) at {scope}; check the Secret's token key")]

@@ -7,7 +7,7 @@ use crate::scope::ScopeError;
 use crate::version::VersionError;
 
 /// What went wrong talking to Gitea, or with a group's Gitea settings.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum GiteaError {
     /// 401: the token is unknown or expired.
     #[error("Gitea rejected the API token (401) at {scope}; check the Secret's token key")]

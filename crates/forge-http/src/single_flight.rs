@@ -2,7 +2,12 @@
 //! for that fetch, later callers reuse the value until it is too old. This is how groups that
 //! share an instance, scope and token share one listing per poll interval instead of each
 //! asking the forge.
+//!
+//! A failed fetch is handed to the callers that waited for it, and not cached beyond them:
+//! otherwise each waiter would try again in turn, and behind a forge that times out the last
+//! of twenty groups would wait twenty timeouts, past its pass's deadline.
 
+use std::any::Any;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -23,27 +28,41 @@ pub struct Fetched<T> {
 
 /// A cached value with its fetch time.
 pub struct Cell<T> {
-    inner: Mutex<Option<(Instant, Arc<T>)>>,
+    inner: Mutex<Slot<T>>,
+}
+
+/// What the cell holds: the last value, and the last failure for those who waited for it.
+struct Slot<T> {
+    value: Option<(Instant, Arc<T>)>,
+    /// When the last fetch failed, and its error (the caller's error type, erased so the cell
+    /// stays generic over the value alone).
+    failed: Option<(Instant, Box<dyn Any + Send + Sync>)>,
 }
 
 impl<T> Default for Cell<T> {
     fn default() -> Self {
         Cell {
-            inner: Mutex::new(None),
+            inner: Mutex::new(Slot {
+                value: None,
+                failed: None,
+            }),
         }
     }
 }
 
 impl<T> Cell<T> {
     /// The value if younger than `max_age`, else the result of `fetch` (stored on success).
-    /// Errors are not cached: the next caller tries again, so one failure does not hide the
-    /// forge for a whole interval.
+    /// A caller that waited for a fetch which failed gets that fetch's error; errors are not
+    /// cached beyond that: the next caller tries again, so one failure does not hide the forge
+    /// for a whole interval.
     pub async fn get<E, F>(&self, max_age: Duration, fetch: F) -> Result<Fetched<T>, E>
     where
         F: Future<Output = Result<T, E>>,
+        E: Clone + Send + Sync + 'static,
     {
+        let arrived = Instant::now();
         let mut guard = self.inner.lock().await;
-        if let Some((at, value)) = guard.as_ref()
+        if let Some((at, value)) = guard.value.as_ref()
             && at.elapsed() < max_age
         {
             return Ok(Fetched {
@@ -52,20 +71,35 @@ impl<T> Cell<T> {
                 fetched_now: false,
             });
         }
+        if let Some((failed_at, error)) = guard.failed.as_ref()
+            && *failed_at >= arrived
+            && let Some(error) = error.downcast_ref::<E>()
+        {
+            return Err(error.clone());
+        }
         let started = Instant::now();
-        let value = Arc::new(fetch.await?);
-        *guard = Some((started, value.clone()));
-        Ok(Fetched {
-            value,
-            at: started,
-            fetched_now: true,
-        })
+        match fetch.await {
+            Ok(value) => {
+                let value = Arc::new(value);
+                guard.value = Some((started, value.clone()));
+                guard.failed = None;
+                Ok(Fetched {
+                    value,
+                    at: started,
+                    fetched_now: true,
+                })
+            }
+            Err(e) => {
+                guard.failed = Some((Instant::now(), Box::new(e.clone())));
+                Err(e)
+            }
+        }
     }
 
     /// Drops the value, so the next caller fetches afresh: after a runner is created or
     /// deleted, a listing from before must not be reused.
     pub async fn expire(&self) {
-        *self.inner.lock().await = None;
+        self.inner.lock().await.value = None;
     }
 }
 
@@ -107,6 +141,42 @@ mod tests {
             .await
             .map(|f| *f.value);
         assert_eq!(v, Ok(2));
+    }
+
+    /// Twenty groups behind one listing of a forge that fails slowly: one fetch, and every
+    /// waiter gets its error at once instead of trying again in turn.
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_fetch_is_shared_with_its_waiters_only() {
+        let cell = Arc::new(Cell::<u32>::default());
+        let calls = Arc::new(AtomicU32::new(0));
+        let mut tasks = Vec::new();
+        for _ in 0..20 {
+            let (cell, calls) = (cell.clone(), calls.clone());
+            tasks.push(tokio::spawn(async move {
+                cell.get(Duration::from_secs(60), async {
+                    calls.fetch_add(1, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_secs(30)).await;
+                    Err::<u32, _>("timed out")
+                })
+                .await
+                .err()
+            }));
+        }
+        let started = tokio::time::Instant::now();
+        for t in tasks {
+            assert_eq!(t.await.expect("join"), Some("timed out"));
+        }
+        assert_eq!(calls.load(Ordering::SeqCst), 1, "one fetch for all twenty");
+        assert_eq!(
+            started.elapsed(),
+            Duration::from_secs(30),
+            "one timeout, not twenty"
+        );
+        let later = cell
+            .get(Duration::from_secs(60), async { Ok::<_, &str>(5) })
+            .await
+            .map(|f| *f.value);
+        assert_eq!(later, Ok(5), "a caller after the failure fetches again");
     }
 
     #[tokio::test]

@@ -61,6 +61,7 @@ struct Track {
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Seen {
     at: Timestamp,
+    /// The forge's queue time, never after `at`.
     queued_at: Option<Timestamp>,
     /// A runner was created for it (or it was already waiting when this process started).
     served: bool,
@@ -94,6 +95,17 @@ fn age_order((a_id, a): (&str, &Seen), (b_id, b): (&str, &Seen)) -> std::cmp::Or
         (s.at, s.queued_at.is_none(), s.queued_at, id.len(), id)
     }
     key(a_id, a).cmp(&key(b_id, b))
+}
+
+/// The forge's queue time of a job first seen at `seen`, never after it. A job is seen after it
+/// was queued, so a later queue time is the forge's clock ahead of ours (or read after this
+/// pass read its clock): taken as is, queue → runner would come out shorter than seen → runner.
+/// Clamped, the stages add up: queue → runner = queue → seen + seen → runner. A time the forge
+/// gives in whole seconds is kept as given, the start of its second: Gitea cuts its times down
+/// (`time.Now().Unix()`), so that start is never after the job was queued, where the end of
+/// the second would be for nearly every job, and queue → seen overstates by under a second.
+fn no_later_than_seen(queued: Timestamp, seen: Timestamp) -> Timestamp {
+    queued.min(seen)
 }
 
 fn secs(from: Timestamp, to: Timestamp) -> f64 {
@@ -143,8 +155,9 @@ impl StageTracker {
             if self.jobs.contains_key(&w.id) {
                 continue;
             }
+            let queued_at = w.queued_at.map(|q| no_later_than_seen(q, now));
             if self.primed
-                && let Some(q) = w.queued_at
+                && let Some(q) = queued_at
             {
                 out.stages.push((Stage::QueuedToSeen, secs(q, now)));
             }
@@ -156,7 +169,7 @@ impl StageTracker {
                 w.id.clone(),
                 Seen {
                     at: now,
-                    queued_at: if self.primed { w.queued_at } else { None },
+                    queued_at: if self.primed { queued_at } else { None },
                     served,
                 },
             );
@@ -487,6 +500,50 @@ mod tests {
             [3.0],
             "the new runner is for \"3\", queued at 6"
         );
+    }
+
+    /// One job through a primed tracker, each time in milliseconds: the forge's queue time,
+    /// first seen, runner Job created. Returns queued → seen, seen → runner and queue → runner.
+    fn one_job(queued_ms: i64, seen_ms: i64, runner_ms: i64) -> (f64, f64, f64) {
+        let ms = |m| Timestamp::from_millisecond(m).expect("valid timestamp");
+        let mut t = StageTracker::default();
+        t.pass(&[], &[], 0, created_at_100, ms(0));
+        let q = [WaitingJob {
+            id: "1".into(),
+            queued_at: Some(ms(queued_ms)),
+        }];
+        let seen = t.pass(&q, &[], 0, created_at_100, ms(seen_ms));
+        let made = t.pass(&q, &[], 1, created_at_100, ms(runner_ms));
+        match (&seen.stages[..], &made.stages[..], &made.queue_to_runner[..]) {
+            ([(Stage::QueuedToSeen, a)], [(Stage::SeenToRunner, b)], [c]) => (*a, *b, *c),
+            other => panic!("one sample per stage: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn per_job_queued_before_seen_before_runner() {
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
+        // (queue time as the forge gives it, first seen, runner created), in ms, and what
+        // queued → seen must be.
+        let cases = [
+            // Queued at 10.9 s: Gitea cuts its time to the second (10 s), seen 50 ms later.
+            (10_000, 10_950, 11_500, 0.95),
+            // The same time rounded up to 11 s, as the Gitea fake used to: after first seen.
+            (11_000, 10_950, 11_500, 0.0),
+            // The forge's clock 30 s ahead of ours: queued "in the future".
+            (40_950, 10_950, 11_500, 0.0),
+            // Seen in the pass whose clock was read just before the listing showed the job.
+            (10_960, 10_950, 11_500, 0.0),
+        ];
+        for (queued, seen, runner, want) in cases {
+            let (q_s, s_r, q_r) = one_job(queued, seen, runner);
+            let case = format!("queued {queued} seen {seen} runner {runner}: {q_s} {s_r} {q_r}");
+            assert!(q_s >= 0.0 && s_r >= 0.0, "{case}");
+            assert!(close(q_s, want), "{case}");
+            assert!(close(s_r, 0.55), "{case}");
+            // The stages add up: queue → runner is queue → seen and seen → runner.
+            assert!(close(q_r, q_s + s_r), "{case}");
+        }
     }
 
     #[test]

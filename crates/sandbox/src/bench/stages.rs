@@ -168,6 +168,43 @@ pub fn table(scrape: &str, groups: &[&str]) -> Vec<String> {
 mod tests {
     use super::*;
 
+    /// A scrape of `stage` holding `samples` (seconds) in the operator's stage buckets
+    /// (`stage_histogram`: 50 ms doubling, 20 of them).
+    fn histogram(stage: &str, samples: &[f64]) -> String {
+        let mut bounds: Vec<f64> = (0..20).map(|i| 0.05 * 2f64.powi(i)).collect();
+        bounds.push(f64::INFINITY);
+        bounds
+            .iter()
+            .map(|le| {
+                let n = samples.iter().filter(|s| *s <= le).count();
+                let le = if le.is_infinite() {
+                    "+Inf".to_owned()
+                } else {
+                    le.to_string()
+                };
+                format!("forgerunner_{stage}_seconds_bucket{{group=\"g\",le=\"{le}\"}} {n}\n")
+            })
+            .collect()
+    }
+
+    #[test]
+    fn interpolation_keeps_a_longer_stage_longer() {
+        // Each job's queue → runner is at least its seen → runner (by 0 to 0.9 s): whatever the
+        // buckets do, no percentile may show it shorter.
+        let seen: Vec<f64> = (0..20).map(|i| 0.03 + 0.17 * f64::from(i)).collect();
+        for extra in [0.0, 0.01, 0.2, 0.45, 0.9] {
+            let queue: Vec<f64> = seen.iter().map(|s| s + extra).collect();
+            let scrape = histogram("job_seen_to_runner", &seen) + &histogram("job_queue_to_runner", &queue);
+            let got = from_scrape(&scrape);
+            let (s, q) = (&got["job_seen_to_runner"], &got["job_queue_to_runner"]);
+            assert_eq!((s.count, q.count), (20, 20));
+            assert!(
+                q.p50_ms >= s.p50_ms && q.p95_ms >= s.p95_ms,
+                "+{extra}: {s:?} {q:?}"
+            );
+        }
+    }
+
     #[test]
     fn percentiles_sum_groups_and_interpolate() {
         let scrape = r#"# TYPE forgerunner_job_execution_seconds histogram

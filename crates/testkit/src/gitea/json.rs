@@ -7,10 +7,17 @@ use super::model::{FakeJob, FakeRunner, JobState};
 /// Gitea renders unset times as the Unix epoch.
 const EPOCH: &str = "1970-01-01T00:00:00Z";
 
+/// A time as Gitea renders it: whole seconds cut down, never rounded up, as it keeps times as
+/// `timeutil.TimeStamp` from `time.Now().Unix()` (`modules/timeutil/timestamp.go`).
 fn time(t: Option<jiff::Timestamp>) -> String {
     t.map_or_else(
         || EPOCH.to_string(),
-        |t| t.round(jiff::Unit::Second).unwrap_or(t).to_string(),
+        |t| {
+            let cut = jiff::TimestampRound::new()
+                .smallest(jiff::Unit::Second)
+                .mode(jiff::RoundMode::Floor);
+            t.round(cut).unwrap_or(t).to_string()
+        },
     )
 }
 
@@ -106,4 +113,47 @@ pub fn workflow_job_payload(base: &str, j: &FakeJob, owner_is_org: bool, d: Dial
         v["organization"] = organization(1, &j.owner);
     }
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job_created_at(created: &str) -> FakeJob {
+        FakeJob {
+            id: 1,
+            run_id: 1,
+            owner: "o".into(),
+            repo: "r".into(),
+            name: "j".into(),
+            labels: vec!["l".into()],
+            state: JobState::Waiting,
+            runner_id: None,
+            runner_name: String::new(),
+            runner_labels: Vec::new(),
+            created: created.parse().expect("valid timestamp"),
+            started: None,
+            completed: None,
+            cancel_requested: false,
+        }
+    }
+
+    /// Gitea keeps `created` as a `timeutil.TimeStamp` filled from `time.Now().Unix()`
+    /// (`modules/timeutil/timestamp.go`, `TimeStampNow`; `models/actions/run_job.go`,
+    /// `Created timeutil.TimeStamp xorm:"created"`), and `services/convert/convert.go`,
+    /// `ToActionWorkflowJob`, renders it as `job.Created.AsTime().UTC()`: whole seconds, cut
+    /// down, so the time shown is never after the job was queued.
+    #[test]
+    fn created_at_is_cut_to_the_second_as_gitea_stores_it() {
+        let d = Dialect {
+            null_steps: false,
+            runner_disabled_field: true,
+        };
+        let j = job_created_at("2026-03-04T05:06:07.9Z");
+        assert_eq!(job("http://g", &j, d)["created_at"], "2026-03-04T05:06:07Z");
+        let p = workflow_job_payload("http://g", &j, false, d);
+        assert_eq!(p["workflow_job"]["created_at"], "2026-03-04T05:06:07Z");
+        let j = job_created_at("2026-03-04T05:06:07Z");
+        assert_eq!(job("http://g", &j, d)["created_at"], "2026-03-04T05:06:07Z");
+    }
 }

@@ -15,7 +15,7 @@ pub mod job;
 
 use crate::budget::BudgetMetrics;
 pub use group::{GroupGauges, GroupLabels, GroupMetrics, Stage};
-pub use job::JobLabels;
+pub use job::{JobLabels, JobSeriesBook};
 
 /// Outcome of one forge request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, EncodeLabelValue)]

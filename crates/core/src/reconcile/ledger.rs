@@ -21,6 +21,7 @@ use super::identity::IdentityWrites;
 use super::stage_track::StageTracker;
 use crate::crd::{RunnerGroup, RunnerGroupStatus};
 use crate::forge::{ClusterRefs, Credentials, ForgeView, SecretValue};
+use crate::metrics::JobSeriesBook;
 use crate::plan::ObservedRunner;
 use crate::plan::memory::PlanMemory;
 
@@ -46,6 +47,8 @@ pub struct Ledger {
     pub upkeep: Upkeep,
     /// What the spec names in the cluster, as last read ([`ReadRefs`]).
     pub refs: Option<ReadRefs>,
+    /// Which repository/workflow series the group's job counters have (bounded).
+    pub job_series: JobSeriesBook,
 }
 
 impl Ledger {

@@ -13,7 +13,7 @@ use super::status::PassSummary;
 use crate::crd::RunnerGroup;
 use crate::forge::{ForgeRunnerState, ForgeView, GroupKey};
 use crate::job_identity::JobIdentity;
-use crate::metrics::{GroupGauges, GroupLabels, JobLabels, RunnerLabels};
+use crate::metrics::{GroupGauges, GroupLabels, JobLabels, JobSeriesBook, RunnerLabels};
 use crate::plan::ObservedRunner;
 
 /// States of the older `forgerunner_runners` gauge.
@@ -84,6 +84,7 @@ pub(super) fn record_pass(
     view: &ForgeView,
     s: &PassSummary,
     samples: StageSamples,
+    series: &mut JobSeriesBook,
 ) {
     let forge = group.spec.forge.as_str();
     let key = &group_key(group);
@@ -100,13 +101,18 @@ pub(super) fn record_pass(
     m.jobs_started.get_or_create(&base).inc_by(0);
     m.jobs_completed.get_or_create(&base).inc_by(0);
     let identity = |runner: &str| job_identity(view, jobs, runner);
+    let mut job_labels = |runner: &str| {
+        series.admit(JobLabels::of(
+            &labels,
+            identity(runner).as_ref(),
+            m.job_identity_labels,
+        ))
+    };
     for runner in &samples.started {
-        let job = JobLabels::of(&labels, identity(runner).as_ref(), m.job_identity_labels);
-        m.jobs_started.get_or_create(&job).inc();
+        m.jobs_started.get_or_create(&job_labels(runner)).inc();
     }
     for runner in &samples.completed {
-        let job = JobLabels::of(&labels, identity(runner).as_ref(), m.job_identity_labels);
-        m.jobs_completed.get_or_create(&job).inc();
+        m.jobs_completed.get_or_create(&job_labels(runner)).inc();
     }
     // A pass still running after leadership was lost must not bring back the gauges the term's
     // end cleared.

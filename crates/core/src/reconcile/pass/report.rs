@@ -59,6 +59,7 @@ pub(super) async fn report(
         &seen.view,
         &summary,
         samples,
+        &mut ledger.job_series,
     );
     events::scaling(ctx, group, &summary, &done).await;
     events::waiting_out(ctx, group, &decided.plan.waiting_out).await;

@@ -26,6 +26,8 @@ def registered_metrics():
     kinds = {}
     for field, kind in re.findall(r"pub (\w+): Family<\w+, (Counter|Gauge|Histogram)>", text):
         kinds[field] = kind
+    for field, kind in re.findall(r"pub (\w+): (Counter|Gauge|Histogram),", text):
+        kinds[field] = kind
     pattern = r'r\.register\(\s*"(\w+)",\s*"[^"]*",\s*(?:m|self)\.(\w+)\.clone\(\)'
     for name, field in re.findall(pattern, text, re.S):
         out["forgerunner_" + name] = kinds[field]

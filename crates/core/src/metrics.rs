@@ -141,6 +141,9 @@ pub struct Metrics {
     /// Entries in a forge backend's in-memory maps keyed by what groups name (clients per CA
     /// and proxy, tokens, listings, per-group state); back to 0 when no group uses the forge.
     pub forge_cache_entries: Family<CacheLabels, Gauge>,
+    /// 1 while this replica leads (it holds the lease, or runs without an election), else 0:
+    /// `max` over the replicas is 0 when no replica reconciles.
+    pub leader: Gauge,
     /// Per-group ARC gauges and stage histograms ([`group`]).
     pub group: GroupMetrics,
     // --- API budget (issue 13, identity/budget half): kept in its own module.
@@ -228,6 +231,11 @@ impl Metrics {
             "Entries in a forge backend's caches by kind (clients, listings, tokens, groups)",
             m.forge_cache_entries.clone(),
         );
+        r.register(
+            "leader",
+            "1 while this replica leads and reconciles RunnerGroups, else 0",
+            m.leader.clone(),
+        );
         m.group.register(r);
         m.budget.register(r);
         m
@@ -277,6 +285,7 @@ impl Default for Metrics {
             webhook_deliveries: Family::default(),
             webhook_signature_checks: Family::default(),
             forge_cache_entries: Family::default(),
+            leader: Gauge::default(),
             group: GroupMetrics::default(),
             budget: BudgetMetrics::default(),
             job_identity_labels: false,

@@ -129,6 +129,7 @@ impl Leadership {
         let relay_task = relay.spawn(triggers);
         let result = loop {
             self.readiness.standby();
+            self.metrics.leader.set(0);
             if let Some(elector) = self.elector.as_mut() {
                 if !elector.acquire(&shutdown).await {
                     break Ok(());
@@ -142,6 +143,7 @@ impl Leadership {
             }
         };
         self.readiness.stopping();
+        self.metrics.leader.set(0);
         if let Some(elector) = self.elector.as_mut() {
             match tokio::time::timeout(self.budget.lease, elector.release()).await {
                 Ok(Ok(())) => {}
@@ -159,6 +161,7 @@ impl Leadership {
         relay.set(Some(tx));
         self.route.set(Route::Local);
         let synced = self.readiness.leading();
+        self.metrics.leader.set(1);
         let mut controller = tokio::spawn(run_controller(
             self.client.clone(),
             self.forges.clone(),

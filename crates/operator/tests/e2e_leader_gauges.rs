@@ -1,6 +1,7 @@
 //! Only the leader exports group gauges: a standby exports none, and a leader that loses its
 //! Lease drops them once the standby takes over, so dashboards that sum across replicas count
-//! each group once. Two real `forgerunner` processes with leader election against one cluster.
+//! each group once; `forgerunner_leader` says which replica leads. Two real `forgerunner`
+//! processes with leader election against one cluster.
 #![cfg(feature = "gitea")]
 
 #[allow(dead_code)]
@@ -48,6 +49,25 @@ async fn group_gauges(op: &OperatorProcess) -> Option<Vec<String>> {
     )
 }
 
+/// The value of `forgerunner_leader` in `op`'s `/metrics`; `None` while it does not answer.
+async fn leader_value(op: &OperatorProcess) -> Option<String> {
+    let text = scrape(op).await;
+    text.lines()
+        .find_map(|l| l.strip_prefix("forgerunner_leader "))
+        .map(str::to_owned)
+}
+
+async fn wait_for_leader_value(op: &OperatorProcess, want: &str, what: &str) {
+    let got = wait_until(DEADLINE, what, || async {
+        leader_value(op).await.as_deref() == Some(want)
+    })
+    .await;
+    if got.is_err() {
+        let now = leader_value(op).await;
+        fail_with_output(op, &format!("{what}: forgerunner_leader is {now:?}, not {want}"));
+    }
+}
+
 async fn wait_for_gauges(op: &OperatorProcess, present: bool, what: &str) {
     let deadline = Instant::now() + DEADLINE;
     loop {
@@ -89,6 +109,7 @@ async fn a_deposed_leader_exports_no_group_gauges() {
         fail_with_output(&a, "op-a did not take the lease");
     }
     wait_for_gauges(&a, true, "the leader exports no group gauges").await;
+    wait_for_leader_value(&a, "1", "the leader says it leads").await;
 
     let b = start(&world, "op-b");
     let standby = wait_until(DEADLINE, "op-b serves /metrics", || async {
@@ -103,6 +124,7 @@ async fn a_deposed_leader_exports_no_group_gauges() {
         b_gauges.is_empty(),
         "a standby exports group gauges: {b_gauges:?}"
     );
+    wait_for_leader_value(&b, "0", "the standby says it does not lead").await;
 
     // op-a can no longer renew; op-b takes over once the Lease expires.
     world
@@ -118,5 +140,7 @@ async fn a_deposed_leader_exports_no_group_gauges() {
     }
     wait_for_gauges(&b, true, "the new leader exports no group gauges").await;
     wait_for_gauges(&a, false, "the deposed leader still exports group gauges").await;
+    wait_for_leader_value(&b, "1", "the new leader says it leads").await;
+    wait_for_leader_value(&a, "0", "the deposed leader says it no longer leads").await;
     drop((a, b));
 }

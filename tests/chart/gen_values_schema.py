@@ -15,6 +15,11 @@ SCHEMA_PATH = ROOT / "charts" / "forgerunner" / "values.schema.json"
 
 FORGES = ["github", "gitea", "forgejo"]
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+DNS_LABEL_OR_EMPTY = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$"
+# Comma-separated PromQL label matchers (`name="value"`, `=~`, `!=`, `!~`), or empty: what the
+# alert rules put inside every selector's braces. A value without `"` or `\` keeps quoting simple.
+_MATCHER = r'[a-zA-Z_][a-zA-Z0-9_]*\s*(=|!=|=~|!~)\s*"[^"\\]*"'
+PROMQL_MATCHERS_OR_EMPTY = rf"^({_MATCHER}(\s*,\s*{_MATCHER})*)?$"
 # A DNS-1123 subdomain (apimachinery IsDNS1123Subdomain: dot-separated DNS-1123 labels), or empty.
 DNS_SUBDOMAIN_OR_EMPTY = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$"
 # Name overrides become part of every object name, the Service's included (a DNS-1035 label: a
@@ -162,7 +167,11 @@ def schema():
                             "maxLength": 253,
                         },
                         "description": "hosts (or *.domain) the operator may connect to for forge URLs; empty means any",
-                    }
+                    },
+                    "refusePrivateAddresses": {
+                        "type": "boolean",
+                        "description": "refuse loopback, private, link-local and CGNAT addresses for forge calls, after DNS resolution too",
+                    },
                 }
             ),
             "logFormat": {"type": "string", "enum": ["text", "json"]},
@@ -222,6 +231,23 @@ def schema():
                     "interval": {"type": "string", "pattern": r"^([0-9]+(ms|s|m|h))+$"},
                     "scrapeTimeout": {"type": "string", "pattern": r"^(([0-9]+(ms|s|m|h))+)?$"},
                     "labels": string_map("ServiceMonitor labels"),
+                }
+            ),
+            "prometheusRule": obj(
+                {
+                    "enabled": {"type": "boolean"},
+                    "namespace": {"type": "string", "pattern": DNS_LABEL_OR_EMPTY, "maxLength": 63},
+                    "labels": string_map("PrometheusRule labels"),
+                    "selector": {
+                        "type": "string",
+                        "pattern": PROMQL_MATCHERS_OR_EMPTY,
+                        "description": "PromQL label matchers of this operator's series; empty: the ServiceMonitor's job",
+                    },
+                    "runbookUrl": {
+                        "type": "string",
+                        "pattern": r"^https?://[^\s#]+$",
+                        "description": "address of docs/operations.md the alerts' runbook_url anchors point into",
+                    },
                 }
             ),
             "podDisruptionBudget": obj(

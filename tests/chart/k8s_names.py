@@ -10,8 +10,8 @@ The rules, written from their upstream definitions:
 - Which rule each kind uses (kubernetes/kubernetes pkg/apis/*/validation): Service names are
   DNS-1035 labels (core ValidateServiceName = NameIsDNS1035Label); Role, ClusterRole and their
   bindings are path segment names (rbac ValidateRBACName); ConfigMap, ServiceAccount, Deployment,
-  PodDisruptionBudget, NetworkPolicy, Lease and custom resources (ServiceMonitor) are DNS-1123
-  subdomains.
+  PodDisruptionBudget, NetworkPolicy, Lease and custom resources (ServiceMonitor, PrometheusRule)
+  are DNS-1123 subdomains.
 - Helm's release names (helm pkg/chart/v2/util/validate_name.go ValidateReleaseName): a DNS-1123
   subdomain of at most 53 characters, so dots and a leading digit are allowed.
 """
@@ -74,6 +74,7 @@ NAME_RULES = {
     "NetworkPolicy": dns1123_subdomain,
     "Lease": dns1123_subdomain,
     "ServiceMonitor": dns1123_subdomain,
+    "PrometheusRule": dns1123_subdomain,
     "CustomResourceDefinition": dns1123_subdomain,
     "Role": path_segment_name,
     "ClusterRole": path_segment_name,

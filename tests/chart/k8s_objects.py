@@ -20,6 +20,7 @@ KINDS = {
     "PodDisruptionBudget": ("policy/v1", True, ["spec.selector"]),
     "NetworkPolicy": ("networking.k8s.io/v1", True, ["spec.podSelector", "spec.policyTypes"]),
     "ServiceMonitor": ("monitoring.coreos.com/v1", True, ["spec.selector", "spec.endpoints"]),
+    "PrometheusRule": ("monitoring.coreos.com/v1", True, ["spec.groups"]),
     "CustomResourceDefinition": ("apiextensions.k8s.io/v1", False, ["spec.group", "spec.names", "spec.versions"]),
 }
 

@@ -21,6 +21,7 @@ RELEASES = {
 EVERYTHING = {
     "replicaCount": 2,
     "serviceMonitor": {"enabled": True},
+    "prometheusRule": {"enabled": True},
     "networkPolicy": {"enabled": True},
     "rbac": {"runnerContainerHooks": True},
 }

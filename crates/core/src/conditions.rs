@@ -18,16 +18,20 @@ pub enum ConditionType {
     Scaling,
     /// Something keeps failing (runners, or parts of the last apply).
     Degraded,
+    /// A job the group serves has waited longer than `spec.stalledJobSeconds`
+    /// ([`crate::reconcile::stalled`]).
+    QueueStalled,
 }
 
 impl ConditionType {
     /// Every type, in status order.
-    pub const ALL: [ConditionType; 5] = [
+    pub const ALL: [ConditionType; 6] = [
         ConditionType::Ready,
         ConditionType::ForgeConnected,
         ConditionType::CredentialsValid,
         ConditionType::Scaling,
         ConditionType::Degraded,
+        ConditionType::QueueStalled,
     ];
 
     /// The `type` string in the status.
@@ -38,6 +42,7 @@ impl ConditionType {
             ConditionType::CredentialsValid => "CredentialsValid",
             ConditionType::Scaling => "Scaling",
             ConditionType::Degraded => "Degraded",
+            ConditionType::QueueStalled => "QueueStalled",
         }
     }
 
@@ -107,6 +112,10 @@ pub enum ConditionReason {
     Deleting,
     /// Runners do not start, for this reason (the backoff holds creation).
     Startup(crate::startup::StartupFailure),
+    /// A job has waited past `spec.stalledJobSeconds`, most likely for this reason.
+    Stalled(crate::reconcile::stalled::StallCause),
+    /// No job the group serves has waited past `spec.stalledJobSeconds`.
+    QueueMoving,
 }
 
 impl ConditionReason {
@@ -126,6 +135,8 @@ impl ConditionReason {
             ConditionReason::Healthy => "Healthy",
             ConditionReason::Deleting => "Deleting",
             ConditionReason::Startup(cause) => cause.as_str(),
+            ConditionReason::Stalled(cause) => cause.as_str(),
+            ConditionReason::QueueMoving => "QueueMoving",
         }
     }
 }

@@ -180,6 +180,12 @@ pub struct RunnerGroupSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0), extend("format" = "int32"))]
     pub scale_down_delay_seconds: Option<u32>,
+    /// Seconds a job the group serves may wait for a runner before the group reports it stalled
+    /// (default 600): condition `QueueStalled` names the job, since when it waits and the likely
+    /// cause, and a Warning Event (reason `QueueStalled`) is published once per stall.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1), extend("format" = "int32"))]
+    pub stalled_job_seconds: Option<u32>,
     /// How jobs' containers run: beside the runner with a Docker daemon (`dind`), or as pods of
     /// their own through the runner container hooks (`kubernetes`, `kubernetes-novolume`;
     /// GitHub only). Unset: the runner runs steps in its own container, with no daemon.
@@ -193,6 +199,8 @@ pub const DEFAULT_IDLE_TIMEOUT_SECONDS: u32 = 600;
 pub const DEFAULT_STARTUP_TIMEOUT_SECONDS: u32 = 300;
 /// Default time surplus runners are kept before they are removed.
 pub const DEFAULT_SCALE_DOWN_DELAY_SECONDS: u32 = 120;
+/// Default time a waiting job may wait before the group reports its queue stalled.
+pub const DEFAULT_STALLED_JOB_SECONDS: u32 = 600;
 
 /// How a runner runs its jobs' containers (ARC's `containerMode`, same words and shape).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -263,6 +271,11 @@ impl RunnerGroupSpec {
     pub fn scale_down_delay_seconds(&self) -> u32 {
         self.scale_down_delay_seconds
             .unwrap_or(DEFAULT_SCALE_DOWN_DELAY_SECONDS)
+    }
+
+    /// The stalled-job threshold with its default applied.
+    pub fn stalled_job_seconds(&self) -> u32 {
+        self.stalled_job_seconds.unwrap_or(DEFAULT_STALLED_JOB_SECONDS)
     }
 
     /// The container mode's type, if a mode is set.
@@ -524,7 +537,7 @@ pub struct RunnerGroupStatus {
     /// Generation of the spec this status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-    /// `Ready`, `ForgeConnected`, `CredentialsValid`, `Scaling`, `Degraded`.
+    /// `Ready`, `ForgeConnected`, `CredentialsValid`, `Scaling`, `Degraded`, `QueueStalled`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,

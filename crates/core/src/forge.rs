@@ -132,6 +132,20 @@ pub struct ForgeView {
     /// Runners whose job the forge's data already shows taken (in progress in the listing, or
     /// named by a delivery since): `waiting_jobs` does not count their jobs.
     pub accounted: std::collections::BTreeSet<String>,
+    /// Jobs waiting in the group's scope that no group this process knows can take, with the
+    /// labels they ask for (a typo in `runs-on`); empty where the forge cannot tell.
+    pub unmatched: Vec<UnmatchedJob>,
+}
+
+/// A job waiting in a group's scope whose labels no group matches.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnmatchedJob {
+    /// The forge's id of the job.
+    pub id: String,
+    /// The job's `runs-on` labels.
+    pub labels: Vec<String>,
+    /// When the forge queued it, where the forge says.
+    pub queued_at: Option<jiff::Timestamp>,
 }
 
 /// A job waiting for a runner of the group, as the forge names it.

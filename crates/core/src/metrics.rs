@@ -12,10 +12,12 @@ use prometheus_client::registry::Registry;
 
 pub mod group;
 pub mod job;
+pub mod unmatched;
 
 use crate::budget::BudgetMetrics;
 pub use group::{GroupGauges, GroupLabels, GroupMetrics, Stage};
 pub use job::{JobLabels, JobSeriesBook};
+pub use unmatched::{NamespaceLabels, UnmatchedBook};
 
 /// Outcome of one forge request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, EncodeLabelValue)]
@@ -141,6 +143,8 @@ pub struct Metrics {
     /// Entries in a forge backend's in-memory maps keyed by what groups name (clients per CA
     /// and proxy, tokens, listings, per-group state); back to 0 when no group uses the forge.
     pub forge_cache_entries: Family<CacheLabels, Gauge>,
+    /// Jobs waiting in a scope that no group's labels match, per namespace ([`unmatched`]).
+    pub unmatched_waiting_jobs: Family<NamespaceLabels, Gauge>,
     /// 1 while this replica leads (it holds the lease, or runs without an election), else 0:
     /// `max` over the replicas is 0 when no replica reconciles.
     pub leader: Gauge,
@@ -232,6 +236,11 @@ impl Metrics {
             m.forge_cache_entries.clone(),
         );
         r.register(
+            "unmatched_waiting_jobs",
+            "Jobs waiting in a scope watched by the namespace's groups that no group's labels match",
+            m.unmatched_waiting_jobs.clone(),
+        );
+        r.register(
             "leader",
             "1 while this replica leads and reconciles RunnerGroups, else 0",
             m.leader.clone(),
@@ -254,6 +263,7 @@ impl Metrics {
     /// that sum across pods count each group once.
     pub fn clear_group_gauges(&self) {
         self.runners.clear();
+        self.unmatched_waiting_jobs.clear();
         self.group.clear_gauges();
     }
 
@@ -285,6 +295,7 @@ impl Default for Metrics {
             webhook_deliveries: Family::default(),
             webhook_signature_checks: Family::default(),
             forge_cache_entries: Family::default(),
+            unmatched_waiting_jobs: Family::default(),
             leader: Gauge::default(),
             group: GroupMetrics::default(),
             budget: BudgetMetrics::default(),

@@ -156,6 +156,7 @@ impl RunnerGroupBuilder {
                 idle_timeout_seconds: None,
                 startup_timeout_seconds: None,
                 scale_down_delay_seconds: None,
+                stalled_job_seconds: None,
                 container_mode: None,
             },
         }

@@ -167,6 +167,12 @@ fn check_common(spec: &RunnerGroupSpec, out: &mut Vec<SpecViolation>) {
             "must be at least 1 (or unset for the default)",
         ));
     }
+    if spec.stalled_job_seconds == Some(0) {
+        out.push(violation(
+            "spec.stalledJobSeconds",
+            "must be at least 1 (or unset for the default)",
+        ));
+    }
     if spec.active_deadline_seconds.is_some_and(|s| s < 1) {
         out.push(violation(
             "spec.activeDeadlineSeconds",

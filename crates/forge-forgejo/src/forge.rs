@@ -406,6 +406,10 @@ impl ForgejoForge {
             // `waiting_jobs` is netted by this crate's own book (`state.rs`) still.
             listed_at: None,
             accounted: Default::default(),
+            // The jobs listing is filtered by the group's labels on the server (`labels` query,
+            // `GetActionRunJobs` in `routers/api/v1/shared/runners.go`): jobs no group matches
+            // are never in it. Naming them needs an unfiltered listing per scope, not made yet.
+            unmatched: Vec::new(),
         })
     }
 }

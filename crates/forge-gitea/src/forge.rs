@@ -13,9 +13,9 @@ use forgerunner_core::crd::{ForgeKind, GiteaSpec, RunnerGroup, RunnerGroupSpec};
 use forgerunner_core::forge::{
     ClusterRefs, Forge, ForgeError, ForgeFacts, ForgeRunnerState, ForgeView, GroupContext, GroupKey,
     OutboundUrl, ReconcileTrigger, RemoveOutcome, RunnerCredentials, RunnerExit, RunnerRef, SecretValue,
-    WaitingJob,
+    UnmatchedJob, WaitingJob,
 };
-use forgerunner_core::metrics::Metrics;
+use forgerunner_core::metrics::{Metrics, UnmatchedBook};
 use forgerunner_core::validate::SpecViolation;
 use forgerunner_core::webhook::RecentDeliveries;
 use forgerunner_http::{Cell, Connection, Fetched, InstanceKey, Pool};
@@ -30,6 +30,7 @@ use crate::pod::{self, REGISTRATION_TOKEN_KEY};
 use crate::runner_names::strongest;
 use crate::scope::{Routes, Scope};
 use crate::types::{JobStatus, Runner, WorkflowJob};
+use crate::unmatched::{Taker, unmatched_jobs};
 use crate::version::GiteaVersion;
 use forgerunner_core::names::is_runner_name_of;
 
@@ -121,6 +122,8 @@ pub struct GiteaForge {
     /// Per group, runners that took a job after the cached jobs listing was fetched.
     /// Ids of deliveries already acted on.
     pub(crate) deliveries: RecentDeliveries,
+    /// Per group, the queued jobs of its scope no group can take ([`crate::unmatched`]).
+    pub(crate) unmatched: UnmatchedBook,
 }
 
 impl GiteaForge {
@@ -143,6 +146,7 @@ impl GiteaForge {
             groups: Mutex::default(),
             announced: Mutex::default(),
             deliveries: RecentDeliveries::default(),
+            unmatched: UnmatchedBook::new("gitea"),
         }
     }
 
@@ -292,6 +296,26 @@ impl GiteaForge {
         Ok(running.iter().any(|j| j.runner_name == name))
     }
 
+    /// The queued jobs of the group's listing no known group can take, counted for the
+    /// group's namespace.
+    fn unmatched_of(&self, ctx: &GroupContext, r: &Resolved<'_>, jobs: &[WorkflowJob]) -> Vec<UnmatchedJob> {
+        let found = match self.groups.lock() {
+            Ok(groups) => {
+                let takers = groups.values().map(|g| Taker {
+                    url: g.listing.instance().url(),
+                    scope: &g.scope,
+                    labels: &g.labels,
+                });
+                unmatched_jobs(jobs, r.listing.instance().url(), takers)
+            }
+            // A poisoned map: report none rather than every job.
+            Err(_) => Vec::new(),
+        };
+        let ids = found.iter().map(|j| j.id.clone()).collect();
+        self.unmatched.record(&self.metrics, &ctx.key, ids);
+        found
+    }
+
     fn remember(&self, ctx: &GroupContext, r: &Resolved<'_>) {
         let before = match self.groups.lock() {
             Ok(mut g) => g
@@ -365,6 +389,7 @@ impl GiteaForge {
                     .or_insert_with(|| identity.clone());
             }
         }
+        let unmatched = self.unmatched_of(ctx, &r, &jobs);
         let listing = self.runners(&r, r.interval).await?;
         let runners = &listing.value.runners;
         let mut states = BTreeMap::new();
@@ -419,6 +444,7 @@ impl GiteaForge {
             stranded: Default::default(),
             listed_at: Some(fetched_at),
             accounted,
+            unmatched,
         })
     }
 
@@ -617,6 +643,7 @@ impl Forge for GiteaForge {
 
     async fn release(&self, key: &GroupKey) {
         self.release_group(key);
+        self.unmatched.forget(&self.metrics, key);
     }
 
     fn cleanup_hint(&self, _spec: &RunnerGroupSpec) -> String {
@@ -637,5 +664,6 @@ impl Forge for GiteaForge {
     async fn shutdown_all(&self) {
         // A new leader starts from nothing: forget groups and every cached listing and token.
         self.forget_all();
+        self.unmatched.clear(&self.metrics);
     }
 }

@@ -18,6 +18,7 @@ mod release;
 mod runner_names;
 pub mod scope;
 pub mod types;
+mod unmatched;
 pub mod validate;
 pub mod version;
 pub mod webhook;

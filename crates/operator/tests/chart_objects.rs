@@ -40,6 +40,11 @@ fn parse_typed(obj: &serde_json::Value) -> String {
             assert_eq!(obj["apiVersion"].as_str(), Some("monitoring.coreos.com/v1"));
             assert!(obj["spec"]["endpoints"].as_array().is_some_and(|e| !e.is_empty()));
         }
+        // So is PrometheusRule; tests/chart/test_alerts.py checks its rules.
+        "PrometheusRule" => {
+            assert_eq!(obj["apiVersion"].as_str(), Some("monitoring.coreos.com/v1"));
+            assert!(obj["spec"]["groups"].as_array().is_some_and(|g| !g.is_empty()));
+        }
         other => panic!("the chart renders a kind this test does not know: {other}"),
     }
     kind
@@ -70,6 +75,8 @@ fn every_optional_object_renders_typed() {
         "--set",
         "serviceMonitor.enabled=true",
         "--set",
+        "prometheusRule.enabled=true",
+        "--set",
         "networkPolicy.enabled=true",
         "--set",
         "watchNamespaces={ci,builds}",
@@ -81,6 +88,7 @@ fn every_optional_object_renders_typed() {
         "PodDisruptionBudget",
         "NetworkPolicy",
         "ServiceMonitor",
+        "PrometheusRule",
         "Role",
         "RoleBinding",
     ] {

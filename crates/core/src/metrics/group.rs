@@ -105,6 +105,9 @@ pub struct GroupMetrics {
     pub min_runners: Family<GroupLabels, Gauge>,
     /// spec.maxRunners of the group.
     pub max_runners: Family<GroupLabels, Gauge>,
+    /// Seconds the oldest job waiting for the group has waited; 0 when none waits
+    /// (`reconcile::stalled`).
+    pub oldest_waiting_job_seconds: Family<GroupLabels, Gauge>,
     /// Stage `QueuedToSeen` in seconds.
     pub job_queued_to_seen: Family<GroupLabels, Histogram>,
     /// Stage `SeenToRunner` in seconds.
@@ -135,6 +138,7 @@ impl Default for GroupMetrics {
             desired_runners: Family::default(),
             min_runners: Family::default(),
             max_runners: Family::default(),
+            oldest_waiting_job_seconds: Family::default(),
             job_queued_to_seen: Family::new_with_constructor(stage_histogram),
             job_seen_to_runner: Family::new_with_constructor(stage_histogram),
             runner_created_to_running: Family::new_with_constructor(stage_histogram),
@@ -194,6 +198,11 @@ impl GroupMetrics {
             m.max_runners.clone(),
         );
         r.register(
+            "oldest_waiting_job_seconds",
+            "Seconds the oldest job waiting for the group has waited (0 when none waits)",
+            m.oldest_waiting_job_seconds.clone(),
+        );
+        r.register(
             "job_queued_to_seen_seconds",
             "Seconds from a job queued at the forge to the operator seeing it",
             m.job_queued_to_seen.clone(),
@@ -251,11 +260,19 @@ impl GroupMetrics {
         }
     }
 
+    /// Sets how long the oldest job waiting for one group has waited.
+    pub fn set_oldest_waiting(&self, labels: &GroupLabels, seconds: u64) {
+        self.oldest_waiting_job_seconds
+            .get_or_create(labels)
+            .set(i64::try_from(seconds).unwrap_or(i64::MAX));
+    }
+
     /// Drops the gauges of one group (deleted).
     pub fn remove_group(&self, labels: &GroupLabels) {
         for family in self.gauges() {
             family.remove(labels);
         }
+        self.oldest_waiting_job_seconds.remove(labels);
     }
 
     /// Drops the gauges of every group (leadership lost: the new leader exports them).
@@ -263,6 +280,7 @@ impl GroupMetrics {
         for family in self.gauges() {
             family.clear();
         }
+        self.oldest_waiting_job_seconds.clear();
     }
 
     /// Records one stage duration.
@@ -320,7 +338,12 @@ mod tests {
         };
         m.set_gauges(&labels("a"), &v);
         m.set_gauges(&labels("b"), &v);
+        m.set_oldest_waiting(&labels("a"), 620);
+        m.set_oldest_waiting(&labels("b"), 0);
         let text = scrape(&m);
+        assert!(text.contains(
+            r#"forgerunner_oldest_waiting_job_seconds{forge="gitea",namespace="ci",group="a"} 620"#
+        ));
         assert!(text.contains(r#"forgerunner_assigned_jobs{forge="gitea",namespace="ci",group="a"} 3"#));
         assert!(text.contains(r#"forgerunner_max_runners{forge="gitea",namespace="ci",group="b"} 7"#));
         m.remove_group(&labels("a"));

@@ -122,18 +122,20 @@ pub(super) async fn publish(
 /// Whether a condition in this state needs attention.
 fn is_bad(c: &Condition) -> bool {
     match ConditionType::parse(&c.type_) {
-        Some(ConditionType::Degraded) => c.status == "True",
+        Some(ConditionType::Degraded | ConditionType::QueueStalled) => c.status == "True",
         Some(ConditionType::Scaling) | None => false,
         Some(_) => c.status == "False",
     }
 }
 
-/// One Event per changed condition (Scaling transitions are covered by the scale summary).
+/// One Event per changed condition (Scaling transitions are covered by the scale summary, and
+/// a stall by [`queue_stalled`], once per stall rather than per change of cause).
 pub async fn transitions(ctx: &Context, group: &RunnerGroup, changed: &[Condition]) {
-    for c in changed
-        .iter()
-        .filter(|c| c.type_ != ConditionType::Scaling.as_str())
-    {
+    let own_events = [
+        ConditionType::Scaling.as_str(),
+        ConditionType::QueueStalled.as_str(),
+    ];
+    for c in changed.iter().filter(|c| !own_events.contains(&c.type_.as_str())) {
         let type_ = if is_bad(c) {
             EventType::Warning
         } else {
@@ -142,6 +144,28 @@ pub async fn transitions(ctx: &Context, group: &RunnerGroup, changed: &[Conditio
         let note = format!("{} is {}: {}", c.type_, c.status, c.message);
         publish(ctx, group, type_, &c.reason, "Reconcile", note).await;
     }
+}
+
+/// The Warning Event of a stall that began ([`super::stalled::stall_began`]): reason
+/// `QueueStalled`, the condition's message (job, since when, likely cause) as its note.
+pub async fn queue_stalled(ctx: &Context, group: &RunnerGroup, stalled: &Condition) {
+    let note = format!("{} ({}): {}", stalled.type_, stalled.reason, stalled.message);
+    publish(
+        ctx,
+        group,
+        EventType::Warning,
+        ConditionType::QueueStalled.as_str(),
+        "WatchQueue",
+        note,
+    )
+    .await;
+}
+
+/// A Warning Event (reason `UnmatchedJob`) for a job of the group's scope that no group's
+/// labels match ([`super::stalled::WaitBook::unmatched_due`] says when, once per job).
+pub async fn unmatched_job(ctx: &Context, group: &RunnerGroup, job: &crate::forge::UnmatchedJob) {
+    let note = super::stalled::unmatched_note(job);
+    publish(ctx, group, EventType::Warning, "UnmatchedJob", "WatchQueue", note).await;
 }
 
 /// One Event per runner kept though it has not started in time, because a waiting job needs it

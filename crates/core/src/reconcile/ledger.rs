@@ -19,6 +19,7 @@ pub use taken::TakenSinceListing;
 use super::hook_leftovers::SweepClock;
 use super::identity::IdentityWrites;
 use super::stage_track::StageTracker;
+use super::stalled::WaitBook;
 use crate::crd::{RunnerGroup, RunnerGroupStatus};
 use crate::forge::{ClusterRefs, Credentials, ForgeView, SecretValue};
 use crate::metrics::JobSeriesBook;
@@ -40,6 +41,8 @@ pub struct Ledger {
     pub plan: PlanMemory,
     /// What the latency per stage has already counted.
     pub stages: StageTracker,
+    /// Since when each waiting job waits, for the stuck-queue watchdog ([`super::stalled`]).
+    pub waits: WaitBook,
     /// The last pass created fewer runners than planned because the API budget is low (the
     /// Event is published when this turns on).
     pub budget_throttled: bool,

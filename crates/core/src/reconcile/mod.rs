@@ -23,6 +23,7 @@ pub mod runner_exit;
 pub mod runner_rbac;
 pub mod spans;
 pub mod stage_track;
+pub mod stalled;
 pub mod startup_check;
 pub mod status;
 pub mod status_write;

@@ -36,7 +36,13 @@ pub(super) async fn run(group: Arc<RunnerGroup>, ctx: &Context) -> Result<Action
         Err(e) => {
             // A Secret fixed after this failure is read on the next try, not after the TTL.
             ledger.refs = None;
-            let conds = error_conditions(e.category(), &e.to_string());
+            let mut conds = error_conditions(e.category(), &e.to_string());
+            conds.extend(report::watch_queue_after_error(
+                ctx,
+                &group,
+                e.category(),
+                &ledger.waits,
+            ));
             report::write_status(ctx, &group, &conds, None, false, &mut ledger.status).await;
             if ledger.status.unreported() {
                 return Err(ReconcileError::Unreported(Box::new(e)));

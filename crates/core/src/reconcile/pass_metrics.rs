@@ -75,27 +75,18 @@ pub(super) fn stage_samples(
     stages.pass(&view.waiting, observed, created as usize, created_at, now)
 }
 
-/// Records everything a successful pass observed.
-pub(super) fn record_pass(
+/// Counts the jobs the pass saw start and complete, by the job's repository and workflow where
+/// configured (at most [`crate::metrics::job::MAX_JOB_SERIES_PER_GROUP`] pairs per group).
+pub(super) fn count_jobs(
     ctx: &Context,
     group: &RunnerGroup,
     jobs: &[Arc<Job>],
-    observed: &[ObservedRunner],
     view: &ForgeView,
-    s: &PassSummary,
-    samples: StageSamples,
+    samples: &StageSamples,
     series: &mut JobSeriesBook,
 ) {
-    let forge = group.spec.forge.as_str();
-    let key = &group_key(group);
-    let labels = group_labels(forge, key);
+    let labels = group_labels(group.spec.forge.as_str(), &group_key(group));
     let m = &ctx.metrics;
-    for (stage, secs) in samples.stages {
-        m.group.observe(stage, &labels, secs);
-    }
-    for secs in samples.queue_to_runner {
-        m.job_queue_to_runner.get_or_create(&labels).observe(secs);
-    }
     // The per-group series exist from the first pass, so a dashboard's rate() has a start.
     let base = JobLabels::of(&labels, None, false);
     m.jobs_started.get_or_create(&base).inc_by(0);
@@ -113,6 +104,27 @@ pub(super) fn record_pass(
     }
     for runner in &samples.completed {
         m.jobs_completed.get_or_create(&job_labels(runner)).inc();
+    }
+}
+
+/// Records everything a successful pass observed.
+pub(super) fn record_pass(
+    ctx: &Context,
+    group: &RunnerGroup,
+    observed: &[ObservedRunner],
+    view: &ForgeView,
+    s: &PassSummary,
+    samples: StageSamples,
+) {
+    let forge = group.spec.forge.as_str();
+    let key = &group_key(group);
+    let labels = group_labels(forge, key);
+    let m = &ctx.metrics;
+    for (stage, secs) in samples.stages {
+        m.group.observe(stage, &labels, secs);
+    }
+    for secs in samples.queue_to_runner {
+        m.job_queue_to_runner.get_or_create(&labels).observe(secs);
     }
     // A pass still running after leadership was lost must not bring back the gauges the term's
     // end cleared.

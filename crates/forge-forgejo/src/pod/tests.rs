@@ -246,6 +246,7 @@ fn config_file_group(entry: EnvVar) -> RunnerGroupSpec {
         idle_timeout_seconds: None,
         startup_timeout_seconds: None,
         scale_down_delay_seconds: None,
+        stalled_job_seconds: None,
         container_mode: None,
     }
 }

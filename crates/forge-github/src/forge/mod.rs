@@ -243,6 +243,8 @@ impl GithubForge {
             listed_at: None,
             accounted: Default::default(),
         })
+            // Scale sets match by name: a job for no scale set never reaches a listener.
+            unmatched: Vec::new(),
     }
 
     async fn credentials_inner(

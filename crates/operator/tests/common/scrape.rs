@@ -1,5 +1,6 @@
-//! The metric names the user docs build on (the Grafana dashboard and the alert examples of
-//! `docs/operations.md`), and which of them a `/metrics` scrape has no sample of.
+//! The metric names the user docs build on (the Grafana dashboard and the alerts the chart
+//! ships, `charts/forgerunner/files/prometheus-rules.yaml`), and which of them a `/metrics`
+//! scrape has no sample of.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -25,7 +26,7 @@ pub fn names_in(text: &str) -> BTreeSet<String> {
     out
 }
 
-/// Names the dashboard's queries and the alert examples use.
+/// Names the dashboard's queries and the shipped alerts use.
 pub fn documented_names() -> BTreeSet<String> {
     let text = std::fs::read_to_string(docs().join("grafana-dashboard.json")).expect("dashboard");
     let dashboard: serde_json::Value = serde_json::from_str(&text).expect("dashboard JSON");
@@ -36,15 +37,11 @@ pub fn documented_names() -> BTreeSet<String> {
         .filter_map(|t| t["expr"].as_str())
         .chain(variables.filter_map(|v| v["definition"].as_str()))
         .collect();
-    let ops = std::fs::read_to_string(docs().join("operations.md")).expect("operations.md");
-    let alerts = ops
-        .split("## Alerts")
-        .nth(1)
-        .and_then(|s| s.split("```yaml").nth(1))
-        .and_then(|s| s.split("```").next())
-        .expect("the alert examples in docs/operations.md");
+    let rules = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../charts/forgerunner/files/prometheus-rules.yaml");
+    let alerts = std::fs::read_to_string(rules).expect("the chart's alert rules");
     let mut names = names_in(&queries.join("\n"));
-    names.extend(names_in(alerts));
+    names.extend(names_in(&alerts));
     names
 }
 

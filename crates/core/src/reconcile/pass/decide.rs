@@ -9,6 +9,7 @@ use crate::crd::RunnerGroup;
 use crate::plan::{FailureHistory, Plan, PlanInput, plan};
 use crate::reconcile::identity::identities_to_record;
 use crate::reconcile::ledger::Ledger;
+use crate::reconcile::stalled::Oldest;
 
 /// What the decide step decided.
 pub(super) struct Decided {
@@ -20,6 +21,8 @@ pub(super) struct Decided {
     pub surplus_due_in: Option<Duration>,
     /// Job identity annotations to record, by runner ([`crate::reconcile::identity`]).
     pub identities: BTreeMap<String, BTreeMap<String, String>>,
+    /// The job that has waited longest for the group ([`crate::reconcile::stalled`]).
+    pub oldest: Option<Oldest>,
 }
 
 /// Plans the pass and records in `ledger` what the next pass needs of it.
@@ -43,10 +46,14 @@ pub(super) fn decide(group: &RunnerGroup, seen: &Seen, ledger: &mut Ledger) -> D
     let surplus_due_in = ledger.plan.surplus_due_in(delay, seen.now);
     let mut identities = identities_to_record(&seen.jobs, &seen.view.job_identities);
     ledger.identity_writes.claim(&mut identities, &seen.jobs);
+    ledger
+        .waits
+        .observe(&seen.view.waiting, seen.view.waiting_jobs, seen.now);
     Decided {
         plan,
         failures,
         surplus_due_in,
         identities,
+        oldest: ledger.waits.oldest(),
     }
 }

@@ -16,14 +16,16 @@ use super::observe::Seen;
 use crate::conditions::{GroupCondition, transitions};
 use crate::crd::{RunnerGroup, RunnerGroupStatus};
 use crate::metrics::ForgeLabels;
+use crate::plan::FAILURE_THROTTLE_THRESHOLD;
 use crate::reconcile::FIELD_MANAGER;
 use crate::reconcile::apply::ApplyReport;
 use crate::reconcile::context::Context;
 use crate::reconcile::error::ReconcileError;
 use crate::reconcile::events;
 use crate::reconcile::ledger::{Ledger, StatusBook};
-use crate::reconcile::pass_metrics::{record_pass, stage_samples};
+use crate::reconcile::pass_metrics::{count_jobs, group_labels, record_pass, stage_samples};
 use crate::reconcile::pipeline::group_key;
+use crate::reconcile::stalled::{Oldest, Signals, WaitBook, queue_condition, stall_began};
 use crate::reconcile::status::{
     PassSummary, build_status, outdated_persists, runner_started_since, startup_failure_persists,
     success_conditions,
@@ -51,23 +53,38 @@ pub(super) async fn report(
         summary.created,
         seen.now,
     );
-    record_pass(
+    count_jobs(
         ctx,
         group,
         &seen.jobs,
-        &seen.runners,
         &seen.view,
-        &summary,
-        samples,
+        &samples,
         &mut ledger.job_series,
     );
+    record_pass(ctx, group, &seen.runners, &seen.view, &summary, samples);
     events::scaling(ctx, group, &summary, &done).await;
     events::waiting_out(ctx, group, &decided.plan.waiting_out).await;
+    let threshold = group.spec.stalled_job_seconds();
+    for job in ledger
+        .waits
+        .unmatched_due(&seen.view.unmatched, threshold, seen.now)
+    {
+        events::unmatched_job(ctx, group, job).await;
+    }
     if !done.pod_security.is_empty() {
         events::pod_security(ctx, group, &done.pod_security).await;
     }
     let may_defer = done.first_error.is_none();
-    let conditions = success_conditions(&summary);
+    let mut conditions = success_conditions(&summary);
+    conditions.push(watch_queue(
+        ctx,
+        group,
+        decided.oldest.as_ref(),
+        &summary,
+        &decided,
+        &done,
+        seen.now,
+    ));
     let deferred = write_status(
         ctx,
         group,
@@ -222,7 +239,71 @@ pub(super) async fn write_status(
         book.write_failed();
         return None;
     }
+    let began = stall_began(&old, &status.conditions).cloned();
     book.wrote(group.metadata.resource_version.clone(), status);
     events::transitions(ctx, group, &changed).await;
+    if let Some(stalled) = began {
+        events::queue_stalled(ctx, group, &stalled).await;
+    }
     None
+}
+
+/// `QueueStalled` after a pass that reached the forge, and the oldest-waiting gauge.
+fn watch_queue(
+    ctx: &Context,
+    group: &RunnerGroup,
+    oldest: Option<&Oldest>,
+    summary: &PassSummary,
+    decided: &Decided,
+    done: &ApplyReport,
+    now: jiff::Timestamp,
+) -> GroupCondition {
+    let signals = Signals {
+        error: done.first_error.as_ref().map(ReconcileError::category),
+        budget_cut: decided.plan.cut_by_budget.is_some(),
+        runners_failing: summary.startup_failure.is_some()
+            || summary.waiting_out.is_some()
+            || summary.throttled
+            || summary.runner_outdated
+            || summary.failed_runners >= FAILURE_THROTTLE_THRESHOLD,
+        at_max: summary.at_max,
+    };
+    set_oldest_waiting(ctx, group, oldest, now);
+    queue_condition(oldest, group.spec.stalled_job_seconds(), &signals, now)
+}
+
+/// `QueueStalled` after a pass that failed with `category`, from the waiting jobs the group's
+/// last successful observation showed (`None` when it showed none: nothing is known to wait).
+/// A forge that stops answering leaves those jobs waiting: their wait keeps growing, and the
+/// stall is reported with the error as its cause.
+pub(super) fn watch_queue_after_error(
+    ctx: &Context,
+    group: &RunnerGroup,
+    category: crate::error::ErrorCategory,
+    waits: &WaitBook,
+) -> Option<GroupCondition> {
+    let oldest = waits.oldest()?;
+    let now = jiff::Timestamp::now();
+    set_oldest_waiting(ctx, group, Some(&oldest), now);
+    let signals = Signals {
+        error: Some(category),
+        ..Signals::default()
+    };
+    Some(queue_condition(
+        Some(&oldest),
+        group.spec.stalled_job_seconds(),
+        &signals,
+        now,
+    ))
+}
+
+/// Sets `forgerunner_oldest_waiting_job_seconds` of the group (0 when no job waits), on the
+/// leader only like the other group gauges.
+fn set_oldest_waiting(ctx: &Context, group: &RunnerGroup, oldest: Option<&Oldest>, now: jiff::Timestamp) {
+    if !ctx.fence.is_held() {
+        return;
+    }
+    let labels = group_labels(group.spec.forge.as_str(), &group_key(group));
+    let age = oldest.map_or(0, |o| o.age_seconds(now));
+    ctx.metrics.group.set_oldest_waiting(&labels, age);
 }

@@ -1,0 +1,125 @@
+//! Queued jobs of a group's scope that no group of this process can take: the classic typo in
+//! `runs-on`. Counted per namespace (`forgerunner_core::metrics::UnmatchedBook`) and named in
+//! the group's view, so the reconciler can tell a person which job asks for which labels.
+//!
+//! A Gitea runner takes a job of its scope when every `runs-on` label of the job is one of its
+//! labels; the jobs listing gives each job's `runs-on` as `labels` and its repository in `url`
+//! (`ToActionWorkflowJob` in `services/convert/convert.go`: `Labels: job.RunsOn`, `URL:
+//! repo.APIURL()/actions/jobs/{id}`). A job counts as unmatched when no group on the same
+//! instance whose scope holds the job's repository has labels that match it.
+
+use forgerunner_core::forge::UnmatchedJob;
+
+use crate::labels::LabelSet;
+use crate::scope::{Scope, contains_repo};
+use crate::types::{JobStatus, WorkflowJob};
+
+/// A group that could take jobs: where it is, which repositories it serves, with which labels.
+#[derive(Clone, Copy)]
+pub(crate) struct Taker<'a> {
+    /// The group's instance URL (as the connection pool keys it).
+    pub(crate) url: &'a str,
+    /// The group's scope.
+    pub(crate) scope: &'a Scope,
+    /// The group's labels.
+    pub(crate) labels: &'a LabelSet,
+}
+
+/// The queued jobs of `jobs`, listed on the instance at `url`, that none of `takers` can take.
+///
+/// Jobs with an empty `runs-on` are left out: which runner takes them depends on the Gitea
+/// version, not on labels a person could have mistyped.
+pub(crate) fn unmatched_jobs<'a>(
+    jobs: &[WorkflowJob],
+    url: &str,
+    takers: impl Iterator<Item = Taker<'a>> + Clone,
+) -> Vec<UnmatchedJob> {
+    jobs.iter()
+        .filter(|j| j.status == JobStatus::Queued && !j.labels.is_empty())
+        .filter(|j| !takers.clone().any(|t| can_take(t, url, j)))
+        .map(|j| UnmatchedJob {
+            id: j.id.to_string(),
+            labels: j.labels.clone(),
+            queued_at: j.created_at,
+        })
+        .collect()
+}
+
+/// Whether `t` can take job `j` listed at `url`: same instance, the job's repository in its
+/// scope (a job whose repository the listing does not name counts as in every scope, so it is
+/// never reported falsely), and labels that match.
+fn can_take(t: Taker<'_>, url: &str, j: &WorkflowJob) -> bool {
+    let repository = j.identity().repository;
+    let in_scope = match repository.as_deref().and_then(|r| r.split_once('/')) {
+        Some((owner, repo)) => contains_repo(t.scope, owner, repo),
+        None => true,
+    };
+    t.url == url && in_scope && t.labels.matches(&j.labels)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::labels::parse_labels;
+
+    const URL: &str = "https://gitea.example";
+
+    fn job(id: i64, repo: &str, labels: &[&str], status: JobStatus) -> WorkflowJob {
+        WorkflowJob {
+            id,
+            run_id: 1,
+            name: "build".into(),
+            labels: labels.iter().map(|l| (*l).to_owned()).collect(),
+            status,
+            runner_name: String::new(),
+            runner_id: 0,
+            url: format!("{URL}/api/v1/repos/{repo}/actions/jobs/{id}"),
+            created_at: None,
+        }
+    }
+
+    fn ids(found: &[UnmatchedJob]) -> Vec<&str> {
+        found.iter().map(|j| j.id.as_str()).collect()
+    }
+
+    #[test]
+    fn a_job_no_group_of_its_scope_matches_is_unmatched_once() {
+        let linux = parse_labels(&["linux:host"]).expect("labels");
+        let gpu = parse_labels(&["gpu:host"]).expect("labels");
+        let global = Scope::Global;
+        let acme = Scope::Org("acme".into());
+        let takers = [
+            Taker {
+                url: URL,
+                scope: &global,
+                labels: &linux,
+            },
+            Taker {
+                url: URL,
+                scope: &acme,
+                labels: &gpu,
+            },
+        ];
+        let jobs = [
+            job(1, "acme/app", &["linux"], JobStatus::Queued),
+            job(2, "acme/app", &["linx"], JobStatus::Queued),
+            job(3, "acme/app", &["gpu"], JobStatus::Queued),
+            job(4, "other/app", &["gpu"], JobStatus::Queued),
+            job(5, "acme/app", &["linx"], JobStatus::InProgress),
+            job(6, "acme/app", &[], JobStatus::Queued),
+        ];
+        let found = unmatched_jobs(&jobs, URL, takers.iter().copied());
+        assert_eq!(
+            ids(&found),
+            ["2", "4"],
+            "the typo, and a gpu job outside acme's scope"
+        );
+        assert_eq!(found[0].labels, ["linx"]);
+        let elsewhere = unmatched_jobs(&jobs[..1], "https://other.example", takers.iter().copied());
+        assert_eq!(
+            ids(&elsewhere),
+            ["1"],
+            "groups of another instance take nothing here"
+        );
+    }
+}

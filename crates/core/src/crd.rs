@@ -6,6 +6,7 @@
 use std::fmt;
 
 use crate::embedded::{Embedded, EmbeddedError};
+use crate::schedule::{MAX_SCHEDULES, Schedule, ScheduleStatus};
 use crate::validate::{
     MAX_FORGE_NAME_LEN, MAX_LABEL_LEN, MAX_LABELS, MAX_OBJECT_NAME_LEN, MAX_REPO_LEN, MAX_RUNNERS_LIMIT,
     MAX_URL_LEN,
@@ -85,6 +86,8 @@ impl fmt::Display for ForgeKind {
     printcolumn = r#"{"name":"Busy","type":"integer","jsonPath":".status.busyRunners"}"#,
     printcolumn = r#"{"name":"Desired","type":"integer","jsonPath":".status.desiredRunners"}"#,
     printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Window","type":"string","jsonPath":".status.schedule.active"}"#,
+    printcolumn = r#"{"name":"Next-Change","type":"string","priority":1,"jsonPath":".status.schedule.nextChange"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
     // The group's name is the value of the group label on its runners (a label value is at
     // most 63 characters, apimachinery `IsValidLabelValue`); refused where it is typed. CEL at the
@@ -186,6 +189,16 @@ pub struct RunnerGroupSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1), extend("format" = "int32"))]
     pub stalled_job_seconds: Option<u32>,
+    /// Windows by the calendar that set `minRunners` (and optionally `maxRunners`) while open,
+    /// e.g. warm runners on weekdays from 08:00 to 18:00 in one time zone and none at night.
+    /// Overlapping windows: the largest `minRunners` and the largest `maxRunners` apply. The
+    /// status shows the window in force and the next change (`status.schedule`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(
+        length(max = MAX_SCHEDULES),
+        extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"])
+    )]
+    pub schedules: Vec<Schedule>,
     /// How jobs' containers run: beside the runner with a Docker daemon (`dind`), or as pods of
     /// their own through the runner container hooks (`kubernetes`, `kubernetes-novolume`;
     /// GitHub only). Unset: the runner runs steps in its own container, with no daemon.
@@ -588,6 +601,10 @@ pub struct RunnerGroupStatus {
     /// Gitea or Forgejo: server version reported by `/api/v1/version`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forge_version: Option<String>,
+    /// Where `spec.schedules` stand: the window in force, the limits it sets and when that next
+    /// changes; unset without schedules.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<ScheduleStatus>,
 }
 
 /// First line of the generated CRD file, so nobody edits the chart copy by hand.

@@ -39,6 +39,7 @@
 //! enables, falls back to a bundled copy where there is none (a scratch image, a bare binary).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use croner::Cron;
@@ -119,7 +120,7 @@ impl Schedule {
 }
 
 /// Where a group's schedules stand, for its status.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ScheduleStatus {
     /// The open window whose `minRunners` is in force (the largest; the first listed on a tie);
@@ -527,6 +528,65 @@ fn check_limits(label: &str, s: &Schedule, spec_max_runners: u32, out: &mut Vec<
             ),
         )),
         _ => {}
+    }
+}
+
+/// The wall clock schedules are read on: the system's, or in tests one set at will (a window's
+/// opening is then tested without waiting for it).
+#[derive(Clone)]
+pub struct CalendarClock(Arc<dyn Fn() -> Timestamp + Send + Sync>);
+
+impl CalendarClock {
+    /// The system clock.
+    pub fn system() -> CalendarClock {
+        CalendarClock(Arc::new(Timestamp::now))
+    }
+
+    /// A clock reading `now()`.
+    pub fn from_fn(now: impl Fn() -> Timestamp + Send + Sync + 'static) -> CalendarClock {
+        CalendarClock(Arc::new(now))
+    }
+
+    /// What time it is.
+    pub fn now(&self) -> Timestamp {
+        (self.0)()
+    }
+}
+
+impl Default for CalendarClock {
+    fn default() -> Self {
+        CalendarClock::system()
+    }
+}
+
+impl std::fmt::Debug for CalendarClock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("CalendarClock").field(&self.now()).finish()
+    }
+}
+
+/// The limits in force for a group at `now`, and where its schedules stand (`None` without
+/// schedules). Schedules the spec check refuses are never evaluated (the pass stops at
+/// `InvalidSpec` first); should they be, the spec's own limits hold.
+pub fn in_force(
+    spec_min_runners: u32,
+    spec_max_runners: u32,
+    schedules: &[Schedule],
+    now: Timestamp,
+) -> (Limits, Option<ScheduleState>) {
+    let spec_limits = Limits {
+        min_runners: spec_min_runners,
+        max_runners: spec_max_runners,
+    };
+    if schedules.is_empty() {
+        return (spec_limits, None);
+    }
+    match Calendar::parse(schedules, spec_max_runners) {
+        Ok(calendar) => {
+            let state = calendar.at(now);
+            (state.limits(spec_min_runners, spec_max_runners), Some(state))
+        }
+        Err(_) => (spec_limits, None),
     }
 }
 

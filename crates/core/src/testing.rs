@@ -157,6 +157,7 @@ impl RunnerGroupBuilder {
                 startup_timeout_seconds: None,
                 scale_down_delay_seconds: None,
                 stalled_job_seconds: None,
+                schedules: Vec::new(),
                 container_mode: None,
             },
         }

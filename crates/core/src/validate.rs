@@ -167,6 +167,10 @@ fn check_common(spec: &RunnerGroupSpec, out: &mut Vec<SpecViolation>) {
             "must be at least 1 (or unset for the default)",
         ));
     }
+    out.extend(crate::schedule::validate_schedules(
+        &spec.schedules,
+        spec.max_runners,
+    ));
     if spec.stalled_job_seconds == Some(0) {
         out.push(violation(
             "spec.stalledJobSeconds",

@@ -94,6 +94,9 @@ fn printer_columns_in_order() {
             "string",
             ".status.conditions[?(@.type==\"Ready\")].status",
         ),
+        // The schedule window in force; its next change only with `-o wide` (priority 1).
+        ("Window", "string", ".status.schedule.active"),
+        ("Next-Change", "string", ".status.schedule.nextChange"),
         ("Age", "date", ".metadata.creationTimestamp"),
     ];
     let want: Vec<(String, String, String)> = want

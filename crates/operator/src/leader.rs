@@ -174,6 +174,7 @@ impl Leadership {
                 forge_hosts: self.forge_hosts.clone(),
                 fence: self.fence.clone(),
                 runner_hooks: self.runner_hooks.clone(),
+                calendar: Default::default(),
             },
             synced,
             term.clone(),

@@ -76,9 +76,18 @@ fn base(path: &[String]) -> Value {
             "containerMode": {"type": "dind"}, "forgejo": {
             "url": "https://forgejo.example.com", "scope": "repo", "repo": "o/r",
             "credentials": "creds", "labels": ["linux"]}}),
+        Some("schedules") => json!({"forge": "github", "maxRunners": 5, "github": {
+            "configUrl": "https://github.com/org", "credentials": "creds"},
+            "schedules": [schedule(0)]}),
         _ => json!({"forge": "github", "maxRunners": 5, "github": {
             "configUrl": "https://github.com/org", "credentials": "creds"}}),
     }
+}
+
+/// A valid schedule entry, named apart by `i`.
+fn schedule(i: usize) -> Value {
+    json!({"name": format!("s{i}"), "start": "0 8 * * *", "end": "0 18 * * *",
+        "timeZone": "UTC", "minRunners": 1})
 }
 
 /// A string of exactly `len` characters that is valid for the field but for its length: the
@@ -95,8 +104,14 @@ fn sized_text(field: &str, current: Option<&str>, len: usize) -> String {
         str::to_owned,
     );
     let mut s: String = seed.chars().take(len).collect();
+    // A cron expression stays one with more blanks between its fields.
+    let pad = if matches!(field, "start" | "end") {
+        ' '
+    } else {
+        'a'
+    };
     while s.chars().count() < len {
-        s.push('a');
+        s.insert(s.find(' ').unwrap_or(s.len()), pad);
     }
     s
 }
@@ -130,6 +145,7 @@ fn with_size(mut spec: Value, bound: &Bound, n: i64) -> Value {
     };
     let value = match bound.keyword {
         "minimum" | "maximum" => json!(n),
+        "minItems" | "maxItems" if field == "schedules" => Value::Array((0..len).map(schedule).collect()),
         "minItems" | "maxItems" => {
             let item = |i: usize| json!(format!("l{i}"));
             Value::Array((0..len).map(item).collect())
@@ -179,11 +195,18 @@ fn examples(bound: &Bound) -> Vec<(String, Value, bool)> {
         _ => (bound.value, bound.value + 1),
     };
     let name = format!("{} {} {}", bound.path.join("."), bound.keyword, bound.value);
-    let mut out = vec![(
-        format!("{name} (at {at})"),
-        with_size(base(&bound.path), bound, at),
-        false,
-    )];
+    // No IANA time zone name is anywhere near the 64 characters allowed, so a valid example at
+    // that bound cannot be written: only the refusal past it is compared.
+    let at_is_writable =
+        !(bound.path.last().is_some_and(|f| f == "timeZone") && bound.keyword == "maxLength");
+    let mut out = Vec::new();
+    if at_is_writable {
+        out.push((
+            format!("{name} (at {at})"),
+            with_size(base(&bound.path), bound, at),
+            false,
+        ));
+    }
     // A length or count below zero cannot be written; the type refuses negative numbers.
     if past >= 0 || matches!(bound.keyword, "minimum" | "maximum") {
         out.push((

@@ -339,3 +339,35 @@ async fn reflector_and_controller_work_unchanged() {
     ctl_task.abort();
     srv.shutdown().await;
 }
+
+/// A manager that applies again without a field it applied before removes that field
+/// (structured-merge-diff `Updater.Apply` prunes what the manager no longer applies): how a
+/// controller clears an optional status field.
+#[tokio::test]
+async fn a_field_left_out_of_the_next_apply_is_removed() {
+    let (_srv, client) = with_crd().await;
+    let groups: Api<RunnerGroup> = Api::namespaced(client, "default");
+    groups
+        .create(&PostParams::default(), &rg("sched", 2))
+        .await
+        .expect("create");
+    let params = PatchParams::apply("forgerunner").force();
+    let apply = |status: serde_json::Value| json!({"apiVersion": "forgerunner.dev/v1alpha1", "kind": "RunnerGroup", "status": status});
+    let first = apply(
+        json!({"desiredRunners": 1, "forgeVersion": "1.26", "schedule": {"active": "office", "minRunners": 2}}),
+    );
+    groups
+        .patch_status("sched", &params, &Patch::Apply(&first))
+        .await
+        .expect("first apply");
+    let second = apply(json!({"desiredRunners": 1, "schedule": {"minRunners": 0}}));
+    let after = groups
+        .patch_status("sched", &params, &Patch::Apply(&second))
+        .await
+        .expect("second apply");
+    let status = serde_json::to_value(after.status.expect("status")).expect("json");
+    assert_eq!(status.pointer("/schedule/active"), None, "{status}");
+    assert_eq!(status.get("forgeVersion"), None, "{status}");
+    assert_eq!(status.pointer("/schedule/minRunners"), Some(&json!(0)));
+    assert_eq!(status.get("desiredRunners"), Some(&json!(1)));
+}

@@ -57,7 +57,7 @@ async fn group_stored_under_older_crd() -> (FakeApiServer, Api<DynamicObject>) {
         .expect("stored under the older CRD");
     let mut current = RunnerGroup::crd();
     current.metadata.resource_version = created.metadata.resource_version;
-    crds.replace(&RunnerGroup::crd_name(), &PostParams::default(), &current)
+    crds.replace(RunnerGroup::crd_name(), &PostParams::default(), &current)
         .await
         .expect("current crd");
     (srv, groups)

@@ -1,5 +1,6 @@
 //! Shared state of one controller: clients, forges, the Job store and per-group memory.
 
+use crate::schedule::CalendarClock;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -96,6 +97,8 @@ pub struct Context {
     pub fair_share: Arc<FairShare>,
     /// Longest one forge call of a pass may take ([`FORGE_CALL_DEADLINE`]).
     pub forge_deadline: Duration,
+    /// The clock `spec.schedules` are read on.
+    pub calendar: CalendarClock,
     memory: Mutex<HashMap<GroupKey, GroupMemory>>,
 }
 
@@ -137,6 +140,7 @@ impl Context {
             runner_hooks: None,
             fair_share: Arc::new(FairShare::for_slots(DEFAULT_SLOTS)),
             forge_deadline: FORGE_CALL_DEADLINE,
+            calendar: CalendarClock::system(),
             memory: Mutex::new(HashMap::new()),
         }
     }
@@ -166,6 +170,13 @@ impl Context {
     #[must_use]
     pub fn with_create_permits(mut self, permits: Arc<Semaphore>) -> Context {
         self.create_permits = permits;
+        self
+    }
+
+    /// The same context, reading schedules on `clock`.
+    #[must_use]
+    pub fn with_calendar_clock(mut self, clock: CalendarClock) -> Context {
+        self.calendar = clock;
         self
     }
 

@@ -95,6 +95,8 @@ pub struct ControllerOptions {
     pub fence: Fence,
     /// The ClusterRoles a group's runner RBAC binds; `None`: no runner container hooks.
     pub runner_hooks: Option<runner_rbac::RunnerHooks>,
+    /// The clock `spec.schedules` are read on (the system's but in tests).
+    pub calendar: crate::schedule::CalendarClock,
 }
 
 /// Why the controller could not run.
@@ -303,7 +305,8 @@ fn scope_controller(
         .with_fence(shared.options.fence.clone())
         .with_runner_hooks(shared.options.runner_hooks.clone())
         .with_create_permits(shared.create_permits.clone())
-        .with_fair_share(shared.fair_share.clone()),
+        .with_fair_share(shared.fair_share.clone())
+        .with_calendar_clock(shared.options.calendar.clone()),
     );
     let (gr, jr) = (group_reader.clone(), job_reader);
     let ready = async move { store_ready(&gr).await && store_ready(&jr).await };

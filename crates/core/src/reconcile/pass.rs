@@ -59,7 +59,7 @@ async fn steps(group: &RunnerGroup, ctx: &Context, ledger: &mut Ledger) -> Resul
     }
     let found = dereference::dereference(ctx, group, &mut ledger.upkeep, &mut ledger.refs).await?;
     let seen = observe::observe(ctx, group, &found, ledger).await?;
-    let decided = decide::decide(group, &seen, ledger);
+    let decided = decide::decide(group, &seen, ctx.calendar.now(), ledger);
     let done = act::act(ctx, group, &found, &seen, &decided, ledger).await;
     report::report(ctx, group, &found, &seen, decided, done, ledger).await
 }

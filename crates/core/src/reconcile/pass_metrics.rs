@@ -52,8 +52,14 @@ pub fn group_gauges(
         idle_runners: s.counts.idle.saturating_sub(s.counts.pending_runners),
         pending_runners: s.counts.pending_runners,
         desired_runners: s.counts.desired,
-        min_runners: group.spec.min_runners,
-        max_runners: group.spec.max_runners,
+        min_runners: s
+            .schedule
+            .as_ref()
+            .map_or(group.spec.min_runners, |w| w.min_runners),
+        max_runners: s
+            .schedule
+            .as_ref()
+            .map_or(group.spec.max_runners, |w| w.max_runners),
     }
 }
 

@@ -1,5 +1,6 @@
 //! Pure status building: conditions for success and failure, counts, facts.
 
+use crate::schedule::ScheduleStatus;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use crate::conditions::{
@@ -41,6 +42,8 @@ pub struct PassSummary {
     /// A runner out of time to start that is kept because a waiting job needs it: the cause
     /// and Kubernetes' message ([`crate::plan::Plan::waiting_out`]).
     pub waiting_out: Option<(StartupFailure, String)>,
+    /// Where the group's schedules stand and the limits they set (`None` without schedules).
+    pub schedule: Option<ScheduleStatus>,
 }
 
 /// What `Degraded` says while runners exit as outdated.
@@ -247,6 +250,7 @@ pub fn build_status(
         if p.facts.forge_version.is_some() {
             st.forge_version = p.facts.forge_version.clone();
         }
+        st.schedule = p.schedule.clone();
     }
     st
 }

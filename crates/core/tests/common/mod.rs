@@ -19,6 +19,7 @@ use forgerunner_core::metrics::Metrics;
 use forgerunner_core::reconcile::runner_rbac::RunnerHooks;
 use forgerunner_core::reconcile::{ControllerOptions, ForgeSet, run_controller};
 use forgerunner_core::runner_job::{GROUP_LABEL, MANAGED_BY_SELECTOR};
+use forgerunner_core::schedule::CalendarClock;
 use forgerunner_core::testing::FakeForge;
 use forgerunner_testkit::apiserver::FakeApiServer;
 use k8s_openapi::ByteString;
@@ -59,6 +60,8 @@ pub struct Harness {
     pub shutdown: CancellationToken,
     pub task: JoinHandle<()>,
     pub trigger: ReconcileTrigger,
+    /// What the controller's calendar clock reads: the system's time while `None`.
+    pub calendar_at: Arc<std::sync::Mutex<Option<jiff::Timestamp>>>,
 }
 
 /// A running controller: what stops it and how to wake it.
@@ -87,6 +90,7 @@ pub async fn start_controller(
     forges: Arc<Forges>,
     fence: Fence,
     runner_hooks: Option<RunnerHooks>,
+    calendar_at: Arc<std::sync::Mutex<Option<jiff::Timestamp>>>,
 ) -> Controller {
     let ready = Arc::new(AtomicBool::new(false));
     let shutdown = CancellationToken::new();
@@ -97,6 +101,12 @@ pub async fn start_controller(
         concurrency: 16,
         fence,
         runner_hooks,
+        calendar: CalendarClock::from_fn(move || {
+            calendar_at
+                .lock()
+                .expect("calendar")
+                .unwrap_or_else(jiff::Timestamp::now)
+        }),
         ..ControllerOptions::default()
     };
     let task = tokio::spawn({
@@ -151,7 +161,15 @@ impl Harness {
             enabled: enabled.map(|_| forge.clone()),
         });
         let runner_hooks = Some(test_runner_hooks());
-        let c = start_controller(&client, forges.clone(), fence.clone(), runner_hooks.clone()).await;
+        let calendar_at = Arc::new(std::sync::Mutex::new(None));
+        let c = start_controller(
+            &client,
+            forges.clone(),
+            fence.clone(),
+            runner_hooks.clone(),
+            calendar_at.clone(),
+        )
+        .await;
         Harness {
             server,
             client,
@@ -162,6 +180,7 @@ impl Harness {
             shutdown: c.shutdown,
             task: c.task,
             trigger: c.trigger,
+            calendar_at,
         }
     }
 
@@ -179,6 +198,7 @@ impl Harness {
             self.forges.clone(),
             self.fence.clone(),
             self.runner_hooks.clone(),
+            self.calendar_at.clone(),
         )
         .await;
         self.shutdown = c.shutdown;

@@ -247,6 +247,7 @@ fn config_file_group(entry: EnvVar) -> RunnerGroupSpec {
         startup_timeout_seconds: None,
         scale_down_delay_seconds: None,
         stalled_job_seconds: None,
+        schedules: Vec::new(),
         container_mode: None,
     }
 }

@@ -10,6 +10,7 @@
 //! ServiceAccount is missing (`sa_admission`), Job spec changes (`job_update`), non-structural
 //! or too costly CRDs (`crd_structural`, `cel_cost`) and oversized bodies. See `docs/testing.md`.
 
+mod applied_fields;
 mod builtin;
 mod cel;
 mod cel_cost;

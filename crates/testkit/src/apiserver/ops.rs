@@ -40,6 +40,9 @@ pub struct WriteCtx {
     pub manager: String,
     /// Whether the write is a server-side apply.
     pub apply: bool,
+    /// The fields the apply sets (`fieldsV1`), recorded as its manager's
+    /// ([`super::applied_fields`]).
+    pub applied_fields: Option<Value>,
     /// `Warning` headers to return.
     pub warnings: Vec<String>,
     /// CEL rules not evaluated because a schema error blocked them.
@@ -254,7 +257,8 @@ impl Store {
         entries.retain(|e| !same(e));
         let mut entry = json!({
             "manager": ctx.manager, "operation": op, "apiVersion": def.api_version(),
-            "time": time.unwrap_or_else(|| json!(now_rfc3339())), "fieldsType": "FieldsV1", "fieldsV1": {},
+            "time": time.unwrap_or_else(|| json!(now_rfc3339())), "fieldsType": "FieldsV1",
+            "fieldsV1": ctx.applied_fields.clone().filter(|_| ctx.apply).unwrap_or_else(|| json!({})),
         });
         if !sub.is_empty()
             && let Some(m) = entry.as_object_mut()

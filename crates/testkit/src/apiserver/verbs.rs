@@ -10,6 +10,7 @@ use base64::Engine;
 use http::{HeaderMap, header};
 use serde_json::{Value, json};
 
+use super::applied_fields;
 use super::faults::Verb;
 use super::gc::{Preconditions, Propagation};
 use super::ops::{FieldValidation, WriteCtx};
@@ -121,6 +122,7 @@ fn write_ctx(t: &Target, params: &Params, headers: &HeaderMap, apply: bool) -> W
         validation,
         manager,
         apply,
+        applied_fields: None,
         warnings: Vec::new(),
         cel_skipped: 0,
         request_group: t.def.group.clone(),
@@ -331,6 +333,7 @@ fn patch_obj(
     let Some(current) = store.get(&key) else {
         if kind == PatchKind::Apply && !status_only {
             let applied = event_alias::inbound(&t.def, patch::parse_apply(body)?);
+            ctx.applied_fields = Some(applied_fields::of(&applied, false, t.def.status));
             let created = store.create(&def, &key.ns, applied, &mut ctx);
             drop(store);
             return finish(shared, 201, &t.def, created, &ctx);
@@ -348,7 +351,32 @@ fn patch_obj(
             if applied.pointer("/metadata/managedFields").is_some() {
                 return Err(ApiError::bad_request("metadata.managedFields must be nil"));
             }
-            patch::merge(&mut doc, &applied, rules)
+            patch::merge(&mut doc, &applied, rules);
+            let now = applied_fields::of(&applied, status_only, t.def.status);
+            let sub = if status_only { "status" } else { "" };
+            let entries = current
+                .pointer("/metadata/managedFields")
+                .and_then(Value::as_array)
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            let mine = |e: &&Value| {
+                e.get("manager").and_then(Value::as_str) == Some(ctx.manager.as_str())
+                    && e.get("operation").and_then(Value::as_str) == Some("Apply")
+                    && e.get("subresource").and_then(Value::as_str).unwrap_or_default() == sub
+            };
+            let empty = json!({});
+            let before = entries
+                .iter()
+                .find(mine)
+                .and_then(|e| e.get("fieldsV1"))
+                .unwrap_or(&empty);
+            let others: Vec<&Value> = entries
+                .iter()
+                .filter(|e| !mine(e))
+                .filter_map(|e| e.get("fieldsV1"))
+                .collect();
+            applied_fields::prune(&mut doc, before, &now, &others);
+            ctx.applied_fields = Some(now);
         }
     }
     let doc = event_alias::inbound(&t.def, doc);

@@ -10,6 +10,8 @@ use crate::plan::{FailureHistory, Plan, PlanInput, plan};
 use crate::reconcile::identity::identities_to_record;
 use crate::reconcile::ledger::Ledger;
 use crate::reconcile::stalled::Oldest;
+use crate::schedule::{ScheduleState, in_force};
+use jiff::Timestamp;
 
 /// What the decide step decided.
 pub(super) struct Decided {
@@ -23,15 +25,25 @@ pub(super) struct Decided {
     pub identities: BTreeMap<String, BTreeMap<String, String>>,
     /// The job that has waited longest for the group ([`crate::reconcile::stalled`]).
     pub oldest: Option<Oldest>,
+    /// Where the group's schedules stand (`None` without schedules).
+    pub schedule: Option<ScheduleState>,
+    /// When a schedule window next opens or closes, to come back exactly then.
+    pub schedule_due_in: Option<Duration>,
 }
 
 /// Plans the pass and records in `ledger` what the next pass needs of it.
-pub(super) fn decide(group: &RunnerGroup, seen: &Seen, ledger: &mut Ledger) -> Decided {
+pub(super) fn decide(
+    group: &RunnerGroup,
+    seen: &Seen,
+    calendar_now: Timestamp,
+    ledger: &mut Ledger,
+) -> Decided {
     let spec = &group.spec;
     let failures = FailureHistory::from_status(group.status.as_ref(), group.metadata.generation);
+    let (limits, schedule) = in_force(spec.min_runners, spec.max_runners, &spec.schedules, calendar_now);
     let plan = plan(&PlanInput {
-        min_runners: spec.min_runners,
-        max_runners: spec.max_runners,
+        min_runners: limits.min_runners,
+        max_runners: limits.max_runners,
         idle_timeout_seconds: spec.idle_timeout_seconds(),
         runners: &seen.runners,
         view: &seen.view,
@@ -55,5 +67,7 @@ pub(super) fn decide(group: &RunnerGroup, seen: &Seen, ledger: &mut Ledger) -> D
         surplus_due_in,
         identities,
         oldest: ledger.waits.oldest(),
+        schedule_due_in: schedule.as_ref().and_then(|s| s.requeue_after(calendar_now)),
+        schedule,
     }
 }

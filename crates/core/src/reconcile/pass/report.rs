@@ -98,7 +98,10 @@ pub(super) async fn report(
         Some(e) => Err(e),
         None => {
             let regular = found.forge.resync_interval(&group.spec);
-            let sooner = [deferred, decided.surplus_due_in].into_iter().flatten().min();
+            let sooner = [deferred, decided.surplus_due_in, decided.schedule_due_in]
+                .into_iter()
+                .flatten()
+                .min();
             Ok(Action::requeue(sooner.map_or(regular, |d| d.min(regular))))
         }
     }
@@ -143,6 +146,10 @@ fn summarize(group: &RunnerGroup, seen: &Seen, decided: &Decided, done: &ApplyRe
         apply_error: done.first_error.as_ref().map(|e| (e.category(), e.to_string())),
         runner_outdated: !done.outdated.is_empty()
             || outdated_persists(prev, generation, done.succeeded_deleted),
+        schedule: decided
+            .schedule
+            .as_ref()
+            .map(|s| s.status(group.spec.min_runners, group.spec.max_runners)),
     }
 }
 

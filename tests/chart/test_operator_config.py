@@ -54,6 +54,7 @@ def rendered_config(values):
         {"watchNamespaces": ["a", "b"], "logFormat": "text", "logLevel": "info,forgerunner=debug"},
         {"leaderElection": {"enabled": False, "leaseDurationSeconds": 30}},
         {"forgeHosts": {"allowed": ["github.com", "*.example.com"]}},
+        {"forgeHosts": {"allowed": ["github.com"], "refusePrivateAddresses": True}},
         {"leaderElection": {"leaseDurationSeconds": 20, "renewDeadlineSeconds": 12, "retryPeriodSeconds": 3}},
         {"rbac": {"runnerContainerHooks": True}, "watchNamespaces": ["a"]},
         {"metrics": {"port": 9464}},
@@ -66,6 +67,7 @@ def rendered_config(values):
         "namespaced",
         "no-leader-election",
         "forge-hosts",
+        "refuse-private-addresses",
         "lease-timing",
         "runner-hooks",
         "metrics-port",
@@ -90,6 +92,8 @@ def test_operator_rejects_a_bad_config(tmp_path):
 
 
 def test_forge_hosts_reach_the_config():
-    assert yaml.safe_load(rendered_config({}))["forgeHosts"] == {"allowed": []}
+    assert yaml.safe_load(rendered_config({}))["forgeHosts"] == {"allowed": [], "refusePrivateAddresses": False}
     text = rendered_config({"forgeHosts": {"allowed": ["github.com", "*.example.com"]}})
-    assert yaml.safe_load(text)["forgeHosts"] == {"allowed": ["github.com", "*.example.com"]}
+    assert yaml.safe_load(text)["forgeHosts"]["allowed"] == ["github.com", "*.example.com"]
+    text = rendered_config({"forgeHosts": {"refusePrivateAddresses": True}})
+    assert yaml.safe_load(text)["forgeHosts"]["refusePrivateAddresses"] is True

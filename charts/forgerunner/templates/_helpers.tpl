@@ -151,6 +151,7 @@ forgeHosts:
 {{- end }}
 {{- else }} []
 {{- end }}
+  refusePrivateAddresses: {{ .Values.forgeHosts.refusePrivateAddresses }}
 metrics:
   jobLabels: {{ .Values.metrics.jobLabels }}
 runnerHooks:

@@ -9,7 +9,8 @@ pub enum ErrorCategory {
     InvalidSpec,
     /// The group's forge is not enabled in this operator.
     ForgeDisabled,
-    /// The group's forge URL (or proxy) is not in the operator's host allowlist.
+    /// The group's forge URL (or proxy) is not in the operator's host allowlist, or is an IP
+    /// address `forgeHosts.refusePrivateAddresses` refuses.
     ForgeHostNotAllowed,
     /// The credentials Secret does not exist.
     SecretNotFound,

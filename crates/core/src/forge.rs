@@ -257,6 +257,37 @@ pub enum RunnerExit {
     Outdated,
 }
 
+/// What a forge did with a request to re-run a job the cluster killed ([`Forge::rerun_job`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RerunOutcome {
+    /// The forge queued the job again (with the jobs that depend on it).
+    Requested,
+    /// The forge refuses while the job's run is still going (GitHub answers 403 "This workflow
+    /// is already running" until the run concludes; Gitea 400 "this workflow run is not
+    /// done"): ask again after `retry_after`.
+    NotYet {
+        /// How long to wait before asking again.
+        retry_after: Duration,
+    },
+    /// This forge, or its version, has no API to re-run a job.
+    Unsupported,
+    /// The forge no longer knows the job, or it is too old to re-run (GitHub: 30 days, or past
+    /// log retention).
+    Gone,
+}
+
+impl RerunOutcome {
+    /// CamelCase name, safe as a metric label or Event reason.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RerunOutcome::Requested => "Requested",
+            RerunOutcome::NotYet { .. } => "NotYet",
+            RerunOutcome::Unsupported => "Unsupported",
+            RerunOutcome::Gone => "Gone",
+        }
+    }
+}
+
 /// Why a backend call failed; the category drives retries, conditions, Events and metrics.
 #[derive(Debug, thiserror::Error)]
 pub enum ForgeError {
@@ -422,6 +453,21 @@ pub trait Forge: Send + Sync {
         None
     }
 
+    /// Asks the forge to run again the job that `runner` (its name) was running when the
+    /// cluster killed its pod ([`crate::runner_pod::disruption`]), and only that job and the
+    /// jobs that depend on it: never the run's other failed jobs, which failed on their own.
+    /// `job` is what the forge told about the job ([`ForgeView::job_identities`]). The default
+    /// answers [`RerunOutcome::Unsupported`]; a forge without the needed permission answers
+    /// [`ForgeError::Unauthorized`] naming it.
+    async fn rerun_job(
+        &self,
+        _group: &GroupContext,
+        _runner: &str,
+        _job: &JobIdentity,
+    ) -> Result<RerunOutcome, ForgeError> {
+        Ok(RerunOutcome::Unsupported)
+    }
+
     /// Permissions the runner pods of a group need in its namespace, e.g. GitHub's container
     /// hooks creating job pods in `kubernetes` mode. When not empty, the reconciler keeps a
     /// ServiceAccount named [`crate::names::runner_service_account_name`] for the group (owned
@@ -454,3 +500,35 @@ pub struct WebhookReply {
 
 /// Largest webhook delivery body the HTTP server accepts; forge payloads are a few KiB.
 pub const MAX_WEBHOOK_BODY_BYTES: usize = 1024 * 1024;
+
+#[cfg(test)]
+mod rerun_tests {
+    use super::*;
+    use crate::testing::{FakeForge, RunnerGroupBuilder};
+
+    #[tokio::test]
+    async fn a_forge_that_says_nothing_of_reruns_cannot_rerun() {
+        let forge = FakeForge::new(ForgeKind::Forgejo);
+        let group = GroupContext {
+            key: GroupKey {
+                namespace: "ns".into(),
+                name: "g".into(),
+            },
+            uid: "uid".into(),
+            group: RunnerGroupBuilder::new(ForgeKind::Forgejo).build(),
+            credentials: Credentials::default(),
+            ca_bundle: None,
+            webhook_secret: None,
+        };
+        let outcome = forge
+            .rerun_job(&group, "runner-1", &JobIdentity::default())
+            .await
+            .expect("the default never fails");
+        assert_eq!(outcome, RerunOutcome::Unsupported);
+        assert_eq!(outcome.as_str(), "Unsupported");
+        let wait = RerunOutcome::NotYet {
+            retry_after: Duration::from_secs(30),
+        };
+        assert_eq!(wait.as_str(), "NotYet");
+    }
+}

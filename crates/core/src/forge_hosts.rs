@@ -1,12 +1,18 @@
-//! The operator's optional allowlist of forge hosts (config key [`FORGE_HOSTS_SETTING`]).
+//! The operator's optional allowlist of forge hosts (config key [`FORGE_HOSTS_SETTING`]) and
+//! its optional refusal of private addresses ([`addresses`]).
 //!
 //! A `RunnerGroup` author chooses the forge URL (and proxy) the operator connects to, with the
 //! credentials of that group. With an allowlist, a group whose URLs leave it is refused before
-//! any request: the operator cannot be pointed at an internal service or an unknown host.
+//! any request: the operator cannot be pointed at an internal service or an unknown host. With
+//! `forgeHosts.refusePrivateAddresses`, a URL naming a private, loopback or link-local IP
+//! literal is refused here too; names are judged by the forge clients once resolved.
+
+pub mod addresses;
 
 use std::fmt;
 
 use crate::forge::OutboundUrl;
+use crate::forge_hosts::addresses::{AddressClass, AddressPolicy, REFUSE_PRIVATE_SETTING};
 
 /// The operator config key holding the allowlist (also the chart value's name).
 pub const FORGE_HOSTS_SETTING: &str = "forgeHosts.allowed";
@@ -19,10 +25,12 @@ enum HostPattern {
     Subdomains(String),
 }
 
-/// Hosts the operator may connect to for forge calls; empty allows any host.
+/// Hosts the operator may connect to for forge calls (empty allows any host), and whether
+/// private addresses are refused.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ForgeHostAllowlist {
     patterns: Vec<HostPattern>,
+    addresses: AddressPolicy,
 }
 
 /// Why an allowlist entry is not a host pattern.
@@ -35,19 +43,45 @@ pub struct HostPatternError {
     pub reason: &'static str,
 }
 
-/// A group URL whose host the allowlist refuses.
+/// Which rule refused a host.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// The host is not in `forgeHosts.allowed`.
+    NotAllowed {
+        /// The allowlist, as configured.
+        allowed: String,
+    },
+    /// The host is an IP literal of a class `forgeHosts.refusePrivateAddresses` refuses.
+    PrivateAddress(AddressClass),
+}
+
+/// A group URL whose host the operator refuses to connect to.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "host {host} ({field}) is not in the operator's {FORGE_HOSTS_SETTING} ({allowed}); add it to \
-     the operator's configuration or point the group at an allowed host"
-)]
 pub struct HostRefused {
     /// The refused host (or the URL, when it has no host).
     pub host: String,
     /// The spec field the URL comes from.
     pub field: &'static str,
-    /// The allowlist, as configured.
-    pub allowed: String,
+    /// Which rule refused it.
+    pub reason: Refusal,
+}
+
+impl fmt::Display for HostRefused {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let HostRefused { host, field, reason } = self;
+        match reason {
+            Refusal::NotAllowed { allowed } => write!(
+                f,
+                "host {host} ({field}) is not in the operator's {FORGE_HOSTS_SETTING} ({allowed}); add \
+                 it to the operator's configuration or point the group at an allowed host"
+            ),
+            Refusal::PrivateAddress(class) => write!(
+                f,
+                "host {host} ({field}) is a {class} address, which the operator's \
+                 {REFUSE_PRIVATE_SETTING} refuses; point the group at the forge's public address"
+            ),
+        }
+    }
 }
 
 fn is_host_label(label: &str) -> bool {
@@ -118,6 +152,7 @@ pub fn url_host(url: &str) -> Option<String> {
 
 impl ForgeHostAllowlist {
     /// The allowlist of `patterns` (`github.com`, `*.example.com`); none allows every host.
+    /// Private addresses are allowed until [`ForgeHostAllowlist::with_addresses`] says not.
     pub fn parse<S: AsRef<str>>(patterns: &[S]) -> Result<ForgeHostAllowlist, HostPatternError> {
         let mut out: Vec<HostPattern> = Vec::new();
         for p in patterns {
@@ -126,7 +161,30 @@ impl ForgeHostAllowlist {
                 out.push(pattern);
             }
         }
-        Ok(ForgeHostAllowlist { patterns: out })
+        Ok(ForgeHostAllowlist {
+            patterns: out,
+            addresses: AddressPolicy::default(),
+        })
+    }
+
+    /// The same list under the address policy `addresses`.
+    pub fn with_addresses(mut self, addresses: AddressPolicy) -> ForgeHostAllowlist {
+        self.addresses = addresses;
+        self
+    }
+
+    /// The address policy the forge clients resolve names under.
+    pub fn addresses(&self) -> AddressPolicy {
+        self.addresses
+    }
+
+    /// An entry the address policy would refuse anyway (an IPv4 literal such as `10.0.0.5`),
+    /// with its class: a configuration that allows and refuses the same host.
+    pub fn refused_entry(&self) -> Option<(&str, AddressClass)> {
+        self.patterns.iter().find_map(|p| match p {
+            HostPattern::Exact(h) => self.addresses.refuses_literal(h).map(|c| (h.as_str(), c)),
+            HostPattern::Subdomains(_) => None,
+        })
     }
 
     /// Whether every host is allowed (no allowlist configured).
@@ -143,24 +201,38 @@ impl ForgeHostAllowlist {
     }
 
     /// Checks the URLs a group makes the operator connect to. With an allowlist, a forge that
-    /// names no URL is refused too: the operator could not tell where it would connect.
+    /// names no URL is refused too: the operator could not tell where it would connect. Under
+    /// [`AddressPolicy::RefusePrivate`], IP literals of a refused class are refused: the forge
+    /// clients' resolver never sees a literal.
     pub fn check(&self, urls: &[OutboundUrl]) -> Result<(), HostRefused> {
-        if self.allows_any() {
+        if self.allows_any() && self.addresses == AddressPolicy::AllowPrivate {
             return Ok(());
         }
-        let refused = |host: String, field| HostRefused {
+        let not_allowed = |host: String, field| HostRefused {
             host,
             field,
-            allowed: self.to_string(),
+            reason: Refusal::NotAllowed {
+                allowed: self.to_string(),
+            },
         };
-        if urls.is_empty() {
-            return Err(refused("<unknown>".to_owned(), "the forge names no URL"));
+        if urls.is_empty() && !self.allows_any() {
+            return Err(not_allowed("<unknown>".to_owned(), "the forge names no URL"));
         }
         for u in urls {
-            match url_host(&u.url) {
-                Some(host) if self.allows(&host) => {}
-                Some(host) => return Err(refused(host, u.field)),
-                None => return Err(refused(u.url.clone(), u.field)),
+            let host = match url_host(&u.url) {
+                Some(host) => host,
+                None if self.allows_any() => continue,
+                None => return Err(not_allowed(u.url.clone(), u.field)),
+            };
+            if !self.allows(&host) {
+                return Err(not_allowed(host, u.field));
+            }
+            if let Some(class) = self.addresses.refuses_literal(&host) {
+                return Err(HostRefused {
+                    host,
+                    field: u.field,
+                    reason: Refusal::PrivateAddress(class),
+                });
             }
         }
         Ok(())
@@ -269,5 +341,78 @@ mod tests {
         assert!(text.contains("*.example.com"), "{text}");
         // A forge that does not say where it connects is refused under an allowlist.
         assert!(l.check(&[]).is_err());
+    }
+
+    #[test]
+    fn private_literals_are_refused_only_when_set() {
+        let refuse = list(&[]).with_addresses(AddressPolicy::RefusePrivate);
+        for (u, host, class) in [
+            ("http://127.0.0.1:3000", "127.0.0.1", AddressClass::Loopback),
+            ("http://[::1]:3000/", "[::1]", AddressClass::Loopback),
+            (
+                "http://169.254.169.254/",
+                "169.254.169.254",
+                AddressClass::LinkLocal,
+            ),
+            (
+                "https://[::ffff:10.0.0.1]/",
+                "[::ffff:a00:1]",
+                AddressClass::Private,
+            ),
+            (
+                "http://100.64.0.1",
+                "100.64.0.1",
+                AddressClass::SharedAddressSpace,
+            ),
+            // WHATWG URL parsing reads these as 127.0.0.1, as the HTTP client does.
+            ("http://2130706433/", "127.0.0.1", AddressClass::Loopback),
+            ("http://0x7f.1/", "127.0.0.1", AddressClass::Loopback),
+        ] {
+            let e = refuse.check(&[url("spec.gitea.url", u)]).expect_err(u);
+            assert_eq!(
+                (e.host.as_str(), e.field, &e.reason),
+                (host, "spec.gitea.url", &Refusal::PrivateAddress(class)),
+                "{u}"
+            );
+            let text = e.to_string();
+            assert!(text.contains("forgeHosts.refusePrivateAddresses"), "{text}");
+            assert!(text.contains(class.as_str()), "{text}");
+            assert_eq!(list(&[]).check(&[url("spec.gitea.url", u)]), Ok(()), "off: {u}");
+        }
+        // The proxy is what the operator connects to when one is set.
+        let e = refuse
+            .check(&[
+                url("spec.gitea.url", "https://gitea.example.com"),
+                url("spec.gitea.proxyUrl", "http://10.0.0.1:3128"),
+            ])
+            .expect_err("a private proxy");
+        assert_eq!(e.field, "spec.gitea.proxyUrl");
+        // Names and public literals pass here; names are judged once resolved.
+        for ok in [
+            "https://gitea.internal",
+            "https://140.82.121.4",
+            "http://localhost:3000",
+        ] {
+            assert_eq!(refuse.check(&[url("spec.gitea.url", ok)]), Ok(()), "{ok}");
+        }
+        // Both rules: the allowlist speaks first, and a refused literal is refused even if listed.
+        let both = list(&["10.0.0.5", "*.example.com"]).with_addresses(AddressPolicy::RefusePrivate);
+        let e = both
+            .check(&[url("spec.gitea.url", "http://10.0.0.5")])
+            .expect_err("listed yet private");
+        assert_eq!(e.reason, Refusal::PrivateAddress(AddressClass::Private));
+        assert_eq!(both.refused_entry(), Some(("10.0.0.5", AddressClass::Private)));
+        assert_eq!(
+            list(&["10.0.0.5"]).refused_entry(),
+            None,
+            "off: nothing is refused"
+        );
+        assert!(matches!(
+            both.check(&[url("spec.gitea.url", "http://127.0.0.1")]),
+            Err(HostRefused {
+                reason: Refusal::NotAllowed { .. },
+                ..
+            })
+        ));
     }
 }

@@ -6,6 +6,7 @@
 //! runner features (GitHub's `kubernetes` container hooks) are added by the forge before that.
 
 pub mod dind;
+pub mod disruption;
 pub mod restricted;
 pub mod security;
 pub mod trust;

@@ -143,6 +143,10 @@ impl Target<'_> {
             CallError::RateLimited(secs) => ForgejoError::RateLimited(secs),
             CallError::Server(code) => ForgejoError::Server(code, op.as_str()),
             CallError::Rejected(code) => ForgejoError::Rejected(code, op.as_str()),
+            // Every address refused (`forgeHosts.refusePrivateAddresses`): the configuration's to fix.
+            CallError::Transport(f) if f.is_address_refused() => {
+                ForgejoError::Spec(format!("{}: {f}", op.as_str()))
+            }
             CallError::Transport(f) => ForgejoError::Transport {
                 operation: op.as_str(),
                 detail: f.to_string(),

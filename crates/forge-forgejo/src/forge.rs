@@ -414,6 +414,7 @@ impl ForgejoForge {
     }
 }
 
+// No `rerun_job` (`Unsupported`): no Forgejo, v11 to v17-dev, has a re-run API route; only its UI.
 #[async_trait]
 impl Forge for ForgejoForge {
     fn kind(&self) -> ForgeKind {

@@ -104,6 +104,10 @@ impl Operation {
             CallError::RateLimited(secs) => GiteaError::RateLimited(secs),
             CallError::Server(code) => GiteaError::Server(code, self.as_str()),
             CallError::Rejected(code) => GiteaError::Rejected(code, self.as_str()),
+            // Every address refused (`forgeHosts.refusePrivateAddresses`): the configuration's to fix.
+            CallError::Transport(f) if f.is_address_refused() => {
+                GiteaError::Spec(format!("{}: {f}", self.as_str()))
+            }
             CallError::Transport(f) => GiteaError::Transport {
                 operation: self.as_str(),
                 detail: f.to_string(),

@@ -11,6 +11,7 @@ use bytes_helpers::{BOM, strip_bom};
 use forgerunner_core::budget::{BudgetCell, RateBudget};
 use forgerunner_core::forge::SecretValue;
 use forgerunner_core::metrics::{ForgeRequestLabels, Metrics};
+use forgerunner_http::address_policy::{self, AddressPolicy};
 use forgerunner_http::{BodyError, Redirected, TransportFailure};
 use reqwest::header::{HeaderMap, HeaderValue};
 use reqwest::{Method, RequestBuilder};
@@ -54,6 +55,9 @@ pub struct HttpOptions {
     /// replicated yet, actions-runner-controller#3377). scaleset retries these for about 15 s
     /// (`client.go`, its `CheckRetry` with go-retryablehttp's 1 s → 30 s defaults).
     pub registration_retry: Backoff,
+    /// Which addresses calls may connect to (`forgeHosts.refusePrivateAddresses`), the
+    /// Actions service URL GitHub hands out included.
+    pub addresses: AddressPolicy,
 }
 
 /// Retries of a runner registration refused with 401/403 (scaleset: `RetryMax` 4).
@@ -74,6 +78,7 @@ impl Default for HttpOptions {
                 base: Duration::from_secs(1),
                 cap: Duration::from_secs(30),
             },
+            addresses: AddressPolicy::AllowPrivate,
         }
     }
 }
@@ -158,6 +163,9 @@ pub fn build_transport(
     proxy: Option<&str>,
     opts: &HttpOptions,
 ) -> Result<Transport, ApiError> {
+    // A proxy literal never reaches the resolver; with a proxy it is all the client connects to.
+    address_policy::check_proxy(opts.addresses, proxy)
+        .map_err(|e| ApiError::Config(format!("proxyUrl: {e}")))?;
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(IDLE_CONNECTIONS_PER_HOST)
         .pool_idle_timeout(IDLE_CONNECTION_TIMEOUT);
@@ -187,6 +195,7 @@ fn finish_client(
     let builder = builder
         .connect_timeout(opts.connect_timeout)
         .redirect(forgerunner_http::no_redirects());
+    let builder = address_policy::with_policy(builder, opts.addresses);
     let builder = forgerunner_http::with_trust(builder, ca_bundle, proxy).map_err(|e| match e {
         forgerunner_http::TrustError::CaBundle(_) => ApiError::Config(e.to_string()),
         forgerunner_http::TrustError::Proxy => ApiError::Config("proxyUrl is not a valid proxy URL".into()),
@@ -194,6 +203,19 @@ fn finish_client(
     builder
         .build()
         .map_err(|e| ApiError::Config(format!("cannot build HTTP client: {e}")))
+}
+
+/// A failed exchange: transient, except when every address of the host was refused (a
+/// resolution a moment later says the same, and the operator's configuration must change).
+fn transport_error(operation: &'static str, e: &reqwest::Error) -> ApiError {
+    let failure = TransportFailure::from_reqwest(e);
+    if failure.is_address_refused() {
+        return ApiError::Config(format!("{operation}: {failure}"));
+    }
+    ApiError::Transport {
+        operation,
+        message: failure.to_string(),
+    }
 }
 
 /// The `User-Agent` of every call: JSON with the fields of scaleset's (`client.go`,
@@ -411,6 +433,13 @@ impl GithubClient {
         request: RequestBuilder,
     ) -> Result<Reply, ApiError> {
         let (http, request) = request.build_split();
+        // An IP literal skips the resolver, and GitHub's answers name URLs (the Actions
+        // service's) that no host check saw.
+        if let Ok(r) = &request
+            && let Err(e) = address_policy::check_url(self.opts.addresses, r.url())
+        {
+            return Err(ApiError::Config(format!("{operation}: {e}")));
+        }
         // Held until the body is read: over HTTP/1.1 that is as long as the request holds its
         // connection.
         let _turn = match (&request, lane) {
@@ -423,10 +452,7 @@ impl GithubClient {
             Err(e) => Err(e),
         };
         let result = match sent {
-            Err(e) => Err(ApiError::Transport {
-                operation,
-                message: TransportFailure::from_reqwest(&e).to_string(),
-            }),
+            Err(e) => Err(transport_error(operation, &e)),
             Ok(resp) if resp.status().is_redirection() => {
                 // Not followed (see `finish_client`): its body is of no use either.
                 self.note_budget(resp.headers());
@@ -526,10 +552,11 @@ impl GithubClient {
         self.tokens.get_or_refresh(|| self.connect()).await
     }
 
-    /// Runs the token chain: (App: JWT → installation token) → registration token →
-    /// `runner-registration` → Actions service URL and admin token.
-    async fn connect(&self) -> Result<AdminConnection, ApiError> {
-        let bearer = match &self.auth {
+    /// The token GitHub's REST API takes from these credentials: the PAT itself, or a fresh
+    /// installation token of the App (minted on each call: callers of REST are rare, the
+    /// Actions service calls use the admin connection instead).
+    pub async fn rest_token(&self) -> Result<SecretValue, ApiError> {
+        Ok(match &self.auth {
             AuthMethod::Pat(t) => t.clone(),
             AuthMethod::App {
                 app_id,
@@ -549,7 +576,13 @@ impl GithubClient {
                     .await?;
                 SecretValue::new(reply.json::<TokenReply>("app_access_token")?.token)
             }
-        };
+        })
+    }
+
+    /// Runs the token chain: (App: JWT → installation token) → registration token →
+    /// `runner-registration` → Actions service URL and admin token.
+    async fn connect(&self) -> Result<AdminConnection, ApiError> {
+        let bearer = self.rest_token().await?;
         let url = self.rest_url(&self.config.registration_token_path())?;
         let reply = self
             .execute("registration_token", self.opts.request_timeout, || {
@@ -601,7 +634,9 @@ impl GithubClient {
         })
     }
 
-    fn rest_url(&self, path: &str) -> Result<Url, ApiError> {
+    /// `path` under the REST API base of the config URL (`https://api.github.com/`, or
+    /// `https://<host>/api/v3/` for GHES).
+    pub fn rest_url(&self, path: &str) -> Result<Url, ApiError> {
         self.config
             .rest_base
             .join(path)
@@ -677,7 +712,7 @@ impl Drop for GithubClient {
 /// what GitHub sees from ARC, always sends one for these methods, and a strict proxy or GHES
 /// front end may answer 411 without it. Never used with a body: an explicit length overrides
 /// the body's own.
-fn no_body(req: RequestBuilder) -> RequestBuilder {
+pub(crate) fn no_body(req: RequestBuilder) -> RequestBuilder {
     req.header(reqwest::header::CONTENT_LENGTH, "0")
 }
 

@@ -12,6 +12,7 @@ pub mod error;
 pub mod forge;
 pub mod listener;
 pub mod pod;
+pub mod rerun;
 pub mod runners;
 pub mod scale_set;
 pub mod types;

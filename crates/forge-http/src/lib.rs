@@ -3,7 +3,8 @@
 //! Every forge's HTTP client: trusting a group's extra CA bundle and sending through its proxy
 //! (`caBundleConfigMap`, `proxyUrl`), reading bodies with a size cap, bounding paged listings
 //! and what they decode to ([`bounded`]), clamping `Retry-After`, describing transport
-//! failures without the request URL and refusing redirects ([`redirect`]).
+//! failures without the request URL, refusing redirects ([`redirect`]) and, when configured,
+//! private addresses ([`address_policy`]).
 //!
 //! Gitea and Forgejo (a fork of Gitea) beyond that: the REST client skeleton ([`rest`]), the
 //! single-flight listing cache ([`single_flight`]), the pool of clients per instance and
@@ -14,6 +15,7 @@
 //! forge clients must treat these settings and limits the same way.
 
 pub mod act_runner;
+pub mod address_policy;
 pub mod body;
 pub mod bounded;
 pub mod listing;
@@ -32,6 +34,7 @@ pub mod transport;
 pub mod version;
 pub mod wire;
 
+pub use address_policy::{AddressClass, AddressPolicy, AddressRefused};
 pub use body::{BodyError, ByteSize, read_capped};
 pub use bounded::{Entries, Page, PageShape};
 pub use listing::{ListingBudget, ListingError, ListingLimits};

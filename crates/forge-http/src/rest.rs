@@ -15,6 +15,7 @@ use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap};
 use reqwest::{Method, StatusCode};
 use url::Url;
 
+use crate::address_policy::{self, AddressPolicy, AddressRefused};
 use crate::body::BodyError;
 use crate::listing::ListingError;
 use crate::redirect::Redirected;
@@ -50,6 +51,8 @@ pub struct ClientOptions {
     /// A 429 whose `Retry-After` is at most this long is waited out inline; longer ones are
     /// returned as `RateLimited` so the reconciler requeues.
     pub max_inline_retry_after: Duration,
+    /// Which addresses the client may connect to (`forgeHosts.refusePrivateAddresses`).
+    pub addresses: AddressPolicy,
 }
 
 impl Default for ClientOptions {
@@ -60,6 +63,7 @@ impl Default for ClientOptions {
             max_attempts: 3,
             backoff: Duration::from_millis(250),
             max_inline_retry_after: Duration::from_secs(2),
+            addresses: AddressPolicy::AllowPrivate,
         }
     }
 }
@@ -109,6 +113,16 @@ pub enum SetupError {
     Proxy {
         /// The spec block.
         spec: &'static str,
+    },
+    /// The URL or proxy URL names an IP address `forgeHosts.refusePrivateAddresses` refuses.
+    #[error("{spec}.{field}: {refused}")]
+    AddressRefused {
+        /// The spec block.
+        spec: &'static str,
+        /// `url` or `proxyUrl`.
+        field: &'static str,
+        /// The address and its class.
+        refused: AddressRefused,
     },
     /// reqwest refused the settings.
     #[error("cannot build the HTTP client: {0}")]
@@ -173,12 +187,14 @@ impl CallError {
     }
 
     /// Whether a retry of the same request may succeed soon. An over-cap answer is not: the
-    /// same server would send it again, and each retry costs a cap's worth of download.
+    /// same server would send it again, and each retry costs a cap's worth of download. Nor is
+    /// a host that resolved only to refused addresses: a resolution a moment later says the same.
     pub fn is_transient(&self) -> bool {
-        matches!(
-            self,
-            CallError::Server(_) | CallError::Transport(_) | CallError::BadResponse
-        )
+        match self {
+            CallError::Transport(f) => !f.is_address_refused(),
+            CallError::Server(_) | CallError::BadResponse => true,
+            _ => false,
+        }
     }
 
     /// The failure a non-2xx answer to a request for `url` means; a 429 also says how long to
@@ -271,6 +287,17 @@ impl RestClient {
         }
         base.set_query(None);
         base.set_fragment(None);
+        // Literals never reach the resolver: judged here, with the proxy (what is connected to
+        // when one is set).
+        let refused = |field| {
+            move |refused| SetupError::AddressRefused {
+                spec: api.spec,
+                field,
+                refused,
+            }
+        };
+        address_policy::check_url(opts.addresses, &base).map_err(refused("url"))?;
+        address_policy::check_proxy(opts.addresses, proxy).map_err(refused("proxyUrl"))?;
         let builder = reqwest::Client::builder()
             // A redirect would take the request past the host allowlist, to wherever the
             // server names (see `crate::redirect`).
@@ -278,6 +305,7 @@ impl RestClient {
             .timeout(opts.request_timeout)
             .connect_timeout(opts.connect_timeout)
             .user_agent(concat!("forgerunner/", env!("CARGO_PKG_VERSION")));
+        let builder = address_policy::with_policy(builder, opts.addresses);
         let builder = with_trust(builder, ca_bundle, proxy).map_err(|e| match e {
             TrustError::CaBundle(_) => SetupError::CaBundle(e),
             TrustError::Proxy => SetupError::Proxy { spec: api.spec },

@@ -23,6 +23,9 @@ pub enum TransportKind {
     Body,
     /// A redirect could not be followed.
     Redirect,
+    /// Every address of the host is one `forgeHosts.refusePrivateAddresses` refuses
+    /// ([`crate::address_policy`]): no connection was opened.
+    AddressRefused,
     /// Anything else while sending.
     Request,
 }
@@ -34,6 +37,7 @@ impl TransportKind {
             TransportKind::Connect => "cannot connect",
             TransportKind::Body => "the connection broke while reading the response",
             TransportKind::Redirect => "cannot follow a redirect",
+            TransportKind::AddressRefused => "refused to connect",
             TransportKind::Request => "the request failed",
         }
     }
@@ -52,6 +56,19 @@ pub struct TransportFailure {
 impl TransportFailure {
     /// Describes `e`, dropping any part of it that could echo the request URL.
     pub fn from_reqwest(e: &reqwest::Error) -> TransportFailure {
+        let url = e.url();
+        let origin = url
+            .map(|u| u.origin())
+            .filter(url::Origin::is_tuple)
+            .map(|o| o.ascii_serialization());
+        // The resolver's own words say all: host, addresses, classes and the setting.
+        if let Some(refused) = crate::address_policy::refusal_in(e) {
+            return TransportFailure {
+                kind: TransportKind::AddressRefused,
+                origin,
+                cause: Some(clip(&refused.to_string())),
+            };
+        }
         let kind = if e.is_timeout() {
             TransportKind::Timeout
         } else if e.is_connect() {
@@ -63,11 +80,6 @@ impl TransportFailure {
         } else {
             TransportKind::Request
         };
-        let url = e.url();
-        let origin = url
-            .map(|u| u.origin())
-            .filter(url::Origin::is_tuple)
-            .map(|o| o.ascii_serialization());
         let path = url.map(|u| u.path()).filter(|p| p.len() > 1);
         let mut causes: Vec<String> = Vec::new();
         let mut next = e.source();
@@ -88,6 +100,11 @@ impl TransportFailure {
     /// Whether it was a timeout.
     pub fn is_timeout(&self) -> bool {
         self.kind == TransportKind::Timeout
+    }
+
+    /// Whether the address policy refused every address of the host.
+    pub fn is_address_refused(&self) -> bool {
+        self.kind == TransportKind::AddressRefused
     }
 }
 

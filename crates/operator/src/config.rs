@@ -12,6 +12,7 @@ use std::time::Duration;
 use figment::value::{Dict, Map, Value};
 use figment::{Figment, Metadata, Profile, Provider};
 use forgerunner_core::ForgeKind;
+use forgerunner_core::forge_hosts::addresses::{AddressPolicy, REFUSE_PRIVATE_SETTING};
 use forgerunner_core::forge_hosts::{FORGE_HOSTS_SETTING, ForgeHostAllowlist};
 use forgerunner_core::reconcile::runner_rbac::RunnerHooks;
 use serde::{Deserialize, Serialize};
@@ -71,7 +72,8 @@ pub struct Config {
     pub log_level: String,
     /// Leader election.
     pub leader_election: LeaderElectionConfig,
-    /// Hosts a group's forge URL and proxy may point at (`forgeHosts.allowed`; empty: any).
+    /// Hosts a group's forge URL and proxy may point at (`forgeHosts.allowed`; empty: any),
+    /// and whether private addresses are refused (`forgeHosts.refusePrivateAddresses`).
     pub forge_hosts: ForgeHostAllowlist,
     /// Job counters carry the job's repository and workflow (`metrics.jobLabels`).
     pub metrics_job_labels: bool,
@@ -137,7 +139,7 @@ enum EnvKind {
 }
 
 /// Environment variables the configuration reads, with the key each one sets.
-const ENV_KEYS: [(&str, &str, EnvKind); 18] = [
+const ENV_KEYS: [(&str, &str, EnvKind); 19] = [
     ("FORGES", "forges", EnvKind::Text),
     ("WATCH_NAMESPACES", "watchNamespaces", EnvKind::Text),
     ("HTTP_ADDR", "httpAddr", EnvKind::Text),
@@ -165,6 +167,11 @@ const ENV_KEYS: [(&str, &str, EnvKind); 18] = [
         EnvKind::Scalar,
     ),
     ("FORGE_HOSTS_ALLOWED", FORGE_HOSTS_SETTING, EnvKind::Text),
+    (
+        "FORGE_HOSTS_REFUSE_PRIVATE_ADDRESSES",
+        REFUSE_PRIVATE_SETTING,
+        EnvKind::Scalar,
+    ),
     (
         "LEADER_ELECTION_RENEW_DEADLINE_SECONDS",
         "leaderElection.renewDeadlineSeconds",
@@ -252,9 +259,10 @@ struct RawMetrics {
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct RawForgeHosts {
     allowed: NameList,
+    refuse_private_addresses: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -380,6 +388,8 @@ fn defaults(env: &BTreeMap<String, String>) -> Dict {
     root.insert("leaderElection".into(), Value::from(leader));
     let mut forge_hosts = Dict::new();
     forge_hosts.insert("allowed".into(), Value::from(Vec::<Value>::new()));
+    // Off: many Gitea and Forgejo instances live inside the cluster, on private addresses.
+    forge_hosts.insert("refusePrivateAddresses".into(), Value::from(false));
     root.insert("forgeHosts".into(), Value::from(forge_hosts));
     let mut metrics = Dict::new();
     metrics.insert("jobLabels".into(), Value::from(false));
@@ -519,8 +529,7 @@ fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
             ),
         )
     })?;
-    let forge_hosts = ForgeHostAllowlist::parse(&raw.forge_hosts.allowed.into_names())
-        .map_err(|e| ConfigError::key(FORGE_HOSTS_SETTING, e.to_string()))?;
+    let forge_hosts = validate_forge_hosts(raw.forge_hosts)?;
     let le = raw.leader_election;
     if !is_dns_subdomain(&le.lease_name) {
         return Err(ConfigError::key(
@@ -562,6 +571,26 @@ fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
         metrics_job_labels: raw.metrics.job_labels,
         runner_hooks,
     })
+}
+
+/// `forgeHosts`: the allowlist under the address policy. An entry the policy refuses anyway
+/// (`10.0.0.5` with `refusePrivateAddresses: true`) would allow a host no group could reach,
+/// so the contradiction stops the operator rather than surprise a group.
+fn validate_forge_hosts(raw: RawForgeHosts) -> Result<ForgeHostAllowlist, ConfigError> {
+    let policy = AddressPolicy::from_refuse(raw.refuse_private_addresses);
+    let hosts = ForgeHostAllowlist::parse(&raw.allowed.into_names())
+        .map_err(|e| ConfigError::key(FORGE_HOSTS_SETTING, e.to_string()))?
+        .with_addresses(policy);
+    if let Some((entry, class)) = hosts.refused_entry() {
+        return Err(ConfigError::key(
+            FORGE_HOSTS_SETTING,
+            format!(
+                "'{entry}' is a {class} address, which {REFUSE_PRIVATE_SETTING}: true refuses; \
+                 remove it or turn the refusal off"
+            ),
+        ));
+    }
+    Ok(hosts)
 }
 
 /// `metricsAddr`: empty for none (metrics on `httpAddr`), else an address whose port differs

@@ -401,6 +401,72 @@ fn bad_forge_host_names_the_key() {
 }
 
 #[test]
+fn private_addresses_are_allowed_unless_refused_by_file_or_env() {
+    use forgerunner_core::forge_hosts::addresses::AddressPolicy;
+
+    let c = load(None, &[], FlagOverrides::default()).expect("defaults");
+    assert_eq!(c.forge_hosts.addresses(), AddressPolicy::AllowPrivate);
+    let c = load(
+        Some("forgeHosts:\n  allowed: [github.com]\n  refusePrivateAddresses: true\n"),
+        &[],
+        FlagOverrides::default(),
+    )
+    .expect("file");
+    assert_eq!(c.forge_hosts.addresses(), AddressPolicy::RefusePrivate);
+    assert!(c.forge_hosts.allows("github.com"), "the list is kept alongside");
+    let c = load(
+        Some("forgeHosts:\n  refusePrivateAddresses: true\n"),
+        &[("FORGERUNNER_FORGE_HOSTS_REFUSE_PRIVATE_ADDRESSES", "false")],
+        FlagOverrides::default(),
+    )
+    .expect("env");
+    assert_eq!(
+        c.forge_hosts.addresses(),
+        AddressPolicy::AllowPrivate,
+        "the environment wins"
+    );
+    let c = load(
+        None,
+        &[("FORGERUNNER_FORGE_HOSTS_REFUSE_PRIVATE_ADDRESSES", "true")],
+        FlagOverrides::default(),
+    )
+    .expect("env");
+    assert_eq!(c.forge_hosts.addresses(), AddressPolicy::RefusePrivate);
+    let err = load(
+        Some("forgeHosts:\n  refusePrivateAddresses: yes please\n"),
+        &[],
+        FlagOverrides::default(),
+    )
+    .expect_err("not a boolean");
+    assert_eq!(key_of(err), "forgeHosts.refusePrivateAddresses");
+}
+
+#[test]
+fn a_listed_host_the_refusal_refuses_is_a_config_error() {
+    let err = load(
+        Some("forgeHosts:\n  allowed: [github.com, 10.0.0.5]\n  refusePrivateAddresses: true\n"),
+        &[],
+        FlagOverrides::default(),
+    )
+    .expect_err("allowed and refused at once");
+    let text = err.to_string();
+    assert!(
+        text.starts_with("config key 'forgeHosts.allowed': '10.0.0.5'"),
+        "{text}"
+    );
+    assert!(
+        text.contains("private") && text.contains("refusePrivateAddresses"),
+        "{text}"
+    );
+    load(
+        Some("forgeHosts:\n  allowed: [github.com, 10.0.0.5]\n"),
+        &[],
+        FlagOverrides::default(),
+    )
+    .expect("without the refusal a private literal may be listed");
+}
+
+#[test]
 fn job_labels_are_off_by_default_and_set_by_file_or_env() {
     let off = load(None, &[], FlagOverrides::default()).expect("defaults");
     assert!(!off.metrics_job_labels);

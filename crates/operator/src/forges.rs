@@ -8,6 +8,7 @@
 use std::sync::Arc;
 
 use forgerunner_core::forge::{Forge, ReconcileTrigger};
+use forgerunner_core::forge_hosts::addresses::AddressPolicy;
 use forgerunner_core::metrics::Metrics;
 use forgerunner_core::{Fence, ForgeKind};
 
@@ -32,13 +33,16 @@ impl EnabledForges {
         not(any(feature = "github", feature = "gitea", feature = "forgejo")),
         allow(unused_variables)
     )]
-    /// `fence` keeps a deposed leader's GitHub listeners from starting or taking jobs.
+    /// `fence` keeps a deposed leader's GitHub listeners from starting or taking jobs;
+    /// `addresses` is what every forge client may connect to
+    /// (`forgeHosts.refusePrivateAddresses`).
     #[cfg_attr(not(feature = "github"), allow(unused_variables))]
     pub fn new(
         enabled: &[ForgeKind],
         metrics: &Arc<Metrics>,
         trigger: &ReconcileTrigger,
         fence: &Fence,
+        addresses: AddressPolicy,
     ) -> Self {
         #[cfg_attr(
             not(any(feature = "github", feature = "gitea", feature = "forgejo")),
@@ -49,9 +53,14 @@ impl EnabledForges {
             match kind {
                 #[cfg(feature = "github")]
                 ForgeKind::Github => {
+                    let defaults = forgerunner_github::GithubOptions::default();
                     let opts = forgerunner_github::GithubOptions {
                         fence: fence.clone(),
-                        ..forgerunner_github::GithubOptions::default()
+                        http: forgerunner_github::client::HttpOptions {
+                            addresses,
+                            ..defaults.http.clone()
+                        },
+                        ..defaults
                     };
                     set.github = Some(forgerunner_github::GithubForge::with_options(
                         metrics.clone(),
@@ -61,17 +70,33 @@ impl EnabledForges {
                 }
                 #[cfg(feature = "gitea")]
                 ForgeKind::Gitea => {
-                    set.gitea = Some(forgerunner_gitea::GiteaForge::new(
+                    let opts = forgerunner_gitea::GiteaOptions {
+                        client: forgerunner_gitea::ClientOptions {
+                            addresses,
+                            ..Default::default()
+                        },
+                        ..Default::default()
+                    };
+                    set.gitea = Some(forgerunner_gitea::GiteaForge::with_options(
                         metrics.clone(),
                         trigger.clone(),
+                        opts,
                     ));
                 }
                 #[cfg(feature = "forgejo")]
                 ForgeKind::Forgejo => {
                     // Poll-only: the trigger wakes a listing's groups when it expires.
-                    set.forgejo = Some(forgerunner_forgejo::ForgejoForge::new(
+                    let opts = forgerunner_forgejo::ForgejoOptions {
+                        client: forgerunner_forgejo::ClientOptions {
+                            addresses,
+                            ..Default::default()
+                        },
+                        ..Default::default()
+                    };
+                    set.forgejo = Some(forgerunner_forgejo::ForgejoForge::with_options(
                         metrics.clone(),
                         trigger.clone(),
+                        opts,
                     ));
                 }
                 #[allow(unreachable_patterns)]
@@ -127,6 +152,7 @@ pub(crate) fn all_for_tests() -> EnabledForges {
         &Arc::new(Metrics::default()),
         &trigger,
         &forgerunner_core::fence::Fence::open(),
+        AddressPolicy::default(),
     )
 }
 
@@ -139,10 +165,10 @@ mod tests {
         let metrics = Arc::new(Metrics::default());
         let (trigger, _rx) = ReconcileTrigger::channel();
         let fence = Fence::open();
-        let none = EnabledForges::new(&[], &metrics, &trigger, &fence);
+        let none = EnabledForges::new(&[], &metrics, &trigger, &fence, AddressPolicy::default());
         assert!(none.kinds().is_empty());
         for kind in crate::config::compiled_forges() {
-            let one = EnabledForges::new(&[kind], &metrics, &trigger, &fence);
+            let one = EnabledForges::new(&[kind], &metrics, &trigger, &fence, AddressPolicy::default());
             assert_eq!(one.kinds(), vec![kind]);
             assert_eq!(one.get(kind).map(|f| f.kind()), Some(kind));
         }

@@ -106,7 +106,13 @@ pub async fn run_until(config: Config, shutdown: CancellationToken) -> Result<()
     metrics.job_identity_labels = config.metrics_job_labels;
     let metrics = Arc::new(metrics);
     let (trigger, triggers) = ReconcileTrigger::channel();
-    let forges = Arc::new(EnabledForges::new(&config.forges, &metrics, &trigger, &fence));
+    let forges = Arc::new(EnabledForges::new(
+        &config.forges,
+        &metrics,
+        &trigger,
+        &fence,
+        config.forge_hosts.addresses(),
+    ));
     let readiness = Arc::new(Readiness::new());
     tracing::info!(forges = ?forges.kinds(), "forge backends ready");
 

@@ -432,3 +432,50 @@ async fn a_host_bound_is_forgotten_while_nothing_is_sent_there() {
     let more = tokio::time::timeout(Duration::from_millis(50), limits.acquire(&url)).await;
     assert!(more.is_err(), "the bound of a busy host was forgotten");
 }
+
+/// `forgeHosts.refusePrivateAddresses` in the GitHub client: a name resolving to loopback, a
+/// loopback literal (the Actions service URL comes from GitHub's answers, which no host check
+/// saw) and a private proxy are refused without a request, as configuration errors, not
+/// retried; with the policy off the same request arrives.
+#[tokio::test]
+async fn private_addresses_are_refused_when_configured() {
+    use std::sync::atomic::Ordering;
+
+    use forgerunner_http::test_server::serve_json;
+
+    let (port, served) = serve_json(|_| (vec![], "{}".into())).await;
+    let opts = HttpOptions {
+        addresses: AddressPolicy::RefusePrivate,
+        ..HttpOptions::default()
+    };
+    let client = GithubClient::new(
+        Arc::default(),
+        ConfigUrl::parse("https://github.com/acme").expect("config URL"),
+        AuthMethod::Pat(SecretValue::new("t")),
+        build_transport(None, None, &opts).expect("transport"),
+        opts.clone(),
+    );
+    for (url, words) in [
+        (format!("http://localhost:{port}/x"), "localhost resolves only to"),
+        (
+            format!("http://127.0.0.1:{port}/x"),
+            "127.0.0.1 is 127.0.0.1 (loopback)",
+        ),
+    ] {
+        let e = get(&client, &url).await.expect_err("refused");
+        let text = e.to_string();
+        assert!(matches!(e, ApiError::Config(_)), "{url}: {e:?}");
+        assert!(!e.is_transient());
+        assert!(text.contains(words) && text.contains("(loopback)"), "{text}");
+        assert!(text.contains("forgeHosts.refusePrivateAddresses"), "{text}");
+    }
+    assert_eq!(served.load(Ordering::SeqCst), 0, "the server saw a request");
+    let e = build_transport(None, Some("http://169.254.169.254:3128"), &opts).expect_err("proxy");
+    assert!(e.to_string().contains("link-local"), "{e}");
+
+    let off = client_with_no_retries();
+    get(&off, &format!("http://localhost:{port}/x"))
+        .await
+        .expect("with the policy off the request arrives");
+    assert_eq!(served.load(Ordering::SeqCst), 1);
+}

@@ -12,8 +12,9 @@ use async_trait::async_trait;
 use forgerunner_core::crd::RunnerGroupSpec;
 use forgerunner_core::forge::{
     ClusterRefs, ForgeFacts, ForgeRunnerState, ForgeView, GroupContext, GroupKey, OutboundUrl,
-    ReconcileTrigger, RemoveOutcome, RunnerCredentials, RunnerExit, RunnerRef, WaitingJob,
+    ReconcileTrigger, RemoveOutcome, RerunOutcome, RunnerCredentials, RunnerExit, RunnerRef, WaitingJob,
 };
+use forgerunner_core::job_identity::JobIdentity;
 use forgerunner_core::metrics::Metrics;
 use forgerunner_core::runner_job::BUSY_ANNOTATION;
 use forgerunner_core::validate::SpecViolation;
@@ -242,9 +243,9 @@ impl GithubForge {
             // One statistics message is one consistent snapshot: nothing to net.
             listed_at: None,
             accounted: Default::default(),
-        })
             // Scale sets match by name: a job for no scale set never reaches a listener.
             unmatched: Vec::new(),
+        })
     }
 
     async fn credentials_inner(
@@ -500,6 +501,20 @@ impl Forge for GithubForge {
         runner: &RunnerRef,
     ) -> Result<RemoveOutcome, ForgeError> {
         self.remove_inner(group, runner).await.map_err(map_err)
+    }
+
+    async fn rerun_job(
+        &self,
+        group: &GroupContext,
+        runner: &str,
+        job: &JobIdentity,
+    ) -> Result<RerunOutcome, ForgeError> {
+        let client = {
+            let entry = self.entry(&group.key);
+            let mut st = entry.lock().await;
+            self.ensure_client(group, &mut st).await.map_err(map_err)?
+        };
+        crate::rerun::rerun_job(&client, runner, job).await
     }
 
     async fn shutdown(&self, group: &GroupContext) -> Result<(), ForgeError> {

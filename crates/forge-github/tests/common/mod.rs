@@ -42,6 +42,7 @@ pub fn fast_options() -> GithubOptions {
                 base: Duration::from_millis(5),
                 cap: Duration::from_millis(50),
             },
+            ..HttpOptions::default()
         },
         listener_backoff: Backoff {
             base: Duration::from_millis(10),

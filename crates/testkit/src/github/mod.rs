@@ -2,6 +2,7 @@
 //! crate's emulator, and helpers to start that emulator for end-to-end tests.
 
 mod emulator;
+pub mod rest_jobs;
 mod runner;
 mod view;
 

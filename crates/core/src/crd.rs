@@ -199,12 +199,33 @@ pub struct RunnerGroupSpec {
         extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"])
     )]
     pub schedules: Vec<Schedule>,
+    /// Re-run through the forge's API the job of a runner the cluster killed (eviction,
+    /// preemption, node loss or drain: the pod's `DisruptionTarget` condition), at most
+    /// `maxPerHour` per group. Never a job that failed on its own or was cancelled. Unset: such
+    /// jobs are reported (Event `JobNotRerun`) but not re-run. GitHub's token needs the
+    /// "Actions" repository permission (write), or the `repo` scope for a classic token; Gitea
+    /// and Forgejo have no API for it (see docs/operations.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rerun: Option<RerunSpec>,
     /// How jobs' containers run: beside the runner with a Docker daemon (`dind`), or as pods of
     /// their own through the runner container hooks (`kubernetes`, `kubernetes-novolume`;
     /// GitHub only). Unset: the runner runs steps in its own container, with no daemon.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container_mode: Option<ContainerMode>,
 }
+
+/// Re-runs of jobs whose runner the cluster killed (`spec.rerun`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RerunSpec {
+    /// Most re-runs this group asks the forge for in any hour (1 to 100): a cluster that keeps
+    /// killing runners must not turn one job into endless re-runs.
+    #[schemars(range(min = 1, max = MAX_RERUNS_PER_HOUR), extend("format" = "int32"))]
+    pub max_per_hour: u32,
+}
+
+/// Most `spec.rerun.maxPerHour`.
+pub const MAX_RERUNS_PER_HOUR: u32 = 100;
 
 /// Default idle timeout for runners that never take a job.
 pub const DEFAULT_IDLE_TIMEOUT_SECONDS: u32 = 600;

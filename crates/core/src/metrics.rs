@@ -87,6 +87,17 @@ pub struct ForgeLabels {
     pub forge: &'static str,
 }
 
+/// Labels of `forgerunner_jobs_rerun_total`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct RerunLabels {
+    /// The forge (`spec.forge`).
+    pub forge: &'static str,
+    /// How the cluster killed the runner ([`crate::runner_pod::disruption::Disruption`]).
+    pub reason: &'static str,
+    /// What came of it ([`crate::reconcile::rerun::RerunResult`]).
+    pub outcome: &'static str,
+}
+
 /// Labels of webhook delivery counters.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct WebhookLabels {
@@ -145,6 +156,8 @@ pub struct Metrics {
     pub forge_cache_entries: Family<CacheLabels, Gauge>,
     /// Jobs waiting in a scope that no group's labels match, per namespace ([`unmatched`]).
     pub unmatched_waiting_jobs: Family<NamespaceLabels, Gauge>,
+    /// Jobs whose runner the cluster killed, by how and by what came of re-running them.
+    pub jobs_rerun: Family<RerunLabels, Counter>,
     /// 1 while this replica leads (it holds the lease, or runs without an election), else 0:
     /// `max` over the replicas is 0 when no replica reconciles.
     pub leader: Gauge,
@@ -241,6 +254,11 @@ impl Metrics {
             m.unmatched_waiting_jobs.clone(),
         );
         r.register(
+            "jobs_rerun",
+            "Jobs whose runner the cluster killed, by disruption reason and re-run outcome",
+            m.jobs_rerun.clone(),
+        );
+        r.register(
             "leader",
             "1 while this replica leads and reconciles RunnerGroups, else 0",
             m.leader.clone(),
@@ -296,6 +314,7 @@ impl Default for Metrics {
             webhook_signature_checks: Family::default(),
             forge_cache_entries: Family::default(),
             unmatched_waiting_jobs: Family::default(),
+            jobs_rerun: Family::default(),
             leader: Gauge::default(),
             group: GroupMetrics::default(),
             budget: BudgetMetrics::default(),

@@ -35,7 +35,7 @@ use crate::crd::{
 };
 use crate::embedded::Embedded;
 use crate::forge::{
-    ClusterRefs, Forge, ForgeError, ForgeRunnerState, ForgeView, GroupContext, RemoveOutcome,
+    ClusterRefs, Forge, ForgeError, ForgeRunnerState, ForgeView, GroupContext, RemoveOutcome, RerunOutcome,
     RunnerCredentials, RunnerExit, RunnerRef, SecretValue,
 };
 use crate::job_identity::JobIdentity;
@@ -158,6 +158,7 @@ impl RunnerGroupBuilder {
                 scale_down_delay_seconds: None,
                 stalled_job_seconds: None,
                 schedules: Vec::new(),
+                rerun: None,
                 container_mode: None,
             },
         }
@@ -495,6 +496,10 @@ pub struct FakeForge {
     pub identities: Mutex<BTreeMap<String, JobIdentity>>,
     /// What the runner pods may do (as GitHub's `containerMode: kubernetes` asks); none by default.
     pub role_rules: Mutex<Vec<PolicyRule>>,
+    /// Jobs asked to be re-run, by runner, in order.
+    pub reruns: Mutex<Vec<(String, JobIdentity)>>,
+    /// What a re-run request answers; `Unsupported` (the trait's default) until set.
+    pub rerun_answer: Mutex<RerunOutcome>,
 }
 
 impl FakeForge {
@@ -510,6 +515,8 @@ impl FakeForge {
             budget: Mutex::new(None),
             identities: Mutex::new(BTreeMap::new()),
             role_rules: Mutex::new(Vec::new()),
+            reruns: Mutex::new(Vec::new()),
+            rerun_answer: Mutex::new(RerunOutcome::Unsupported),
         })
     }
 
@@ -613,6 +620,19 @@ impl Forge for FakeForge {
             env: BTreeMap::from([("RUNNER_NAME".to_owned(), name.to_owned())]),
             annotations: BTreeMap::new(),
         })
+    }
+
+    async fn rerun_job(
+        &self,
+        _group: &GroupContext,
+        runner: &str,
+        job: &JobIdentity,
+    ) -> Result<RerunOutcome, ForgeError> {
+        self.reruns
+            .lock()
+            .expect("lock")
+            .push((runner.to_owned(), job.clone()));
+        Ok(*self.rerun_answer.lock().expect("lock"))
     }
 
     fn runner_exit_meaning(&self, exit_code: i32) -> Option<RunnerExit> {

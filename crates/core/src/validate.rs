@@ -171,6 +171,11 @@ fn check_common(spec: &RunnerGroupSpec, out: &mut Vec<SpecViolation>) {
         &spec.schedules,
         spec.max_runners,
     ));
+    if let Some(r) = &spec.rerun
+        && !(1..=crate::crd::MAX_RERUNS_PER_HOUR).contains(&r.max_per_hour)
+    {
+        out.push(violation("spec.rerun.maxPerHour", "must be between 1 and 100"));
+    }
     if spec.stalled_job_seconds == Some(0) {
         out.push(violation(
             "spec.stalledJobSeconds",

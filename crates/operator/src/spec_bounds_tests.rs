@@ -76,6 +76,9 @@ fn base(path: &[String]) -> Value {
             "containerMode": {"type": "dind"}, "forgejo": {
             "url": "https://forgejo.example.com", "scope": "repo", "repo": "o/r",
             "credentials": "creds", "labels": ["linux"]}}),
+        Some("rerun") => json!({"forge": "github", "maxRunners": 5, "github": {
+            "configUrl": "https://github.com/org", "credentials": "creds"},
+            "rerun": {"maxPerHour": 5}}),
         Some("schedules") => json!({"forge": "github", "maxRunners": 5, "github": {
             "configUrl": "https://github.com/org", "credentials": "creds"},
             "schedules": [schedule(0)]}),

@@ -15,12 +15,13 @@ use tracing::{debug, info, warn};
 use super::FIELD_MANAGER;
 use super::error::ReconcileError;
 use super::forge_call::bounded;
-use super::runner_exit::failed_runner_outdated;
+use super::runner_exit::{FailedPod, failed_runner_pod};
 use crate::fence::Fence;
 use crate::forge::{Forge, GroupContext, RemoveOutcome, RunnerRef};
 use crate::names::runner_name;
 use crate::plan::{Plan, Removal, RemovalReason, RunnerPhase};
 use crate::runner_job::{BUSY_ANNOTATION, RunnerJobInput, build_runner_job, build_runner_secret};
+use crate::runner_pod::disruption::Disruption;
 use crate::runner_pod::restricted_violations;
 use crate::startup::StartupFailure;
 
@@ -43,6 +44,8 @@ pub struct ApplyReport {
     pub failed_deleted: Vec<String>,
     /// Those of `failed_deleted` whose runner exited as outdated ([`crate::forge::RunnerExit`]).
     pub outdated: Vec<String>,
+    /// Those of `failed_deleted` whose pod the cluster killed, and how ([`super::rerun`]).
+    pub disrupted: Vec<(String, Disruption)>,
     /// Runners kept because the forge said they took a job meanwhile.
     pub kept_busy: u32,
     /// Orphaned forge registrations removed.
@@ -204,8 +207,11 @@ async fn remove(t: &Target<'_>, r: &Removal, report: &mut ApplyReport) {
         return;
     }
     // Read the pod before the Job (and with it the pod) goes; only failures pay for this.
-    let outdated =
-        r.reason == RemovalReason::Failed && failed_runner_outdated(&t.pods, t.forge, &r.name).await;
+    let pod = if r.reason == RemovalReason::Failed {
+        failed_runner_pod(&t.pods, t.forge, &r.name).await
+    } else {
+        FailedPod::default()
+    };
     match t.jobs.delete(&r.name, &DeleteParams::background()).await {
         Ok(_) => {
             report.deleted.push(r.name.clone());
@@ -213,9 +219,13 @@ async fn remove(t: &Target<'_>, r: &Removal, report: &mut ApplyReport) {
                 RemovalReason::Succeeded => report.succeeded_deleted += 1,
                 RemovalReason::Failed => {
                     report.failed_deleted.push(r.name.clone());
-                    if outdated {
+                    if pod.outdated {
                         warn!(runner = %r.name, "runner exited as outdated; the runner image needs updating");
                         report.outdated.push(r.name.clone());
+                    }
+                    if let Some(how) = pod.disruption {
+                        warn!(runner = %r.name, reason = how.as_str(), "runner pod killed by the cluster");
+                        report.disrupted.push((r.name.clone(), how));
                     }
                 }
                 RemovalReason::IdleTimeout | RemovalReason::ScaleDown | RemovalReason::JobGone => {

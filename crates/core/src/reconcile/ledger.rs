@@ -18,6 +18,7 @@ pub use taken::TakenSinceListing;
 
 use super::hook_leftovers::SweepClock;
 use super::identity::IdentityWrites;
+use super::rerun::RerunBook;
 use super::stage_track::StageTracker;
 use super::stalled::WaitBook;
 use crate::crd::{RunnerGroup, RunnerGroupStatus};
@@ -52,6 +53,8 @@ pub struct Ledger {
     pub refs: Option<ReadRefs>,
     /// Which repository/workflow series the group's job counters have (bounded).
     pub job_series: JobSeriesBook,
+    /// Jobs of runners the cluster killed: re-runs asked for and waiting ([`super::rerun`]).
+    pub reruns: RerunBook,
 }
 
 impl Ledger {

@@ -19,6 +19,7 @@ mod pass;
 pub mod pass_metrics;
 pub mod pipeline;
 pub mod repair;
+pub mod rerun;
 pub mod runner_exit;
 pub mod runner_rbac;
 pub mod spans;

@@ -143,7 +143,7 @@ pub(super) fn record_pass(
 
 /// The job a runner runs or ran: as the forge tells it this pass, else as recorded on the
 /// runner Job (a finished runner's job is no longer in the forge's view).
-fn job_identity(view: &ForgeView, jobs: &[Arc<Job>], runner: &str) -> Option<JobIdentity> {
+pub(super) fn job_identity(view: &ForgeView, jobs: &[Arc<Job>], runner: &str) -> Option<JobIdentity> {
     if let Some(id) = view.job_identities.get(runner) {
         return Some(id.clone());
     }

@@ -8,6 +8,7 @@ use tracing::debug;
 
 use crate::forge::{Forge, RunnerExit};
 use crate::runner_job::RUNNER_CONTAINER;
+use crate::runner_pod::disruption::{Disruption, NodePresence, classify};
 
 /// Label the Job controller puts on every pod of a Job (value: the Job's name).
 pub const JOB_NAME_LABEL: &str = "job-name";
@@ -35,18 +36,30 @@ pub fn outdated_runner(pod: &Pod, meaning: impl Fn(i32) -> Option<RunnerExit>) -
     runner_exit_code(pod).and_then(meaning) == Some(RunnerExit::Outdated)
 }
 
-/// Whether a pod of the failed runner Job `job` ran an outdated runner. Best effort: a pod that
-/// is already gone or a failed lookup counts as "no" (the failure is still counted as such).
-pub async fn failed_runner_outdated(pods: &Api<Pod>, forge: &dyn Forge, job: &str) -> bool {
+/// What the pod of a failed runner Job tells about the failure.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FailedPod {
+    /// The runner exited as outdated ([`RunnerExit::Outdated`]).
+    pub outdated: bool,
+    /// The cluster killed the pod (eviction, preemption, node loss), not the runner itself.
+    pub disruption: Option<Disruption>,
+}
+
+/// What the pods of the failed runner Job `job` tell. Best effort: a pod that is already gone
+/// or a failed lookup tells nothing (the failure is still counted as such).
+pub async fn failed_runner_pod(pods: &Api<Pod>, forge: &dyn Forge, job: &str) -> FailedPod {
     let lp = ListParams::default().labels(&format!("{JOB_NAME_LABEL}={job}"));
     match pods.list(&lp).await {
-        Ok(list) => list
-            .items
-            .iter()
-            .any(|p| outdated_runner(p, |code| forge.runner_exit_meaning(code))),
+        Ok(list) => FailedPod {
+            outdated: list
+                .items
+                .iter()
+                .any(|p| outdated_runner(p, |code| forge.runner_exit_meaning(code))),
+            disruption: list.items.iter().find_map(|p| classify(p, NodePresence::Unknown)),
+        },
         Err(e) => {
             debug!(runner = job, error = %e, "could not read the failed runner's pod");
-            false
+            FailedPod::default()
         }
     }
 }

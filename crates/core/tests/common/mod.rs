@@ -351,6 +351,36 @@ impl Harness {
         .expect("pod status");
     }
 
+    /// Creates the pod of runner Job `job` as the cluster leaves a pod it killed: phase
+    /// `Failed` with the `DisruptionTarget` condition and `reason` (set by the eviction API,
+    /// the scheduler's preemption, the taint manager or the pod GC; k8s.io/api `core/v1`
+    /// `DisruptionTarget`), the runner container killed by the signal.
+    pub async fn disrupted_runner_pod(&self, job: &str, reason: &str) {
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), NS);
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": format!("{job}-p0"), "labels": {"job-name": job}},
+            "spec": {"restartPolicy": "Never", "containers": [{"name": "runner", "image": "fake/runner:1"}]},
+        }))
+        .expect("pod");
+        pods.create(&PostParams::default(), &pod)
+            .await
+            .expect("create pod");
+        let status = serde_json::json!({"status": {"phase": "Failed",
+            "conditions": [{"type": "DisruptionTarget", "status": "True", "reason": reason,
+                "message": "Eviction API: evicting", "lastTransitionTime": "2026-11-26T00:00:00Z"}],
+            "containerStatuses": [{
+            "name": "runner", "image": "fake/runner:1", "imageID": "", "ready": false,
+            "restartCount": 0, "state": {"terminated": {"exitCode": 143, "reason": "Error"}},
+        }]}});
+        pods.patch_status(
+            &format!("{job}-p0"),
+            &PatchParams::default(),
+            &Patch::Merge(&status),
+        )
+        .await
+        .expect("pod status");
+    }
+
     /// The notes of the namespace's events.k8s.io Events with `reason`, one entry per Event.
     pub async fn notes(&self, reason: &str) -> Vec<String> {
         Api::<k8s_openapi::api::events::v1::Event>::namespaced(self.client.clone(), NS)

@@ -248,6 +248,7 @@ fn config_file_group(entry: EnvVar) -> RunnerGroupSpec {
         scale_down_delay_seconds: None,
         stalled_job_seconds: None,
         schedules: Vec::new(),
+        rerun: None,
         container_mode: None,
     }
 }

@@ -14,7 +14,9 @@ use crate::reconcile::context::Context;
 use crate::reconcile::hook_leftovers;
 use crate::reconcile::identity::spawn_record_identities;
 use crate::reconcile::ledger::{Ledger, Upkeep};
+use crate::reconcile::pass_metrics::job_identity;
 use crate::reconcile::repair::retire_runners_without_secret;
+use crate::reconcile::rerun;
 
 /// Applies the plan; every write is attempted even when an earlier one failed
 /// ([`ApplyReport::first_error`] says what went wrong).
@@ -43,6 +45,22 @@ pub(super) async fn act(
     };
     let retired = retire_once(&target, &mut ledger.upkeep).await;
     let mut report = apply_plan(&target, &decided.plan).await;
+    let disrupted: Vec<_> = report
+        .disrupted
+        .iter()
+        .map(|(runner, how)| (runner.clone(), *how, job_identity(&seen.view, &seen.jobs, runner)))
+        .collect();
+    if !disrupted.is_empty() || ledger.reruns.next_due(Instant::now()).is_some() {
+        rerun::after_disruptions(
+            ctx,
+            group,
+            found.forge,
+            &found.group,
+            &disrupted,
+            &mut ledger.reruns,
+        )
+        .await;
+    }
     spawn_record_identities(
         target.jobs.clone(),
         target.pods.clone(),

@@ -98,10 +98,16 @@ pub(super) async fn report(
         Some(e) => Err(e),
         None => {
             let regular = found.forge.resync_interval(&group.spec);
-            let sooner = [deferred, decided.surplus_due_in, decided.schedule_due_in]
-                .into_iter()
-                .flatten()
-                .min();
+            let rerun_due = ledger.reruns.next_due(std::time::Instant::now());
+            let sooner = [
+                deferred,
+                decided.surplus_due_in,
+                decided.schedule_due_in,
+                rerun_due,
+            ]
+            .into_iter()
+            .flatten()
+            .min();
             Ok(Action::requeue(sooner.map_or(regular, |d| d.min(regular))))
         }
     }

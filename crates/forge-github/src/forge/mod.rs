@@ -425,10 +425,13 @@ impl Forge for GithubForge {
     }
 
     fn validate(&self, spec: &RunnerGroupSpec) -> Vec<SpecViolation> {
-        spec.github
+        let mut out: Vec<SpecViolation> = spec
+            .github
             .as_ref()
             .map(crate::validate::validate_github)
-            .unwrap_or_default()
+            .unwrap_or_default();
+        out.extend(crate::runner_version::check(spec));
+        out
     }
 
     fn cluster_refs(&self, spec: &RunnerGroupSpec) -> ClusterRefs {

@@ -271,14 +271,59 @@ async fn sandbox(args: Args) -> anyhow::Result<bool> {
         explain_failure(&world, &rows, &mut operator).await;
     }
     if args.keep {
+        if let Err(e) = day_two(&world).await {
+            println!("could not set up the day-two examples: {e}");
+        }
         println!("\nEverything keeps running. Explore with:");
         println!("  export KUBECONFIG={}", world.kubeconfig().display());
         println!("  kubectl get rg,jobs,pods -n {NAMESPACE}");
+        println!(
+            "  kubectl get rg -n {NAMESPACE} -o wide                       # the schedule window and its next change"
+        );
+        println!("  kubectl get events -n {NAMESPACE} --field-selector reason=UnmatchedJob");
+        println!(
+            "  kubectl get rg {GITEA_GROUP} -n {NAMESPACE} -o jsonpath='{{.status.conditions[?(@.type==\"QueueStalled\")]}}'"
+        );
+        println!(
+            "  curl -s http://{}/metrics | grep -E 'oldest_waiting|unmatched|min_runners'",
+            operator.metrics_addr()
+        );
         println!("Press Ctrl-C to stop.");
         let _ = tokio::signal::ctrl_c().await;
     }
     operator.stop(Duration::from_secs(10));
     Ok(ok)
+}
+
+/// With `--keep`, after the burst: a warm pool by the calendar on the Forgejo group (a window
+/// open from the current minute for two hours), and on Gitea a job whose `runs-on` no group
+/// matches, with a short `stalledJobSeconds` so the watchdog names it within seconds.
+async fn day_two(world: &World) -> Result<(), Box<dyn std::error::Error>> {
+    use kube::api::{Api, Patch, PatchParams};
+    let groups: Api<forgerunner_core::RunnerGroup> = Api::namespaced(world.client.clone(), NAMESPACE);
+    let now = jiff::Timestamp::now().to_zoned(jiff::tz::TimeZone::UTC);
+    let end = &now + jiff::SignedDuration::from_hours(2);
+    let window = serde_json::json!({"spec": {"schedules": [{
+        "name": "demo-window",
+        "start": format!("{} {} * * *", now.minute(), now.hour()),
+        "end": format!("{} {} * * *", end.minute(), end.hour()),
+        "timeZone": "UTC",
+        "minRunners": 1,
+    }]}});
+    groups
+        .patch(FORGEJO_GROUP, &PatchParams::default(), &Patch::Merge(&window))
+        .await?;
+    let quick = serde_json::json!({"spec": {"stalledJobSeconds": 5}});
+    groups
+        .patch(GITEA_GROUP, &PatchParams::default(), &Patch::Merge(&quick))
+        .await?;
+    world.queue_gitea_job(&["ubuntu-latset"])?;
+    println!(
+        "\nDay two: {FORGEJO_GROUP} keeps 1 warm runner in window demo-window (until {} UTC); a Gitea job \
+         asks for runs-on: [ubuntu-latset], which no group matches",
+        end.strftime("%H:%M")
+    );
+    Ok(())
 }
 
 fn view(rows: &[Row], watch: &JobWatch, max: u32, elapsed: Duration, left: usize) -> Vec<String> {

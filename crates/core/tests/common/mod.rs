@@ -329,26 +329,7 @@ impl Harness {
     /// Creates the pod of runner Job `job` whose `runner` container exited with `exit_code`
     /// (no kubelet runs here, so the test writes the status itself).
     pub async fn failed_runner_pod(&self, job: &str, exit_code: i32) {
-        let pods: Api<Pod> = Api::namespaced(self.client.clone(), NS);
-        let pod: Pod = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": format!("{job}-p0"), "labels": {"job-name": job}},
-            "spec": {"restartPolicy": "Never", "containers": [{"name": "runner", "image": "fake/runner:1"}]},
-        }))
-        .expect("pod");
-        pods.create(&PostParams::default(), &pod)
-            .await
-            .expect("create pod");
-        let status = serde_json::json!({"status": {"phase": "Failed", "containerStatuses": [{
-            "name": "runner", "image": "fake/runner:1", "imageID": "", "ready": false,
-            "restartCount": 0, "state": {"terminated": {"exitCode": exit_code, "reason": "Error"}},
-        }]}});
-        pods.patch_status(
-            &format!("{job}-p0"),
-            &PatchParams::default(),
-            &Patch::Merge(&status),
-        )
-        .await
-        .expect("pod status");
+        self.ended_runner_pod(job, exit_code, serde_json::json!([])).await;
     }
 
     /// Creates the pod of runner Job `job` as the cluster leaves a pod it killed: phase
@@ -356,6 +337,15 @@ impl Harness {
     /// the scheduler's preemption, the taint manager or the pod GC; k8s.io/api `core/v1`
     /// `DisruptionTarget`), the runner container killed by the signal.
     pub async fn disrupted_runner_pod(&self, job: &str, reason: &str) {
+        let conditions = serde_json::json!([{"type": "DisruptionTarget", "status": "True",
+            "reason": reason, "message": "Eviction API: evicting",
+            "lastTransitionTime": "2026-11-26T00:00:00Z"}]);
+        self.ended_runner_pod(job, 143, conditions).await;
+    }
+
+    /// Creates the failed pod of runner Job `job`: its `runner` container exited with
+    /// `exit_code`, and the pod carries `conditions`.
+    async fn ended_runner_pod(&self, job: &str, exit_code: i32, conditions: serde_json::Value) {
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), NS);
         let pod: Pod = serde_json::from_value(serde_json::json!({
             "metadata": {"name": format!("{job}-p0"), "labels": {"job-name": job}},
@@ -365,12 +355,10 @@ impl Harness {
         pods.create(&PostParams::default(), &pod)
             .await
             .expect("create pod");
-        let status = serde_json::json!({"status": {"phase": "Failed",
-            "conditions": [{"type": "DisruptionTarget", "status": "True", "reason": reason,
-                "message": "Eviction API: evicting", "lastTransitionTime": "2026-11-26T00:00:00Z"}],
+        let status = serde_json::json!({"status": {"phase": "Failed", "conditions": conditions,
             "containerStatuses": [{
             "name": "runner", "image": "fake/runner:1", "imageID": "", "ready": false,
-            "restartCount": 0, "state": {"terminated": {"exitCode": 143, "reason": "Error"}},
+            "restartCount": 0, "state": {"terminated": {"exitCode": exit_code, "reason": "Error"}},
         }]}});
         pods.patch_status(
             &format!("{job}-p0"),

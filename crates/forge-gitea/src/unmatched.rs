@@ -8,6 +8,8 @@
 //! repo.APIURL()/actions/jobs/{id}`). A job counts as unmatched when no group on the same
 //! instance whose scope holds the job's repository has labels that match it.
 
+use std::collections::HashMap;
+
 use forgerunner_core::forge::UnmatchedJob;
 
 use crate::labels::LabelSet;
@@ -29,14 +31,41 @@ pub(crate) struct Taker<'a> {
 ///
 /// Jobs with an empty `runs-on` are left out: which runner takes them depends on the Gitea
 /// version, not on labels a person could have mistyped.
+///
+/// Every group's pass asks this of its scope's whole listing (thousands of jobs) against every
+/// group of the process, so the groups are indexed by label name first: a job is checked only
+/// against the groups that have its first `runs-on` label, and its repository is read once.
 pub(crate) fn unmatched_jobs<'a>(
     jobs: &[WorkflowJob],
     url: &str,
-    takers: impl Iterator<Item = Taker<'a>> + Clone,
+    takers: impl Iterator<Item = Taker<'a>>,
 ) -> Vec<UnmatchedJob> {
+    let local: Vec<Taker<'a>> = takers.filter(|t| t.url == url).collect();
+    let mut by_label: HashMap<&'a str, Vec<usize>> = HashMap::new();
+    for (i, t) in local.iter().enumerate() {
+        let labels: &'a LabelSet = t.labels;
+        for name in labels.names() {
+            by_label.entry(name).or_default().push(i);
+        }
+    }
     jobs.iter()
-        .filter(|j| j.status == JobStatus::Queued && !j.labels.is_empty())
-        .filter(|j| !takers.clone().any(|t| can_take(t, url, j)))
+        .filter(|j| j.status == JobStatus::Queued)
+        .filter(|j| {
+            let Some(first) = j.labels.first() else {
+                return false;
+            };
+            let candidates = by_label.get(first.as_str()).map_or(&[][..], Vec::as_slice);
+            let mut takers = candidates
+                .iter()
+                .map(|&i| local[i])
+                .filter(|t| t.labels.matches(&j.labels))
+                .peekable();
+            if takers.peek().is_none() {
+                return true;
+            }
+            let repository = j.identity().repository;
+            !takers.any(|t| in_scope(t, repository.as_deref()))
+        })
         .map(|j| UnmatchedJob {
             id: j.id.to_string(),
             labels: j.labels.clone(),
@@ -45,16 +74,13 @@ pub(crate) fn unmatched_jobs<'a>(
         .collect()
 }
 
-/// Whether `t` can take job `j` listed at `url`: same instance, the job's repository in its
-/// scope (a job whose repository the listing does not name counts as in every scope, so it is
-/// never reported falsely), and labels that match.
-fn can_take(t: Taker<'_>, url: &str, j: &WorkflowJob) -> bool {
-    let repository = j.identity().repository;
-    let in_scope = match repository.as_deref().and_then(|r| r.split_once('/')) {
+/// Whether the job's repository is in `t`'s scope (a job whose repository the listing does not
+/// name counts as in every scope, so it is never reported falsely).
+fn in_scope(t: Taker<'_>, repository: Option<&str>) -> bool {
+    match repository.and_then(|r| r.split_once('/')) {
         Some((owner, repo)) => contains_repo(t.scope, owner, repo),
         None => true,
-    };
-    t.url == url && in_scope && t.labels.matches(&j.labels)
+    }
 }
 
 #[cfg(test)]

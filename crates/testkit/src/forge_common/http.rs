@@ -159,3 +159,19 @@ pub fn random_uuid() -> String {
         &h[20..32]
     )
 }
+
+/// Serves `app` on `listener` in a task of its own until the returned guard is dropped (the
+/// fake's handle holds it, so the server goes with the handle).
+pub fn serve_until_dropped(
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+) -> tokio_util::sync::DropGuard {
+    let stop = tokio_util::sync::CancellationToken::new();
+    let token = stop.clone();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app)
+            .with_graceful_shutdown(async move { token.cancelled().await })
+            .await;
+    });
+    stop.drop_guard()
+}

@@ -4,13 +4,13 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use tokio_util::sync::{CancellationToken, DropGuard};
+use tokio_util::sync::DropGuard;
 
 use super::assign::TaskUpdate;
 use super::model::{Conclusion, FakeJob, FakeRunner, FakeScope, FakeTask, JobSpec, Model};
 use super::version::ForgejoVersion;
 use crate::forge_common::faults::{Fault, FaultTable, LoggedRequest};
-use crate::forge_common::http::lock;
+use crate::forge_common::http::{lock, serve_until_dropped};
 
 /// How the fake behaves.
 #[derive(Clone, Debug)]
@@ -108,18 +108,9 @@ impl ForgejoFakeHandle {
             runner_page_hook: Mutex::new(None),
         });
         let app = super::rest::router(shared.clone());
-        let stop = CancellationToken::new();
-        let token = stop.clone();
-        tokio::spawn(async move {
-            let _ = axum::serve(listener, app)
-                .with_graceful_shutdown(async move { token.cancelled().await })
-                .await;
-        });
+        let stop = serve_until_dropped(listener, app);
         Ok(ForgejoFakeHandle {
-            inner: Arc::new(Inner {
-                shared,
-                _stop: stop.drop_guard(),
-            }),
+            inner: Arc::new(Inner { shared, _stop: stop }),
         })
     }
 

@@ -5,13 +5,14 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use tokio_util::sync::{CancellationToken, DropGuard};
+use tokio_util::sync::DropGuard;
 
 use super::faults::{Fault, LoggedRequest};
 use super::json::Dialect;
 use super::model::{Conclusion, FakeJob, FakeRunner, FakeScope, FakeUser, Fetch, JobChange, JobState, Model};
 use crate::forge_common::faults::FaultTable;
 pub(crate) use crate::forge_common::http::lock;
+use crate::forge_common::http::serve_until_dropped;
 
 /// How the fake behaves.
 #[derive(Clone, Debug)]
@@ -142,18 +143,9 @@ impl GiteaFakeHandle {
             runner_page_hooks: Mutex::default(),
         });
         let app = super::server::router(shared.clone());
-        let stop = CancellationToken::new();
-        let token = stop.clone();
-        tokio::spawn(async move {
-            let _ = axum::serve(listener, app)
-                .with_graceful_shutdown(async move { token.cancelled().await })
-                .await;
-        });
+        let stop = serve_until_dropped(listener, app);
         Ok(GiteaFakeHandle {
-            inner: Arc::new(Inner {
-                shared,
-                _stop: stop.drop_guard(),
-            }),
+            inner: Arc::new(Inner { shared, _stop: stop }),
         })
     }
 

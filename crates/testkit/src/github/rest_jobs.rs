@@ -31,10 +31,10 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::routing::{get, post};
 use serde_json::{Value, json};
-use tokio_util::sync::{CancellationToken, DropGuard};
+use tokio_util::sync::DropGuard;
 
 use crate::forge_common::faults::{Fault, FaultTable, LoggedRequest, middleware};
-use crate::forge_common::http::{json_response, lock, token_of};
+use crate::forge_common::http::{json_response, lock, serve_until_dropped, token_of};
 
 /// The installation token every App of the fake gets.
 pub const INSTALLATION_TOKEN: &str = "ghs_fake_installation_token";
@@ -110,17 +110,11 @@ impl RestJobsFake {
             faults: Arc::default(),
         });
         let app = router(shared.clone());
-        let stop = CancellationToken::new();
-        let token = stop.clone();
-        tokio::spawn(async move {
-            let _ = axum::serve(listener, app)
-                .with_graceful_shutdown(async move { token.cancelled().await })
-                .await;
-        });
+        let stop = serve_until_dropped(listener, app);
         Ok(RestJobsFake {
             shared,
             url,
-            _stop: Arc::new(stop.drop_guard()),
+            _stop: Arc::new(stop),
         })
     }
 

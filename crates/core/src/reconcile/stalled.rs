@@ -99,7 +99,9 @@ impl WaitBook {
             self.unnamed_since = None;
             return;
         }
-        self.named.retain(|id, _| waiting.iter().any(|w| &w.id == id));
+        // A set, not a scan per entry: a listing may name thousands of jobs.
+        let listed: std::collections::HashSet<&str> = waiting.iter().map(|w| w.id.as_str()).collect();
+        self.named.retain(|id, _| listed.contains(id.as_str()));
         for w in waiting {
             let since = match (w.queued_at, self.named.get(&w.id)) {
                 (Some(q), _) => Since {

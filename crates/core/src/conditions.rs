@@ -21,17 +21,21 @@ pub enum ConditionType {
     /// A job the group serves has waited longer than `spec.stalledJobSeconds`
     /// ([`crate::reconcile::stalled`]).
     QueueStalled,
+    /// The group's image runs an older runner release than its forge serves; shown only for a
+    /// forge that tells which release it serves ([`crate::runner_version`]).
+    RunnerOutdated,
 }
 
 impl ConditionType {
     /// Every type, in status order.
-    pub const ALL: [ConditionType; 6] = [
+    pub const ALL: [ConditionType; 7] = [
         ConditionType::Ready,
         ConditionType::ForgeConnected,
         ConditionType::CredentialsValid,
         ConditionType::Scaling,
         ConditionType::Degraded,
         ConditionType::QueueStalled,
+        ConditionType::RunnerOutdated,
     ];
 
     /// The `type` string in the status.
@@ -43,6 +47,7 @@ impl ConditionType {
             ConditionType::Scaling => "Scaling",
             ConditionType::Degraded => "Degraded",
             ConditionType::QueueStalled => "QueueStalled",
+            ConditionType::RunnerOutdated => "RunnerOutdated",
         }
     }
 
@@ -116,6 +121,12 @@ pub enum ConditionReason {
     Stalled(crate::reconcile::stalled::StallCause),
     /// No job the group serves has waited past `spec.stalledJobSeconds`.
     QueueMoving,
+    /// The forge serves a newer runner release than the group's image runs.
+    NewerReleaseServed,
+    /// The group's image runs the release the forge serves, or a later one.
+    ReleaseCurrent,
+    /// The image's tag names no runner release, so it cannot be compared.
+    ReleaseUnknown,
 }
 
 impl ConditionReason {
@@ -137,6 +148,9 @@ impl ConditionReason {
             ConditionReason::Startup(cause) => cause.as_str(),
             ConditionReason::Stalled(cause) => cause.as_str(),
             ConditionReason::QueueMoving => "QueueMoving",
+            ConditionReason::NewerReleaseServed => "NewerReleaseServed",
+            ConditionReason::ReleaseCurrent => "ReleaseCurrent",
+            ConditionReason::ReleaseUnknown => "ReleaseUnknown",
         }
     }
 }

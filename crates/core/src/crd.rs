@@ -571,7 +571,7 @@ pub struct RunnerGroupStatus {
     /// Generation of the spec this status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-    /// `Ready`, `ForgeConnected`, `CredentialsValid`, `Scaling`, `Degraded`, `QueueStalled`.
+    /// `Ready`, `ForgeConnected`, `CredentialsValid`, `Scaling`, `Degraded`, `QueueStalled`, and `RunnerOutdated` where the forge tells which runner release it serves (GitHub).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,

@@ -135,6 +135,8 @@ pub struct ForgeView {
     /// Jobs waiting in the group's scope that no group this process knows can take, with the
     /// labels they ask for (a typo in `runs-on`); empty where the forge cannot tell.
     pub unmatched: Vec<UnmatchedJob>,
+    /// What the forge tells of the group's runner releases ([`crate::runner_version`]).
+    pub versions: crate::runner_version::RunnerVersions,
 }
 
 /// A job waiting in a group's scope whose labels no group matches.

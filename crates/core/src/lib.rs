@@ -17,6 +17,7 @@ pub mod plan;
 pub mod reconcile;
 pub mod runner_job;
 pub mod runner_pod;
+pub mod runner_version;
 pub mod schedule;
 pub mod stable_hash;
 pub mod startup;

@@ -13,6 +13,7 @@ use prometheus_client::registry::Registry;
 pub mod group;
 pub mod job;
 pub mod unmatched;
+pub mod versions;
 
 use crate::budget::BudgetMetrics;
 pub use group::{GroupGauges, GroupLabels, GroupMetrics, Stage};

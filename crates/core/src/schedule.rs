@@ -565,28 +565,50 @@ impl std::fmt::Debug for CalendarClock {
     }
 }
 
+/// A group's schedules as last parsed, kept in its ledger so a pass parses them only when they
+/// change (the spec check parses them once per pass already).
+#[derive(Debug, Default)]
+pub struct ParsedSchedules {
+    source: Vec<Schedule>,
+    spec_max_runners: u32,
+    calendar: Option<Calendar>,
+}
+
+impl ParsedSchedules {
+    /// The calendar of `schedules`; `None` without schedules or when they do not parse.
+    pub fn calendar(&mut self, schedules: &[Schedule], spec_max_runners: u32) -> Option<&Calendar> {
+        if self.source != schedules || self.spec_max_runners != spec_max_runners {
+            self.source = schedules.to_vec();
+            self.spec_max_runners = spec_max_runners;
+            self.calendar = Calendar::parse(schedules, spec_max_runners)
+                .ok()
+                .filter(|c| !c.is_empty());
+        }
+        self.calendar.as_ref()
+    }
+}
+
 /// The limits in force for a group at `now`, and where its schedules stand (`None` without
-/// schedules). Schedules the spec check refuses are never evaluated (the pass stops at
-/// `InvalidSpec` first); should they be, the spec's own limits hold.
+/// a calendar). Schedules the spec check refuses are never evaluated (the pass stops at
+/// `InvalidSpec` first); should they be, there is no calendar and the spec's own limits hold.
 pub fn in_force(
     spec_min_runners: u32,
     spec_max_runners: u32,
-    schedules: &[Schedule],
+    calendar: Option<&Calendar>,
     now: Timestamp,
 ) -> (Limits, Option<ScheduleState>) {
-    let spec_limits = Limits {
-        min_runners: spec_min_runners,
-        max_runners: spec_max_runners,
-    };
-    if schedules.is_empty() {
-        return (spec_limits, None);
-    }
-    match Calendar::parse(schedules, spec_max_runners) {
-        Ok(calendar) => {
+    match calendar {
+        Some(calendar) => {
             let state = calendar.at(now);
             (state.limits(spec_min_runners, spec_max_runners), Some(state))
         }
-        Err(_) => (spec_limits, None),
+        None => (
+            Limits {
+                min_runners: spec_min_runners,
+                max_runners: spec_max_runners,
+            },
+            None,
+        ),
     }
 }
 

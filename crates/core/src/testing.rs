@@ -500,6 +500,8 @@ pub struct FakeForge {
     pub reruns: Mutex<Vec<(String, JobIdentity)>>,
     /// What a re-run request answers; `Unsupported` (the trait's default) until set.
     pub rerun_answer: Mutex<RerunOutcome>,
+    /// The runner releases the forge tells with each view.
+    pub versions: Mutex<crate::runner_version::RunnerVersions>,
 }
 
 impl FakeForge {
@@ -517,6 +519,7 @@ impl FakeForge {
             role_rules: Mutex::new(Vec::new()),
             reruns: Mutex::new(Vec::new()),
             rerun_answer: Mutex::new(RerunOutcome::Unsupported),
+            versions: Mutex::default(),
         })
     }
 
@@ -605,6 +608,7 @@ impl Forge for FakeForge {
                 .collect(),
             budget: *self.budget.lock().expect("lock"),
             job_identities: self.identities.lock().expect("lock").clone(),
+            versions: self.versions.lock().expect("lock").clone(),
             ..ForgeView::default()
         })
     }

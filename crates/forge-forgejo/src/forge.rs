@@ -410,6 +410,7 @@ impl ForgejoForge {
             // `GetActionRunJobs` in `routers/api/v1/shared/runners.go`): jobs no group matches
             // are never in it. Naming them needs an unfiltered listing per scope, not made yet.
             unmatched: Vec::new(),
+            versions: Default::default(),
         })
     }
 }

@@ -108,6 +108,8 @@ pub struct GroupMetrics {
     /// Seconds the oldest job waiting for the group has waited; 0 when none waits
     /// (`reconcile::stalled`).
     pub oldest_waiting_job_seconds: Family<GroupLabels, Gauge>,
+    /// The runner releases the group runs ([`super::versions`]).
+    pub runner_versions: super::versions::RunnerVersionSeries,
     /// Stage `QueuedToSeen` in seconds.
     pub job_queued_to_seen: Family<GroupLabels, Histogram>,
     /// Stage `SeenToRunner` in seconds.
@@ -139,6 +141,7 @@ impl Default for GroupMetrics {
             min_runners: Family::default(),
             max_runners: Family::default(),
             oldest_waiting_job_seconds: Family::default(),
+            runner_versions: Default::default(),
             job_queued_to_seen: Family::new_with_constructor(stage_histogram),
             job_seen_to_runner: Family::new_with_constructor(stage_histogram),
             runner_created_to_running: Family::new_with_constructor(stage_histogram),
@@ -201,6 +204,12 @@ impl GroupMetrics {
             "oldest_waiting_job_seconds",
             "Seconds the oldest job waiting for the group has waited (0 when none waits)",
             m.oldest_waiting_job_seconds.clone(),
+        );
+        r.register(
+            "runner_version_info",
+            "Runner releases of the group: its image's tag (source=image, 1) and what its runners \
+             report to the forge (source=forge, runners reporting it)",
+            m.runner_versions.family.clone(),
         );
         r.register(
             "job_queued_to_seen_seconds",
@@ -273,6 +282,7 @@ impl GroupMetrics {
             family.remove(labels);
         }
         self.oldest_waiting_job_seconds.remove(labels);
+        self.runner_versions.remove_group(labels);
     }
 
     /// Drops the gauges of every group (leadership lost: the new leader exports them).
@@ -281,6 +291,7 @@ impl GroupMetrics {
             family.clear();
         }
         self.oldest_waiting_job_seconds.clear();
+        self.runner_versions.clear();
     }
 
     /// Records one stage duration.

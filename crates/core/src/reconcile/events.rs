@@ -122,7 +122,9 @@ pub(super) async fn publish(
 /// Whether a condition in this state needs attention.
 fn is_bad(c: &Condition) -> bool {
     match ConditionType::parse(&c.type_) {
-        Some(ConditionType::Degraded | ConditionType::QueueStalled) => c.status == "True",
+        Some(ConditionType::Degraded | ConditionType::QueueStalled | ConditionType::RunnerOutdated) => {
+            c.status == "True"
+        }
         Some(ConditionType::Scaling) | None => false,
         Some(_) => c.status == "False",
     }

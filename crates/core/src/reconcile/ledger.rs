@@ -55,6 +55,8 @@ pub struct Ledger {
     pub job_series: JobSeriesBook,
     /// Jobs of runners the cluster killed: re-runs asked for and waiting ([`super::rerun`]).
     pub reruns: RerunBook,
+    /// The group's schedules as last parsed.
+    pub schedules: crate::schedule::ParsedSchedules,
 }
 
 impl Ledger {

@@ -25,6 +25,13 @@ pub const RERUN_WINDOW: Duration = Duration::from_secs(30 * 60);
 /// Most re-runs waiting for their run to finish, per group: far above `maxPerHour`'s bound.
 const MAX_PENDING: usize = 128;
 
+/// Most re-run calls one pass makes: a node loss that killed dozens of runners must not make a
+/// pass (and the slots every group shares) wait on dozens of forge calls in a row.
+pub const MAX_RERUN_CALLS_PER_PASS: usize = 4;
+
+/// How soon re-runs left over by [`MAX_RERUN_CALLS_PER_PASS`] are taken up.
+const LEFT_OVER_DELAY: Duration = Duration::from_secs(2);
+
 /// What came of a killed runner's job, for the metric and the Event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RerunResult {
@@ -114,12 +121,19 @@ impl RerunBook {
         true
     }
 
-    /// Takes out the re-runs due at `now`.
+    /// Takes out the re-runs due at `now`, the longest due first, at most
+    /// [`MAX_RERUN_CALLS_PER_PASS`]; the others are due again shortly.
     pub fn due(&mut self, now: Instant) -> Vec<PendingRerun> {
-        let (due, later) = std::mem::take(&mut self.pending)
+        let (mut due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.pending)
             .into_iter()
             .partition(|p| p.due <= now);
         self.pending = later;
+        due.sort_by_key(|p| p.due);
+        let left_over = due.split_off(due.len().min(MAX_RERUN_CALLS_PER_PASS));
+        self.pending.extend(left_over.into_iter().map(|mut p| {
+            p.due = now + LEFT_OVER_DELAY;
+            p
+        }));
         due
     }
 
@@ -316,6 +330,22 @@ mod tests {
             ),
             "an hour later"
         );
+    }
+
+    #[test]
+    fn a_pass_asks_for_a_few_re_runs_and_leaves_the_rest_for_the_next() {
+        let mut book = RerunBook::default();
+        let t = Instant::now();
+        for n in 0..10 {
+            assert!(book.admit(&format!("r{n}"), job(n), Disruption::DeletionByPodGc, 100, t));
+        }
+        let first = book.due(t);
+        assert_eq!(first.len(), MAX_RERUN_CALLS_PER_PASS);
+        assert!(book.due(t).is_empty(), "the rest wait a moment");
+        assert_eq!(book.next_due(t), Some(LEFT_OVER_DELAY));
+        let later = t + LEFT_OVER_DELAY;
+        assert_eq!(book.due(later).len(), MAX_RERUN_CALLS_PER_PASS);
+        assert_eq!(book.due(later + LEFT_OVER_DELAY).len(), 2, "none is lost");
     }
 
     #[test]

@@ -707,3 +707,26 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn schedules_are_parsed_again_only_when_they_change() {
+    let mut parsed = ParsedSchedules::default();
+    assert!(parsed.calendar(&[], 4).is_none(), "no schedules, no calendar");
+    let first = vec![office_hours()];
+    let state = |p: &mut ParsedSchedules, s: &[Schedule]| {
+        p.calendar(s, 10).map(|c| c.at(berlin("2026-11-30T09:00:00")))
+    };
+    let open = state(&mut parsed, &first).expect("a calendar");
+    assert_eq!(open_names(&open), ["office-hours"]);
+    // Another window: the kept calendar is not reused.
+    let mut later = office_hours();
+    later.start = "0 10 * * MON-FRI".into();
+    let closed = state(&mut parsed, &[later]).expect("a calendar");
+    assert!(open_names(&closed).is_empty(), "09:00 is before the new start");
+    let mut bad = office_hours();
+    bad.time_zone = Some("Mars/Olympus".into());
+    assert!(
+        parsed.calendar(&[bad], 10).is_none(),
+        "a refused schedule has no calendar"
+    );
+}

@@ -245,6 +245,7 @@ impl GithubForge {
             accounted: Default::default(),
             // Scale sets match by name: a job for no scale set never reaches a listener.
             unmatched: Vec::new(),
+            versions: Default::default(),
         })
     }
 

@@ -40,7 +40,8 @@ pub(super) fn decide(
 ) -> Decided {
     let spec = &group.spec;
     let failures = FailureHistory::from_status(group.status.as_ref(), group.metadata.generation);
-    let (limits, schedule) = in_force(spec.min_runners, spec.max_runners, &spec.schedules, calendar_now);
+    let calendar = ledger.schedules.calendar(&spec.schedules, spec.max_runners);
+    let (limits, schedule) = in_force(spec.min_runners, spec.max_runners, calendar, calendar_now);
     let plan = plan(&PlanInput {
         min_runners: limits.min_runners,
         max_runners: limits.max_runners,

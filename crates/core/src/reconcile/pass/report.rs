@@ -31,6 +31,7 @@ use crate::reconcile::status::{
     success_conditions,
 };
 use crate::reconcile::status_write::{StatusWrite, status_write};
+use crate::runner_version::{currency, outdated_condition};
 
 /// Reports the pass and returns the first error the act step met, or when to come back.
 pub(super) async fn report(
@@ -45,6 +46,43 @@ pub(super) async fn report(
     count_runners(ctx, group, &done);
     budget_event(ctx, group, seen, &decided, &mut ledger.budget_throttled).await;
     let summary = summarize(group, seen, &decided, &done);
+    record_metrics(ctx, group, seen, &summary, ledger);
+    publish_events(ctx, group, seen, &decided, &summary, &done, ledger).await;
+    let may_defer = done.first_error.is_none();
+    let mut conditions = success_conditions(&summary);
+    conditions.push(watch_queue(
+        ctx,
+        group,
+        decided.oldest.as_ref(),
+        &summary,
+        &decided,
+        &done,
+        seen.now,
+    ));
+    conditions.extend(currency(&seen.view.versions).map(|c| outdated_condition(&c)));
+    let deferred = write_status(
+        ctx,
+        group,
+        &conditions,
+        Some(&summary),
+        may_defer,
+        &mut ledger.status,
+    )
+    .await;
+    match done.first_error.take() {
+        Some(e) => Err(e),
+        None => Ok(next_pass(found, group, &decided, deferred, ledger)),
+    }
+}
+
+/// The pass's metrics: stage latencies, job counters, group gauges and runner versions.
+fn record_metrics(
+    ctx: &Context,
+    group: &RunnerGroup,
+    seen: &Seen,
+    summary: &PassSummary,
+    ledger: &mut Ledger,
+) {
     let samples = stage_samples(
         &mut ledger.stages,
         &seen.jobs,
@@ -61,8 +99,25 @@ pub(super) async fn report(
         &samples,
         &mut ledger.job_series,
     );
-    record_pass(ctx, group, &seen.runners, &seen.view, &summary, samples);
-    events::scaling(ctx, group, &summary, &done).await;
+    record_pass(ctx, group, &seen.runners, &seen.view, summary, samples);
+    let labels = group_labels(group.spec.forge.as_str(), &group_key(group));
+    ctx.metrics
+        .group
+        .runner_versions
+        .set(&labels, &seen.view.versions);
+}
+
+/// The pass's Events, except those of condition transitions (published with the status).
+async fn publish_events(
+    ctx: &Context,
+    group: &RunnerGroup,
+    seen: &Seen,
+    decided: &Decided,
+    summary: &PassSummary,
+    done: &ApplyReport,
+    ledger: &mut Ledger,
+) {
+    events::scaling(ctx, group, summary, done).await;
     events::waiting_out(ctx, group, &decided.plan.waiting_out).await;
     let threshold = group.spec.stalled_job_seconds();
     for job in ledger
@@ -74,43 +129,29 @@ pub(super) async fn report(
     if !done.pod_security.is_empty() {
         events::pod_security(ctx, group, &done.pod_security).await;
     }
-    let may_defer = done.first_error.is_none();
-    let mut conditions = success_conditions(&summary);
-    conditions.push(watch_queue(
-        ctx,
-        group,
-        decided.oldest.as_ref(),
-        &summary,
-        &decided,
-        &done,
-        seen.now,
-    ));
-    let deferred = write_status(
-        ctx,
-        group,
-        &conditions,
-        Some(&summary),
-        may_defer,
-        &mut ledger.status,
-    )
-    .await;
-    match done.first_error.take() {
-        Some(e) => Err(e),
-        None => {
-            let regular = found.forge.resync_interval(&group.spec);
-            let rerun_due = ledger.reruns.next_due(std::time::Instant::now());
-            let sooner = [
-                deferred,
-                decided.surplus_due_in,
-                decided.schedule_due_in,
-                rerun_due,
-            ]
-            .into_iter()
-            .flatten()
-            .min();
-            Ok(Action::requeue(sooner.map_or(regular, |d| d.min(regular))))
-        }
-    }
+}
+
+/// When the next pass is due: the forge's resync, or sooner for a deferred status write, a
+/// surplus runner's quiet period, a schedule change or a re-run to ask again.
+fn next_pass(
+    found: &Found<'_>,
+    group: &RunnerGroup,
+    decided: &Decided,
+    deferred: Option<Duration>,
+    ledger: &Ledger,
+) -> Action {
+    let regular = found.forge.resync_interval(&group.spec);
+    let rerun_due = ledger.reruns.next_due(std::time::Instant::now());
+    let sooner = [
+        deferred,
+        decided.surplus_due_in,
+        decided.schedule_due_in,
+        rerun_due,
+    ]
+    .into_iter()
+    .flatten()
+    .min();
+    Action::requeue(sooner.map_or(regular, |d| d.min(regular)))
 }
 
 /// What the status says of a pass that reached the forge.

@@ -114,6 +114,17 @@ impl ConfigUrl {
             Scope::Enterprise(ent) => format!("enterprises/{ent}/actions/runners/registration-token"),
         }
     }
+
+    /// REST path (relative to [`ConfigUrl::rest_base`]) that lists the runner packages GitHub
+    /// serves the scope's runners now ("List runner applications for a repository / an
+    /// organization / an enterprise", REST docs, self-hosted runners).
+    pub fn runner_downloads_path(&self) -> String {
+        match &self.scope {
+            Scope::Organization(org) => format!("orgs/{org}/actions/runners/downloads"),
+            Scope::Repository { owner, repo } => format!("repos/{owner}/{repo}/actions/runners/downloads"),
+            Scope::Enterprise(ent) => format!("enterprises/{ent}/actions/runners/downloads"),
+        }
+    }
 }
 
 fn is_hosted(host: &str) -> bool {
@@ -135,6 +146,7 @@ mod tests {
             c.registration_token_path(),
             "orgs/my-org/actions/runners/registration-token"
         );
+        assert_eq!(c.runner_downloads_path(), "orgs/my-org/actions/runners/downloads");
     }
 
     #[test]
@@ -152,6 +164,7 @@ mod tests {
             c.registration_token_path(),
             "repos/o/r/actions/runners/registration-token"
         );
+        assert_eq!(c.runner_downloads_path(), "repos/o/r/actions/runners/downloads");
     }
 
     #[test]
@@ -161,6 +174,10 @@ mod tests {
         assert_eq!(
             c.registration_token_path(),
             "enterprises/acme/actions/runners/registration-token"
+        );
+        assert_eq!(
+            c.runner_downloads_path(),
+            "enterprises/acme/actions/runners/downloads"
         );
     }
 

@@ -13,6 +13,7 @@ pub mod forge;
 pub mod listener;
 pub mod pod;
 pub mod rerun;
+pub mod runner_downloads;
 pub mod runner_version;
 pub mod runners;
 pub mod scale_set;

@@ -137,6 +137,19 @@ mod tests {
             .and_then(|e| e.value.clone())
     }
 
+    /// actions/runner's `run.sh` and `run-helper.sh` pass exit code 7 on only when the variable
+    /// is the string `1` (`== "1"`; `Program.cs` alone would also take `true`): any other value
+    /// turns an outdated runner's exit into 0, a runner that looks as if it finished.
+    #[test]
+    fn the_runner_reports_a_deprecated_version_with_its_own_exit_code() {
+        let pod = default_runner_pod(&group(serde_json::json!({})), "s");
+        assert_eq!(
+            env(&pod, "ACTIONS_RUNNER_RETURN_VERSION_DEPRECATED_EXIT_CODE").as_deref(),
+            Some("1")
+        );
+        assert_eq!(RUNNER_EXIT_OUTDATED, 7, "ReturnCode.RunnerVersionDeprecated");
+    }
+
     #[test]
     fn ca_bundle_and_proxy_only_when_set() {
         let plain = default_runner_pod(&group(serde_json::json!({})), "s");

@@ -8,56 +8,25 @@
 //! is an image whose tag is not a runner release (`latest`, a digest, a custom image's tag).
 
 use forgerunner_core::crd::RunnerGroupSpec;
-use forgerunner_core::runner_job::RUNNER_CONTAINER;
+use forgerunner_core::runner_version::{RunnerRelease, pinned_release, runner_image};
 use forgerunner_core::validate::{SpecViolation, violation};
 
 use crate::config_url::ConfigUrl;
+use crate::pod::DEFAULT_RUNNER_IMAGE;
 
 /// The oldest runner release github.com registers.
 pub const HOSTED_MINIMUM: RunnerRelease = RunnerRelease(2, 329, 0);
 
-/// A runner release, `major.minor.patch`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct RunnerRelease(pub u32, pub u32, pub u32);
+/// Image repositories whose tag is a GitHub runner release: GitHub's own image, and mirrors
+/// of it under the same name.
+pub const RUNNER_REPOSITORIES: &[&str] = &["actions-runner"];
 
-impl std::fmt::Display for RunnerRelease {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}.{}.{}", self.0, self.1, self.2)
-    }
-}
-
-/// The runner release an image reference pins: the tag of an image named `actions-runner`
-/// (GitHub's own, or a mirror of it), when the tag is a release (`2.330.0`, `v2.330.0`).
-pub fn pinned_release(image: &str) -> Option<RunnerRelease> {
-    let without_digest = image.split('@').next()?;
-    let (repository, tag) = without_digest.rsplit_once(':')?;
-    if tag.contains('/') || !repository.rsplit('/').next()?.ends_with("actions-runner") {
-        return None;
-    }
-    let mut parts = tag.trim_start_matches('v').split('.');
-    let mut next = || parts.next()?.parse::<u32>().ok();
-    let release = RunnerRelease(next()?, next()?, next()?);
-    parts.next().is_none().then_some(release)
-}
-
-/// The image of the group's runner container: `spec.image`, else the template's `runner`
-/// container's.
-fn runner_image(spec: &RunnerGroupSpec) -> Option<String> {
-    if let Some(image) = spec.image.as_deref().filter(|i| !i.is_empty()) {
-        return Some(image.to_owned());
-    }
-    let containers = spec
-        .template
-        .as_ref()?
-        .raw()
-        .pointer("/spec/containers")?
-        .as_array()?;
-    containers
-        .iter()
-        .find(|c| c.get("name").and_then(|n| n.as_str()) == Some(RUNNER_CONTAINER))?
-        .get("image")?
-        .as_str()
-        .map(str::to_owned)
+/// The image the group's runners run (`spec.image`, the template's runner container, else
+/// [`DEFAULT_RUNNER_IMAGE`]) and the release its tag pins, if it pins one.
+pub fn image_release(spec: &RunnerGroupSpec) -> (String, Option<RunnerRelease>) {
+    let image = runner_image(spec).unwrap_or_else(|| DEFAULT_RUNNER_IMAGE.to_owned());
+    let release = pinned_release(&image, RUNNER_REPOSITORIES);
+    (image, release)
 }
 
 /// A violation when the group registers at github.com with a runner release it refuses.
@@ -66,8 +35,8 @@ pub fn check(spec: &RunnerGroupSpec) -> Option<SpecViolation> {
     if !ConfigUrl::parse(&gh.config_url).ok()?.hosted {
         return None;
     }
-    let image = runner_image(spec)?;
-    let release = pinned_release(&image)?;
+    let (image, release) = image_release(spec);
+    let release = release?;
     (release < HOSTED_MINIMUM).then(|| {
         let field = if spec.image.as_deref().is_some_and(|i| !i.is_empty()) {
             "spec.image"
@@ -90,32 +59,6 @@ mod tests {
     use super::*;
     use forgerunner_core::crd::ForgeKind;
     use forgerunner_core::testing::RunnerGroupBuilder;
-
-    #[test]
-    fn releases_come_from_runner_image_tags_only() {
-        let r = |i| pinned_release(i);
-        assert_eq!(
-            r("ghcr.io/actions/actions-runner:2.328.0"),
-            Some(RunnerRelease(2, 328, 0))
-        );
-        assert_eq!(
-            r("mirror.example:5000/actions-runner:v2.330.1"),
-            Some(RunnerRelease(2, 330, 1))
-        );
-        assert_eq!(
-            r("ghcr.io/actions/actions-runner:2.329.0@sha256:abcd"),
-            Some(RunnerRelease(2, 329, 0))
-        );
-        assert_eq!(r("ghcr.io/actions/actions-runner:latest"), None);
-        assert_eq!(r("ghcr.io/actions/actions-runner"), None);
-        assert_eq!(r("registry:5000/actions-runner"), None, "a port is no tag");
-        assert_eq!(
-            r("example.com/my-runner:2.1.0"),
-            None,
-            "not GitHub's runner image"
-        );
-        assert_eq!(r("ghcr.io/actions/actions-runner:2.330.0-ubuntu"), None);
-    }
 
     fn spec(url: &str, image: &str) -> RunnerGroupSpec {
         let mut g = RunnerGroupBuilder::new(ForgeKind::Github).build();
@@ -149,5 +92,19 @@ mod tests {
             ))
             .is_none()
         );
+    }
+
+    #[test]
+    fn the_image_is_the_groups_else_the_default_and_only_a_release_tag_pins() {
+        let mut g = RunnerGroupBuilder::new(ForgeKind::Github).build();
+        assert_eq!(image_release(&g.spec), (DEFAULT_RUNNER_IMAGE.to_owned(), None));
+        g.spec.image = Some("mirror.example:5000/actions-runner:v2.330.1".into());
+        assert_eq!(
+            image_release(&g.spec).1,
+            Some(RunnerRelease(2, 330, 1)),
+            "a mirror of the runner image"
+        );
+        g.spec.image = Some("example.com/my-runner:2.1.0".into());
+        assert_eq!(image_release(&g.spec).1, None, "not GitHub's runner image");
     }
 }

@@ -112,6 +112,8 @@ impl GithubForge {
             l.stop().await;
         }
         st.scale_set = None;
+        // Another URL or token may see another scope: ask what it is served again.
+        st.served = Default::default();
         let client = Arc::new(self.build_client(ctx)?);
         st.client = Some((fp, client.clone()));
         Ok(client)

@@ -17,6 +17,7 @@ use forgerunner_core::forge::{
 use forgerunner_core::job_identity::JobIdentity;
 use forgerunner_core::metrics::Metrics;
 use forgerunner_core::runner_job::BUSY_ANNOTATION;
+use forgerunner_core::runner_version::RunnerVersions;
 use forgerunner_core::validate::SpecViolation;
 use forgerunner_core::{Forge, ForgeError, ForgeKind, RunnerGroup};
 use k8s_openapi::api::core::v1::PodSpec;
@@ -25,6 +26,7 @@ pub use self::options::GithubOptions;
 use crate::client::GithubClient;
 use crate::error::ApiError;
 use crate::listener::Listener;
+use crate::runner_downloads::ServedCache;
 use crate::runners::{self, Removal};
 use crate::scale_set;
 use crate::{RUNNER_ID_ANNOTATION, SCALE_SET_ID_ANNOTATION, pod};
@@ -47,6 +49,9 @@ struct GroupState {
     /// Runners this process gave a JIT config, with the id the service gave each: the listener
     /// has seen their whole life, and their removal needs no lookup.
     issued: BTreeMap<String, i64>,
+    /// The runner release GitHub serves the client's scope, as last asked (reset with the
+    /// client).
+    served: ServedCache,
 }
 
 /// Whether the messages may not have told what `r` is doing: an active runner this process
@@ -214,6 +219,12 @@ impl GithubForge {
             && !runners
                 .iter()
                 .any(|r| activity_unknown(r, state.runners.state_of(&r.name), &st.issued));
+        // GitHub's runner APIs carry no runner version: the image is all there is to compare.
+        let versions = RunnerVersions {
+            image: Some(crate::runner_version::image_release(&ctx.group.spec)),
+            served: st.served.lookup(&client, &ctx.key).await,
+            reported: BTreeMap::new(),
+        };
         Ok(ForgeView {
             // Assigned counts running jobs too; both numbers come from one snapshot, so a job
             // whose runner finished before `JobCompleted` arrived still counts as running, never
@@ -245,7 +256,7 @@ impl GithubForge {
             accounted: Default::default(),
             // Scale sets match by name: a job for no scale set never reaches a listener.
             unmatched: Vec::new(),
-            versions: Default::default(),
+            versions,
         })
     }
 

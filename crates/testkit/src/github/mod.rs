@@ -4,6 +4,7 @@
 mod emulator;
 pub mod rest_jobs;
 mod runner;
+pub mod runner_downloads;
 mod view;
 
 pub use emulator::{E2eEmulator, EmulatorOptions, start_emulator};

@@ -1,0 +1,115 @@
+//! The runner release GitHub serves, over the wire: `observe` reads it from the runner downloads
+//! of the config URL's scope (the testkit's fake, in front of the scaleset emulator), asks at
+//! most once per six hours and ten minutes after a failure, and a failing or garbage answer
+//! leaves it unknown without failing the pass.
+
+mod common;
+
+use common::{context, demand, emulator, group, harness, pat_credentials};
+use forgerunner_core::Forge;
+use forgerunner_core::forge::GroupContext;
+use forgerunner_core::runner_version::RunnerRelease;
+use forgerunner_github::DEFAULT_RUNNER_IMAGE;
+use forgerunner_testkit::forge_common::Fault;
+use forgerunner_testkit::github::runner_downloads::{DOWNLOADS_PATH, RunnerDownloadsFake};
+use scaleset::testing::{DEFAULT_PAT, Emulator};
+
+/// The emulator, the fake in front of it, and a group whose config URL is on the fake, with
+/// `image` as its `spec.image`.
+async fn setup(image: Option<&str>) -> (Emulator, RunnerDownloadsFake, GroupContext) {
+    let emu = emulator().await;
+    let fake = RunnerDownloadsFake::in_front_of(&emu.uri(), DEFAULT_PAT)
+        .await
+        .expect("fake starts");
+    let mut g = group("g", &fake.config_url(), serde_json::json!({}), 5);
+    g.spec.image = image.map(str::to_owned);
+    (emu, fake, context(g, pat_credentials(DEFAULT_PAT)))
+}
+
+#[tokio::test]
+async fn observe_reports_the_served_release_and_asks_once_per_ttl() {
+    let (_emu, fake, ctx) = setup(None).await;
+    let h = harness();
+    let view = demand(&h.forge, &ctx).await;
+    assert_eq!(view.versions.served, Some(RunnerRelease(2, 331, 0)));
+    assert_eq!(
+        view.versions.image,
+        Some((DEFAULT_RUNNER_IMAGE.to_owned(), None)),
+        "the default image is on latest: no release to compare"
+    );
+    assert!(
+        view.versions.reported.is_empty(),
+        "GitHub lists no runner versions"
+    );
+    assert_eq!(fake.downloads_requests(), 1);
+    let paths: Vec<String> = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.ends_with(DOWNLOADS_PATH))
+        .map(|r| r.path)
+        .collect();
+    assert_eq!(paths, ["/api/v3/orgs/org/actions/runners/downloads"]);
+
+    fake.set_served("2.332.0");
+    let again = h.forge.observe(&ctx, &[]).await.expect("observe");
+    assert_eq!(
+        again.versions.served,
+        Some(RunnerRelease(2, 331, 0)),
+        "the answer is kept for the TTL"
+    );
+    assert_eq!(fake.downloads_requests(), 1, "no second call within the TTL");
+
+    // Releasing the group forgets what it was told.
+    h.forge.release(&ctx.key).await;
+    let after = demand(&h.forge, &ctx).await;
+    assert_eq!(after.versions.served, Some(RunnerRelease(2, 332, 0)));
+    assert_eq!(fake.downloads_requests(), 2);
+
+    // So does a new client: other credentials may see another scope.
+    fake.set_served("2.333.0");
+    let mut rotated = ctx.clone();
+    rotated.credentials.version = "2".into();
+    let after = demand(&h.forge, &rotated).await;
+    assert_eq!(after.versions.served, Some(RunnerRelease(2, 333, 0)));
+    assert_eq!(fake.downloads_requests(), 3);
+}
+
+#[tokio::test]
+async fn the_groups_image_and_its_release_are_reported() {
+    let (_emu, _fake, ctx) = setup(Some("ghcr.io/actions/actions-runner:2.329.0")).await;
+    let h = harness();
+    let view = demand(&h.forge, &ctx).await;
+    assert_eq!(
+        view.versions.image,
+        Some((
+            "ghcr.io/actions/actions-runner:2.329.0".to_owned(),
+            Some(RunnerRelease(2, 329, 0))
+        ))
+    );
+}
+
+#[tokio::test]
+async fn a_failing_answer_leaves_the_release_unknown_and_is_not_asked_again_soon() {
+    let (_emu, fake, ctx) = setup(None).await;
+    fake.fail_with(Some(500));
+    let h = harness();
+    let view = demand(&h.forge, &ctx).await;
+    assert_eq!(view.versions.served, None);
+    assert!(view.facts.scale_set_id.is_some(), "the rest of the pass went on");
+    let asked = fake.downloads_requests();
+    assert!(asked >= 1, "asked once (with the client's retries of a 5xx)");
+    fake.fail_with(None);
+    let again = h.forge.observe(&ctx, &[]).await.expect("observe");
+    assert_eq!(again.versions.served, None, "not asked again within ten minutes");
+    assert_eq!(fake.downloads_requests(), asked);
+}
+
+#[tokio::test]
+async fn a_garbage_answer_leaves_the_release_unknown() {
+    let (_emu, fake, ctx) = setup(None).await;
+    fake.push_fault(Fault::garbage(DOWNLOADS_PATH));
+    let h = harness();
+    let view = demand(&h.forge, &ctx).await;
+    assert_eq!(view.versions.served, None);
+    assert_eq!(fake.downloads_requests(), 1);
+}

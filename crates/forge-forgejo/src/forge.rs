@@ -28,6 +28,7 @@ use crate::client::{ClientOptions, FORGEJO, ForgejoClient};
 use crate::error::ForgejoError;
 use crate::labels::LabelSet;
 use crate::observe::{self, Graces, Listing, RunnerRows};
+use crate::runner_versions;
 use crate::scope::{Routes, Scope};
 use crate::state::{GroupBook, HeldBackoff};
 use crate::types::{RunJob, Runner, RunnerList};
@@ -333,6 +334,7 @@ impl ForgejoForge {
             at: jobs.at,
         };
         let now = Instant::now();
+        let mut versions = runner_versions::of_image(&ctx.group.spec);
         let seen = match r.mode {
             Mode::Ephemeral => {
                 let runners = self.runners(&r, r.interval).await?;
@@ -348,6 +350,7 @@ impl ForgejoForge {
                 if !found.is_empty() {
                     rows.to_mut().extend(found);
                 }
+                runner_versions::report_listed(&mut versions, refs, &rows);
                 let graces = Graces {
                     offline: self.opts.offline_grace,
                     ghost: self.opts.ghost_grace,
@@ -410,7 +413,8 @@ impl ForgejoForge {
             // `GetActionRunJobs` in `routers/api/v1/shared/runners.go`): jobs no group matches
             // are never in it. Naming them needs an unfiltered listing per scope, not made yet.
             unmatched: Vec::new(),
-            versions: Default::default(),
+            // Forgejo 11–14 list no runners: the image alone tells a release.
+            versions,
         })
     }
 }

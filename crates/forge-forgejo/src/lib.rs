@@ -33,6 +33,7 @@ mod observe;
 pub mod pod;
 pub mod pod_security;
 mod requests;
+mod runner_versions;
 pub mod scope;
 pub mod state;
 pub mod types;

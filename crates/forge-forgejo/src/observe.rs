@@ -44,6 +44,13 @@ pub(crate) fn unlisted_ids(refs: &[RunnerRef], rows: &[Runner]) -> Vec<i64> {
     ids.into_iter().collect()
 }
 
+/// The listed row of our runner `r`: by the runner id it was created with, else (a runner
+/// whose creation was not recorded) by name.
+pub(crate) fn row_of<'a>(r: &RunnerRef, rows: &'a [Runner]) -> Option<&'a Runner> {
+    let id = runner_id(r);
+    rows.iter().find(|x| id.map_or(x.name == r.name, |id| x.id == id))
+}
+
 /// What the view says, before the facts are added.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(crate) struct Seen {
@@ -111,10 +118,7 @@ pub(crate) fn view_v15(
     let mut stranded = BTreeSet::new();
     for r in refs {
         let id = runner_id(r);
-        let row = runners
-            .rows
-            .iter()
-            .find(|x| id.map_or(x.name == r.name, |id| x.id == id));
+        let row = row_of(r, runners.rows);
         // Busy only from the runner's own row: Forgejo reports `active` while the runner updates
         // a task. A bound job that runs may have been taken by another runner (one without a
         // handle); inferring Busy from it would mark this runner busy for good, and a runner

@@ -109,6 +109,12 @@ pub struct Runner {
     /// Ephemeral (one task, then deleted).
     #[serde(default)]
     pub ephemeral: bool,
+    /// The version forgejo-runner reported on its last `Register` or `Declare`
+    /// (`ActionRunner.Version`, `modules/structs/repo_actions.go@v15.0.3`); empty before it
+    /// first connects, and in a listing that lacks it. At most [`bounded::KEPT_NAME_CHARS`]
+    /// characters kept.
+    #[serde(default, deserialize_with = "bounded::name")]
+    pub version: String,
 }
 
 // A runner keeps no labels here: Forgejo lists them (`ActionRunner.Labels`), but nothing
@@ -177,6 +183,11 @@ mod tests {
         let r: Runner =
             serde_json::from_str(r#"{"id":3,"name":"g-abcde","status":"weird"}"#).expect("runner");
         assert_eq!(r.status, RunnerStatus::Offline);
+        assert_eq!(r.version, "", "no version in the listing");
+        let r: Runner = serde_json::from_str(r#"{"id":3,"version":"12.8.2"}"#).expect("runner");
+        assert_eq!(r.version, "12.8.2");
+        let r: Runner = serde_json::from_str(r#"{"id":3,"version":null}"#).expect("runner");
+        assert_eq!(r.version, "");
     }
 
     /// H3c of the security review. Forgejo sends a job's `runs-on` as `runs_on`
@@ -202,11 +213,16 @@ mod tests {
         let j: RunJob = serde_json::from_value(serde_json::json!({"id": 3, "runs_on": [long]})).expect("job");
         assert_eq!(j.runs_on, ["x".repeat(bounded::KEPT_LABEL_CHARS)]);
         let r: Runner = serde_json::from_value(serde_json::json!({"id": 4, "name": long, "status": "idle",
-            "labels": vec![""; 100_000]}))
+            "labels": vec![""; 100_000], "version": long}))
         .expect("runner");
         assert_eq!(
-            (r.name.len(), r.status, r.entries()),
-            (bounded::KEPT_NAME_CHARS, RunnerStatus::Idle, 1)
+            (r.name.len(), r.status, r.entries(), r.version.len()),
+            (
+                bounded::KEPT_NAME_CHARS,
+                RunnerStatus::Idle,
+                1,
+                bounded::KEPT_NAME_CHARS
+            )
         );
     }
 

@@ -445,7 +445,7 @@ impl GiteaForge {
             listed_at: Some(fetched_at),
             accounted,
             unmatched,
-            versions: Default::default(),
+            versions: pod::runner_versions(&ctx.group.spec),
         })
     }
 

@@ -34,6 +34,7 @@ use k8s_openapi::api::core::v1::{
 
 use forgerunner_core::crd::{GiteaSpec, RunnerGroupSpec};
 use forgerunner_core::runner_pod::trust::{RunnerTrust, TrustStyle};
+use forgerunner_core::runner_version::{RunnerVersions, pinned_release, runner_image};
 
 /// The image used when `spec.image` is empty.
 pub const DEFAULT_IMAGE: &str = "gitea/runner:1.0.8";
@@ -59,6 +60,23 @@ pub const CONFIG_FILE_ENV: &str = "CONFIG_FILE";
 
 const DATA_VOLUME: &str = "data";
 const TOKEN_VOLUME: &str = "registration-token";
+
+/// Repository names (last path segment) of Gitea's runner images: `gitea/runner` (Gitea Runner
+/// 1.x, [`DEFAULT_IMAGE`]), the legacy `gitea/act_runner`, and mirrors of them.
+pub const RUNNER_REPOSITORIES: &[&str] = &["runner", "act_runner"];
+
+/// What Gitea tells of a group's runner releases: the image its runners run (`spec.image`,
+/// else the template's `runner` container's, else [`DEFAULT_IMAGE`]) and the release its tag
+/// pins. Nothing more: Gitea's runner listing has no version (`ActionRunner`,
+/// `modules/structs/repo_actions.go`, v1.24.0 to v1.26.0) and it serves no runner release.
+pub fn runner_versions(group: &RunnerGroupSpec) -> RunnerVersions {
+    let image = runner_image(group).unwrap_or_else(|| DEFAULT_IMAGE.to_owned());
+    let release = pinned_release(&image, RUNNER_REPOSITORIES);
+    RunnerVersions {
+        image: Some((image, release)),
+        ..RunnerVersions::default()
+    }
+}
 
 /// The plain (non-secret) environment of a runner.
 pub fn runner_env(spec: &GiteaSpec, runner_name: &str) -> BTreeMap<String, String> {

@@ -21,6 +21,7 @@ fn row(id: i64, name: &str, status: RunnerStatus) -> Runner {
         name: name.into(),
         status,
         ephemeral: true,
+        ..Runner::default()
     }
 }
 

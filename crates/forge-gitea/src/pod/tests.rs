@@ -315,3 +315,25 @@ fn config_file_from_the_template_becomes_a_config_flag_of_both_steps() {
         assert!(env(reg, "CONFIG_FILE").is_none());
     }
 }
+
+/// Gitea's runner listing has no version (`modules/structs/repo_actions.go` `ActionRunner`,
+/// v1.24.0 to v1.26.0): only the image's tag tells a release, of `gitea/runner` or the legacy
+/// `gitea/act_runner`.
+#[test]
+fn runner_versions_tell_the_images_release_only() {
+    use forgerunner_core::runner_version::RunnerRelease;
+    let mut g = RunnerGroup::test(ForgeKind::Gitea).build();
+    let v = runner_versions(&g.spec);
+    assert_eq!(
+        v.image,
+        Some((DEFAULT_IMAGE.to_owned(), Some(RunnerRelease(1, 0, 8))))
+    );
+    assert!(v.served.is_none() && v.reported.is_empty());
+    g.spec.image = Some("docker.io/gitea/act_runner:0.2.13-dind-rootless".into());
+    assert_eq!(
+        runner_versions(&g.spec).image.and_then(|i| i.1),
+        Some(RunnerRelease(0, 2, 13))
+    );
+    g.spec.image = Some("gitea/act_runner:nightly".into());
+    assert_eq!(runner_versions(&g.spec).image.and_then(|i| i.1), None);
+}

@@ -251,6 +251,18 @@ impl ForgejoFakeHandle {
         }
     }
 
+    /// Sets the version runner `id` reported (as its `Declare` would; a row made by `POST` has
+    /// none until then); false if it does not exist.
+    pub fn set_runner_version(&self, id: i64, version: &str) -> bool {
+        match self.model().runners.get_mut(&id) {
+            Some(r) => {
+                r.version = version.to_owned();
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Records a runner call for runner `id` (its `last_online` becomes now, as any runner RPC
     /// makes it), which moves it to the top of the runner list; false if it does not exist.
     pub fn touch_runner(&self, id: i64) -> bool {

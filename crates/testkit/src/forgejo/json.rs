@@ -24,7 +24,10 @@ pub fn job(j: &FakeJob, v15: bool) -> Value {
     v
 }
 
-/// `ActionRunner` (v15): label names as strings and a computed `status`.
+/// `ActionRunner` (v15, `modules/structs/repo_actions.go@v15.0.3`): label names as strings, a
+/// computed `status`, and `version`, "the self-reported version string of Forgejo Runner" (what
+/// its last `Register` or `Declare` sent; empty before). The struct and its listings came with
+/// Forgejo commit `ddd4cf0d28` (#10450, first in v15.0.0).
 pub fn runner(r: &FakeRunner, owner_id: i64, repo_id: i64, status: &str) -> Value {
     json!({
         "id": r.id,

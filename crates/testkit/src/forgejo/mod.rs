@@ -36,6 +36,6 @@ pub use assign::{TaskUpdate, runner_status};
 pub use config_check::SOCKET_NOT_FOUND;
 pub use control::{ADMIN_LOGIN, ADMIN_TOKEN, FakeConfig, ForgejoFakeHandle, RunnerPageHook};
 pub use model::{Conclusion, FakeJob, FakeRunner, FakeScope, FakeTask, JobSpec, JobStatus, Model};
-pub use runner::{RUNNER_IMAGE_PREFIX, RunnerOptions, runner_behaviour};
+pub use runner::{RUNNER_IMAGE_PREFIX, RunnerOptions, SIM_VERSION, runner_behaviour};
 pub use runner_args::{PodShape, REGISTRATION_TOKEN_FILE, STATE_FILE, TOKEN_FILE, parse_pod};
 pub use version::ForgejoVersion;

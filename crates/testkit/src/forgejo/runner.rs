@@ -33,8 +33,8 @@ use crate::sim::behaviour::{ContainerBehaviour, PodInfo};
 /// Image prefix to register the behaviour for.
 pub const RUNNER_IMAGE_PREFIX: &str = "code.forgejo.org/forgejo/runner";
 
-/// Version the simulated runner declares.
-const SIM_VERSION: &str = "12.8.2-sim";
+/// Version the simulated runner declares unless [`RunnerOptions::version`] says otherwise.
+pub const SIM_VERSION: &str = "12.8.2-sim";
 
 /// Exit code of a process stopped by SIGTERM.
 const SIGTERM_EXIT: i32 = 143;
@@ -52,6 +52,9 @@ pub struct RunnerOptions {
     pub connect_attempts: u32,
     /// Pause between those attempts.
     pub connect_retry: Duration,
+    /// The version the runner sends on `Register` and `Declare` (forgejo-runner sends its own
+    /// build version), which Forgejo 15's runner listing then answers as `version`.
+    pub version: String,
 }
 
 impl Default for RunnerOptions {
@@ -62,6 +65,7 @@ impl Default for RunnerOptions {
             heartbeat: Duration::from_millis(100),
             connect_attempts: 10,
             connect_retry: Duration::from_millis(200),
+            version: SIM_VERSION.to_owned(),
         }
     }
 }
@@ -220,7 +224,7 @@ impl ForgejoRunner {
                 let mut c = RunnerClient::new(&url).map_err(|_| Exit(1))?;
                 c.uuid = uuid;
                 c.token = token;
-                let declare = json!({"labels": labels, "version": SIM_VERSION});
+                let declare = json!({"labels": labels, "version": self.opts.version});
                 self.first_call(pod, &c, "Declare", declare).await?;
                 (
                     c,
@@ -240,7 +244,7 @@ impl ForgejoRunner {
             } => {
                 let c = RunnerClient::new(&url).map_err(|_| Exit(1))?;
                 // `forgejo-runner register` on 11–14: never ephemeral.
-                let body = json!({"name": name, "token": token, "labels": labels, "ephemeral": false, "version": SIM_VERSION});
+                let body = json!({"name": name, "token": token, "labels": labels, "ephemeral": false, "version": self.opts.version});
                 let v = self.first_call(pod, &c, "Register", body).await?;
                 let r = &v["runner"];
                 let state = json!({
@@ -338,6 +342,63 @@ mod tests {
         let (p, _) = one_job_pod(&fake, &["ubuntu-latest:host"], &[]);
         assert_eq!(sim.run(p).await, 0);
         assert!(matches!(fake.job(other).expect("job").status, JobStatus::Done(_)));
+    }
+
+    /// forgejo-runner sends its build version on `Declare` (`internal/app/run/runner.go`
+    /// `Declare`: `Version: ver.Version()`) and Forgejo 15 lists it as `ActionRunner.version`
+    /// (`modules/structs/repo_actions.go@v15.0.3`): the sim declares [`RunnerOptions::version`].
+    #[tokio::test]
+    async fn the_v15_listing_answers_the_version_the_runner_declared() {
+        let fake = ForgejoFakeHandle::start(FakeConfig::default())
+            .await
+            .expect("fake");
+        fake.queue_job("o/r", "j", &["debian"]);
+        let listed = || async {
+            let v: serde_json::Value = reqwest::Client::new()
+                .get(format!("{}/api/v1/admin/actions/runners", fake.url()))
+                .header("authorization", format!("token {}", crate::forgejo::ADMIN_TOKEN))
+                .send()
+                .await
+                .expect("listing")
+                .json()
+                .await
+                .expect("json");
+            v.as_array()
+                .expect("an array")
+                .iter()
+                .map(|r| r["version"].as_str().expect("a version").to_owned())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(RunnerOptions::default().version, SIM_VERSION);
+        let opts = RunnerOptions {
+            version: "12.9.1".into(),
+            work: Duration::from_millis(400),
+            ..RunnerOptions::default()
+        };
+        let (p, id) = one_job_pod(&fake, &["debian:host"], &[]);
+        assert_eq!(
+            listed().await,
+            [""],
+            "a row made by POST has reported nothing yet"
+        );
+        let sim = runner_behaviour(fake.clone(), opts);
+        let run = tokio::spawn(async move { sim.run(p).await });
+        let mut seen = Vec::new();
+        for _ in 0..100 {
+            seen = listed().await;
+            if seen != [""] {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(seen, ["12.9.1"], "listed while it works");
+        assert_eq!(run.await.expect("run"), 0);
+        // The ephemeral row is gone after its task; a test sets a row's version directly.
+        assert!(fake.runner(id).is_none());
+        let row = fake.add_runner(FakeScope::Global, "g-fghij", &[], false);
+        assert!(fake.set_runner_version(row.id, "11.3.0"));
+        assert!(!fake.set_runner_version(-1, "11.3.0"));
+        assert_eq!(listed().await, ["11.3.0"]);
     }
 
     /// forgejo-runner `internal/pkg/labels/labels.go` `PickPlatform` gives an `lxc` label's job

@@ -28,9 +28,10 @@ def registered_metrics():
         kinds[field] = kind
     for field, kind in re.findall(r"pub (\w+): (Counter|Gauge|Histogram),", text):
         kinds[field] = kind
-    pattern = r'r\.register\(\s*"(\w+)",\s*"[^"]*",\s*(?:m|self)\.(\w+)\.clone\(\)'
-    for name, field in re.findall(pattern, text, re.S):
-        out["forgerunner_" + name] = kinds[field]
+    # `m.field.clone()`, or `m.holder.field.clone()` for a family kept with its own bookkeeping.
+    pattern = r'r\.register\(\s*"(\w+)",\s*"[^"]*",\s*(?:m|self)\.((?:\w+\.)?\w+)\.clone\(\)'
+    for name, path in re.findall(pattern, text, re.S):
+        out["forgerunner_" + name] = kinds[path.split(".")[-1]]
     assert out, "no metrics found in metrics.rs: did its registration code change shape?"
     return out
 

@@ -47,6 +47,8 @@ pub enum Operation {
     ListRunners,
     /// `DELETE …/actions/runners/{id}`.
     DeleteRunner,
+    /// `POST /repos/{owner}/{repo}/actions/runs/{run}/jobs/{job_id}/rerun` (1.26+).
+    RerunJob,
 }
 
 impl Operation {
@@ -59,6 +61,7 @@ impl Operation {
             Operation::RegistrationToken => "registration_token",
             Operation::ListRunners => "list_runners",
             Operation::DeleteRunner => "delete_runner",
+            Operation::RerunJob => "rerun_job",
         }
     }
 
@@ -70,6 +73,7 @@ impl Operation {
             Operation::RegistrationToken => "create a runner registration token",
             Operation::ListRunners => "list runners",
             Operation::DeleteRunner => "delete a runner",
+            Operation::RerunJob => "re-run an Actions job",
         }
     }
 
@@ -77,10 +81,17 @@ impl Operation {
     /// guards it like the writes, with the owner check (`addActionsRoutes`).
     fn access(self) -> Access {
         match self {
-            Operation::RegistrationToken | Operation::DeleteRunner => Access::Write,
+            Operation::RegistrationToken | Operation::DeleteRunner | Operation::RerunJob => Access::Write,
             Operation::ListRunners => Access::OwnerRead,
             Operation::Version | Operation::User | Operation::ListJobs => Access::Read,
         }
+    }
+
+    /// Whether a failed attempt may be sent again. Not a re-run: after an answer lost on the
+    /// way back, a second one would find the job queued again (400, "not done"), and once that
+    /// run ended, queue it a second time.
+    fn idempotent(self) -> bool {
+        self != Operation::RerunJob
     }
 
     fn body_cap(self) -> usize {
@@ -195,7 +206,7 @@ impl GiteaClient {
             url,
             body: None,
             cap: op.body_cap(),
-            idempotent: true,
+            idempotent: op.idempotent(),
         };
         match self.rest.send(&call, decode).await {
             Ok(reply) => Ok(reply.value),
@@ -325,6 +336,31 @@ impl GiteaClient {
             &wire::registration_token,
         )
         .await
+    }
+
+    /// Re-runs job `job_id` of run `run_id` in `owner/repo`
+    /// (`POST /repos/{owner}/{repo}/actions/runs/{run}/jobs/{job_id}/rerun`, Gitea 1.26+), sent
+    /// once (see [`Operation::RerunJob`]). The 201 body, the job, is not read: 1.26 answers with
+    /// the same job, 1.27 with a new one, and neither changes what comes next.
+    pub async fn rerun_job(
+        &self,
+        owner: &str,
+        repo: &str,
+        run_id: i64,
+        job_id: i64,
+    ) -> Result<(), GiteaError> {
+        let (run, job) = (run_id.to_string(), job_id.to_string());
+        let segs = [
+            "repos", owner, repo, "actions", "runs", &run, "jobs", &job, "rerun",
+        ];
+        let url = self.url(&segs, &[]);
+        let scope = Scope::Repo {
+            owner: owner.to_owned(),
+            name: repo.to_owned(),
+        };
+        let decode = |_: &[u8]| Some(());
+        self.request(Operation::RerunJob, Method::POST, url, Some(&scope), &decode)
+            .await
     }
 
     /// Deletes runner `id` at `scope`; 404 means it is already gone.

@@ -637,6 +637,18 @@ impl Forge for GiteaForge {
         Ok(self.remove_inner(group, runner).await?)
     }
 
+    /// Gitea 1.26+ only (see `crate::rerun`); older servers answer `Unsupported` unasked.
+    async fn rerun_job(
+        &self,
+        group: &GroupContext,
+        runner: &str,
+        job: &forgerunner_core::job_identity::JobIdentity,
+    ) -> Result<forgerunner_core::forge::RerunOutcome, ForgeError> {
+        let r = self.resolve(group)?;
+        let (version, _) = self.ensure_ready(&r).await?;
+        crate::rerun::rerun_job(&r.instance.client, &r.scope, version, runner, job).await
+    }
+
     async fn shutdown(&self, group: &GroupContext) -> Result<(), ForgeError> {
         self.release_group(&group.key);
         Ok(())

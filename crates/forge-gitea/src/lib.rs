@@ -2,7 +2,7 @@
 //!
 //! - [`GiteaForge`] implements `forgerunner_core::Forge`: queued-job polling at the group's
 //!   scope (shared between groups), label matching, registration tokens, runner state and
-//!   removal, ghost runner reporting.
+//!   removal, ghost runner reporting, re-running a killed runner's job (Gitea 1.26+).
 //! - [`GiteaClient`] is the REST client underneath.
 //! - [`verify_signature`] and [`parse_workflow_job`] serve the `workflow_job` webhook route.
 
@@ -15,6 +15,7 @@ pub mod labels;
 pub mod pod;
 pub mod pod_security;
 mod release;
+mod rerun;
 mod runner_names;
 pub mod scope;
 pub mod types;

@@ -11,6 +11,14 @@ pub const MINIMUM: GiteaVersion = GiteaVersion {
     patch: 0,
 };
 
+/// The first Gitea with a token API to re-run a job (`POST …/actions/runs/{run}/jobs/{job_id}/rerun`,
+/// `routers/api/v1/api.go` at v1.26.0; none at v1.25.4): see `crate::rerun`.
+pub const JOB_RERUN_API: GiteaVersion = GiteaVersion {
+    major: 1,
+    minor: 26,
+    patch: 0,
+};
+
 /// A release version (pre-release and build suffixes dropped).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct GiteaVersion {
@@ -74,6 +82,11 @@ impl GiteaVersion {
             patch: 0,
         }
     }
+
+    /// Whether the server has the job re-run API ([`JOB_RERUN_API`]).
+    pub fn has_job_rerun_api(self) -> bool {
+        self >= JOB_RERUN_API
+    }
 }
 
 impl fmt::Display for GiteaVersion {
@@ -131,5 +144,8 @@ mod tests {
         }
         assert!(GiteaVersion::parse("1.26.0").unwrap().empty_runs_on_is_demand());
         assert!(!GiteaVersion::parse("1.27.0").unwrap().empty_runs_on_is_demand());
+        assert!(!GiteaVersion::parse("1.25.4").unwrap().has_job_rerun_api());
+        assert!(GiteaVersion::parse("1.26.0-rc0").unwrap().has_job_rerun_api());
+        assert!(GiteaVersion::parse("1.27.0").unwrap().has_job_rerun_api());
     }
 }

@@ -206,6 +206,32 @@ impl GiteaFakeHandle {
         self.add_job(repo, runs_on, JobState::Blocked)
     }
 
+    /// Adds a queued job to the run of job `sibling` (same repository, same run id); its id,
+    /// `None` when `sibling` is unknown.
+    pub fn queue_job_in_run_of(&self, sibling: i64, runs_on: &[&str]) -> Option<i64> {
+        let job = self
+            .model()
+            .add_job_in_run_of(sibling, runs_on, JobState::Waiting)?;
+        let id = job.id;
+        self.shared().announce([JobChange { job }]);
+        Some(id)
+    }
+
+    /// Fails running job `id` as Gitea's `StopZombieTasks` does once its runner stopped
+    /// reporting for `ZOMBIE_TASK_TIMEOUT` (`services/actions/clear_tasks.go`): the job ends
+    /// `failure` and its runner is no longer busy. False if the job was not running.
+    pub fn stop_zombie_task(&self, id: i64) -> bool {
+        let change = self.model().stop_zombie_task(id);
+        let stopped = change.is_some();
+        self.shared().announce(change);
+        stopped
+    }
+
+    /// Requests to the job re-run route so far, with the status each got.
+    pub fn reruns(&self) -> Vec<super::rerun::RerunRequest> {
+        self.model().reruns.clone()
+    }
+
     /// Cancels a job (queued: at once; running: its runner learns it on its next update).
     pub fn cancel_job(&self, id: i64) {
         let change = self.model().cancel(id);

@@ -6,6 +6,9 @@
 //!   `actions/runners/registration-token` (POST; GET too when the fake plays 1.25).
 //! - The runner protocol under `/api/actions` (see [`runner_api`]); jobs are handed out by
 //!   Gitea's rule: the oldest queued job in scope whose `runs-on` the runner's labels cover.
+//! - Re-running one job (`POST /api/v1/repos/{owner}/{repo}/actions/runs/{run}/jobs/{job_id}/rerun`,
+//!   Gitea 1.26+, see [`rerun`]) and failing a vanished runner's task as Gitea's
+//!   `StopZombieTasks` does ([`GiteaFakeHandle::stop_zombie_task`]).
 //! - `workflow_job` webhooks with Gitea's headers and HMAC signature.
 //! - Gitea's fixed instance-wide registration token (`GITEA_RUNNER_REGISTRATION_TOKEN`,
 //!   [`FakeConfig::runner_registration_token`]): the global token, so runners registered with
@@ -25,6 +28,7 @@ pub mod faults;
 mod global_token_tests;
 pub mod json;
 pub mod model;
+pub mod rerun;
 pub mod runner;
 pub mod runner_api;
 mod server;
@@ -33,6 +37,7 @@ mod webhook;
 pub use control::{ADMIN_TOKEN, Delivery, FakeConfig, GiteaFakeHandle};
 pub use faults::{Fault, LoggedRequest, Repeated};
 pub use model::{Conclusion, FakeJob, FakeRunner, FakeScope, JobState};
+pub use rerun::{RerunRefusal, RerunRequest};
 pub use runner::{
     REGISTRATION_TOKEN_FILE, RUNNER_IMAGE_PREFIXES, RunnerOptions, STATE_FILE, runner_behaviour,
 };

@@ -141,6 +141,8 @@ pub struct Model {
     pub registration_tokens: BTreeMap<FakeScope, String>,
     /// Runners deleted over time (ids), for leak checks.
     pub deleted_runners: Vec<i64>,
+    /// Requests to the job re-run route, in order ([`super::rerun`]).
+    pub reruns: Vec<super::rerun::RerunRequest>,
     next_id: i64,
 }
 

@@ -1,5 +1,6 @@
-//! The fake's REST routes under `/api/v1` (the Gitea 1.25/1.26 paths forgerunner uses) and
-//! the runner protocol under `/api/actions` (see `runner_api`).
+//! The fake's REST routes under `/api/v1` (the Gitea 1.25/1.26 paths forgerunner uses, the job
+//! re-run route of 1.26 among them) and the runner protocol under `/api/actions` (see
+//! `runner_api`).
 
 // Handlers return a ready `Response` as their error: it is what axum sends, and the size
 // does not matter for a test fake.
@@ -245,6 +246,71 @@ async fn registration_token(s: Arc<Shared>, route: Route, headers: HeaderMap, is
     json_response(StatusCode::OK, json!({"token": token}))
 }
 
+/// `POST /repos/{owner}/{repo}/actions/runs/{run}/jobs/{job_id}/rerun`: Gitea 1.26's
+/// `RerunWorkflowJob` behind `reqToken()` and `reqRepoWriter(unit.TypeActions)`
+/// (`routers/api/v1/api.go`), with the rules of [`super::rerun`]. Every request is recorded,
+/// with its answer's status.
+fn rerun_job(
+    s: &Arc<Shared>,
+    owner: &str,
+    repo: &str,
+    headers: &HeaderMap,
+    run: &str,
+    job: &str,
+) -> Response {
+    // `ctx.PathParamInt64` reads an id that is not a number as 0, which names nothing.
+    let (run_id, job_id) = (run.parse().unwrap_or(0), job.parse().unwrap_or(0));
+    let response = rerun_answer(s, owner, repo, headers, run_id, job_id);
+    lock(&s.model).reruns.push(super::rerun::RerunRequest {
+        owner: owner.to_owned(),
+        repo: repo.to_owned(),
+        run_id,
+        job_id,
+        status: response.status().as_u16(),
+    });
+    response
+}
+
+fn rerun_answer(
+    s: &Arc<Shared>,
+    owner: &str,
+    repo: &str,
+    headers: &HeaderMap,
+    run_id: i64,
+    job_id: i64,
+) -> Response {
+    // No such route before 1.26 (`routers/api/v1/api.go` at v1.25.4).
+    if s.minor < (1, 26) {
+        return api_error(StatusCode::NOT_FOUND, "not found");
+    }
+    let u = match user(s, headers) {
+        Ok(u) => u,
+        Err(e) => return e,
+    };
+    let mut m = lock(&s.model);
+    let route = Route::Repo(owner.to_owned(), repo.to_owned());
+    if let Err(e) = authorize(&m, &u, &route, false) {
+        return e;
+    }
+    // Write access stands for owning the repository's owner (the fake has no collaborators).
+    if !m.owns(&u, owner) {
+        return api_error(
+            StatusCode::FORBIDDEN,
+            "user should have a permission to write to a repo",
+        );
+    }
+    match m.rerun_job(owner, repo, run_id, job_id) {
+        Ok(change) => {
+            let body = super::json::job(&s.base_url, &change.job, s.dialect());
+            drop(m);
+            // `rerunWorkflowJob` notifies `WorkflowJobStatusUpdate`: a `workflow_job` delivery.
+            s.announce([change]);
+            json_response(StatusCode::CREATED, body)
+        }
+        Err(refusal) => api_error(refusal.status(), refusal.message()),
+    }
+}
+
 /// Dispatches every scoped route by its path, the way Gitea's router nests them.
 async fn dispatch(
     State(s): S,
@@ -267,6 +333,10 @@ async fn dispatch(
         _ => return api_error(StatusCode::NOT_FOUND, "not found"),
     };
     match (rest, &method) {
+        (["runs", run, "jobs", job, "rerun"], &Method::POST) => match &route {
+            Route::Repo(o, r) => rerun_job(&s, o, r, &headers, run, job),
+            _ => api_error(StatusCode::NOT_FOUND, "not found"),
+        },
         (["jobs"], &Method::GET) => list_jobs(s, route, headers, q, path).await,
         (["runners"], &Method::GET) => list_runners(s, route, headers, q).await,
         (["runners", "registration-token"], &Method::GET) => {

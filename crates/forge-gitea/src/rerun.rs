@@ -1,0 +1,219 @@
+//! Re-running the one job a runner was running when the cluster killed its pod, through
+//! Gitea's REST API with the group's API token ([`forgerunner_core::Forge::rerun_job`]).
+//!
+//! Facts this rests on (bircni/gitea; `research-28.md` of issue 28, section A2):
+//!
+//! - The token API exists from 1.26.0 only: `POST /repos/{owner}/{repo}/actions/runs/{run}/
+//!   jobs/{job_id}/rerun` (`routers/api/v1/api.go` at v1.26.0; absent at v1.25.4, where a
+//!   re-run is the web UI's alone). Older servers are not asked: the job is not re-run.
+//! - The handler, `RerunWorkflowJob` in `routers/api/v1/repo/action.go`, re-runs the job and
+//!   the jobs that depend on it (`GetAllRerunJobs`), never the run's other failed jobs. It
+//!   answers 201; 404 for a run not in the repository (`getCurrentRepoActionRunByID`) or a job
+//!   not of the run; 400 for an `ErrInvalidArgument` of the service (`handleWorkflowRerunError`).
+//! - The route sits behind `reqToken()` (401) and `reqRepoWriter(unit.TypeActions)` (403: write
+//!   access to the repository's Actions), and the `/repos` group behind
+//!   `tokenRequiresScopes(AccessTokenScopeCategoryRepository)`, which for a POST wants the
+//!   `write:repository` scope (403). A group's API token needs neither otherwise.
+//! - 400 "this workflow run is not done" (`services/actions/rerun.go` `prepareRunRerun`) while
+//!   any job of the run is unfinished, the killed one included: Gitea fails a vanished runner's
+//!   task only after `ZOMBIE_TASK_TIMEOUT` (10 minutes by default), checked every 5 minutes
+//!   (`services/actions/clear_tasks.go` `StopZombieTasks`, `services/cron/tasks_actions.go`).
+//!   So a 400 means "ask again later". The error body is not read (the shared client keeps no
+//!   error bodies), and 1.26 also answers 400 when the workflow was disabled meanwhile; such a
+//!   re-run is asked for until core's window closes.
+//! - 1.26 queues the same job row again (`rerunWorkflowJob`: `task_id`, status and times
+//!   reset), so the job's id comes back as queued; 1.27 clones the jobs into a new attempt
+//!   with new ids. Either way nothing here depends on the id that comes back.
+
+use std::time::Duration;
+
+use forgerunner_core::ForgeError;
+use forgerunner_core::forge::RerunOutcome;
+use forgerunner_core::job_identity::JobIdentity;
+
+use crate::client::GiteaClient;
+use crate::error::GiteaError;
+use crate::scope::{Scope, contains_repo};
+use crate::version::GiteaVersion;
+
+/// How long to wait before asking again while the job's run is not done. Gitea fails a
+/// killed runner's task within 10–15 minutes; asking each minute adds at most a minute.
+pub const NOT_DONE_RETRY: Duration = Duration::from_secs(60);
+
+/// The rights re-running takes, in Gitea's words.
+const RERUN_RIGHTS: &str = "write access to the repository's Actions (reqRepoWriter) and, for a \
+                            scoped token, the write:repository scope";
+
+/// The job to re-run, as the route names it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Target {
+    owner: String,
+    repo: String,
+    run_id: i64,
+    job_id: i64,
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "job {} of run {} in {}/{}",
+            self.job_id, self.run_id, self.owner, self.repo
+        )
+    }
+}
+
+/// Whether `s` is a name Gitea allows for an owner or repository (`[-.\w]`, as
+/// `validRepoNamePattern` in `models/repo/repo.go`), so it is one path segment as it stands.
+fn gitea_name(s: &str) -> bool {
+    !s.is_empty()
+        && s != "."
+        && s != ".."
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
+/// The job `job` names, when it names all the route needs (`owner/repo`, run and job id) and
+/// its repository is in the group's `scope`: a job elsewhere is none of the group's runners'.
+fn target_of(job: &JobIdentity, scope: &Scope) -> Option<Target> {
+    let (owner, repo) = job.repository.as_deref()?.split_once('/')?;
+    let id = |v: &Option<String>| v.as_deref()?.parse::<i64>().ok().filter(|n| *n > 0);
+    let (run_id, job_id) = (id(&job.run_id)?, id(&job.job_id)?);
+    let fits = gitea_name(owner) && gitea_name(repo) && contains_repo(scope, owner, repo);
+    fits.then(|| Target {
+        owner: owner.to_owned(),
+        repo: repo.to_owned(),
+        run_id,
+        job_id,
+    })
+}
+
+/// What Gitea's answer to the re-run means.
+fn outcome_of(answer: Result<(), GiteaError>, target: &Target) -> Result<RerunOutcome, ForgeError> {
+    match answer {
+        Ok(()) => Ok(RerunOutcome::Requested),
+        Err(GiteaError::Rejected(400, _)) => Ok(RerunOutcome::NotYet {
+            retry_after: NOT_DONE_RETRY,
+        }),
+        // The run, the job or the repository is gone (or the token may not see it).
+        Err(GiteaError::NotFound(_)) => Ok(RerunOutcome::Gone),
+        Err(e @ (GiteaError::Unauthenticated { .. } | GiteaError::Forbidden { .. })) => {
+            let status = if matches!(e, GiteaError::Unauthenticated { .. }) {
+                401
+            } else {
+                403
+            };
+            Err(ForgeError::Unauthorized(format!(
+                "Gitea refused to re-run {target} ({status}): the group's API token needs \
+                 {RERUN_RIGHTS}; grant it, or turn re-runs off (spec.rerun)"
+            )))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Re-runs the job `runner` was running, on a server of `version`
+/// ([`forgerunner_core::Forge::rerun_job`]).
+pub(crate) async fn rerun_job(
+    client: &GiteaClient,
+    scope: &Scope,
+    version: GiteaVersion,
+    runner: &str,
+    job: &JobIdentity,
+) -> Result<RerunOutcome, ForgeError> {
+    if !version.has_job_rerun_api() {
+        return Ok(RerunOutcome::Unsupported);
+    }
+    let Some(target) = target_of(job, scope) else {
+        tracing::debug!(
+            runner,
+            "the runner's job names no repository of the group's scope, run and job id; nothing to re-run"
+        );
+        return Ok(RerunOutcome::Gone);
+    };
+    let answer = client
+        .rerun_job(&target.owner, &target.repo, target.run_id, target.job_id)
+        .await;
+    outcome_of(answer, &target)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn identity(repository: &str, run: &str, job: &str) -> JobIdentity {
+        JobIdentity {
+            repository: Some(repository.into()),
+            run_id: Some(run.into()),
+            job_id: Some(job.into()),
+            ..JobIdentity::default()
+        }
+    }
+
+    #[test]
+    fn the_target_needs_a_repository_in_scope_and_both_ids() {
+        let org = Scope::Org("Acme".into());
+        assert_eq!(
+            target_of(&identity("acme/app.web", "7", "9"), &org),
+            Some(Target {
+                owner: "acme".into(),
+                repo: "app.web".into(),
+                run_id: 7,
+                job_id: 9,
+            }),
+            "owners compare as Gitea compares them"
+        );
+        for (repo, run, job) in [
+            ("app", "7", "9"),
+            ("other/app", "7", "9"),
+            ("acme/..", "7", "9"),
+            ("acme/a/b", "7", "9"),
+            ("acme/a b", "7", "9"),
+            ("acme/app", "x", "9"),
+            ("acme/app", "7", "0"),
+            ("acme/app", "7", "-3"),
+        ] {
+            assert_eq!(
+                target_of(&identity(repo, run, job), &org),
+                None,
+                "{repo} {run} {job}"
+            );
+        }
+        assert_eq!(target_of(&JobIdentity::default(), &Scope::Global), None);
+        assert!(target_of(&identity("x/y", "1", "2"), &Scope::Global).is_some());
+    }
+
+    #[test]
+    fn answers_map_onto_outcomes() {
+        let t = Target {
+            owner: "o".into(),
+            repo: "r".into(),
+            run_id: 1,
+            job_id: 2,
+        };
+        assert_eq!(outcome_of(Ok(()), &t).unwrap(), RerunOutcome::Requested);
+        assert_eq!(
+            outcome_of(Err(GiteaError::Rejected(400, "rerun_job")), &t).unwrap(),
+            RerunOutcome::NotYet {
+                retry_after: NOT_DONE_RETRY
+            }
+        );
+        assert_eq!(
+            outcome_of(Err(GiteaError::NotFound("repository o/r".into())), &t).unwrap(),
+            RerunOutcome::Gone
+        );
+        let refused = outcome_of(Err(GiteaError::Unauthenticated { scope: "x".into() }), &t);
+        assert!(
+            matches!(&refused, Err(ForgeError::Unauthorized(m)) if m.contains("(401)") && m.contains("job 2 of run 1 in o/r")),
+            "{refused:?}"
+        );
+        assert!(matches!(
+            outcome_of(Err(GiteaError::Server(502, "rerun_job")), &t),
+            Err(ForgeError::Unavailable(_))
+        ));
+        assert!(matches!(
+            outcome_of(Err(GiteaError::Rejected(409, "rerun_job")), &t),
+            Err(ForgeError::Config(_))
+        ));
+    }
+}

@@ -49,6 +49,8 @@ pub enum Operation {
     DeleteRunner,
     /// `POST /repos/{owner}/{repo}/actions/runs/{run}/jobs/{job_id}/rerun` (1.26+).
     RerunJob,
+    /// `GET /repos/{owner}/{repo}/actions/runs/{run}` (1.25+).
+    GetRun,
 }
 
 impl Operation {
@@ -62,6 +64,7 @@ impl Operation {
             Operation::ListRunners => "list_runners",
             Operation::DeleteRunner => "delete_runner",
             Operation::RerunJob => "rerun_job",
+            Operation::GetRun => "get_run",
         }
     }
 
@@ -74,6 +77,7 @@ impl Operation {
             Operation::ListRunners => "list runners",
             Operation::DeleteRunner => "delete a runner",
             Operation::RerunJob => "re-run an Actions job",
+            Operation::GetRun => "read an Actions run",
         }
     }
 
@@ -83,7 +87,7 @@ impl Operation {
         match self {
             Operation::RegistrationToken | Operation::DeleteRunner | Operation::RerunJob => Access::Write,
             Operation::ListRunners => Access::OwnerRead,
-            Operation::Version | Operation::User | Operation::ListJobs => Access::Read,
+            Operation::Version | Operation::User | Operation::ListJobs | Operation::GetRun => Access::Read,
         }
     }
 
@@ -361,6 +365,26 @@ impl GiteaClient {
         let decode = |_: &[u8]| Some(());
         self.request(Operation::RerunJob, Method::POST, url, Some(&scope), &decode)
             .await
+    }
+
+    /// Whether run `run_id` of `owner/repo` is done (`GET /repos/{owner}/{repo}/actions/runs/
+    /// {run}`, Gitea 1.25+): its `status` is `completed` exactly when every job of the run is
+    /// done (`ToActionsStatus` in `services/convert/convert.go`), which is what a re-run waits
+    /// for (`prepareRunRerun` in `services/actions/rerun.go`).
+    pub async fn run_done(&self, owner: &str, repo: &str, run_id: i64) -> Result<bool, GiteaError> {
+        #[derive(serde::Deserialize)]
+        struct Run {
+            #[serde(default)]
+            status: String,
+        }
+        let run = run_id.to_string();
+        let url = self.url(&["repos", owner, repo, "actions", "runs", &run], &[]);
+        let scope = Scope::Repo {
+            owner: owner.to_owned(),
+            name: repo.to_owned(),
+        };
+        let r: Run = self.get_json(Operation::GetRun, url, Some(&scope)).await?;
+        Ok(r.status == "completed")
     }
 
     /// Deletes runner `id` at `scope`; 404 means it is already gone.

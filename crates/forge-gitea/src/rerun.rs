@@ -18,9 +18,10 @@
 //!   any job of the run is unfinished, the killed one included: Gitea fails a vanished runner's
 //!   task only after `ZOMBIE_TASK_TIMEOUT` (10 minutes by default), checked every 5 minutes
 //!   (`services/actions/clear_tasks.go` `StopZombieTasks`, `services/cron/tasks_actions.go`).
-//!   So a 400 means "ask again later". The error body is not read (the shared client keeps no
-//!   error bodies), and 1.26 also answers 400 when the workflow was disabled meanwhile; such a
-//!   re-run is asked for until core's window closes.
+//!   So the run is read first (`GET …/actions/runs/{run}`, whose `status` is `completed` once
+//!   every job of the run is done) and the re-run is asked for only then; a run still going
+//!   means "ask again later". A 400 after that (1.26 also answers 400 when the workflow was
+//!   disabled meanwhile, 1.27 past its attempt limit) is a refusal, reported as such.
 //! - 1.26 queues the same job row again (`rerunWorkflowJob`: `task_id`, status and times
 //!   reset), so the job's id comes back as queued; 1.27 clones the jobs into a new attempt
 //!   with new ids. Either way nothing here depends on the id that comes back.
@@ -92,9 +93,10 @@ fn target_of(job: &JobIdentity, scope: &Scope) -> Option<Target> {
 fn outcome_of(answer: Result<(), GiteaError>, target: &Target) -> Result<RerunOutcome, ForgeError> {
     match answer {
         Ok(()) => Ok(RerunOutcome::Requested),
-        Err(GiteaError::Rejected(400, _)) => Ok(RerunOutcome::NotYet {
-            retry_after: NOT_DONE_RETRY,
-        }),
+        Err(GiteaError::Rejected(400, _)) => Err(ForgeError::Config(format!(
+            "Gitea refused to re-run {target} although its run is done (400): the workflow may \
+             be disabled, or the run out of re-run attempts"
+        ))),
         // The run, the job or the repository is gone (or the token may not see it).
         Err(GiteaError::NotFound(_)) => Ok(RerunOutcome::Gone),
         Err(e @ (GiteaError::Unauthenticated { .. } | GiteaError::Forbidden { .. })) => {
@@ -131,6 +133,15 @@ pub(crate) async fn rerun_job(
         );
         return Ok(RerunOutcome::Gone);
     };
+    match client.run_done(&target.owner, &target.repo, target.run_id).await {
+        Ok(true) => {}
+        Ok(false) => {
+            return Ok(RerunOutcome::NotYet {
+                retry_after: NOT_DONE_RETRY,
+            });
+        }
+        Err(e) => return outcome_of(Err(e), &target),
+    }
     let answer = client
         .rerun_job(&target.owner, &target.repo, target.run_id, target.job_id)
         .await;
@@ -193,10 +204,9 @@ mod tests {
         };
         assert_eq!(outcome_of(Ok(()), &t).unwrap(), RerunOutcome::Requested);
         assert_eq!(
-            outcome_of(Err(GiteaError::Rejected(400, "rerun_job")), &t).unwrap(),
-            RerunOutcome::NotYet {
-                retry_after: NOT_DONE_RETRY
-            }
+            outcome_of(Err(GiteaError::Rejected(400, "rerun_job")), &t).map_err(|e| e.category()),
+            Err(forgerunner_core::error::ErrorCategory::ForgeConfig),
+            "a 400 once the run is done is a refusal, not a wait"
         );
         assert_eq!(
             outcome_of(Err(GiteaError::NotFound("repository o/r".into())), &t).unwrap(),

@@ -13,9 +13,7 @@ use forgerunner_core::forge::{Forge, ForgeError, GroupContext, ReconcileTrigger,
 use forgerunner_core::job_identity::JobIdentity;
 use forgerunner_core::metrics::Metrics;
 use forgerunner_gitea::{ClientOptions, GiteaForge, GiteaOptions};
-use forgerunner_testkit::gitea::{
-    ADMIN_TOKEN, FakeConfig, FakeScope, Fault, GiteaFakeHandle, JobState, RerunRequest,
-};
+use forgerunner_testkit::gitea::{ADMIN_TOKEN, FakeConfig, FakeScope, Fault, GiteaFakeHandle, JobState};
 
 async fn fake(version: &str) -> GiteaFakeHandle {
     GiteaFakeHandle::start(FakeConfig {
@@ -129,17 +127,9 @@ async fn a_run_still_going_is_asked_again_later_and_then_the_same_job_is_queued_
             retry_after: Duration::from_secs(60)
         }
     );
-    let run = fake.job(killed).unwrap().run_id;
-    assert_eq!(
-        fake.reruns(),
-        [RerunRequest {
-            owner: "acme".into(),
-            repo: "app".into(),
-            run_id: run,
-            job_id: killed,
-            status: 400,
-        }]
-    );
+    // The run is read first (`GetWorkflowRun`'s `status`): no re-run is asked for while it
+    // goes on, so a 400 after it is done is a refusal, never a wait.
+    assert_eq!(fake.reruns(), [], "not asked while the run goes on");
 
     assert!(fake.complete_job(sibling));
     let outcome = forge.rerun_job(&ctx, "g-killed", &identity).await.unwrap();
@@ -180,7 +170,9 @@ async fn a_job_gitea_does_not_know_is_gone() {
         let outcome = forge.rerun_job(&ctx, "g-killed", id).await.unwrap();
         assert_eq!(outcome, RerunOutcome::Gone, "{id:?}");
     }
-    assert_eq!(rerun_posts(&fake), 3);
+    // An unknown run or repository is known gone from reading the run; an unknown job of a
+    // known run only from the re-run's 404.
+    assert_eq!(rerun_posts(&fake), 1);
     assert_eq!(
         fake.job(killed).unwrap().state,
         JobState::Done(forgerunner_testkit::gitea::Conclusion::Failure)
@@ -266,5 +258,29 @@ async fn a_rerun_is_sent_once_even_when_the_server_fails() {
     let err = forge.rerun_job(&ctx, "g-killed", &identity).await.unwrap_err();
     assert!(matches!(err, ForgeError::Unavailable(_)), "{err:?}");
     // A retry after a lost answer could queue the job twice.
+    assert_eq!(rerun_posts(&fake), 1);
+}
+
+/// Gitea answers 400 to a re-run of a done run too (`handleWorkflowRerunError` in
+/// `routers/api/v1/repo/action.go`: a disabled workflow in 1.26, the attempt limit in 1.27):
+/// that is a refusal to report, not a run to wait for.
+#[tokio::test]
+async fn a_refusal_of_a_done_run_is_reported_not_waited_for() {
+    let fake = fake("1.26.0").await;
+    let forge = forge();
+    let ctx = group(&fake, ADMIN_TOKEN);
+    let (killed, sibling, identity) = run_of_two(&fake, &forge, &ctx).await;
+    fake.stop_zombie_task(killed);
+    fake.complete_job(sibling);
+    fake.inject_fault(Fault {
+        path_contains: "/rerun".into(),
+        status: Some(400),
+        ..Fault::default()
+    });
+    let err = forge.rerun_job(&ctx, "g-killed", &identity).await.unwrap_err();
+    assert!(
+        matches!(&err, ForgeError::Config(m) if m.contains("disabled")),
+        "{err:?}"
+    );
     assert_eq!(rerun_posts(&fake), 1);
 }

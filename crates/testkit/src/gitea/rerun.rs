@@ -99,6 +99,19 @@ impl Model {
         Some(change)
     }
 
+    /// Whether run `run_id` of `owner/repo` is done (every job of it done), as
+    /// `GetWorkflowRun` tells it in `status` (`ToActionsStatus`, `services/convert/convert.go`);
+    /// `None` for a run the repository does not have.
+    pub fn run_done(&self, owner: &str, repo: &str, run_id: i64) -> Option<bool> {
+        let mut run = self
+            .jobs
+            .values()
+            .filter(|j| j.owner == owner && j.repo == repo && j.run_id == run_id)
+            .peekable();
+        run.peek()?;
+        Some(run.all(|j| matches!(j.state, JobState::Done(_))))
+    }
+
     /// Gitea 1.26's `RerunWorkflowJob` for job `job_id` of run `run_id` in `owner/repo`: the
     /// same job goes back to the queue, its task (runner) and times cleared.
     pub fn rerun_job(
@@ -175,7 +188,10 @@ mod tests {
             m.rerun_job("acme", "app", run, a).unwrap_err(),
             RerunRefusal::RunNotDone
         );
+        assert_eq!(m.run_done("acme", "app", run), Some(false), "b still waits");
         m.jobs.get_mut(&b).expect("b").state = JobState::Done(Conclusion::Success);
+        assert_eq!(m.run_done("acme", "app", run), Some(true));
+        assert_eq!(m.run_done("acme", "other", run), None, "not this repository's run");
         let change = m.rerun_job("acme", "app", run, a).expect("re-run");
         assert_eq!(change.job.id, a, "the same job row");
         let again = &m.jobs[&a];

@@ -311,6 +311,35 @@ fn rerun_answer(
     }
 }
 
+/// `GET /repos/{owner}/{repo}/actions/runs/{run}`: Gitea's `GetWorkflowRun` (from 1.25,
+/// `routers/api/v1/api.go` at v1.25.4; absent at v1.24.0), behind `reqRepoReader(unit.
+/// TypeActions)`. Only the fields a client reads here: `id`, `status` and `conclusion`.
+fn get_run(s: &Arc<Shared>, owner: &str, repo: &str, headers: &HeaderMap, run: &str) -> Response {
+    if s.minor < (1, 25) {
+        return api_error(StatusCode::NOT_FOUND, "not found");
+    }
+    let u = match user(s, headers) {
+        Ok(u) => u,
+        Err(e) => return e,
+    };
+    let m = lock(&s.model);
+    let route = Route::Repo(owner.to_owned(), repo.to_owned());
+    if let Err(e) = authorize(&m, &u, &route, false) {
+        return e;
+    }
+    let run_id: i64 = run.parse().unwrap_or(0);
+    match m.run_done(owner, repo, run_id) {
+        None => api_error(StatusCode::NOT_FOUND, "not found"),
+        Some(done) => json_response(
+            StatusCode::OK,
+            json!({
+                "id": run_id,
+                "status": if done { "completed" } else { "in_progress" },
+            }),
+        ),
+    }
+}
+
 /// Dispatches every scoped route by its path, the way Gitea's router nests them.
 async fn dispatch(
     State(s): S,
@@ -333,6 +362,10 @@ async fn dispatch(
         _ => return api_error(StatusCode::NOT_FOUND, "not found"),
     };
     match (rest, &method) {
+        (["runs", run], &Method::GET) => match &route {
+            Route::Repo(o, r) => get_run(&s, o, r, &headers, run),
+            _ => api_error(StatusCode::NOT_FOUND, "not found"),
+        },
         (["runs", run, "jobs", job, "rerun"], &Method::POST) => match &route {
             Route::Repo(o, r) => rerun_job(&s, o, r, &headers, run, job),
             _ => api_error(StatusCode::NOT_FOUND, "not found"),

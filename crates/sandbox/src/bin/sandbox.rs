@@ -11,13 +11,15 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use forgerunner_sandbox::bench::stages;
+use forgerunner_sandbox::world::github_work::GithubJobPlay;
 use forgerunner_sandbox::world::groups::GroupSize;
+use forgerunner_sandbox::world::node_loss::LostRunner;
 use forgerunner_sandbox::world::operator::{
     OperatorCommand, OperatorProcess, OperatorSettings, run_embedded_operator_if_asked,
 };
 use forgerunner_sandbox::world::watch::JobWatch;
 use forgerunner_sandbox::world::workload::{Progress, Queued, percentile_ms, queue_to_runner_latencies};
-use forgerunner_sandbox::world::{World, WorldOptions, block_on_main};
+use forgerunner_sandbox::world::{World, WorldOptions, block_on_main, wait_until};
 use forgerunner_testkit::github::ReassignPolicy;
 
 const NAMESPACE: &str = "sandbox";
@@ -29,6 +31,10 @@ const FORGEJO_LABEL: &str = "docker";
 /// Seconds between Gitea and Forgejo polls (their default).
 const POLL_SECONDS: u32 = 5;
 const WEBHOOK_SECRET: &str = "sandbox-webhook-secret";
+/// `spec.rerun.maxPerHour` of the GitHub group in the node-loss example.
+const RERUNS_PER_HOUR: u32 = 5;
+/// How long each step of the node-loss example may take.
+const DEMO_WAIT: Duration = Duration::from_secs(30);
 
 /// See forgerunner work end to end on GitHub, Gitea and Forgejo fakes, no cluster needed.
 #[derive(Parser, Debug)]
@@ -107,6 +113,8 @@ async fn sandbox(args: Args) -> anyhow::Result<bool> {
                 Duration::from_millis(args.github_reassign_after_ms / 3),
             )
         }),
+        // Only the day-two demo re-runs a job; the burst alone talks to the emulator directly.
+        github_rest: args.keep,
         ..WorldOptions::default()
     })
     .await?;
@@ -274,6 +282,13 @@ async fn sandbox(args: Args) -> anyhow::Result<bool> {
         if let Err(e) = day_two(&world).await {
             println!("could not set up the day-two examples: {e}");
         }
+        let lost = match node_loss_demo(&world, scale_set).await {
+            Ok(lost) => Some(lost),
+            Err(e) => {
+                println!("could not set up the node-loss example: {e}");
+                None
+            }
+        };
         println!("\nEverything keeps running. Explore with:");
         println!("  export KUBECONFIG={}", world.kubeconfig().display());
         println!("  kubectl get rg,jobs,pods -n {NAMESPACE}");
@@ -284,8 +299,22 @@ async fn sandbox(args: Args) -> anyhow::Result<bool> {
         println!(
             "  kubectl get rg {GITEA_GROUP} -n {NAMESPACE} -o jsonpath='{{.status.conditions[?(@.type==\"QueueStalled\")]}}'"
         );
+        if let Some(lost) = &lost {
+            println!(
+                "  kubectl get events -n {NAMESPACE} --field-selector reason=JobRerun       # the re-run of job {}",
+                lost.job.0
+            );
+            println!(
+                "  kubectl get events -n {NAMESPACE} --field-selector involvedObject.name={}   # NodeNotReady, TaintManagerEviction",
+                lost.pod
+            );
+            println!(
+                "  kubectl get pod {} -n {NAMESPACE} -o jsonpath='{{.status.conditions[?(@.type==\"DisruptionTarget\")]}}'   # until PodGC removes it",
+                lost.pod
+            );
+        }
         println!(
-            "  curl -s http://{}/metrics | grep -E 'oldest_waiting|unmatched|min_runners'",
+            "  curl -s http://{}/metrics | grep -E 'oldest_waiting|unmatched|min_runners|jobs_rerun'",
             operator.metrics_addr()
         );
         println!("Press Ctrl-C to stop.");
@@ -324,6 +353,78 @@ async fn day_two(world: &World) -> Result<(), Box<dyn std::error::Error>> {
         end.strftime("%H:%M")
     );
     Ok(())
+}
+
+/// With `--keep`, after the day-two examples: `spec.rerun` on the GitHub group, one job its
+/// runner keeps working on, and once the operator knows which job that is, the runner's node
+/// stops answering (the simulator plays the control plane: `DisruptionTarget` by the taint
+/// manager, a delete no kubelet confirms). Waits for the operator's `JobRerun` Event and says
+/// how long it took.
+async fn node_loss_demo(
+    world: &World,
+    scale_set: forgerunner_testkit::github::ScaleSetId,
+) -> Result<LostRunner, Box<dyn std::error::Error>> {
+    use k8s_openapi::api::events::v1::Event;
+    use kube::api::{Api, ListParams};
+    world
+        .set_rerun(NAMESPACE, GITHUB_GROUP, Some(RERUNS_PER_HOUR))
+        .await?;
+    world.github_play_next(GithubJobPlay::UntilKilled)?;
+    world.queue_github_job(scale_set, GITHUB_GROUP)?;
+    let lost = std::sync::Mutex::new(None);
+    wait_until(
+        DEMO_WAIT,
+        "a busy GitHub runner whose job the operator knows",
+        || async {
+            let found = world
+                .lose_busy_github_runner(NAMESPACE, scale_set)
+                .await
+                .ok()
+                .flatten();
+            let done = found.is_some();
+            *lost.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = found;
+            done
+        },
+    )
+    .await?;
+    let lost_at = Instant::now();
+    let lost = lost
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .ok_or("no runner lost")?;
+    println!(
+        "Day two: the node under GitHub runner {} (pod {}) stopped answering while it ran job {}; \
+         {GITHUB_GROUP} has spec.rerun.maxPerHour: {RERUNS_PER_HOUR}",
+        lost.runner, lost.pod, lost.job.0
+    );
+    let events: Api<Event> = Api::namespaced(world.client.clone(), NAMESPACE);
+    let note = std::sync::Mutex::new(None);
+    let seen = wait_until(DEMO_WAIT, "the JobRerun Event", || async {
+        let list = events.list(&ListParams::default()).await.map(|l| l.items);
+        let found = list.unwrap_or_default().into_iter().find_map(|e| {
+            let ours = e.reason.as_deref() == Some("JobRerun")
+                && e.note.as_deref().is_some_and(|n| n.contains(&lost.runner));
+            ours.then_some(e.note).flatten()
+        });
+        let done = found.is_some();
+        *note.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = found;
+        done
+    })
+    .await;
+    match seen {
+        Ok(()) => println!(
+            "  JobRerun Event {:.1} s after the node loss: {}",
+            lost_at.elapsed().as_secs_f64(),
+            note.into_inner()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .unwrap_or_default()
+        ),
+        Err(_) => println!(
+            "  no JobRerun Event within {} s; see kubectl get events -n {NAMESPACE}",
+            DEMO_WAIT.as_secs()
+        ),
+    }
+    Ok(lost)
 }
 
 fn view(rows: &[Row], watch: &JobWatch, max: u32, elapsed: Duration, left: usize) -> Vec<String> {

@@ -8,7 +8,7 @@ use forgerunner_core::crd::ForgeKind;
 use forgerunner_core::testing::RunnerGroupBuilder;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
-use kube::api::{ObjectMeta, PostParams};
+use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
 
 use super::{GITEA_REPO, World, WorldError, wait_until};
 use forgerunner_testkit::gitea::ADMIN_TOKEN;
@@ -205,11 +205,31 @@ impl World {
         let secret = format!("{name}-github");
         self.create_secret(namespace, &secret, emu.pat_secret_data())
             .await?;
+        let url = self
+            .github_rest
+            .as_ref()
+            .map_or_else(|| emu.config_url(), |rest| rest.config_url());
         let group = group(ForgeKind::Github, namespace, name, size)
-            .url(emu.config_url())
+            .url(url)
             .credentials(secret)
             .scale_set_name(name);
         self.create_group(group).await
+    }
+
+    /// Sets the group's `spec.rerun.maxPerHour` (`None` removes `spec.rerun`), as
+    /// `kubectl patch --type merge` would.
+    pub async fn set_rerun(
+        &self,
+        namespace: &str,
+        name: &str,
+        max_per_hour: Option<u32>,
+    ) -> Result<(), WorldError> {
+        let rerun = max_per_hour.map(|n| serde_json::json!({ "maxPerHour": n }));
+        let patch = serde_json::json!({ "spec": { "rerun": rerun } });
+        Api::<RunnerGroup>::namespaced(self.client.clone(), namespace)
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+        Ok(())
     }
 
     /// Waits until the operator has created the scale set of a GitHub group; returns its id.

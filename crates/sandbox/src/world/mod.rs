@@ -5,7 +5,10 @@
 //! The sandbox, the benchmark and end-to-end tests build on it; the operator itself runs apart
 //! (see [`operator`]) and only sees a kubeconfig, exactly as it would on a real cluster.
 
+pub mod github_rest;
+pub mod github_work;
 pub mod groups;
+pub mod node_loss;
 pub mod operator;
 mod progress;
 pub mod watch;
@@ -27,7 +30,9 @@ use forgerunner_testkit::apiserver::{FakeApiServer, ServerConfig, install_crypto
 use forgerunner_testkit::forgejo::ForgejoFakeHandle;
 use forgerunner_testkit::gitea::{FakeConfig, GiteaFakeHandle};
 use forgerunner_testkit::github::{E2eEmulator, EmulatorOptions, start_emulator};
-use forgerunner_testkit::sim::{SimConfig, SimHandle, Simulator};
+use forgerunner_testkit::sim::{SimConfig, SimError, SimHandle, Simulator};
+use github_rest::GithubRest;
+use github_work::GithubWork;
 
 /// Label every runner Job of forgerunner carries.
 pub const MANAGED_BY_SELECTOR: &str = "app.kubernetes.io/managed-by=forgerunner";
@@ -61,6 +66,9 @@ pub struct WorldOptions {
     /// Cancel and re-queue GitHub assignments no runner takes in time, as the real service
     /// does; `None` leaves assignments standing.
     pub github_reassign: Option<forgerunner_testkit::github::ReassignPolicy>,
+    /// Serve GitHub's REST job re-run beside the emulator ([`github_rest`]): GitHub groups
+    /// point at its front, and a job the operator re-runs is queued again.
+    pub github_rest: bool,
 }
 
 impl Default for WorldOptions {
@@ -74,6 +82,7 @@ impl Default for WorldOptions {
             pod_start_delay: Duration::from_millis(50),
             github_long_poll: Duration::from_secs(2),
             github_reassign: None,
+            github_rest: false,
         }
     }
 }
@@ -93,6 +102,9 @@ pub enum WorldError {
     /// A wait ran past its deadline.
     #[error("timed out waiting for {0}")]
     Timeout(String),
+    /// The cluster simulator refused a control call.
+    #[error("cluster simulator: {0}")]
+    Sim(#[from] SimError),
 }
 
 /// The running world; dropping it stops everything.
@@ -105,6 +117,10 @@ pub struct World {
     pub client: kube::Client,
     /// The GitHub emulator, when started.
     pub github: Option<E2eEmulator>,
+    /// GitHub's REST job re-run beside the emulator, when asked for.
+    pub github_rest: Option<GithubRest>,
+    /// How the simulated GitHub runners work, when the emulator is started.
+    pub github_work: Option<Arc<GithubWork>>,
     /// The Gitea fake, when started.
     pub gitea: Option<GiteaFakeHandle>,
     /// The Forgejo fake, when started.
@@ -150,11 +166,19 @@ impl World {
             if let Some(policy) = opts.github_reassign {
                 forgerunner_testkit::github::spawn_reassignment(runners.clone(), policy, stop.child_token());
             }
-            sim.register_behaviour(groups::GITHUB_RUNNER_IMAGE, runners);
-            Some(emu)
+            let work = Arc::new(GithubWork::new(emu.emu.clone(), runners));
+            sim.register_behaviour(groups::GITHUB_RUNNER_IMAGE, work.clone());
+            Some((emu, work))
         } else {
             None
         };
+        let github_rest = match &github {
+            Some((emu, _)) if opts.github_rest => {
+                Some(GithubRest::start(emu.emu.clone(), scaleset::testing::DEFAULT_PAT).await?)
+            }
+            _ => None,
+        };
+        let (github, github_work) = github.map_or((None, None), |(emu, work)| (Some(emu), Some(work)));
         let gitea = if opts.gitea {
             let fake = GiteaFakeHandle::start(FakeConfig::default()).await?;
             fake.add_org("acme", &["gitea_admin"]);
@@ -182,6 +206,8 @@ impl World {
             sim,
             client,
             github,
+            github_rest,
+            github_work,
             gitea,
             forgejo,
             kubeconfig,

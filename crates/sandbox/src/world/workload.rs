@@ -51,6 +51,9 @@ impl World {
             .ok_or_else(|| WorldError::Timeout("a GitHub emulator".into()))?;
         let at = Instant::now();
         let id = emu.emu.queue_job(scale_set, [label]);
+        if let Some(rest) = &self.github_rest {
+            rest.list_queued(id);
+        }
         Ok(Queued { id: id.0, at })
     }
 

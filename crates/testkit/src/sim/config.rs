@@ -48,6 +48,11 @@ pub struct SimConfig {
     /// First retry delay after the Job controller failed to create a pod; doubles per
     /// consecutive failure, up to 16 times this.
     pub failed_create_backoff: Duration,
+    /// How long a pod of an unreachable node ([`NodeLoss::Unreachable`]) stays `Terminating`
+    /// before PodGC fails and removes it, as once its Node object is deleted: PodGC's
+    /// quarantine of a missing node is 40 s (`quarantineTime`,
+    /// `pkg/controller/podgc/gc_controller.go`); a real Node object also lingers a while.
+    pub lost_node_gc_after: Duration,
 }
 
 impl Default for SimConfig {
@@ -72,6 +77,7 @@ impl Default for SimConfig {
             node_allocatable: BTreeMap::new(),
             pod_quotas: BTreeMap::new(),
             failed_create_backoff: Duration::from_millis(200),
+            lost_node_gc_after: Duration::from_secs(40),
         }
     }
 }
@@ -79,10 +85,19 @@ impl Default for SimConfig {
 /// What happens to a pod whose node is lost.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NodeLoss {
-    /// The pod is deleted (as the taint manager does after the toleration expires).
+    /// The pod is deleted at once, with no trace of why (a shortcut: no controller leaves a
+    /// pod like that).
     Delete,
-    /// The pod is marked `Failed` with reason `NodeLost` mid-run.
+    /// The pod is marked `Failed` with reason `NodeLost` mid-run (a shortcut mixing the old
+    /// node controller's reason with the taint manager's `DisruptionTarget`).
     Fail,
+    /// The node stops answering, and the control plane does what it does from Kubernetes 1.26
+    /// on ([`crate::sim::node_loss`]): `Ready=False` (Event `NodeNotReady`), the taint
+    /// manager's `DisruptionTarget=True` reason `DeletionByTaintManager` and a delete no
+    /// kubelet confirms, so the pod stays `Terminating` in phase `Running`; after
+    /// [`SimConfig::lost_node_gc_after`], PodGC's phase `Failed`, reason `DeletionByPodGC`, and
+    /// the pod is gone.
+    Unreachable,
 }
 
 /// Failures of the simulator's control calls.

@@ -174,7 +174,8 @@ impl SimHandle {
         self.kubelet()?.evict(namespace, pod).await
     }
 
-    /// Loses the node under one pod: it is deleted or marked `Failed` mid-run.
+    /// Loses the node under one pod mid-run, as `mode` says ([`NodeLoss::Unreachable`] plays
+    /// what a real control plane does).
     pub async fn lose_pod(&self, namespace: &str, pod: &str, mode: NodeLoss) -> Result<(), SimError> {
         self.kubelet()?.lose_pod(namespace, pod, mode).await
     }

@@ -3,6 +3,7 @@
 //! A pod's life from admission to exit is in [`lifecycle`].
 
 mod lifecycle;
+mod unreachable;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -369,12 +370,14 @@ impl Kubelet {
         Ok(())
     }
 
-    /// Loses the pod's node: the pod is deleted or marked `Failed` (`NodeLost`).
+    /// Loses the pod's node: the pod is deleted, marked `Failed` (`NodeLost`), or goes through
+    /// what the control plane does for an unreachable node.
     pub async fn lose_pod(&self, namespace: &str, name: &str, mode: NodeLoss) -> Result<(), SimError> {
         let Some(run) = self.claim(namespace, name).await? else {
             return Ok(());
         };
         match mode {
+            NodeLoss::Unreachable => self.lose_unreachable(namespace, name).await?,
             NodeLoss::Fail => {
                 self.write(&run, &Stage::NodeLost).await;
             }

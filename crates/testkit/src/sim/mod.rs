@@ -11,6 +11,7 @@ pub mod env;
 mod handle;
 pub mod jobs;
 mod kubelet;
+pub mod node_loss;
 pub mod podstatus;
 mod queue;
 pub mod registry;

@@ -1,0 +1,286 @@
+//! End to end (issue 28): a runner the cluster kills mid-job gets its job re-run. The real
+//! `forgerunner` binary against the fake API server, the cluster simulator, the scale-set
+//! emulator and GitHub's REST job re-run beside it (`world::github_rest`).
+//!
+//! The node under a busy runner's pod stops answering, and the simulator plays what the control
+//! plane does (`NodeLoss::Unreachable`): `Ready=False`, then the taint manager's
+//! `DisruptionTarget=True` reason `DeletionByTaintManager` and a graceful delete no kubelet
+//! confirms. With `spec.rerun` the operator asks GitHub to re-run exactly that job (Event
+//! `JobRerun`, `forgerunner_jobs_rerun_total{outcome="requested"}`) and the job runs again.
+//! Without it the job is only reported (Event `JobNotRerun`). A runner whose job failed by
+//! itself is never re-run.
+#![cfg(feature = "github")]
+
+#[allow(dead_code)]
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::e2e::{fail_with_output, github_scale_set_with_session, start_operator, start_world};
+use common::scrape::scrape;
+use forgerunner_sandbox::world::github_work::GithubJobPlay;
+use forgerunner_sandbox::world::groups::GroupSize;
+use forgerunner_sandbox::world::operator::OperatorProcess;
+use forgerunner_sandbox::world::{World, WorldOptions, wait_until};
+use forgerunner_testkit::github::{JobState, ScaleSetId};
+use k8s_openapi::api::events::v1::Event;
+use kube::Api;
+use kube::api::ListParams;
+
+const GROUP: &str = "gh-rerun";
+/// How long one step may take: the machine is shared, a step normally takes a second or two.
+const DEADLINE: Duration = Duration::from_secs(120);
+/// The disruption the simulated node loss leaves on the pod, as the metric labels it.
+const REASON: &str = "DeletionByTaintManager";
+
+/// A world with the emulator and GitHub's REST re-run, and one group of up to 2 runners whose
+/// `spec.rerun` is `max_per_hour` (unset for `None`); the operator runs and the group's scale
+/// set has its session.
+async fn start(ns: &str, max_per_hour: Option<u32>) -> (World, OperatorProcess, ScaleSetId) {
+    let opts = WorldOptions {
+        github: true,
+        gitea: false,
+        forgejo: false,
+        github_rest: true,
+        work_time: Duration::from_millis(300),
+        github_long_poll: Duration::from_secs(1),
+        ..WorldOptions::default()
+    };
+    let world = start_world(opts, ns).await;
+    world
+        .add_github_group(ns, GROUP, &GroupSize::up_to(2))
+        .await
+        .expect("group");
+    world
+        .set_rerun(ns, GROUP, max_per_hour)
+        .await
+        .expect("spec.rerun");
+    let op = start_operator(&world, "github", &format!("forgerunner-{ns}"));
+    let set_id = github_scale_set_with_session(&world, &op, GROUP).await;
+    (world, op, set_id)
+}
+
+async fn wait_or_fail<F, Fut>(op: &OperatorProcess, what: &str, check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    if wait_until(DEADLINE, what, check).await.is_err() {
+        fail_with_output(op, &format!("timed out waiting for {what}"));
+    }
+}
+
+/// Queues one job that a runner keeps working on; once the operator knows which job the runner
+/// runs, loses the runner's node. Returns the runner and the job's id.
+async fn kill_busy_runner(
+    world: &World,
+    op: &OperatorProcess,
+    ns: &str,
+    set_id: ScaleSetId,
+) -> (String, i64) {
+    world
+        .github_play_next(GithubJobPlay::UntilKilled)
+        .expect("github");
+    let queued = world.queue_github_job(set_id, GROUP).expect("queue").id;
+    let busy = std::sync::Mutex::new(None);
+    wait_or_fail(
+        op,
+        "a runner at work on the job, known to the operator",
+        || async {
+            let found = world.busy_github_runner(ns, set_id).await.ok().flatten();
+            let is_busy = found.is_some();
+            *busy.lock().expect("lock") = found;
+            is_busy
+        },
+    )
+    .await;
+    let (runner, job) = busy.into_inner().expect("lock").expect("busy runner");
+    assert_eq!(job.0, queued, "the runner works on the job queued");
+    world.lose_runner_node(ns, &runner).await.expect("node lost");
+    (runner, queued)
+}
+
+/// Events of the namespace with `reason`.
+async fn events(world: &World, ns: &str, reason: &str) -> Vec<Event> {
+    let api: Api<Event> = Api::namespaced(world.client.clone(), ns);
+    let list = api.list(&ListParams::default()).await.map(|l| l.items);
+    list.unwrap_or_default()
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some(reason))
+        .collect()
+}
+
+fn note_names(e: &Event, runner: &str) -> bool {
+    e.note.as_deref().is_some_and(|n| n.contains(runner))
+}
+
+/// The value of `forgerunner_jobs_rerun_total` for the GitHub forge, `reason` and `outcome`.
+fn reruns_counted(scrape: &str, reason: &str, outcome: &str) -> Option<f64> {
+    scrape
+        .lines()
+        .filter(|l| l.starts_with("forgerunner_jobs_rerun_total{"))
+        .find(|l| {
+            l.contains("forge=\"github\"")
+                && l.contains(&format!("reason=\"{reason}\""))
+                && l.contains(&format!("outcome=\"{outcome}\""))
+        })
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+/// Re-run requests the REST fake received (accepted or refused).
+fn rerun_requests(world: &World) -> usize {
+    let rest = world.github_rest.as_ref().expect("GitHub REST fake");
+    rest.fake
+        .requests()
+        .iter()
+        .filter(|r| r.method == "POST" && r.path.ends_with("/rerun"))
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runner_killed_with_its_node_gets_exactly_its_job_rerun() {
+    const NS: &str = "e2e-rerun";
+    let (world, op, set_id) = start(NS, Some(5)).await;
+    let rest = world.github_rest.as_ref().expect("GitHub REST fake");
+    let (runner, job) = kill_busy_runner(&world, &op, NS, set_id).await;
+    let lost_at = Instant::now();
+
+    wait_or_fail(&op, "GitHub asked to re-run the job", || {
+        std::future::ready(!rest.reruns().is_empty())
+    })
+    .await;
+    let reruns = rest.reruns();
+    assert_eq!(reruns.len(), 1, "one re-run: {reruns:?}");
+    assert_eq!(reruns[0].repository, "org/repo");
+    assert_eq!(
+        i64::try_from(reruns[0].job_id).ok(),
+        Some(job),
+        "the job the killed runner ran"
+    );
+
+    wait_or_fail(&op, "a JobRerun Event naming the runner", || async {
+        events(&world, NS, "JobRerun")
+            .await
+            .iter()
+            .any(|e| note_names(e, &runner))
+    })
+    .await;
+    eprintln!(
+        "JobRerun Event {:.1} s after the node loss",
+        lost_at.elapsed().as_secs_f64()
+    );
+    let rerun_events = events(&world, NS, "JobRerun").await;
+    let note = rerun_events[0].note.clone().unwrap_or_default();
+    assert!(
+        note.contains(REASON) && note.contains("the forge re-runs it"),
+        "{note}"
+    );
+    assert_eq!(rerun_events[0].type_.as_deref(), Some("Normal"));
+    assert!(
+        events(&world, NS, "JobNotRerun").await.is_empty(),
+        "nothing reported as not re-run"
+    );
+
+    wait_or_fail(&op, "the re-run counted on /metrics", || async {
+        reruns_counted(&scrape(&op).await, REASON, "requested") == Some(1.0)
+    })
+    .await;
+
+    // GitHub queues the job again; a new runner takes it and it succeeds.
+    let emu = world.github.as_ref().expect("emulator").emu.clone();
+    wait_or_fail(&op, "the re-run job done", || {
+        let state = emu.state();
+        let ours: Vec<_> = state.jobs.iter().filter(|j| j.scale_set_id == set_id).collect();
+        let done = ours.len() == 2
+            && ours.iter().all(|j| j.state == JobState::Completed)
+            && ours
+                .iter()
+                .any(|j| j.id.0 != job && j.result.as_deref() == Some("succeeded"));
+        std::future::ready(done)
+    })
+    .await;
+    assert_eq!(rerun_requests(&world), 1, "asked once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_spec_rerun_a_killed_runner_s_job_is_reported_and_not_rerun() {
+    const NS: &str = "e2e-rerun-off";
+    let (world, op, set_id) = start(NS, None).await;
+    let (runner, _job) = kill_busy_runner(&world, &op, NS, set_id).await;
+
+    wait_or_fail(&op, "a JobNotRerun Event naming the runner", || async {
+        events(&world, NS, "JobNotRerun")
+            .await
+            .iter()
+            .any(|e| note_names(e, &runner))
+    })
+    .await;
+    let reported = events(&world, NS, "JobNotRerun").await;
+    let note = reported[0].note.clone().unwrap_or_default();
+    assert!(note.contains(REASON) && note.contains("set spec.rerun"), "{note}");
+    assert_eq!(reported[0].type_.as_deref(), Some("Warning"));
+    wait_or_fail(&op, "the unrequested re-run counted on /metrics", || async {
+        reruns_counted(&scrape(&op).await, REASON, "disabled") == Some(1.0)
+    })
+    .await;
+    assert_eq!(rerun_requests(&world), 0, "GitHub never asked");
+    assert!(events(&world, NS, "JobRerun").await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runner_whose_job_failed_by_itself_is_never_rerun() {
+    const NS: &str = "e2e-rerun-own";
+    let (world, op, set_id) = start(NS, Some(5)).await;
+    let emu = world.github.as_ref().expect("emulator").emu.clone();
+    world
+        .github_play_next(GithubJobPlay::FailsByItself)
+        .expect("github");
+    let failing = world.queue_github_job(set_id, GROUP).expect("queue").id;
+    wait_or_fail(&op, "the job failed and its runner Job removed", || async {
+        let failed = emu
+            .state()
+            .jobs
+            .iter()
+            .any(|j| j.id.0 == failing && j.result.as_deref() == Some("failed"));
+        failed
+            && world
+                .runner_jobs(NS, Some(GROUP))
+                .await
+                .is_ok_and(|j| j.is_empty())
+    })
+    .await;
+    // The operator took the runner for failed: it read the pod, and found no disruption there.
+    wait_or_fail(&op, "a RunnerFailed Event", || async {
+        !events(&world, NS, "RunnerFailed").await.is_empty()
+    })
+    .await;
+    // Passes after the failed runner's: a later job comes and goes through the same group.
+    let next = world.queue_github_job(set_id, GROUP).expect("queue").id;
+    wait_or_fail(&op, "a later job done", || {
+        let done = emu
+            .state()
+            .jobs
+            .iter()
+            .any(|j| j.id.0 == next && j.result.as_deref() == Some("succeeded"));
+        std::future::ready(done)
+    })
+    .await;
+
+    assert_eq!(rerun_requests(&world), 0, "GitHub never asked");
+    for reason in ["JobRerun", "JobNotRerun"] {
+        let found = events(&world, NS, reason).await;
+        assert!(
+            found.is_empty(),
+            "no {reason}: {:?}",
+            found.iter().map(|e| &e.note).collect::<Vec<_>>()
+        );
+    }
+    let metrics = scrape(&op).await;
+    assert!(
+        !metrics
+            .lines()
+            .any(|l| l.starts_with("forgerunner_jobs_rerun_total{")),
+        "no re-run counted"
+    );
+}

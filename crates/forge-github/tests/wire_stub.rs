@@ -106,6 +106,7 @@ fn spawn_listener(client: Arc<GithubClient>) -> Listener {
             conflict_backoff: opts.conflict_backoff,
             shutdown_timeout: opts.shutdown_timeout,
             fence: Fence::open(),
+            delivery_check: forgerunner_github::listener::delivery::DEFAULT_EVERY,
         },
         10,
     )

@@ -274,6 +274,7 @@ impl GithubForge {
             conflict_backoff: self.opts.conflict_backoff,
             shutdown_timeout: self.opts.shutdown_timeout,
             fence: self.opts.fence.clone(),
+            delivery_check: crate::listener::delivery::DEFAULT_EVERY,
         };
         st.listener = Some(Listener::spawn(
             client.clone(),

@@ -3,6 +3,7 @@
 //! the latest statistics for `Forge::demand`, waking the reconciler after every poll.
 
 pub mod activity;
+pub mod delivery;
 pub mod message;
 pub mod poll;
 pub mod session;
@@ -17,6 +18,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use self::activity::RunnerActivity;
+use self::delivery::DeliveryWatch;
 use self::message::{JobMessage, Message};
 use self::session::Session;
 use crate::backoff::Backoff;
@@ -43,6 +45,9 @@ pub struct ListenerConfig {
     /// The leader's fence: once it lapses the listener takes no more jobs, deletes its session
     /// (releasing our own claim is always allowed) and ends.
     pub fence: Fence,
+    /// How long a session may deliver nothing before the listener checks whether jobs wait
+    /// for it all the same ([`delivery::DEFAULT_EVERY`] in production).
+    pub delivery_check: Duration,
 }
 
 /// What the listener has learned, read by `Forge::demand`.
@@ -60,6 +65,8 @@ pub struct ListenerState {
     pub last_error: Option<String>,
     /// Polls answered (messages or empty); for tests and diagnostics.
     pub polls: u64,
+    /// Sessions given up and opened anew because jobs waited while they delivered nothing.
+    pub sessions_reopened_undelivered: u64,
 }
 
 /// State shared between the task and the backend.
@@ -178,6 +185,9 @@ enum SessionEnd {
     Cancelled,
     /// The service dropped the session; open a new one.
     Lost,
+    /// The session delivered nothing while these jobs waited for the scale set: open a new one
+    /// and acquire them there.
+    Undelivered(Vec<i64>),
 }
 
 /// What handling one message did: whether it was acked, and the first error.
@@ -215,6 +225,10 @@ impl Task {
 
     async fn run(self) {
         let mut attempt = 0u32;
+        // Jobs a silent session left waiting, acquired by the next session even when its
+        // statistics do not count them (in ARC #4027 jobs stayed queued for hours while the
+        // scale set's statistics showed none available).
+        let mut carried: Vec<i64> = Vec::new();
         loop {
             if self.cancel.is_cancelled() || self.fenced() {
                 return;
@@ -265,15 +279,22 @@ impl Task {
             }
             self.wake();
             let mut session = session;
-            match self.poll_session(&mut session).await {
+            match self
+                .poll_session(&mut session, std::mem::take(&mut carried))
+                .await
+            {
                 SessionEnd::Cancelled => {
                     if !self.delete_session(&session).await {
                         tracing::warn!(group = %self.config.key, "could not delete the GitHub message session on shutdown");
                     }
                     return;
                 }
-                SessionEnd::Lost => {
-                    tracing::info!(group = %self.config.key, "GitHub message session lost; opening a new one");
+                end @ (SessionEnd::Lost | SessionEnd::Undelivered(_)) => {
+                    if let SessionEnd::Undelivered(ids) = end {
+                        carried = ids;
+                    } else {
+                        tracing::info!(group = %self.config.key, "GitHub message session lost; opening a new one");
+                    }
                     // Its statistics say nothing about what happens from now on, and the jobs it
                     // showed waiting may start or end unseen.
                     {
@@ -301,7 +322,8 @@ impl Task {
         matches!(deleted, Ok(Ok(())))
     }
 
-    async fn poll_session(&self, session: &mut Session) -> SessionEnd {
+    /// Polls `session` until it ends; `carried` are jobs the previous session left waiting.
+    async fn poll_session(&self, session: &mut Session, carried: Vec<i64>) -> SessionEnd {
         let mut last_id = 0i64;
         let mut attempt = 0u32;
         // Jobs offered by an acked message whose acquire failed: retried after every poll
@@ -312,6 +334,12 @@ impl Task {
             () = self.config.fence.lapsed() => return SessionEnd::Cancelled,
             ids = Box::pin(self.acquirable(session)) => ids,
         };
+        for id in carried {
+            if !unacquired.contains(&id) {
+                unacquired.push(id);
+            }
+        }
+        let mut watch = DeliveryWatch::new(self.config.delivery_check, Instant::now());
         if let Err(e) = Box::pin(self.acquire(session, &mut unacquired)).await {
             // Kept in `unacquired`: tried again after the first poll.
             tracing::warn!(group = %self.config.key, error = %e, "could not acquire the jobs available before the session opened");
@@ -323,6 +351,10 @@ impl Task {
                 () = self.config.fence.lapsed() => return SessionEnd::Cancelled,
                 r = poll::get_message(&self.client, session, last_id, capacity) => r,
             };
+            let delivered = matches!(polled, Ok(Some(_)));
+            if delivered {
+                watch.delivered(Instant::now());
+            }
             let result = match polled {
                 Ok(None) => {
                     let mut st = self.shared.lock();
@@ -353,6 +385,11 @@ impl Task {
                 Ok(()) => {
                     attempt = 0;
                     self.wake();
+                    if !delivered
+                        && let Some(waiting) = Box::pin(self.undelivered(&mut watch, capacity)).await
+                    {
+                        return SessionEnd::Undelivered(waiting);
+                    }
                 }
                 Err(e) if e.status() == Some(401) => {
                     match Box::pin(session::refresh(&self.client, session)).await {
@@ -467,6 +504,48 @@ impl Task {
                 Vec::new()
             }
         }
+    }
+
+    /// When the watch is due and the group has room, lists the jobs the scale set could acquire;
+    /// `Some` of them when one of them already waited at the previous check, i.e. the session
+    /// let it wait a whole interval without a message. At most one listing per interval, and
+    /// none while messages arrive or the group is at capacity. A failed listing only skips the
+    /// check: the session may be fine, and the next check comes an interval later.
+    async fn undelivered(&self, watch: &mut DeliveryWatch, capacity: u32) -> Option<Vec<i64>> {
+        let now = Instant::now();
+        if !watch.due(now) {
+            return None;
+        }
+        let statistics = self.shared.lock().statistics;
+        if !delivery::has_room(capacity, statistics.as_ref()) || !self.config.fence.is_held() {
+            watch.skip(now);
+            return None;
+        }
+        let listed = tokio::select! {
+            () = self.cancel.cancelled() => return None,
+            r = scale_set::acquirable_jobs(&self.client, self.config.scale_set_id) => r,
+        };
+        let ids = match listed {
+            Ok(ids) => ids,
+            Err(e) => {
+                tracing::debug!(group = %self.config.key, error = %e, "could not list the acquirable jobs; delivery check skipped");
+                watch.skip(Instant::now());
+                return None;
+            }
+        };
+        if !watch.check(&ids, Instant::now()) {
+            return None;
+        }
+        tracing::warn!(
+            group = %self.config.key,
+            scale_set_id = self.config.scale_set_id,
+            waiting = ids.len(),
+            jobs = ?&ids[..ids.len().min(20)],
+            every = ?self.config.delivery_check,
+            "GitHub message session delivers nothing while jobs wait; opening a new one"
+        );
+        self.shared.lock().sessions_reopened_undelivered += 1;
+        Some(ids)
     }
 
     /// Acquires the offered jobs not acquired yet; on failure they stay in `unacquired` for

@@ -33,6 +33,9 @@ const POLL_SECONDS: u32 = 5;
 const WEBHOOK_SECRET: &str = "sandbox-webhook-secret";
 /// `spec.rerun.maxPerHour` of the GitHub group in the node-loss example.
 const RERUNS_PER_HOUR: u32 = 5;
+/// The GitHub group's image in the day-two demo: a release behind the one the downloads fake
+/// serves, so `RunnerOutdated` turns True.
+const OUTDATED_RUNNER_IMAGE: &str = "ghcr.io/actions/actions-runner:2.330.0";
 /// How long each step of the node-loss example may take.
 const DEMO_WAIT: Duration = Duration::from_secs(30);
 
@@ -314,7 +317,10 @@ async fn sandbox(args: Args) -> anyhow::Result<bool> {
             );
         }
         println!(
-            "  curl -s http://{}/metrics | grep -E 'oldest_waiting|unmatched|min_runners|jobs_rerun'",
+            "  kubectl get rg {GITHUB_GROUP} -n {NAMESPACE} -o jsonpath='{{.status.conditions[?(@.type==\"RunnerOutdated\")]}}'"
+        );
+        println!(
+            "  curl -s http://{}/metrics | grep -E 'oldest_waiting|unmatched|min_runners|jobs_rerun|runner_version'",
             operator.metrics_addr()
         );
         println!("Press Ctrl-C to stop.");
@@ -347,10 +353,18 @@ async fn day_two(world: &World) -> Result<(), Box<dyn std::error::Error>> {
         .patch(GITEA_GROUP, &PatchParams::default(), &Patch::Merge(&quick))
         .await?;
     world.queue_gitea_job(&["ubuntu-latset"])?;
+    // GitHub serves a newer runner release than this image pins (the downloads fake serves
+    // DEFAULT_SERVED): the group's RunnerOutdated condition names the image to update.
+    let pinned = serde_json::json!({"spec": {"image": OUTDATED_RUNNER_IMAGE}});
+    groups
+        .patch(GITHUB_GROUP, &PatchParams::default(), &Patch::Merge(&pinned))
+        .await?;
     println!(
         "\nDay two: {FORGEJO_GROUP} keeps 1 warm runner in window demo-window (until {} UTC); a Gitea job \
-         asks for runs-on: [ubuntu-latset], which no group matches",
-        end.strftime("%H:%M")
+         asks for runs-on: [ubuntu-latset], which no group matches; {GITHUB_GROUP} runs \
+         {OUTDATED_RUNNER_IMAGE} while GitHub serves {}",
+        end.strftime("%H:%M"),
+        forgerunner_testkit::github::runner_downloads::DEFAULT_SERVED
     );
     Ok(())
 }

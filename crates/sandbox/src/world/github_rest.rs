@@ -4,9 +4,11 @@
 //!
 //! Three parts:
 //!
-//! - The testkit's [`RestJobsFake`] serves a run's job listing and the per-job re-run.
+//! - The testkit's [`RestJobsFake`] serves a run's job listing and the per-job re-run, and its
+//!   [`RunnerDownloadsFake`] the runner downloads listing (the release GitHub serves).
 //! - A front on its own port takes the config URL's traffic. It sends those two routes to the
-//!   fake, and everything else (the token chain, the scale-set registration) to the emulator.
+//!   fake, and everything else (the token chain, the scale-set registration) through the
+//!   downloads fake, which answers its own routes and forwards the rest to the emulator.
 //!   The REST API of a config URL on a host other than github.com is `{host}/api/v3`, and the
 //!   emulator serves only its own routes there, so one host must answer both.
 //! - A mirror keeps the fake's runs in step with the emulator. As on GitHub, a job is listed from
@@ -29,6 +31,7 @@ use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use forgerunner_testkit::github::rest_jobs::{FakeRestJob, Rerun, RestJobsFake};
+use forgerunner_testkit::github::runner_downloads::RunnerDownloadsFake;
 use forgerunner_testkit::github::{Emulator, EmulatorState, JobState};
 use scaleset::JobRequestId;
 use tokio_util::sync::{CancellationToken, DropGuard};
@@ -124,6 +127,8 @@ async fn forward(State(front): State<Arc<Front>>, req: Request) -> Response {
 pub struct GithubRest {
     /// The fake: the re-runs it accepted, the requests it received.
     pub fake: RestJobsFake,
+    /// The runner downloads fake: the release GitHub serves.
+    pub downloads: RunnerDownloadsFake,
     url: String,
     mirrored: Arc<Mutex<Mirrored>>,
     _stop: DropGuard,
@@ -134,6 +139,7 @@ impl GithubRest {
     /// emulator, and the mirror.
     pub async fn start(emu: Arc<Emulator>, token: &str) -> Result<GithubRest, WorldError> {
         let fake = RestJobsFake::start(token).await?;
+        let downloads = RunnerDownloadsFake::in_front_of(&emu.uri(), token).await?;
         let http = reqwest::Client::builder()
             .no_proxy()
             .redirect(reqwest::redirect::Policy::none())
@@ -141,7 +147,7 @@ impl GithubRest {
             .map_err(std::io::Error::other)?;
         let front = Arc::new(Front {
             rest_jobs: fake.url().to_owned(),
-            emulator: emu.uri(),
+            emulator: downloads.url().to_owned(),
             http,
         });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
@@ -158,6 +164,7 @@ impl GithubRest {
         tokio::spawn(mirror(emu, fake.clone(), mirrored.clone(), stop.clone()));
         Ok(GithubRest {
             fake,
+            downloads,
             url,
             mirrored,
             _stop: stop.drop_guard(),

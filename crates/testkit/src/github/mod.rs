@@ -1,6 +1,7 @@
 //! GitHub side of the testkit: simulated ephemeral runners that take jobs from the `scaleset`
 //! crate's emulator, and helpers to start that emulator for end-to-end tests.
 
+pub mod actions_front;
 mod emulator;
 pub mod rest_jobs;
 mod runner;

@@ -209,10 +209,30 @@ per-namespace Roles. Each rule says why the operator needs it; verbs are the min
   verbs: ["list", "patch"]
 # Read forge credentials (and, once after a restart, whether a pending runner has its Secret);
 # create the per-runner Secret (JIT config / registration token; owned by the Job, so it goes
-# with it).
+# with it). spec.cache: create the cache's Secret (shared secret and config files; owned by the
+# cache Deployment, so it goes with it), read it back so the secret is kept, and update it when
+# its config or owner changes. Never list or delete.
 - apiGroups: [""]
   resources: ["secrets"]
-  verbs: ["get", "create"]
+  verbs: ["get", "create", "update"]
+# spec.cache (Gitea, Forgejo): the group's shared Actions cache, all owned by the group and named
+# <group>-actions-cache. Read to tell the group's own from someone else's (never taken over).
+# The cache server: updated in place when its spec changes, deleted when spec.cache goes.
+- apiGroups: ["apps"]
+  resources: ["deployments"]
+  verbs: ["get", "create", "update", "delete"]
+# Its volume: grown in place when spec.cache.size grows, deleted when spec.cache goes.
+- apiGroups: [""]
+  resources: ["persistentvolumeclaims"]
+  verbs: ["get", "create", "update", "delete"]
+# Its Service: replaced (deleted, created) when its spec changes.
+- apiGroups: [""]
+  resources: ["services"]
+  verbs: ["get", "create", "delete"]
+# The NetworkPolicy admitting only the group's runner pods to it: replaced the same way.
+- apiGroups: ["networking.k8s.io"]
+  resources: ["networkpolicies"]
+  verbs: ["get", "create", "delete"]
 # Read the Job controller's FailedCreate Events (a quota or admission refusing a runner pod).
 - apiGroups: [""]
   resources: ["events"]

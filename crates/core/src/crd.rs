@@ -3,15 +3,19 @@
 //! The Rust types are the source of truth: the CRD YAML in the chart is generated from them
 //! (`forgerunner crd`) and a test fails when the checked-in copy drifts.
 
+use std::collections::BTreeMap;
 use std::fmt;
 
+use crate::cache_server::{CACHE_SIZE_PATTERN, CacheStatus, DEFAULT_CACHE_SIZE};
 use crate::embedded::{Embedded, EmbeddedError};
 use crate::schedule::{MAX_SCHEDULES, Schedule, ScheduleStatus};
 use crate::validate::{
     MAX_FORGE_NAME_LEN, MAX_LABEL_LEN, MAX_LABELS, MAX_OBJECT_NAME_LEN, MAX_REPO_LEN, MAX_RUNNERS_LIMIT,
     MAX_URL_LEN,
 };
-use k8s_openapi::api::core::v1::{PersistentVolumeClaimTemplate, PodTemplateSpec};
+use k8s_openapi::api::core::v1::{
+    PersistentVolumeClaimTemplate, PodTemplateSpec, ResourceRequirements, Toleration,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::{CustomResource, CustomResourceExt};
 use schemars::JsonSchema;
@@ -127,7 +131,13 @@ impl fmt::Display for ForgeKind {
      "fieldPath": ".maxRunners"},
     {"rule": "!has(self.minRunners) || self.minRunners <= self.maxRunners",
      "message": "minRunners must not exceed maxRunners",
-     "fieldPath": ".minRunners"}
+     "fieldPath": ".minRunners"},
+    {"rule": "!has(self.classes) || self.classes.all(c, !has(c.maxRunners) || c.maxRunners <= self.maxRunners)",
+     "message": "a class's maxRunners must not exceed maxRunners",
+     "fieldPath": ".classes"},
+    {"rule": "self.forge != 'github' || !has(self.cache)",
+     "message": "cache must not be set when forge is github: GitHub's runner takes the cache URL from the job message (see docs/caches.md)",
+     "fieldPath": ".cache", "reason": "FieldValueForbidden"}
 ]))]
 pub struct RunnerGroupSpec {
     /// The forge this group serves; exactly the block of the same name must be set.
@@ -212,6 +222,96 @@ pub struct RunnerGroupSpec {
     /// GitHub only). Unset: the runner runs steps in its own container, with no daemon.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container_mode: Option<ContainerMode>,
+    /// A shared Actions cache for the group's runners (Gitea and Forgejo only): the operator
+    /// runs the runner's own cache server on a volume of this size, reachable only from the
+    /// group's runner pods, and points every runner at it (see docs/caches.md). Removing it
+    /// deletes the server and its volume. Unset: each runner keeps its cache in its own pod,
+    /// lost when the pod ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<CacheSpec>,
+    /// Named runner sizes (Gitea only for now): a job whose `runs-on` names one of a class's
+    /// labels gets a runner of that class, registered with the group's labels and the class's,
+    /// dressed with its resources, node selector and tolerations (see docs/classes.md). Jobs
+    /// that name no class's label get the group's own runners. At most 8 classes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(
+        length(max = MAX_CLASSES),
+        extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"])
+    )]
+    pub classes: Vec<RunnerClass>,
+}
+
+/// Most classes one group may have (`spec.classes`).
+pub const MAX_CLASSES: usize = 8;
+/// Longest class name: it is a label value and part of metric series, so it stays short.
+pub const MAX_CLASS_NAME_LEN: usize = 20;
+/// A class name: a DNS label (lowercase letters, digits and `-`, starting and ending with a
+/// letter or digit).
+pub const CLASS_NAME_PATTERN: &str = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
+
+/// One named runner size of a group (`spec.classes[]`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RunnerClass {
+    /// The class's name, unique in the group: a DNS label of at most 20 characters. Its runners
+    /// carry it in the label `forgerunner.dev/class`.
+    #[schemars(length(min = 1, max = MAX_CLASS_NAME_LEN), pattern(CLASS_NAME_PATTERN))]
+    pub name: String,
+    /// Labels, in the form of the forge block's labels, that jobs name in `runs-on` to get a
+    /// runner of this class. The class's runners register with the group's labels and these (a
+    /// label named like one of the group's replaces it). A job gets the first class, in spec
+    /// order, whose labels it names and whose runners can take it.
+    #[schemars(length(min = 1, max = MAX_LABELS), inner(length(min = 1, max = MAX_LABEL_LEN)))]
+    pub labels: Vec<String>,
+    /// Resources of the runner container of the class's pods; each request or limit given
+    /// here replaces the template's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<Embedded<ResourceRequirements>>,
+    /// Node selector of the class's pods, merged onto the template's (the class wins a key both
+    /// set).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_selector: BTreeMap<String, String>,
+    /// Tolerations added to the template's on the class's pods.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<Embedded<Toleration>>,
+    /// Most runners of this class at any moment; at most `spec.maxRunners`, which bounds all
+    /// classes together. Unset: only `spec.maxRunners` bounds it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = MAX_RUNNERS_LIMIT), extend("format" = "int32"))]
+    pub max_runners: Option<u32>,
+}
+
+impl RunnerClass {
+    /// The runner container's resources, decoded; `Ok(None)` when unset.
+    pub fn resources(&self) -> Result<Option<ResourceRequirements>, EmbeddedError> {
+        self.resources.as_ref().map(Embedded::decode).transpose()
+    }
+
+    /// The tolerations, decoded.
+    pub fn tolerations(&self) -> Result<Vec<Toleration>, EmbeddedError> {
+        self.tolerations.iter().map(Embedded::decode).collect()
+    }
+}
+
+/// The group's shared Actions cache (`spec.cache`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CacheSpec {
+    /// Size of the cache's volume (a PersistentVolumeClaim, `ReadWriteOnce`): a whole number with
+    /// an optional unit, from 1Gi to 10Ti (default 10Gi). It can grow later where the storage
+    /// class allows expansion; it cannot shrink.
+    #[serde(default = "default_cache_size")]
+    #[schemars(pattern(CACHE_SIZE_PATTERN))]
+    pub size: String,
+    /// StorageClass of the cache's volume; the cluster's default class when unset. Cannot change
+    /// once the volume exists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = MAX_OBJECT_NAME_LEN))]
+    pub storage_class_name: Option<String>,
+}
+
+fn default_cache_size() -> String {
+    DEFAULT_CACHE_SIZE.to_owned()
 }
 
 /// Re-runs of jobs whose runner the cluster killed (`spec.rerun`).
@@ -626,6 +726,30 @@ pub struct RunnerGroupStatus {
     /// changes; unset without schedules.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule: Option<ScheduleStatus>,
+    /// The shared Actions cache (`spec.cache`): the URL the runners use and the size of its
+    /// volume; unset without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<CacheStatus>,
+    /// The runners of each class of `spec.classes`, in spec order; empty without classes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
+    pub classes: Vec<ClassStatus>,
+}
+
+/// The runners of one class (`status.classes[]`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClassStatus {
+    /// The class's name.
+    pub name: String,
+    /// Runner Jobs of the class whose pods may still run (pending, running or terminating).
+    #[serde(default)]
+    #[schemars(extend("format" = "int32"))]
+    pub runners: u32,
+    /// Runners of the class working on a job.
+    #[serde(default)]
+    #[schemars(extend("format" = "int32"))]
+    pub busy: u32,
 }
 
 /// First line of the generated CRD file, so nobody edits the chart copy by hand.

@@ -39,6 +39,9 @@ pub enum ErrorCategory {
     /// The group's container mode needs runner container hooks, which this install does not
     /// grant (chart value `rbac.runnerContainerHooks`).
     RunnerHooksDisabled,
+    /// An object the group's shared cache needs (`<group>-actions-cache`) exists and is not the
+    /// group's own; it is never taken over.
+    CacheConflict,
 }
 
 impl ErrorCategory {
@@ -60,6 +63,7 @@ impl ErrorCategory {
             ErrorCategory::Kubernetes => "KubernetesError",
             ErrorCategory::RunnerRbacConflict => "RunnerRbacConflict",
             ErrorCategory::RunnerHooksDisabled => "RunnerHooksDisabled",
+            ErrorCategory::CacheConflict => "CacheConflict",
         }
     }
 
@@ -77,6 +81,7 @@ impl ErrorCategory {
                 | ErrorCategory::ForgeConfig
                 | ErrorCategory::RunnerRbacConflict
                 | ErrorCategory::RunnerHooksDisabled
+                | ErrorCategory::CacheConflict
         )
     }
 }

@@ -13,7 +13,7 @@ use k8s_openapi::api::rbac::v1::PolicyRule;
 use tokio::sync::mpsc;
 
 use crate::budget::RateBudget;
-use crate::crd::{ForgeKind, RunnerGroup, RunnerGroupSpec};
+use crate::crd::{ForgeKind, RunnerClass, RunnerGroup, RunnerGroupSpec};
 use crate::error::ErrorCategory;
 use crate::job_identity::JobIdentity;
 use crate::plan::RunnerPhase;
@@ -157,6 +157,9 @@ pub struct WaitingJob {
     pub id: String,
     /// When the forge queued it, where the forge says.
     pub queued_at: Option<jiff::Timestamp>,
+    /// The labels the job asks for (`runs-on`), where the forge tells them; the class of its
+    /// runner is chosen from them ([`crate::runner_class`]). Empty where the forge does not say.
+    pub labels: Vec<String>,
 }
 
 /// What a group's forge block names in the cluster; the reconciler reads these for the forge
@@ -401,12 +404,17 @@ pub trait Forge: Send + Sync {
     /// be referenced from the Secret named `secret_name` (keys of
     /// [`RunnerCredentials::secret_data`]), never inlined. The reconciler merges the user's
     /// template onto it and sets the reserved fields (restart policy, labels, owner).
+    ///
+    /// `class` is the runner's class of `spec.classes` (`None`: one of the group's own): its
+    /// runner registers with the labels of [`crate::runner_class::runner_labels`]. The
+    /// reconciler lays the class's resources, node selector and tolerations on the pod itself.
     fn default_runner_pod(
         &self,
         group: &RunnerGroup,
         runner_name: &str,
         secret_name: &str,
         credentials: &RunnerCredentials,
+        class: Option<&RunnerClass>,
     ) -> PodSpec;
 
     /// What the forge wants now and how it sees each of `runners`, from one consistent
@@ -478,6 +486,21 @@ pub trait Forge: Send + Sync {
     /// them). The default pod should run as that account.
     fn runner_role_rules(&self, _spec: &RunnerGroupSpec) -> Vec<PolicyRule> {
         Vec::new()
+    }
+
+    /// The cache server of a group with `spec.cache` ([`crate::cache_server`]): the runner's own
+    /// `cache-server`, reachable at `service_host` (the group's cache Service), sharing
+    /// `secret` with the runners through the two config files it returns. `None` for a forge
+    /// whose runner cannot be pointed at a cache server (validation refuses `spec.cache` there).
+    /// The forge's default pod must mount the runner config when the group has a cache
+    /// ([`crate::cache_server::mount_runner_config`]).
+    fn cache_server(
+        &self,
+        _group: &RunnerGroup,
+        _service_host: &str,
+        _secret: &SecretValue,
+    ) -> Option<crate::cache_server::CacheServer> {
+        None
     }
 
     /// Answers one delivery to `POST /webhooks/<forge>`; `None` when the forge takes no

@@ -2,6 +2,7 @@
 //! generic reconcile pipeline. Knows nothing of HTTP or of any particular forge.
 
 pub mod budget;
+pub mod cache_server;
 pub mod conditions;
 pub mod crd;
 pub mod embedded;
@@ -15,6 +16,7 @@ pub mod metrics;
 pub mod names;
 pub mod plan;
 pub mod reconcile;
+pub mod runner_class;
 pub mod runner_job;
 pub mod runner_pod;
 pub mod runner_version;

@@ -94,6 +94,48 @@ pub fn runner_cleanup_binding_name(group_name: &str) -> String {
     format!("{}-cleanup", runner_service_account_name(group_name))
 }
 
+/// Longest DNS-1035 label (apimachinery `DNS1035LabelMaxLength`): the rule for Service names.
+pub const SERVICE_NAME_MAX: usize = 63;
+
+/// What [`cache_name`] appends to a group's name.
+const CACHE_SUFFIX: &str = "-actions-cache";
+
+/// A DNS-1035 label (apimachinery `IsDNS1035Label`): at most 63 characters of `[a-z0-9-]`,
+/// starting with a letter and ending alphanumeric. Service names must be one.
+pub fn is_dns1035_label(value: &str) -> bool {
+    let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    value.len() <= SERVICE_NAME_MAX
+        && value.starts_with(|c: char| c.is_ascii_lowercase())
+        && value.ends_with(alnum)
+        && value.chars().all(|c| alnum(c) || c == '-')
+}
+
+/// Name of every object of `group_name`'s shared Actions cache (Deployment, Service,
+/// PersistentVolumeClaim, NetworkPolicy, Secret; [`crate::cache_server`]): `<group>-actions-cache`
+/// when that is a valid Service name (a DNS-1035 label), else `actions-cache-<cut>-<hash>` with the
+/// group's name cut to 40 characters, its dots made dashes, and 8 hex digits of its hash, so two
+/// groups never share one. Never a runner name ([`is_runner_name_of`]): its suffix is not 5
+/// characters.
+pub fn cache_name(group_name: &str) -> String {
+    let plain = format!("{group_name}{CACHE_SUFFIX}");
+    if is_dns1035_label(&plain) {
+        return plain;
+    }
+    let hash = crate::stable_hash::fnv1a(group_name.as_bytes());
+    let cleaned: String = group_name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_lowercase() || c.is_ascii_digit() {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let cut = cleaned.get(..40).unwrap_or(&cleaned);
+    format!("actions-cache-{cut}-{:08x}", hash & 0xffff_ffff)
+}
+
 #[cfg(test)]
 mod tests {
     use rand::SeedableRng;
@@ -176,6 +218,32 @@ mod tests {
         assert!(!is_runner_name_of("web", "webx-ab12c"));
         let name = format!("{}-zz9zz", "a".repeat(46));
         assert!(is_runner_name_of(&"a".repeat(60), &name));
+    }
+
+    #[test]
+    fn cache_names_are_service_names_and_tell_groups_apart() {
+        assert_eq!(cache_name("web"), "web-actions-cache");
+        assert!(is_dns1035_label(&cache_name("web")));
+        // Dots, a leading digit or a long name: the hashed form, still a Service name.
+        for group in [
+            "a.b",
+            "1web",
+            &"a".repeat(63),
+            "linux-amd64-large.ci-runners.platform-team-eu.build",
+        ] {
+            let name = cache_name(group);
+            assert!(name.starts_with("actions-cache-"), "{group} -> {name}");
+            assert!(is_dns1035_label(&name), "{group} -> {name}");
+            assert!(is_dns1123_subdomain(&name), "{group} -> {name}");
+            assert!(is_label_value(&name), "{group} -> {name}");
+        }
+        // Groups whose names differ only where the name is cleaned get different caches.
+        assert_ne!(cache_name("a.b"), cache_name("a-b"));
+        assert_ne!(cache_name("a.b"), cache_name("a-b-actions-cache"));
+        // Never a runner name of the group (forges find their runners by name).
+        assert!(!is_runner_name_of("web", &cache_name("web")));
+        assert!(!is_dns1035_label("Web") && !is_dns1035_label("1a") && !is_dns1035_label("a-"));
+        assert!(!is_dns1035_label(&"a".repeat(64)));
     }
 
     #[test]

@@ -57,6 +57,9 @@ pub enum RunnerJobError {
     /// `spec.template` does not decode as a pod template (validation refuses such a spec first).
     #[error("spec.template: {0}")]
     InvalidTemplate(#[from] EmbeddedError),
+    /// A class's resources or tolerations do not decode (validation refuses such a spec first).
+    #[error("spec.classes: class {0}: {1}")]
+    InvalidClass(String, EmbeddedError),
 }
 
 /// A short stable hash of everything in `spec` that shapes a runner's pod (image, template,
@@ -69,10 +72,18 @@ pub fn template_hash(spec: &RunnerGroupSpec) -> String {
         for k in NOT_POD_SHAPING {
             obj.remove(k);
         }
+        // A runner pod mounts the cache's config whatever its size or class: only whether
+        // there is a cache shapes the pod.
+        if let Some(cache) = obj.get_mut("cache") {
+            *cache = serde_json::Value::Bool(true);
+        }
         // The embedded objects as their typed form writes them, so `cpu: 2` and `cpu: "2"` (and
         // runners made before the template was kept as stored) hash alike.
         if let Ok(Some(t)) = spec.pod_template() {
             obj.insert("template".to_owned(), serde_json::to_value(t).unwrap_or_default());
+        }
+        if let Some(classes) = crate::runner_class::overlay::hash_form(spec) {
+            obj.insert("classes".to_owned(), classes);
         }
         if let (Ok(Some(claim)), Some(mode)) = (
             spec.work_volume_claim(),

@@ -160,6 +160,8 @@ impl RunnerGroupBuilder {
                 schedules: Vec::new(),
                 rerun: None,
                 container_mode: None,
+                cache: None,
+                classes: Vec::new(),
             },
         }
     }
@@ -254,6 +256,15 @@ impl RunnerGroupBuilder {
     /// `spec.scaleDownDelaySeconds`; `None` unsets it (the default applies).
     pub fn scale_down_delay(mut self, seconds: impl Into<Option<u32>>) -> Self {
         self.spec.scale_down_delay_seconds = seconds.into();
+        self
+    }
+
+    /// `spec.cache` of `size` on the default storage class.
+    pub fn cache(mut self, size: impl Into<String>) -> Self {
+        self.spec.cache = Some(crate::crd::CacheSpec {
+            size: size.into(),
+            storage_class_name: None,
+        });
         self
     }
 
@@ -573,6 +584,7 @@ impl Forge for FakeForge {
         _runner_name: &str,
         secret_name: &str,
         _credentials: &RunnerCredentials,
+        _class: Option<&crate::crd::RunnerClass>,
     ) -> PodSpec {
         PodSpec {
             containers: vec![Container {
@@ -677,7 +689,7 @@ pub fn built_pod(
     g: &RunnerGroup,
     creds: &crate::forge::RunnerCredentials,
 ) -> k8s_openapi::api::core::v1::PodSpec {
-    let default_pod = forge.default_runner_pod(g, "g-abcde", "g-abcde", creds);
+    let default_pod = forge.default_runner_pod(g, "g-abcde", "g-abcde", creds, None);
     let job = crate::runner_job::build_runner_job(crate::runner_job::RunnerJobInput {
         group: g,
         runner_name: "g-abcde",

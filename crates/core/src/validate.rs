@@ -5,7 +5,7 @@
 //! the rules of each forge's block in its backend (`Forge::validate`), which builds on the
 //! helpers below. Each violation names the JSON path to fix.
 
-use crate::crd::{ContainerModeType, RunnerGroupSpec};
+use crate::crd::{CacheSpec, ContainerModeType, ForgeKind, RunnerGroupSpec};
 
 /// A spec rule that does not hold; `field` is the JSON path a user must fix.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -215,12 +215,149 @@ fn check_common(spec: &RunnerGroupSpec, out: &mut Vec<SpecViolation>) {
             format!("{e} (it must be a PersistentVolumeClaim template)"),
         ));
     }
+    if let Some(cache) = &spec.cache {
+        out.extend(check_cache(spec, cache));
+    }
+    out.extend(check_classes(spec));
     if spec.image.as_deref().is_some_and(|i| i.trim().is_empty()) {
         out.push(violation(
             "spec.image",
             "must not be empty (leave it unset for the forge's default)",
         ));
     }
+}
+
+/// The rules of `spec.cache`: a forge whose runner can use a cache server, a size within the
+/// bounds, a storage class that is an object name, and no config file of the user's own (the
+/// operator writes the runner's config file for the cache).
+fn check_cache(spec: &RunnerGroupSpec, cache: &CacheSpec) -> Vec<SpecViolation> {
+    use crate::cache_server::{MAX_CACHE_BYTES, MIN_CACHE_BYTES, size_bytes, template_names_config_file};
+    let mut out = Vec::new();
+    if spec.forge == ForgeKind::Github {
+        out.push(violation(
+            "spec.cache",
+            "is not supported for GitHub: GitHub's runner takes the cache URL from the job message \
+             and no setting of a stock runner overrides it; see docs/caches.md for what works instead",
+        ));
+    }
+    if !size_bytes(&cache.size).is_some_and(|b| (MIN_CACHE_BYTES..=MAX_CACHE_BYTES).contains(&b)) {
+        out.push(violation(
+            "spec.cache.size",
+            format!(
+                "must be a whole quantity between 1Gi and 10Ti such as 10Gi or 50G, not {:?}",
+                cache.size
+            ),
+        ));
+    }
+    if let Some(class) = &cache.storage_class_name
+        && !is_object_name(class)
+    {
+        out.push(violation(
+            "spec.cache.storageClassName",
+            format!("must be a StorageClass name (lowercase DNS subdomain of at most {MAX_OBJECT_NAME_LEN} characters)"),
+        ));
+    }
+    if template_names_config_file(spec) {
+        out.push(violation(
+            "spec.cache",
+            "cannot be combined with CONFIG_FILE on the runner container of spec.template: the \
+             operator gives the runner a config file of its own for the cache; remove spec.cache \
+             and set the cache keys in your config file instead (see docs/caches.md)",
+        ));
+    }
+    out
+}
+
+/// JSON path of the classes, named by every violation about one of them (with the class).
+pub const CLASSES_FIELD: &str = "spec.classes";
+
+/// The rules of `spec.classes`: a forge that supports them, at most [`MAX_CLASSES`] classes,
+/// each with a unique DNS-label name of at most 20 characters, one to 64 labels of the runner
+/// label form with distinct names, a `maxRunners` from 1 to the group's, and resources and
+/// tolerations that decode.
+fn check_classes(spec: &RunnerGroupSpec) -> Vec<SpecViolation> {
+    use crate::crd::{MAX_CLASS_NAME_LEN, MAX_CLASSES};
+    let mut out = Vec::new();
+    if spec.classes.is_empty() {
+        return out;
+    }
+    let mut bad = |message: String| out.push(violation(CLASSES_FIELD, message));
+    match spec.forge {
+        ForgeKind::Gitea => {}
+        ForgeKind::Github => bad(
+            "are not supported for GitHub yet: a class on GitHub is a scale set of its own, which \
+             forgerunner does not make per class; use one RunnerGroup per size (see docs/classes.md)"
+                .to_owned(),
+        ),
+        ForgeKind::Forgejo => bad(
+            "are not supported for Forgejo yet: Forgejo 15 binds each runner to one job, and the \
+             class must be chosen at that bind, which forgerunner does not do yet; use one \
+             RunnerGroup per size with labels no other group has (see docs/classes.md)"
+                .to_owned(),
+        ),
+    }
+    if spec.classes.len() > MAX_CLASSES {
+        bad(format!("must have at most {MAX_CLASSES} classes"));
+    }
+    let mut names = std::collections::BTreeSet::new();
+    for class in &spec.classes {
+        let name = &class.name;
+        if !is_dns_label(name) || chars(name) > MAX_CLASS_NAME_LEN {
+            bad(format!(
+                "class name {name:?} must be a DNS label (lowercase letters, digits and '-', \
+                 starting and ending with a letter or digit) of at most {MAX_CLASS_NAME_LEN} characters"
+            ));
+        }
+        if !names.insert(name.as_str()) {
+            bad(format!("class name {name:?} is used more than once"));
+        }
+        if class.labels.is_empty() || class.labels.len() > MAX_LABELS {
+            bad(format!(
+                "class {name}: must have 1 to {MAX_LABELS} labels (the runs-on labels that ask for it)"
+            ));
+        }
+        for label in class.labels.iter().filter(|l| !is_runner_label(l)) {
+            bad(format!(
+                "class {name}: label {label:?} must be name, name:host or name:docker://image of at \
+                 most {MAX_LABEL_LEN} characters"
+            ));
+        }
+        if let Err(e) = crate::labels::LabelSet::parse(&class.labels, |_, _| Ok(()))
+            && matches!(e, crate::labels::LabelError::Duplicate(_))
+        {
+            bad(format!("class {name}: {e}"));
+        }
+        if let Some(max) = class.max_runners
+            && !(1..=spec.max_runners).contains(&max)
+        {
+            bad(format!(
+                "class {name}: maxRunners {max} must be between 1 and spec.maxRunners {}",
+                spec.max_runners
+            ));
+        }
+        if let Err(e) = class.resources() {
+            bad(format!(
+                "class {name}: resources: {e} (they must be a container's resources)"
+            ));
+        }
+        if let Err(e) = class.tolerations() {
+            bad(format!(
+                "class {name}: tolerations: {e} (each must be a pod toleration)"
+            ));
+        }
+    }
+    out
+}
+
+/// A DNS-1123 label: lowercase letters, digits and `-`, starting and ending with a letter or
+/// digit, at most 63 characters.
+pub fn is_dns_label(name: &str) -> bool {
+    let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    !name.is_empty()
+        && name.len() <= 63
+        && name.starts_with(alnum)
+        && name.ends_with(alnum)
+        && name.chars().all(|c| alnum(c) || c == '-')
 }
 
 /// `field` longer than `max` characters, as the API server counts them (not bytes), for the
@@ -232,5 +369,7 @@ pub fn check_length(field: &'static str, value: Option<&str>, max: usize) -> Opt
         .map(|_| violation(field, format!("must be at most {max} characters")))
 }
 
+#[cfg(test)]
+mod class_tests;
 #[cfg(test)]
 mod tests;

@@ -387,6 +387,7 @@ impl ForgejoForge {
             .map(|j| WaitingJob {
                 id: j.id.to_string(),
                 queued_at: None,
+                labels: j.runs_on.clone(),
             })
             .collect();
         Ok(ForgeView {
@@ -478,6 +479,8 @@ impl Forge for ForgejoForge {
         _runner_name: &str,
         secret_name: &str,
         credentials: &RunnerCredentials,
+        // Validation refuses `spec.classes` on Forgejo for now.
+        _class: Option<&forgerunner_core::crd::RunnerClass>,
     ) -> PodSpec {
         let labels = group
             .spec
@@ -489,6 +492,7 @@ impl Forge for ForgejoForge {
             crate::pod::default_runner_pod(&labels, group.spec.image.as_deref(), secret_name, credentials);
         crate::pod::apply_trust(&group.spec, &mut pod);
         crate::pod::apply_config_file(&group.spec, &mut pod);
+        crate::cache::apply_cache(group, &mut pod);
         // Container mode and the restricted Pod Security settings.
         crate::pod_security::finish_pod(&mut pod, &group.spec);
         pod
@@ -543,6 +547,16 @@ impl Forge for ForgejoForge {
              [cron.cleanup_offline_runners] job can remove offline runners after a day: set \
              ENABLED = true{scope_setting}; Forgejo 11 has no such job"
         )
+    }
+
+    /// forgejo-runner's own `cache-server` ([`crate::cache`]).
+    fn cache_server(
+        &self,
+        group: &RunnerGroup,
+        service_host: &str,
+        secret: &forgerunner_core::forge::SecretValue,
+    ) -> Option<forgerunner_core::cache_server::CacheServer> {
+        Some(crate::cache::cache_server(group, service_host, secret))
     }
 
     async fn shutdown_all(&self) {

@@ -25,6 +25,7 @@
 //! The runner image is pinned to [`pod::RUNNER_IMAGE`] (`code.forgejo.org/forgejo/runner:12.8.2`,
 //! the first runner with `one-job --handle` and `--token-url`); `spec.image` overrides it.
 
+pub mod cache;
 pub mod client;
 pub mod error;
 pub mod forge;

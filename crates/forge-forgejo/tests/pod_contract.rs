@@ -29,7 +29,7 @@ fn pod_info(
     name: &str,
     creds: &RunnerCredentials,
 ) -> PodInfo {
-    let pod = f.default_runner_pod(&c.group, name, name, creds);
+    let pod = f.default_runner_pod(&c.group, name, name, creds, None);
     container_info(
         &pod,
         &pod.containers[0],
@@ -174,7 +174,7 @@ async fn register_pod_on_14_takes_a_job_and_exits_zero() {
     // Docker labels need a daemon: forgejo-runner's `configCheck` exits at start without one.
     with_dind(&mut c);
     let creds = f.runner_credentials(&c, "web-aaaaa").await.unwrap();
-    let pod = f.default_runner_pod(&c.group, "web-aaaaa", "web-aaaaa", &creds);
+    let pod = f.default_runner_pod(&c.group, "web-aaaaa", "web-aaaaa", &creds, None);
     // The kubelet's order: the `register` init container, then the runner, sharing /data.
     let scratch = PodScratch::default();
     let sim = runner_behaviour(fake.clone(), opts());
@@ -315,7 +315,7 @@ async fn validation_accepts_exactly_the_setups_forgejo_runner_can_run() {
         // The runner pod the reconciler would create, played by the simulated forgejo-runner.
         let name = "web-abcde";
         let creds = f.runner_credentials(&c, name).await.unwrap();
-        let default_pod = f.default_runner_pod(&c.group, name, name, &creds);
+        let default_pod = f.default_runner_pod(&c.group, name, name, &creds, None);
         let runner_job = build_runner_job(RunnerJobInput {
             group: &c.group,
             runner_name: name,
@@ -399,7 +399,7 @@ async fn a_config_file_from_the_template_is_read_by_the_runner() {
     c.group.spec.template = Some(Embedded::new(&tpl));
     let name = "web-abcde";
     let creds = f.runner_credentials(&c, name).await.unwrap();
-    let default_pod = f.default_runner_pod(&c.group, name, name, &creds);
+    let default_pod = f.default_runner_pod(&c.group, name, name, &creds, None);
     let runner_job = build_runner_job(RunnerJobInput {
         group: &c.group,
         runner_name: name,

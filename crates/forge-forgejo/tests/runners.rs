@@ -7,7 +7,7 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use common::{ctx, fake, forge, runner_ref};
+use common::{ctx, declared, fake, forge, runner_ref, web};
 use forgerunner_core::crd::{ContainerMode, ContainerModeType, ForgejoScope};
 use forgerunner_core::forge::{Forge, ForgeRunnerState, RemoveOutcome, SecretValue};
 use forgerunner_core::plan::RunnerPhase;
@@ -26,14 +26,7 @@ async fn take_task(
     handle: Option<&str>,
     finish: bool,
 ) -> i64 {
-    let mut c = RunnerClient::new(&fake.url()).unwrap();
-    c.uuid = uuid.to_string();
-    c.token = token.to_string();
-    let (s, _) = c
-        .call("Declare", json!({"labels": ["debian"], "version": "12.8.2"}))
-        .await
-        .unwrap();
-    assert_eq!(s, 200);
+    let c = declared(fake, uuid, token, "12.8.2").await;
     let (method, body) = match handle {
         Some(h) => ("FetchSingleTask", json!({"handle": h})),
         None => ("FetchTask", json!({})),
@@ -53,14 +46,7 @@ async fn v15_create_bind_observe_remove() {
     let first = fake.queue_job("o/r", "a", &["debian"]);
     fake.queue_job("o/r", "b", &["debian"]);
     let f = forge();
-    let c = ctx(
-        "web",
-        &fake.url(),
-        ForgejoScope::Repo,
-        Some("o/r"),
-        &["debian:host"],
-        ADMIN_TOKEN,
-    );
+    let c = web(&fake, ForgejoScope::Repo, Some("o/r"));
     assert_eq!(f.observe(&c, &[]).await.unwrap().waiting_jobs, 2);
 
     let creds = f.runner_credentials(&c, "web-aaaaa").await.unwrap();
@@ -150,14 +136,7 @@ async fn concurrent_creations_never_bind_one_handle_twice() {
         fake.queue_job("o/r", &format!("j{i}"), &["debian"]);
     }
     let f = forge();
-    let c = ctx(
-        "web",
-        &fake.url(),
-        ForgejoScope::Global,
-        None,
-        &["debian:host"],
-        ADMIN_TOKEN,
-    );
+    let c = web(&fake, ForgejoScope::Global, None);
     let calls = (0..20).map(|i| {
         let (f, c) = (&f, &c);
         async move { f.runner_credentials(c, &format!("web-{i:05}")).await }
@@ -326,14 +305,7 @@ async fn a_runner_a_shifting_page_skipped_is_not_finished() {
         fake.queue_job("o/r", &format!("j{i}"), &["debian"]);
     }
     let f = forge();
-    let c = ctx(
-        "web",
-        &fake.url(),
-        ForgejoScope::Global,
-        None,
-        &["debian:host"],
-        ADMIN_TOKEN,
-    );
+    let c = web(&fake, ForgejoScope::Global, None);
     let mut refs = Vec::new();
     let mut ids = Vec::new();
     for name in ["web-aaaaa", "web-bbbbb", "web-ccccc"] {
@@ -574,14 +546,7 @@ async fn a_runner_id_naming_another_runner_never_deletes_it() {
     let fake = fake("15.0.3+gitea-1.22.0").await;
     fake.add_repo("o/r");
     let f = forge();
-    let c = ctx(
-        "web",
-        &fake.url(),
-        ForgejoScope::Repo,
-        Some("o/r"),
-        &["debian:host"],
-        ADMIN_TOKEN,
-    );
+    let c = web(&fake, ForgejoScope::Repo, Some("o/r"));
     // A runner registered by hand at the group's scope, not forgerunner's.
     let victim = fake.add_runner(
         FakeScope::Repo("o".into(), "r".into()),

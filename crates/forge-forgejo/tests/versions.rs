@@ -7,16 +7,14 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use common::{ctx, fake, forge, runner_ref};
+use common::{declared, fake, forge, runner_ref, web};
 use forgerunner_core::crd::ForgejoScope;
 use forgerunner_core::forge::{Forge, GroupContext, RunnerRef};
 use forgerunner_core::plan::RunnerPhase;
 use forgerunner_core::runner_version::RunnerRelease;
 use forgerunner_forgejo::ForgejoForge;
 use forgerunner_forgejo::state::RUNNER_ID_ANNOTATION;
-use forgerunner_testkit::forge_common::rpc::RunnerClient;
-use forgerunner_testkit::forgejo::{ADMIN_TOKEN, FakeScope, ForgejoFakeHandle};
-use serde_json::json;
+use forgerunner_testkit::forgejo::{FakeScope, ForgejoFakeHandle};
 
 /// Creates our runner `name` at Forgejo and, with `version`, has it declare that version over
 /// the runner RPC as forgejo-runner does on start. Our reference to it.
@@ -31,14 +29,7 @@ async fn runner(
     let id: i64 = creds.annotations[RUNNER_ID_ANNOTATION].parse().unwrap();
     if let Some(version) = version {
         let row = fake.runner(id).unwrap();
-        let mut rpc = RunnerClient::new(&fake.url()).unwrap();
-        rpc.uuid = row.uuid;
-        rpc.token = row.token;
-        let (s, _) = rpc
-            .call("Declare", json!({"labels": ["debian"], "version": version}))
-            .await
-            .unwrap();
-        assert_eq!(s, 200);
+        declared(fake, &row.uuid, &row.token, version).await;
     }
     runner_ref(name, RunnerPhase::Running, &creds.annotations)
 }
@@ -50,14 +41,7 @@ async fn forgejo_15_reports_the_versions_of_the_groups_runners() {
         fake.queue_job("o/r", name, &["debian"]);
     }
     let f = forge();
-    let mut c = ctx(
-        "web",
-        &fake.url(),
-        ForgejoScope::Repo,
-        Some("o/r"),
-        &["debian:host"],
-        ADMIN_TOKEN,
-    );
+    let mut c = web(&fake, ForgejoScope::Repo, Some("o/r"));
     let refs = [
         runner(&f, &fake, &c, "web-aaaaa", Some("12.8.2")).await,
         runner(&f, &fake, &c, "web-bbbbb", Some("12.8.2")).await,
@@ -105,14 +89,7 @@ async fn forgejo_14_reports_no_versions_only_the_image() {
     let fake = fake("14.0.5+gitea-1.22.0").await;
     fake.queue_job("o/r", "a", &["debian"]);
     let f = forge();
-    let c = ctx(
-        "web",
-        &fake.url(),
-        ForgejoScope::Global,
-        None,
-        &["debian:host"],
-        ADMIN_TOKEN,
-    );
+    let c = web(&fake, ForgejoScope::Global, None);
     // The runner registered and declared its version, but no API before 15 lists it.
     let row = fake.add_runner(FakeScope::Global, "web-aaaaa", &["debian"], false);
     assert!(fake.set_runner_version(row.id, "12.8.2"));

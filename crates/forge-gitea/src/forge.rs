@@ -9,13 +9,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use forgerunner_core::crd::{ForgeKind, GiteaSpec, RunnerGroup, RunnerGroupSpec};
+use forgerunner_core::crd::{ForgeKind, GiteaSpec, RunnerClass, RunnerGroup, RunnerGroupSpec};
 use forgerunner_core::forge::{
     ClusterRefs, Forge, ForgeError, ForgeFacts, ForgeRunnerState, ForgeView, GroupContext, GroupKey,
     OutboundUrl, ReconcileTrigger, RemoveOutcome, RunnerCredentials, RunnerExit, RunnerRef, SecretValue,
     UnmatchedJob, WaitingJob,
 };
 use forgerunner_core::metrics::{Metrics, UnmatchedBook};
+use forgerunner_core::runner_class::runner_labels;
 use forgerunner_core::validate::SpecViolation;
 use forgerunner_core::webhook::RecentDeliveries;
 use forgerunner_http::{Cell, Connection, Fetched, InstanceKey, Pool};
@@ -25,7 +26,7 @@ use crate::client::{ClientOptions, GITEA, GiteaClient, RunnerListing};
 use crate::error::GiteaError;
 use crate::forge_webhook::AnnouncedState;
 use crate::ghosts::OfflineSince;
-use crate::labels::LabelSet;
+use crate::labels::ServedLabels;
 use crate::pod::{self, REGISTRATION_TOKEN_KEY};
 use crate::runner_names::strongest;
 use crate::scope::{Routes, Scope};
@@ -89,7 +90,7 @@ impl ListingKey {
 #[derive(Clone)]
 pub(crate) struct GroupInfo {
     pub(crate) scope: Scope,
-    pub(crate) labels: LabelSet,
+    pub(crate) labels: ServedLabels,
     /// The secret that verifies deliveries for this group, if the spec names a readable one.
     pub(crate) webhook_secret: Option<SecretValue>,
     pub(crate) listing: ListingKey,
@@ -99,7 +100,8 @@ pub(crate) struct GroupInfo {
 struct Resolved<'a> {
     spec: &'a GiteaSpec,
     scope: Scope,
-    labels: LabelSet,
+    /// The group's labels and, per class, the class runners' ([`ServedLabels`]).
+    labels: ServedLabels,
     instance: Arc<Instance>,
     listing: ListingKey,
     interval: Duration,
@@ -158,7 +160,7 @@ impl GiteaForge {
             .as_ref()
             .ok_or_else(|| GiteaError::Spec("spec.gitea is required when forge is gitea".into()))?;
         let scope = Scope::from_spec(spec)?;
-        let labels = crate::labels::parse_labels(&spec.labels)?;
+        let labels = ServedLabels::parse(&spec.labels, &ctx.group.spec.classes)?;
         let token = ctx
             .credentials
             .get("token")
@@ -357,9 +359,10 @@ impl GiteaForge {
         let mut waiting: Vec<WaitingJob> = announced
             .unlisted
             .iter()
-            .map(|(id, queued_at)| WaitingJob {
+            .map(|(id, queued_at, labels)| WaitingJob {
                 id: id.to_string(),
                 queued_at: *queued_at,
+                labels: labels.clone(),
             })
             .collect();
         let mut identities = BTreeMap::new();
@@ -370,6 +373,7 @@ impl GiteaForge {
                     waiting.push(WaitingJob {
                         id: job.id.to_string(),
                         queued_at: job.created_at,
+                        labels: job.labels.clone(),
                     });
                 }
                 JobStatus::InProgress => {
@@ -471,9 +475,13 @@ impl GiteaForge {
                 (*t.value).clone()
             }
         };
+        let mut env = pod::runner_env(r.spec, runner_name);
+        // The labels are the pod's to say: a class's runner registers with its class's, which
+        // the credentials (made before the class is known to the forge) would overwrite.
+        env.remove(pod::LABELS_ENV);
         Ok(RunnerCredentials {
             secret_data: BTreeMap::from([(REGISTRATION_TOKEN_KEY.to_string(), token)]),
-            env: pod::runner_env(r.spec, runner_name),
+            env,
             annotations: BTreeMap::new(),
         })
     }
@@ -575,13 +583,18 @@ impl Forge for GiteaForge {
         runner_name: &str,
         secret_name: &str,
         _credentials: &RunnerCredentials,
+        class: Option<&RunnerClass>,
     ) -> PodSpec {
         let image = group.spec.image.as_deref();
         let mut pod = match &group.spec.gitea {
             Some(spec) => {
                 let mut p = pod::default_runner_pod(spec, image, runner_name, secret_name);
+                if let Some(class) = class {
+                    pod::register_with(&mut p, &runner_labels(&spec.labels, class));
+                }
                 pod::apply_trust(&group.spec, spec, &mut p);
                 pod::apply_config_file(&group.spec, &mut p);
+                crate::cache::apply_cache(group, &mut p);
                 p
             }
             // Validation rejects such a group before any runner is made; keep a sane shape.
@@ -664,6 +677,16 @@ impl Forge for GiteaForge {
          Actions → Runners of the group's scope (site administration, organization, user or \
          repository)"
             .to_owned()
+    }
+
+    /// Gitea Runner's own `cache-server` ([`crate::cache`]).
+    fn cache_server(
+        &self,
+        group: &RunnerGroup,
+        service_host: &str,
+        secret: &forgerunner_core::forge::SecretValue,
+    ) -> Option<forgerunner_core::cache_server::CacheServer> {
+        Some(crate::cache::cache_server(group, service_host, secret))
     }
 
     fn receive_webhook(

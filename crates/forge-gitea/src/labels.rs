@@ -3,10 +3,13 @@
 //! ([`forgerunner_core::labels`]); no default labels are ever added here: a group claims only
 //! the jobs its own labels name.
 
+use std::collections::BTreeSet;
 use std::fmt;
 
+use forgerunner_core::crd::RunnerClass;
 pub use forgerunner_core::labels::LabelError;
 use forgerunner_core::labels::{LabelParts, split_label};
+use forgerunner_core::runner_class::runner_labels;
 
 /// How a runner executes a job for a label.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -72,6 +75,37 @@ pub fn parse_labels<S: AsRef<str>>(raw: &[S]) -> Result<LabelSet, LabelError> {
     LabelSet::parse(raw, schema)
 }
 
+/// The label sets a group's runners register with: the group's own, and for each class of
+/// `spec.classes` the group's with the class's ([`forgerunner_core::runner_class::runner_labels`]).
+/// A job is the group's when one of them takes it: Gitea hands a job to any runner whose labels
+/// hold every `runs-on` name, so the class runners' jobs are the group's demand too.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServedLabels {
+    sets: Vec<LabelSet>,
+}
+
+impl ServedLabels {
+    /// Parses the group's labels and each class's runner labels.
+    pub fn parse(group: &[String], classes: &[RunnerClass]) -> Result<ServedLabels, LabelError> {
+        let mut sets = vec![parse_labels(group)?];
+        for class in classes {
+            sets.push(parse_labels(&runner_labels(group, class))?);
+        }
+        Ok(ServedLabels { sets })
+    }
+
+    /// Whether a runner of the group (of one of its classes, or one of its own) can take a job
+    /// asking for `runs_on`.
+    pub fn matches<R: AsRef<str>>(&self, runs_on: &[R]) -> bool {
+        self.sets.iter().any(|s| s.matches(runs_on))
+    }
+
+    /// Every label name one of the group's runners registers with, once each.
+    pub fn names(&self) -> BTreeSet<&str> {
+        self.sets.iter().flat_map(LabelSet::names).collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -135,6 +169,29 @@ mod tests {
             assert_eq!(l.to_string(), raw);
             assert_eq!(parse_label(&l.to_string()).expect("valid"), l);
         }
+    }
+
+    #[test]
+    fn a_group_with_classes_serves_what_any_of_its_runners_takes() {
+        let classes: Vec<RunnerClass> = serde_json::from_value(serde_json::json!([
+            {"name": "small", "labels": ["linux"]},
+            {"name": "large", "labels": ["linux", "large"]}
+        ]))
+        .expect("classes");
+        let served = ServedLabels::parse(&["self-hosted:host".to_owned()], &classes).expect("valid");
+        assert!(served.matches(&["self-hosted"]));
+        assert!(served.matches(&["linux", "large"]));
+        assert!(served.matches(&["linux", "self-hosted"]));
+        assert!(!served.matches(&["large", "gpu"]));
+        assert_eq!(
+            served.names().into_iter().collect::<Vec<_>>(),
+            ["large", "linux", "self-hosted"]
+        );
+        let plain = ServedLabels::parse(&["self-hosted:host".to_owned()], &[]).expect("valid");
+        assert!(
+            !plain.matches(&["linux"]),
+            "without classes only the group's labels serve"
+        );
     }
 
     #[test]

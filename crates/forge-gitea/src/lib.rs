@@ -6,6 +6,7 @@
 //! - [`GiteaClient`] is the REST client underneath.
 //! - [`verify_signature`] and [`parse_workflow_job`] serve the `workflow_job` webhook route.
 
+pub mod cache;
 pub mod client;
 pub mod error;
 pub mod forge;

@@ -78,13 +78,31 @@ pub fn runner_versions(group: &RunnerGroupSpec) -> RunnerVersions {
     }
 }
 
+/// The variable the register step passes to `--labels` (comma-separated).
+pub const LABELS_ENV: &str = "GITEA_RUNNER_LABELS";
+
 /// The plain (non-secret) environment of a runner.
 pub fn runner_env(spec: &GiteaSpec, runner_name: &str) -> BTreeMap<String, String> {
     BTreeMap::from([
         ("GITEA_INSTANCE_URL".to_string(), spec.url.trim().to_string()),
         ("GITEA_RUNNER_NAME".to_string(), runner_name.to_string()),
-        ("GITEA_RUNNER_LABELS".to_string(), spec.labels.join(",")),
+        (LABELS_ENV.to_string(), spec.labels.join(",")),
     ])
+}
+
+/// Makes the pod's runner register with `labels` instead of the group's (a runner of a class of
+/// `spec.classes`): [`LABELS_ENV`] of both containers, which `register` passes to `--labels`.
+pub fn register_with(pod: &mut PodSpec, labels: &[String]) {
+    let containers = pod
+        .init_containers
+        .iter_mut()
+        .flatten()
+        .chain(pod.containers.iter_mut());
+    for c in containers.filter(|c| c.name == REGISTER_CONTAINER || c.name == RUNNER_CONTAINER) {
+        for e in c.env.iter_mut().flatten().filter(|e| e.name == LABELS_ENV) {
+            e.value = Some(labels.join(","));
+        }
+    }
 }
 
 /// The runner binary in `image`: `act_runner` for the legacy `…/act_runner` images, else

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 
 use forgerunner_core::forge::UnmatchedJob;
 
-use crate::labels::LabelSet;
+use crate::labels::ServedLabels;
 use crate::scope::{Scope, contains_repo};
 use crate::types::{JobStatus, WorkflowJob};
 
@@ -23,8 +23,8 @@ pub(crate) struct Taker<'a> {
     pub(crate) url: &'a str,
     /// The group's scope.
     pub(crate) scope: &'a Scope,
-    /// The group's labels.
-    pub(crate) labels: &'a LabelSet,
+    /// The group's labels, its classes' with them.
+    pub(crate) labels: &'a ServedLabels,
 }
 
 /// The queued jobs of `jobs`, listed on the instance at `url`, that none of `takers` can take.
@@ -43,7 +43,7 @@ pub(crate) fn unmatched_jobs<'a>(
     let local: Vec<Taker<'a>> = takers.filter(|t| t.url == url).collect();
     let mut by_label: HashMap<&'a str, Vec<usize>> = HashMap::new();
     for (i, t) in local.iter().enumerate() {
-        let labels: &'a LabelSet = t.labels;
+        let labels: &'a ServedLabels = t.labels;
         for name in labels.names() {
             by_label.entry(name).or_default().push(i);
         }
@@ -86,7 +86,12 @@ fn in_scope(t: Taker<'_>, repository: Option<&str>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::labels::parse_labels;
+    use crate::labels::ServedLabels;
+
+    fn parse_labels(raw: &[&str]) -> Result<ServedLabels, crate::labels::LabelError> {
+        let raw: Vec<String> = raw.iter().map(|l| (*l).to_owned()).collect();
+        ServedLabels::parse(&raw, &[])
+    }
 
     const URL: &str = "https://gitea.example";
 

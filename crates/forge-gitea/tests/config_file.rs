@@ -122,7 +122,7 @@ async fn config_file_from_the_template_reaches_register_and_daemon() {
             env: forgerunner_gitea::pod::runner_env(ctx.group.spec.gitea.as_ref().unwrap(), "ci-abcde"),
             annotations: BTreeMap::new(),
         };
-        let default_pod = forge.default_runner_pod(&ctx.group, "ci-abcde", "ci-abcde", &creds);
+        let default_pod = forge.default_runner_pod(&ctx.group, "ci-abcde", "ci-abcde", &creds, None);
         let job = build_runner_job(RunnerJobInput {
             group: &ctx.group,
             runner_name: "ci-abcde",

@@ -387,7 +387,10 @@ async fn credentials_state_removal_and_ghosts() {
     let creds = f.runner_credentials(&c, "grp-abcde").await.unwrap();
     let expected = fake.registration_token(&FakeScope::Repo("acme".into(), "app".into()));
     assert_eq!(creds.secret_data["registration_token"].expose(), expected);
-    assert_eq!(creds.env["GITEA_RUNNER_LABELS"], "linux:host");
+    // The labels are the pod's to say (a class's runner registers with its class's): none
+    // here that would overwrite them on the runner container.
+    assert!(!creds.env.contains_key("GITEA_RUNNER_LABELS"));
+    assert_eq!(creds.env["GITEA_RUNNER_NAME"], "grp-abcde");
     // Ephemeral is a `register` flag now; no variable carries it (nor the token).
     assert!(!creds.env.contains_key("GITEA_RUNNER_EPHEMERAL"));
     assert!(creds.env.keys().all(|k| !k.contains("TOKEN")));

@@ -9,15 +9,11 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::stub::{self, StubReply, StubRequest};
-use common::{WAIT, eventually, fast_options};
-use forgerunner_core::Fence;
-use forgerunner_core::forge::{GroupKey, ReconcileTrigger, SecretValue};
-use forgerunner_core::metrics::Metrics;
-use forgerunner_github::auth::AuthMethod;
-use forgerunner_github::client::{GithubClient, build_transport};
-use forgerunner_github::config_url::ConfigUrl;
-use forgerunner_github::listener::{Listener, ListenerConfig};
+use common::service::{SCALE_SET, Script};
+use common::stub::StubReply;
+use common::{WAIT, eventually, fast_options, listener};
+use forgerunner_github::client::GithubClient;
+use forgerunner_github::listener::Listener;
 use forgerunner_testkit::github::actions_front::ActionsFront;
 use scaleset::testing::{DEFAULT_PAT, Emulator, Endpoint, JobState};
 use scaleset::{RunnerScaleSetSpec, ScaleSetId};
@@ -27,39 +23,12 @@ const EVERY: Duration = Duration::from_millis(200);
 
 /// A listener with the test's watch interval.
 fn spawn_listener(client: Arc<GithubClient>, scale_set_id: i64, capacity: u32) -> Listener {
-    let opts = fast_options();
-    let (trigger, _wakes) = ReconcileTrigger::channel();
-    Listener::spawn(
-        client,
-        trigger,
-        ListenerConfig {
-            key: GroupKey {
-                namespace: "ns".into(),
-                name: "silent".into(),
-            },
-            scale_set_id,
-            owner: "forgerunner-test".into(),
-            backoff: opts.listener_backoff,
-            conflict_backoff: opts.conflict_backoff,
-            shutdown_timeout: opts.shutdown_timeout,
-            fence: Fence::open(),
-            delivery_check: EVERY,
-        },
-        capacity,
-    )
+    listener::spawn(client, scale_set_id, capacity, EVERY)
 }
 
 /// A client of the service at `config_url` with the emulator's PAT.
 fn client(config_url: &str) -> Arc<GithubClient> {
-    let opts = fast_options().http;
-    let transport = build_transport(None, None, &opts).expect("transport");
-    Arc::new(GithubClient::new(
-        Arc::new(Metrics::default()),
-        ConfigUrl::parse(config_url).expect("config URL"),
-        AuthMethod::Pat(SecretValue::new(DEFAULT_PAT)),
-        transport,
-        opts,
-    ))
+    listener::client(config_url, DEFAULT_PAT, fast_options().http)
 }
 
 struct World {
@@ -206,50 +175,18 @@ async fn a_saturated_group_keeps_its_silent_session() {
 /// always names job 11, polls answer empty.
 #[tokio::test]
 async fn the_next_session_acquires_the_jobs_left_waiting_though_its_statistics_count_none() {
-    let port = Arc::new(std::sync::OnceLock::<u16>::new());
-    let base_port = port.clone();
-    let stub = stub::start(move |req: &StubRequest| {
-        let base = format!(
-            "http://127.0.0.1:{}",
-            base_port.get().copied().unwrap_or_default()
-        );
-        match (req.method.as_str(), req.path()) {
-            ("POST", p) if p.ends_with("/registration-token") => {
-                StubReply::json(201, r#"{"token":"registration"}"#)
-            }
-            ("POST", "/api/v3/actions/runner-registration") => StubReply::json(
-                200,
-                format!(r#"{{"url":"{base}/tenant/","token":"admin-token"}}"#),
-            ),
-            ("POST", p) if p.ends_with("/sessions") => StubReply::json(
-                200,
-                format!(
-                    r#"{{"sessionId":"s-1","messageQueueUrl":"{base}/queue/7/s-1","messageQueueAccessToken":"queue-token","statistics":{{"totalAvailableJobs":0,"totalAssignedJobs":0}}}}"#
-                ),
-            ),
-            ("DELETE", p) if p.contains("/sessions/") => StubReply::empty(204),
-            // `AcquirableJobList` of ARC's former client (`github/actions/types.go`).
-            ("GET", p) if p.ends_with("/acquirablejobs") => StubReply::json(
-                200,
-                r#"{"count":1,"value":[{"messageType":"JobAvailable","runnerRequestId":11,"requestLabels":["silent"]}]}"#,
-            ),
-            ("POST", p) if p.ends_with("/acquirejobs") => {
-                let ids: Vec<i64> = serde_json::from_slice(&req.body).unwrap_or_default();
-                StubReply::json(
-                    200,
-                    serde_json::json!({"count": ids.len(), "value": ids}).to_string(),
-                )
-            }
-            ("GET", p) if p.starts_with("/queue/") => StubReply {
-                delay: Duration::from_millis(50),
-                ..StubReply::empty(202)
-            },
-            _ => StubReply::json(404, r#"{"message":"not in the stub"}"#),
-        }
-    })
+    let stub = Script {
+        available: 0,
+        // `AcquirableJobList` of ARC's former client (`github/actions/types.go`).
+        acquirable: StubReply::json(
+            200,
+            r#"{"count":1,"value":[{"messageType":"JobAvailable","runnerRequestId":11,"requestLabels":["silent"]}]}"#,
+        ),
+        poll_hold: Duration::from_millis(50),
+    }
+    .start()
     .await;
-    port.set(stub.port).expect("set once");
-    let listener = spawn_listener(client(&format!("{}/acme", stub.uri())), 7, 10);
+    let listener = spawn_listener(client(&format!("{}/acme", stub.uri())), SCALE_SET, 10);
     let acquire = eventually(WAIT, "an acquire", || async {
         stub.requests_to("POST", "/acquirejobs").into_iter().next()
     })

@@ -390,7 +390,7 @@ async fn default_pod_references_the_secret() {
     };
     let spec = h
         .forge
-        .default_runner_pod(&ctx.group, "pod-abcde", "pod-abcde", &creds);
+        .default_runner_pod(&ctx.group, "pod-abcde", "pod-abcde", &creds, None);
     let c = &spec.containers[0];
     assert_eq!(c.name, "runner");
     assert_eq!(c.image.as_deref(), Some(forgerunner_github::DEFAULT_RUNNER_IMAGE));

@@ -7,108 +7,39 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::service::{SCALE_SET, Script};
 use common::stub::{self, Stub, StubReply, StubRequest};
-use common::{WAIT, eventually, fast_options};
-use forgerunner_core::Fence;
-use forgerunner_core::forge::{GroupKey, ReconcileTrigger, SecretValue};
-use forgerunner_core::metrics::Metrics;
-use forgerunner_github::auth::AuthMethod;
-use forgerunner_github::client::{GithubClient, HttpOptions, build_transport};
-use forgerunner_github::config_url::ConfigUrl;
+use common::{WAIT, eventually, fast_options, listener};
+use forgerunner_core::forge::SecretValue;
+use forgerunner_github::client::{GithubClient, HttpOptions};
 use forgerunner_github::listener::session::Session;
-use forgerunner_github::listener::{Listener, ListenerConfig, poll, session};
-
-const SCALE_SET: i64 = 7;
+use forgerunner_github::listener::{Listener, poll, session};
 
 /// A GHES-shaped config URL on the stub, so the whole token chain goes to it.
 fn client(stub: &Stub, opts: HttpOptions) -> Arc<GithubClient> {
-    let transport = build_transport(None, None, &opts).expect("transport");
-    Arc::new(GithubClient::new(
-        Arc::new(Metrics::default()),
-        ConfigUrl::parse(&format!("{}/acme", stub.uri())).expect("config URL"),
-        AuthMethod::Pat(SecretValue::new("ghp_test")),
-        transport,
-        opts,
-    ))
+    listener::client(&format!("{}/acme", stub.uri()), "ghp_test", opts)
 }
 
-/// Answers the token chain, sessions and the queue like the Actions service; the session's
-/// statistics count `available` jobs, and `acquirable` answers `acquirablejobs`.
-fn service(
-    port: &Arc<std::sync::OnceLock<u16>>,
-    available: u32,
-    acquirable: StubReply,
-) -> impl Fn(&StubRequest) -> StubReply + Send + Sync + 'static {
-    let port = port.clone();
-    move |req: &StubRequest| {
-        let base = format!("http://127.0.0.1:{}", port.get().copied().unwrap_or_default());
-        let path = req.path();
-        match (req.method.as_str(), path) {
-            ("POST", p) if p.ends_with("/registration-token") => {
-                StubReply::json(201, r#"{"token":"registration"}"#)
-            }
-            ("POST", "/api/v3/actions/runner-registration") => StubReply::json(
-                200,
-                format!(r#"{{"url":"{base}/tenant/","token":"admin-token"}}"#),
-            ),
-            ("POST", p) if p.ends_with("/sessions") => StubReply::json(
-                200,
-                format!(
-                    r#"{{"sessionId":"s-1","ownerName":"t","messageQueueUrl":"{base}/queue/{SCALE_SET}/s-1","messageQueueAccessToken":"queue-token","statistics":{{"totalAvailableJobs":{available},"totalAssignedJobs":0}}}}"#
-                ),
-            ),
-            ("PATCH", p) if p.ends_with("/sessions/s-1") => StubReply::json(
-                200,
-                format!(
-                    r#"{{"sessionId":"s-1","messageQueueUrl":"{base}/queue/{SCALE_SET}/s-1","messageQueueAccessToken":"queue-token"}}"#
-                ),
-            ),
-            ("DELETE", p) if p.contains("/sessions/") => StubReply::empty(204),
-            ("GET", p) if p.ends_with("/acquirablejobs") => acquirable.clone(),
-            ("POST", p) if p.ends_with("/acquirejobs") => {
-                let ids: Vec<i64> = serde_json::from_slice(&req.body).unwrap_or_default();
-                StubReply::json(
-                    200,
-                    serde_json::json!({"count": ids.len(), "value": ids}).to_string(),
-                )
-            }
-            // The long poll: nothing new within a short hold.
-            ("GET", p) if p.starts_with("/queue/") => StubReply {
-                delay: Duration::from_millis(100),
-                ..StubReply::empty(202)
-            },
-            _ => StubReply::json(404, r#"{"message":"not in the stub"}"#),
-        }
+/// The Actions service whose sessions count `available` jobs, with `acquirable` answering
+/// `acquirablejobs`.
+fn service(available: u32, acquirable: StubReply) -> Script {
+    Script {
+        available,
+        acquirable,
+        poll_hold: Duration::from_millis(100),
     }
 }
 
 async fn service_stub(available: u32, acquirable: StubReply) -> Stub {
-    let port = Arc::new(std::sync::OnceLock::new());
-    let stub = stub::start(service(&port, available, acquirable)).await;
-    port.set(stub.port).expect("set once");
-    stub
+    service(available, acquirable).start().await
 }
 
 fn spawn_listener(client: Arc<GithubClient>) -> Listener {
-    let opts = fast_options();
-    let (trigger, _wakes) = ReconcileTrigger::channel();
-    Listener::spawn(
+    listener::spawn(
         client,
-        trigger,
-        ListenerConfig {
-            key: GroupKey {
-                namespace: "ns".into(),
-                name: "g".into(),
-            },
-            scale_set_id: SCALE_SET,
-            owner: "forgerunner-test".into(),
-            backoff: opts.listener_backoff,
-            conflict_backoff: opts.conflict_backoff,
-            shutdown_timeout: opts.shutdown_timeout,
-            fence: Fence::open(),
-            delivery_check: forgerunner_github::listener::delivery::DEFAULT_EVERY,
-        },
+        SCALE_SET,
         10,
+        forgerunner_github::listener::delivery::DEFAULT_EVERY,
     )
 }
 
@@ -244,14 +175,7 @@ async fn the_long_poll_offers_only_http1_and_other_calls_keep_http2() {
         max_retries: 0,
         ..fast_options().http
     };
-    let transport = build_transport(None, None, &opts).expect("transport");
-    let client = GithubClient::new(
-        Arc::new(Metrics::default()),
-        ConfigUrl::parse("https://github.com/acme").expect("config URL"),
-        AuthMethod::Pat(SecretValue::new("ghp_test")),
-        transport,
-        opts,
-    );
+    let client = listener::client("https://github.com/acme", "ghp_test", opts);
     let session = Session {
         scale_set_id: SCALE_SET,
         id: "s-1".into(),
@@ -289,7 +213,7 @@ async fn the_long_poll_offers_only_http1_and_other_calls_keep_http2() {
 #[tokio::test]
 async fn a_session_without_a_queue_is_refused_and_deleted() {
     let port = Arc::new(std::sync::OnceLock::new());
-    let inner = service(&port, 0, StubReply::empty(204));
+    let inner = service(0, StubReply::empty(204)).handler(&port);
     let stub = stub::start(move |req: &StubRequest| {
         if req.method == "POST" && req.path().ends_with("/sessions") {
             return StubReply::json(

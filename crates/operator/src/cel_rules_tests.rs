@@ -126,6 +126,13 @@ fn bad_spec(rule: &RuleRef) -> Option<Value> {
                     s["minRunners"] = json!(3);
                     s["maxRunners"] = json!(2);
                 }
+                "a class's maxRunners must not exceed maxRunners" => {
+                    s = base("gitea");
+                    s["classes"] = json!([{"name": "large", "labels": ["large"], "maxRunners": 6}]);
+                }
+                m if m.starts_with("cache must not be set when forge is github") => {
+                    s["cache"] = json!({"size": "10Gi"});
+                }
                 _ => return None,
             }
             Some(s)

@@ -50,7 +50,14 @@ impl Forge for CostlyForge {
     fn resync_interval(&self, _spec: &RunnerGroupSpec) -> Duration {
         Duration::from_secs(60)
     }
-    fn default_runner_pod(&self, _: &RunnerGroup, _: &str, _: &str, _: &RunnerCredentials) -> PodSpec {
+    fn default_runner_pod(
+        &self,
+        _: &RunnerGroup,
+        _: &str,
+        _: &str,
+        _: &RunnerCredentials,
+        _: Option<&forgerunner_core::crd::RunnerClass>,
+    ) -> PodSpec {
         PodSpec::default()
     }
     async fn observe(&self, _: &GroupContext, _: &[RunnerRef]) -> Result<ForgeView, ForgeError> {

@@ -76,6 +76,16 @@ fn base(path: &[String]) -> Value {
             "containerMode": {"type": "dind"}, "forgejo": {
             "url": "https://forgejo.example.com", "scope": "repo", "repo": "o/r",
             "credentials": "creds", "labels": ["linux"]}}),
+        // A cache is for Gitea and Forgejo only.
+        Some("cache") => json!({"forge": "gitea", "maxRunners": 5, "gitea": {
+            "url": "https://gitea.example.com", "scope": "repo", "repo": "o/r",
+            "credentials": "creds", "labels": ["linux"]},
+            "cache": {"size": "10Gi", "storageClassName": "standard"}}),
+        // Classes are for Gitea only, for now.
+        Some("classes") => json!({"forge": "gitea", "maxRunners": 5, "gitea": {
+            "url": "https://gitea.example.com", "scope": "repo", "repo": "o/r",
+            "credentials": "creds", "labels": ["linux"]},
+            "classes": [class(0)]}),
         Some("rerun") => json!({"forge": "github", "maxRunners": 5, "github": {
             "configUrl": "https://github.com/org", "credentials": "creds"},
             "rerun": {"maxPerHour": 5}}),
@@ -85,6 +95,11 @@ fn base(path: &[String]) -> Value {
         _ => json!({"forge": "github", "maxRunners": 5, "github": {
             "configUrl": "https://github.com/org", "credentials": "creds"}}),
     }
+}
+
+/// A valid class, named apart by `i`.
+fn class(i: usize) -> Value {
+    json!({"name": format!("c{i}"), "labels": [format!("size{i}")], "maxRunners": 1})
 }
 
 /// A valid schedule entry, named apart by `i`.
@@ -149,6 +164,7 @@ fn with_size(mut spec: Value, bound: &Bound, n: i64) -> Value {
     let value = match bound.keyword {
         "minimum" | "maximum" => json!(n),
         "minItems" | "maxItems" if field == "schedules" => Value::Array((0..len).map(schedule).collect()),
+        "minItems" | "maxItems" if field == "classes" => Value::Array((0..len).map(class).collect()),
         "minItems" | "maxItems" => {
             let item = |i: usize| json!(format!("l{i}"));
             Value::Array((0..len).map(item).collect())
@@ -240,6 +256,9 @@ async fn every_schema_bound_has_a_twin_in_validation() {
         ("github.runnerGroup", "maxLength"),
         ("gitea.repo", "maxLength"),
         ("forgejo.labels", "maxItems"),
+        ("classes", "maxItems"),
+        ("classes.[].name", "maxLength"),
+        ("classes.[].maxRunners", "minimum"),
     ] {
         assert!(
             bounds

@@ -6,7 +6,8 @@
 //! the default drops the hooks' block, which `tests/chart/test_rbac.py` checks). The real binary
 //! runs a whole life cycle against the world: leader election, a GitHub group in
 //! `containerMode: kubernetes` and a Gitea group, jobs on both, what the hooks of a dead runner
-//! leave behind, a signed Gitea webhook (the webhook Secret read), `containerMode` removed again,
+//! leave behind, a signed Gitea webhook (the webhook Secret read), the Gitea group's shared cache
+//! made, updated and removed (`spec.cache`), `containerMode` removed again,
 //! deletion of both groups through the finalizer, and a graceful stop (lease release). The fake
 //! API server records every request with its User-Agent (`forgerunner/<version>`):
 //! - each request the operator sent must be allowed by a Role or ClusterRole the chart binds to
@@ -39,10 +40,12 @@ use common::e2e::{fail_with_output, start_operator_with};
 use forgerunner_core::RunnerGroup;
 use forgerunner_core::crd::{ContainerModeType, ForgeKind};
 use forgerunner_sandbox::world::groups::GroupSize;
-use forgerunner_sandbox::world::operator::OperatorSettings;
+use forgerunner_sandbox::world::operator::{OperatorProcess, OperatorSettings};
 use forgerunner_sandbox::world::{World, WorldOptions, wait_until};
 use forgerunner_testkit::apiserver::{RequestRecord, Verb};
-use k8s_openapi::api::core::v1::{Pod, Secret, ServiceAccount};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret, Service, ServiceAccount};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, Subject};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Api;
@@ -458,6 +461,15 @@ async fn exercise_operator(world: &World, chart: &Chart) -> Run {
         .add_gitea_group(NS, "gt", &["linux"], &gitea_size, 1, Some(WEBHOOK_SECRET))
         .await
         .expect("gitea group");
+    // spec.cache: the operator keeps the group's cache server and its objects.
+    groups
+        .patch(
+            "gt",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"cache": {"size": "1Gi"}}})),
+        )
+        .await
+        .expect("gitea cache");
     let Ok(scale_set) = world.github_scale_set("gh", Duration::from_secs(60)).await else {
         fail_with_output(&op, "the operator created no scale set (not leading?)");
     };
@@ -505,6 +517,7 @@ async fn exercise_operator(world: &World, chart: &Chart) -> Run {
     if drained.is_err() {
         fail_with_output(&op, "the jobs did not drain");
     }
+    exercise_cache(world, &op, &groups).await;
     assert!(left_for.lock().await.is_some(), "no GitHub runner pod was seen");
     // The runner pod is gone: the operator deletes what its hooks left, with the rights of its
     // cleanup binding in this namespace.
@@ -607,6 +620,88 @@ async fn exercise_operator(world: &World, chart: &Chart) -> Run {
     // A graceful stop releases the lease: that call must be allowed too.
     op.stop(Duration::from_secs(20));
     Run { bindings: made }
+}
+
+/// The Gitea group's cache through every call the operator makes for one: created with the group
+/// (before this runs), updated (a new image updates the Deployment, a larger size the claim, and
+/// a Secret edited by hand is written back), then removed with `spec.cache`.
+async fn exercise_cache(world: &World, op: &OperatorProcess, groups: &Api<RunnerGroup>) {
+    const CACHE: &str = "gt-actions-cache";
+    let deployments: Api<Deployment> = Api::namespaced(world.client.clone(), NS);
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(world.client.clone(), NS);
+    let services: Api<Service> = Api::namespaced(world.client.clone(), NS);
+    let policies: Api<NetworkPolicy> = Api::namespaced(world.client.clone(), NS);
+    let secrets: Api<Secret> = Api::namespaced(world.client.clone(), NS);
+    let made = wait_until(DEADLINE, "the cache objects", || async {
+        matches!(secrets.get_opt(CACHE).await, Ok(Some(_)))
+            && matches!(policies.get_opt(CACHE).await, Ok(Some(_)))
+            && matches!(services.get_opt(CACHE).await, Ok(Some(_)))
+    })
+    .await;
+    if made.is_err() {
+        fail_with_output(op, "the operator made no cache for the Gitea group");
+    }
+    let tampered = serde_json::json!({"data": {"runner.yaml": "eA=="}});
+    secrets
+        .patch(CACHE, &PatchParams::default(), &Patch::Merge(&tampered))
+        .await
+        .expect("edit the cache Secret by hand");
+    groups
+        .patch(
+            "gt",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"image": "gitea/runner:1.0.9",
+                "cache": {"size": "2Gi"}}})),
+        )
+        .await
+        .expect("new image and size");
+    let updated = wait_until(DEADLINE, "the cache objects updated", || async {
+        let image = deployments.get_opt(CACHE).await.ok().flatten().and_then(|d| {
+            d.spec
+                .template
+                .spec
+                .and_then(|p| p.containers.first().and_then(|c| c.image.clone()))
+        });
+        let size = claims.get_opt(CACHE).await.ok().flatten().and_then(|c| {
+            c.spec
+                .and_then(|s| s.resources)
+                .and_then(|r| r.requests)
+                .and_then(|r| r.get("storage").map(|q| q.0.clone()))
+        });
+        let config = secrets
+            .get_opt(CACHE)
+            .await
+            .ok()
+            .flatten()
+            .and_then(|s| s.data)
+            .and_then(|d| d.get("runner.yaml").map(|v| v.0.clone()));
+        image.as_deref() == Some("gitea/runner:1.0.9")
+            && size.as_deref() == Some("2Gi")
+            && config.is_some_and(|c| c != b"x")
+    })
+    .await;
+    if updated.is_err() {
+        fail_with_output(op, "the cache objects were not updated");
+    }
+    groups
+        .patch(
+            "gt",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"cache": null}})),
+        )
+        .await
+        .expect("no cache");
+    let removed = wait_until(DEADLINE, "the cache objects removed", || async {
+        matches!(deployments.get_opt(CACHE).await, Ok(None))
+            && matches!(claims.get_opt(CACHE).await, Ok(None))
+            && matches!(services.get_opt(CACHE).await, Ok(None))
+            && matches!(policies.get_opt(CACHE).await, Ok(None))
+            && matches!(secrets.get_opt(CACHE).await, Ok(None))
+    })
+    .await;
+    if removed.is_err() {
+        fail_with_output(op, "the cache objects stayed after spec.cache was removed");
+    }
 }
 
 /// Every (group, resource, verb) a rule names.

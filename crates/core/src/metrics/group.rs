@@ -110,6 +110,8 @@ pub struct GroupMetrics {
     pub oldest_waiting_job_seconds: Family<GroupLabels, Gauge>,
     /// The runner releases the group runs ([`super::versions`]).
     pub runner_versions: super::versions::RunnerVersionSeries,
+    /// Runners of each class of the group's `spec.classes` ([`super::classes`]).
+    pub class_runners: super::classes::ClassSeries,
     /// Stage `QueuedToSeen` in seconds.
     pub job_queued_to_seen: Family<GroupLabels, Histogram>,
     /// Stage `SeenToRunner` in seconds.
@@ -142,6 +144,7 @@ impl Default for GroupMetrics {
             max_runners: Family::default(),
             oldest_waiting_job_seconds: Family::default(),
             runner_versions: Default::default(),
+            class_runners: Default::default(),
             job_queued_to_seen: Family::new_with_constructor(stage_histogram),
             job_seen_to_runner: Family::new_with_constructor(stage_histogram),
             runner_created_to_running: Family::new_with_constructor(stage_histogram),
@@ -210,6 +213,11 @@ impl GroupMetrics {
             "Runner releases of the group: its image's tag (source=image, 1) and what its runners \
              report to the forge (source=forge, runners reporting it)",
             m.runner_versions.family.clone(),
+        );
+        r.register(
+            "class_runners",
+            "Runners of each class of the group's spec.classes (pending, running or terminating)",
+            m.class_runners.family.clone(),
         );
         r.register(
             "job_queued_to_seen_seconds",
@@ -283,6 +291,7 @@ impl GroupMetrics {
         }
         self.oldest_waiting_job_seconds.remove(labels);
         self.runner_versions.remove_group(labels);
+        self.class_runners.remove_group(labels);
     }
 
     /// Drops the gauges of every group (leadership lost: the new leader exports them).
@@ -292,6 +301,7 @@ impl GroupMetrics {
         }
         self.oldest_waiting_job_seconds.clear();
         self.runner_versions.clear();
+        self.class_runners.clear();
     }
 
     /// Records one stage duration.

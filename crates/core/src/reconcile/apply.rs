@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
@@ -16,10 +16,12 @@ use super::FIELD_MANAGER;
 use super::error::ReconcileError;
 use super::forge_call::bounded;
 use super::runner_exit::{FailedPod, failed_runner_pod};
+use crate::crd::RunnerClass;
 use crate::fence::Fence;
 use crate::forge::{Forge, GroupContext, RemoveOutcome, RunnerRef};
 use crate::names::runner_name;
 use crate::plan::{Plan, Removal, RemovalReason, RunnerPhase};
+use crate::runner_class::dress_job;
 use crate::runner_job::{BUSY_ANNOTATION, RunnerJobInput, build_runner_job, build_runner_secret};
 use crate::runner_pod::disruption::Disruption;
 use crate::runner_pod::restricted_violations;
@@ -34,6 +36,8 @@ const CREATE_PARALLELISM: usize = 32;
 pub struct ApplyReport {
     /// Names of runner Jobs created.
     pub created: Vec<String>,
+    /// Those of `created` that have a class, with their class.
+    pub created_classes: Vec<(String, String)>,
     /// Names of Jobs this pass deleted (they may linger in the store for a moment).
     pub deleted: Vec<String>,
     /// Active runners removed (idle timeout, scale-down).
@@ -103,8 +107,9 @@ pub(super) fn is_status(e: &kube::Error, code: u16) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == code)
 }
 
-/// Applies `plan`: busy marks, removals, then creations.
-pub async fn apply_plan(t: &Target<'_>, plan: &Plan) -> ApplyReport {
+/// Applies `plan`: busy marks, removals, then creations, one runner per entry of `classes` (its
+/// class of `spec.classes`, or `None` for one of the group's own; see [`crate::runner_class`]).
+pub async fn apply_plan(t: &Target<'_>, plan: &Plan, classes: &[Option<String>]) -> ApplyReport {
     let mut report = ApplyReport::default();
     for name in &plan.mark_busy {
         mark_busy(t, name, &mut report).await;
@@ -112,16 +117,28 @@ pub async fn apply_plan(t: &Target<'_>, plan: &Plan) -> ApplyReport {
     for removal in &plan.remove {
         remove(t, removal, &mut report).await;
     }
-    if plan.create > 0 {
-        let results: Vec<Result<(String, Vec<String>), ReconcileError>> =
-            futures::stream::iter(0..plan.create)
-                .map(|_| create_runner(t))
-                .buffer_unordered(CREATE_PARALLELISM)
-                .collect()
-                .await;
-        for r in results {
+    if !classes.is_empty() {
+        let spec_classes = &t.group.group.spec.classes;
+        // Indices, not references, in the stream: its closures must work for any lifetime.
+        // Chosen from this very spec, so every name is found.
+        let wanted: Vec<Option<usize>> = classes
+            .iter()
+            .map(|name| {
+                name.as_ref()
+                    .and_then(|n| spec_classes.iter().position(|c| &c.name == n))
+            })
+            .collect();
+        let results: Vec<(Option<usize>, Result<Created, ReconcileError>)> = futures::stream::iter(wanted)
+            .map(|class| create_runner(t, class).map(move |r| (class, r)))
+            .buffer_unordered(CREATE_PARALLELISM)
+            .collect()
+            .await;
+        for (class, r) in results {
             match r {
                 Ok((name, violations)) => {
+                    if let Some(class) = class.and_then(|i| spec_classes.get(i)) {
+                        report.created_classes.push((name.clone(), class.name.clone()));
+                    }
                     report.created.push(name);
                     if report.pod_security.is_empty() {
                         report.pod_security = violations;
@@ -279,10 +296,15 @@ pub(super) fn post_params() -> PostParams {
     }
 }
 
+/// A runner created: its name, and how its pod breaks the `restricted` Pod Security profile.
+type Created = (String, Vec<String>);
+
 /// Creates one runner: credentials at the forge, then the Job, then its Secret. Returns its name
 /// and how its pod breaks the `restricted` Pod Security profile (empty when it passes).
-async fn create_runner(t: &Target<'_>) -> Result<(String, Vec<String>), ReconcileError> {
+/// `class` is the index of the runner's class in `spec.classes` (`None`: one of the group's own).
+async fn create_runner(t: &Target<'_>, class: Option<usize>) -> Result<Created, ReconcileError> {
     let group = &t.group.group;
+    let class: Option<&RunnerClass> = class.and_then(|i| group.spec.classes.get(i));
     let name = runner_name(&t.group.key.name);
     t.fence.check()?;
     let creds = bounded(
@@ -298,12 +320,15 @@ async fn create_runner(t: &Target<'_>) -> Result<(String, Vec<String>), Reconcil
     let _permit = t.create_permits.acquire().await.ok();
     // Checked again after the permit: the wait for it may outlast the lease.
     t.fence.check()?;
-    let job = build_runner_job(RunnerJobInput {
+    let mut job = build_runner_job(RunnerJobInput {
         group,
         runner_name: &name,
-        default_pod: t.forge.default_runner_pod(group, &name, &name, &creds),
+        default_pod: t.forge.default_runner_pod(group, &name, &name, &creds, class),
         credentials: &creds,
     })?;
+    if let Some(class) = class {
+        dress_job(&mut job, class)?;
+    }
     // The forge may have registered the name already (JIT, a runner row); a runner that will
     // never start is deregistered so it does not stay behind as a ghost.
     let deregister = || async {

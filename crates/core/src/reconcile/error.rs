@@ -82,6 +82,25 @@ pub enum ReconcileError {
          config key runnerHooks.clusterRole), or remove spec.containerMode"
     )]
     RunnerHooksDisabled,
+    /// An object of the group's shared cache (`spec.cache`, named `<group>-actions-cache`) exists
+    /// and is not the group's own: no owner reference to this group (the Secret: none to the
+    /// group's cache Deployment). It is left exactly as it is and no runner starts: a runner
+    /// pod would mount that Secret as its config.
+    #[error(
+        "{kind} {namespace}/{name} exists and is not owned by this RunnerGroup ({owners}); \
+         forgerunner never takes over objects it did not create: remove or rename that {kind}, \
+         or remove spec.cache"
+    )]
+    CacheConflict {
+        /// `Deployment`, `Service`, `PersistentVolumeClaim`, `NetworkPolicy` or `Secret`.
+        kind: &'static str,
+        /// Namespace of the group.
+        namespace: String,
+        /// Name of the object.
+        name: String,
+        /// Its owners as `kind/name`, or `no owner`.
+        owners: String,
+    },
     /// A runner's Secret name is taken by a Secret this runner's Job does not own. Its values
     /// are never handed to a runner; the runner is removed and another one made.
     #[error(
@@ -135,6 +154,7 @@ impl ReconcileError {
             ReconcileError::ConfigMapNotFound { .. } => ErrorCategory::ForgeConfig,
             ReconcileError::RunnerRbacConflict { .. } => ErrorCategory::RunnerRbacConflict,
             ReconcileError::RunnerHooksDisabled => ErrorCategory::RunnerHooksDisabled,
+            ReconcileError::CacheConflict { .. } => ErrorCategory::CacheConflict,
             ReconcileError::Forge(e) => e.category(),
             ReconcileError::ForgeTimeout { .. } => ErrorCategory::ForgeTimeout,
             // Never shown: a fenced replica's status and Event writes are refused too.

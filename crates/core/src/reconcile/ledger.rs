@@ -57,6 +57,8 @@ pub struct Ledger {
     pub reruns: RerunBook,
     /// The group's schedules as last parsed.
     pub schedules: crate::schedule::ParsedSchedules,
+    /// The class of each runner created that the store does not list yet.
+    pub classes: super::classes::InFlightClasses,
 }
 
 impl Ledger {
@@ -204,6 +206,8 @@ pub struct Upkeep {
     pub pod_security_checked: Option<i64>,
     /// When the runner container hooks' leftovers were last looked for.
     pub hook_sweep: SweepClock,
+    /// The shared cache's last settled look (see `cache_server::keep_cache`).
+    pub cache: Option<super::cache_server::CacheUpkeep>,
 }
 
 #[cfg(test)]

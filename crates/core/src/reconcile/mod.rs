@@ -5,6 +5,8 @@
 //! writes the status by server-side apply; see [`pipeline`].
 
 pub mod apply;
+pub mod cache_server;
+pub mod classes;
 pub mod cleanup;
 pub mod context;
 pub mod error;

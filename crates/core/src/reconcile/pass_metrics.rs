@@ -138,6 +138,7 @@ pub(super) fn record_pass(
         set_runner_gauges(ctx, key, forge, s);
         m.group
             .set_gauges(&labels, &group_gauges(group, observed, view, s));
+        m.group.class_runners.set(&labels, &s.classes);
     }
 }
 

@@ -348,7 +348,7 @@ pub async fn ensure_runner_rbac(
 /// Whether a runner of `group` built from another spec than the current one may still run: its
 /// pod runs as the runner ServiceAccount of the old spec, and its hooks need their rights until
 /// it ends.
-fn runners_of_an_earlier_spec(ctx: &Context, group: &RunnerGroup) -> bool {
+pub(super) fn runners_of_an_earlier_spec(ctx: &Context, group: &RunnerGroup) -> bool {
     let current = template_hash(&group.spec);
     ctx.jobs.state().iter().any(|job| {
         let hash = job

@@ -296,6 +296,7 @@ mod tests {
         WaitingJob {
             id: id.into(),
             queued_at: queued.map(ts),
+            labels: Vec::new(),
         }
     }
 
@@ -511,6 +512,7 @@ mod tests {
         let q = [WaitingJob {
             id: "1".into(),
             queued_at: Some(ms(queued_ms)),
+            labels: Vec::new(),
         }];
         let seen = t.pass(&q, &[], 0, created_at_100, ms(seen_ms));
         let made = t.pass(&q, &[], 1, created_at_100, ms(runner_ms));

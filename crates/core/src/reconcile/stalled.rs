@@ -290,7 +290,8 @@ pub fn likely_cause(s: &Signals) -> StallCause {
             | ErrorCategory::InvalidCredentials
             | ErrorCategory::Kubernetes
             | ErrorCategory::RunnerRbacConflict
-            | ErrorCategory::RunnerHooksDisabled => StallCause::GroupFailing,
+            | ErrorCategory::RunnerHooksDisabled
+            | ErrorCategory::CacheConflict => StallCause::GroupFailing,
         };
     }
     if s.budget_cut {
@@ -369,6 +370,7 @@ mod tests {
         WaitingJob {
             id: id.into(),
             queued_at: queued.map(at),
+            labels: Vec::new(),
         }
     }
 

@@ -44,6 +44,10 @@ pub struct PassSummary {
     pub waiting_out: Option<(StartupFailure, String)>,
     /// Where the group's schedules stand and the limits they set (`None` without schedules).
     pub schedule: Option<ScheduleStatus>,
+    /// The group's shared cache as the pass kept it (`None` without `spec.cache`).
+    pub cache: Option<crate::cache_server::CacheStatus>,
+    /// The runners of each class of `spec.classes` ([`super::classes::class_statuses`]).
+    pub classes: Vec<crate::crd::ClassStatus>,
 }
 
 /// What `Degraded` says while runners exit as outdated.
@@ -206,7 +210,8 @@ pub fn error_conditions(category: ErrorCategory, message: &str) -> Vec<GroupCond
         | ErrorCategory::ForgeHostNotAllowed
         | ErrorCategory::Kubernetes
         | ErrorCategory::RunnerRbacConflict
-        | ErrorCategory::RunnerHooksDisabled => {}
+        | ErrorCategory::RunnerHooksDisabled
+        | ErrorCategory::CacheConflict => {}
     }
     out
 }
@@ -251,6 +256,8 @@ pub fn build_status(
             st.forge_version = p.facts.forge_version.clone();
         }
         st.schedule = p.schedule.clone();
+        st.cache = p.cache.clone();
+        st.classes.clone_from(&p.classes);
     }
     st
 }

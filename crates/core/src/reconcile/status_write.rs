@@ -57,6 +57,7 @@ fn significant_change(prev: &RunnerGroupStatus, next: &RunnerGroupStatus) -> boo
     prev.observed_generation != next.observed_generation
         || prev.scale_set_id != next.scale_set_id
         || prev.forge_version != next.forge_version
+        || prev.cache != next.cache
         || prev.failed_runners != next.failed_runners
         || prev.conditions.len() != next.conditions.len()
         || prev

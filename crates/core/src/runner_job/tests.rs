@@ -523,6 +523,21 @@ fn template_hash_follows_what_shapes_the_pod_only() {
     assert_ne!(template_hash(&templated.spec), h, "a template changes it");
 }
 
+/// A runner pod mounts the cache config when the group has a cache, whatever its size or class:
+/// only adding or removing `spec.cache` replaces idle runners.
+#[test]
+fn template_hash_follows_whether_there_is_a_cache_not_its_size() {
+    let base = group().build();
+    let cached = group().cache("10Gi").build();
+    assert_ne!(template_hash(&base.spec), template_hash(&cached.spec));
+    let mut bigger = cached.spec.clone();
+    if let Some(c) = bigger.cache.as_mut() {
+        c.size = "50Gi".into();
+        c.storage_class_name = Some("fast".into());
+    }
+    assert_eq!(template_hash(&cached.spec), template_hash(&bigger));
+}
+
 #[test]
 fn jobs_carry_the_template_hash() {
     let g = group().build();

@@ -215,3 +215,67 @@ fn an_embedded_object_that_does_not_decode_names_its_field() {
         v[0]
     );
 }
+
+/// `spec` with `spec.cache` set to `cache` (JSON, as a user writes it).
+fn with_cache(spec: &RunnerGroupSpec, cache: serde_json::Value) -> RunnerGroupSpec {
+    let mut v = serde_json::to_value(spec).expect("spec");
+    v["cache"] = cache;
+    serde_json::from_value(v).expect("spec")
+}
+
+#[test]
+fn a_cache_size_is_a_whole_quantity_between_1gi_and_10ti() {
+    for good in ["1Gi", "10Gi", "2048Mi", "50G", "10Ti"] {
+        let s = with_cache(&gitea(), serde_json::json!({"size": good}));
+        assert!(fields(&s).is_empty(), "{good}: {:?}", validate_spec(&s));
+    }
+    for bad in ["ten", "10GB", "0", "512Mi", "11T", "20Ti", "1.5Gi", "-1Gi", ""] {
+        let s = with_cache(&gitea(), serde_json::json!({"size": bad}));
+        let v = validate_spec(&s);
+        assert_eq!(
+            v.iter().map(|v| v.field).collect::<Vec<_>>(),
+            ["spec.cache.size"],
+            "{bad}"
+        );
+        assert!(v[0].message.contains("between 1Gi and 10Ti"), "{bad}: {}", v[0]);
+    }
+}
+
+#[test]
+fn a_cache_without_a_size_gets_ten_gibibytes() {
+    let s = with_cache(&gitea(), serde_json::json!({}));
+    assert!(fields(&s).is_empty());
+    let v = serde_json::to_value(&s).expect("spec");
+    assert_eq!(v["cache"]["size"], "10Gi");
+}
+
+#[test]
+fn a_cache_storage_class_is_an_object_name() {
+    let s = with_cache(&gitea(), serde_json::json!({"storageClassName": "fast-ssd"}));
+    assert!(fields(&s).is_empty());
+    let s = with_cache(&gitea(), serde_json::json!({"storageClassName": "Fast SSD"}));
+    assert_eq!(fields(&s), ["spec.cache.storageClassName"]);
+    let s = with_cache(&gitea(), serde_json::json!({"storageClassName": "a".repeat(254)}));
+    assert_eq!(fields(&s), ["spec.cache.storageClassName"]);
+}
+
+#[test]
+fn a_cache_on_a_github_group_is_refused_with_the_reason() {
+    let s = with_cache(&github(), serde_json::json!({"size": "10Gi"}));
+    let v = validate_spec(&s);
+    assert_eq!(v.iter().map(|v| v.field).collect::<Vec<_>>(), ["spec.cache"]);
+    assert!(v[0].message.contains("job message"), "{}", v[0]);
+    assert!(v[0].message.contains("docs/caches.md"), "{}", v[0]);
+}
+
+#[test]
+fn a_cache_and_a_config_file_of_the_users_own_are_refused_together() {
+    let mut s = with_cache(&gitea(), serde_json::json!({"size": "10Gi"}));
+    s.template = Some(Embedded::from_raw(serde_json::json!({
+        "spec": {"containers": [{"name": "runner",
+            "env": [{"name": "CONFIG_FILE", "value": "/etc/runner/config.yaml"}]}]}
+    })));
+    let v = validate_spec(&s);
+    assert_eq!(v.iter().map(|v| v.field).collect::<Vec<_>>(), ["spec.cache"]);
+    assert!(v[0].message.contains("CONFIG_FILE"), "{}", v[0]);
+}

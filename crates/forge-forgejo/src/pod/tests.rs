@@ -250,6 +250,8 @@ fn config_file_group(entry: EnvVar) -> RunnerGroupSpec {
         schedules: Vec::new(),
         rerun: None,
         container_mode: None,
+        cache: None,
+        classes: Vec::new(),
     }
 }
 

@@ -12,7 +12,9 @@ use forgerunner_core::forge::{
 use forgerunner_core::metrics::Metrics;
 use forgerunner_core::plan::RunnerPhase;
 use forgerunner_forgejo::{ClientOptions, ForgejoForge, ForgejoOptions};
-use forgerunner_testkit::forgejo::{FakeConfig, ForgejoFakeHandle};
+use forgerunner_testkit::forge_common::rpc::RunnerClient;
+use forgerunner_testkit::forgejo::{ADMIN_TOKEN, FakeConfig, ForgejoFakeHandle};
+use serde_json::json;
 use tokio::sync::mpsc::UnboundedReceiver;
 
 /// A fake Forgejo playing `version`.
@@ -99,6 +101,25 @@ pub fn ctx(
     token: &str,
 ) -> GroupContext {
     group_context(name, spec(url, scope, target, labels), token)
+}
+
+/// Group `web` at `fake` with label `debian:host`, its Secret holding the admin token.
+pub fn web(fake: &ForgejoFakeHandle, scope: ForgejoScope, target: Option<&str>) -> GroupContext {
+    ctx("web", &fake.url(), scope, target, &["debian:host"], ADMIN_TOKEN)
+}
+
+/// The runner RPC as runner `uuid` (secret `token`) at `fake`, once it declared label `debian`
+/// and `version` as forgejo-runner does on start.
+pub async fn declared(fake: &ForgejoFakeHandle, uuid: &str, token: &str, version: &str) -> RunnerClient {
+    let mut rpc = RunnerClient::new(&fake.url()).expect("runner client");
+    rpc.uuid = uuid.to_string();
+    rpc.token = token.to_string();
+    let (s, _) = rpc
+        .call("Declare", json!({"labels": ["debian"], "version": version}))
+        .await
+        .expect("Declare");
+    assert_eq!(s, 200);
+    rpc
 }
 
 /// A runner of ours as the cluster shows it.

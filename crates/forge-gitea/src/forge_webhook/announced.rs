@@ -112,8 +112,9 @@ fn rank(s: &JobStatus) -> Option<u8> {
 pub(crate) struct GroupView {
     /// Queued jobs absent from the listing that the group can serve.
     pub(crate) unlisted_queued: u32,
-    /// Their ids and queue times (for the latency per stage).
-    pub(crate) unlisted: Vec<(i64, Option<jiff::Timestamp>)>,
+    /// Their ids, queue times (for the latency per stage) and `runs-on` labels (for the class of
+    /// their runner).
+    pub(crate) unlisted: Vec<(i64, Option<jiff::Timestamp>, Vec<String>)>,
     /// Ids the listing shows queued that deliveries show taken or finished.
     pub(crate) taken: HashSet<i64>,
     /// The group's runners that deliveries show working (`Busy`) or done (`Finished`).
@@ -245,7 +246,8 @@ impl Announced {
                     let new = s.first_received >= fetched_at;
                     if new && s.status == JobStatus::Queued && s.labels.served_by(&serves) {
                         view.unlisted_queued = view.unlisted_queued.saturating_add(1);
-                        view.unlisted.push((*id, s.queued_at));
+                        let labels = s.labels.names().map(<[String]>::to_vec).unwrap_or_default();
+                        view.unlisted.push((*id, s.queued_at, labels));
                     }
                 }
             }
@@ -473,12 +475,22 @@ mod tests {
         a.record(&told, at);
         let mut unlisted = view(&a, t0, &[]).unlisted;
         unlisted.sort();
-        assert_eq!(unlisted, [(1, None), (2, Some(queued))]);
+        let linux = vec!["linux".to_owned()];
+        assert_eq!(
+            unlisted,
+            [(1, None, linux.clone()), (2, Some(queued), linux)],
+            "with the labels the delivery told"
+        );
         // A later delivery of the same attempt fills a time the first one lacked.
         let mut again = event(1, JobStatus::Queued, "");
         again.created_at = Some(queued);
         a.record(&again, at);
-        assert!(view(&a, t0, &[]).unlisted.iter().all(|(_, q)| *q == Some(queued)));
+        assert!(
+            view(&a, t0, &[])
+                .unlisted
+                .iter()
+                .all(|(_, q, _)| *q == Some(queued))
+        );
     }
 
     /// Heap bytes the remembered strings hold: what a delivery's body (up to 1 MiB) could

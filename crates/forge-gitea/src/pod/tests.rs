@@ -157,7 +157,7 @@ fn forge_pod(gitea: GiteaSpec) -> PodSpec {
         env: BTreeMap::new(),
         annotations: BTreeMap::new(),
     };
-    forge.default_runner_pod(&group(gitea), "g-abcde", "g-abcde", &creds)
+    forge.default_runner_pod(&group(gitea), "g-abcde", "g-abcde", &creds, None)
 }
 
 #[test]
@@ -231,7 +231,7 @@ fn pod_of(g: &RunnerGroup) -> PodSpec {
         env: BTreeMap::new(),
         annotations: BTreeMap::new(),
     };
-    forge.default_runner_pod(g, "g-abcde", "g-abcde", &creds)
+    forge.default_runner_pod(g, "g-abcde", "g-abcde", &creds, None)
 }
 
 /// The binary reads a config only from `--config` (act_runner `internal/app/cmd/cmd.go`, a

@@ -26,7 +26,7 @@ pub use self::options::GithubOptions;
 use crate::client::GithubClient;
 use crate::error::ApiError;
 use crate::listener::Listener;
-use crate::runner_downloads::ServedCache;
+use crate::runner_downloads::{SharedServed, served_release_of};
 use crate::runners::{self, Removal};
 use crate::scale_set;
 use crate::{RUNNER_ID_ANNOTATION, SCALE_SET_ID_ANNOTATION, pod};
@@ -51,7 +51,7 @@ struct GroupState {
     issued: BTreeMap<String, i64>,
     /// The runner release GitHub serves the client's scope, as last asked (reset with the
     /// client).
-    served: ServedCache,
+    served: SharedServed,
 }
 
 /// Whether the messages may not have told what `r` is doing: an active runner this process
@@ -222,7 +222,7 @@ impl GithubForge {
         // GitHub's runner APIs carry no runner version: the image is all there is to compare.
         let versions = RunnerVersions {
             image: Some(crate::runner_version::image_release(&ctx.group.spec)),
-            served: st.served.lookup(&client, &ctx.key).await,
+            served: served_release_of(&st.served, &client, &ctx.key),
             reported: BTreeMap::new(),
         };
         Ok(ForgeView {
@@ -238,6 +238,8 @@ impl GithubForge {
                 .map(|(key, queued_at)| WaitingJob {
                     id: key.to_string(),
                     queued_at,
+                    // A scale set's jobs all ask for its labels: nothing to choose from.
+                    labels: Vec::new(),
                 })
                 .collect(),
             runners: states,
@@ -485,6 +487,8 @@ impl Forge for GithubForge {
         _runner_name: &str,
         secret_name: &str,
         _credentials: &RunnerCredentials,
+        // Validation refuses `spec.classes` on GitHub for now.
+        _class: Option<&forgerunner_core::crd::RunnerClass>,
     ) -> PodSpec {
         pod::default_runner_pod(group, secret_name)
     }

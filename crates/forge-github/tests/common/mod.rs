@@ -164,4 +164,6 @@ pub async fn demand(forge: &GithubForge, ctx: &GroupContext) -> forgerunner_core
 
 pub const WAIT: Duration = Duration::from_secs(15);
 
+pub mod listener;
+pub mod service;
 pub mod stub;

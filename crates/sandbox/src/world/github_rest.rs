@@ -26,10 +26,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use axum::Router;
-use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::StatusCode;
 use axum::response::Response;
+use forgerunner_testkit::forge_common::forward::Upstream as Server;
+use forgerunner_testkit::forge_common::http::Served;
 use forgerunner_testkit::github::rest_jobs::{FakeRestJob, Rerun, RestJobsFake};
 use forgerunner_testkit::github::runner_downloads::RunnerDownloadsFake;
 use forgerunner_testkit::github::{Emulator, EmulatorState, JobState};
@@ -42,8 +42,6 @@ use super::WorldError;
 pub const EMULATOR_REPOSITORY: &str = "org/repo";
 /// How often the mirror looks at the emulator.
 const MIRROR_EVERY: Duration = Duration::from_millis(100);
-/// Largest request body the front passes on (the token chain's bodies are tiny).
-const MAX_BODY: usize = 1 << 20;
 
 /// The REST run id of an emulator job (see the module docs).
 pub fn run_of(job: JobRequestId) -> u64 {
@@ -71,56 +69,17 @@ fn upstream_for(path: &str) -> Upstream {
 }
 
 struct Front {
-    rest_jobs: String,
-    emulator: String,
-    http: reqwest::Client,
-}
-
-fn bad_gateway(what: &str) -> Response {
-    let mut resp = Response::new(Body::from(what.to_owned()));
-    *resp.status_mut() = StatusCode::BAD_GATEWAY;
-    resp
+    rest_jobs: Server,
+    emulator: Server,
 }
 
 /// Sends the request on to its upstream and the answer back.
 async fn forward(State(front): State<Arc<Front>>, req: Request) -> Response {
-    let (parts, body) = req.into_parts();
-    let Ok(body) = axum::body::to_bytes(body, MAX_BODY).await else {
-        return bad_gateway("request body too large");
-    };
-    let base = match upstream_for(parts.uri.path()) {
+    let server = match upstream_for(req.uri().path()) {
         Upstream::RestJobs => &front.rest_jobs,
         Upstream::Emulator => &front.emulator,
     };
-    let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-    let mut out = front
-        .http
-        .request(parts.method.clone(), format!("{base}{target}"))
-        .body(body);
-    for (name, value) in &parts.headers {
-        if name != axum::http::header::HOST && name != axum::http::header::CONTENT_LENGTH {
-            out = out.header(name, value);
-        }
-    }
-    let Ok(reply) = out.send().await else {
-        return bad_gateway("upstream unreachable");
-    };
-    let status = reply.status();
-    let headers = reply.headers().clone();
-    let Ok(bytes) = reply.bytes().await else {
-        return bad_gateway("upstream body unreadable");
-    };
-    let mut resp = Response::new(Body::from(bytes));
-    *resp.status_mut() = status;
-    for (name, value) in &headers {
-        let hop = name == reqwest::header::CONTENT_LENGTH
-            || name == reqwest::header::TRANSFER_ENCODING
-            || name == reqwest::header::CONNECTION;
-        if !hop {
-            resp.headers_mut().insert(name.clone(), value.clone());
-        }
-    }
-    resp
+    server.forward(req).await
 }
 
 /// The REST jobs fake, its front and the mirror; all stop when this is dropped.
@@ -129,7 +88,7 @@ pub struct GithubRest {
     pub fake: RestJobsFake,
     /// The runner downloads fake: the release GitHub serves.
     pub downloads: RunnerDownloadsFake,
-    url: String,
+    front: Served<Front>,
     mirrored: Arc<Mutex<Mirrored>>,
     _stop: DropGuard,
 }
@@ -140,32 +99,18 @@ impl GithubRest {
     pub async fn start(emu: Arc<Emulator>, token: &str) -> Result<GithubRest, WorldError> {
         let fake = RestJobsFake::start(token).await?;
         let downloads = RunnerDownloadsFake::in_front_of(&emu.uri(), token).await?;
-        let http = reqwest::Client::builder()
-            .no_proxy()
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(std::io::Error::other)?;
-        let front = Arc::new(Front {
-            rest_jobs: fake.url().to_owned(),
-            emulator: downloads.url().to_owned(),
-            http,
-        });
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let url = format!("http://{}", listener.local_addr()?);
+        let front = Front {
+            rest_jobs: Server::new(fake.url())?,
+            emulator: Server::new(downloads.url())?,
+        };
+        let front = Served::start(|_| front, |f| Router::new().fallback(forward).with_state(f)).await?;
         let stop = CancellationToken::new();
-        let app = Router::new().fallback(forward).with_state(front);
-        let until = stop.clone().cancelled_owned();
-        tokio::spawn(async move {
-            if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(until).await {
-                tracing::warn!(error = %e, "the GitHub REST front stopped");
-            }
-        });
         let mirrored = Arc::new(Mutex::new(Mirrored::default()));
         tokio::spawn(mirror(emu, fake.clone(), mirrored.clone(), stop.clone()));
         Ok(GithubRest {
             fake,
             downloads,
-            url,
+            front,
             mirrored,
             _stop: stop.drop_guard(),
         })
@@ -185,7 +130,7 @@ impl GithubRest {
 
     /// The organization config URL on the front (what a RunnerGroup points at).
     pub fn config_url(&self) -> String {
-        format!("{}/{}", self.url, scaleset::testing::ORG)
+        format!("{}/{}", self.front.url(), scaleset::testing::ORG)
     }
 
     /// The re-runs the fake accepted so far.

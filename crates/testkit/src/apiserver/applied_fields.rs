@@ -101,6 +101,50 @@ pub fn prune(doc: &mut Value, before: &Value, now: &Value, others: &[&Value]) {
         }
         remove(doc, &path);
     }
+    // A map the manager applied itself (its `.` member) and applies no longer goes whole once
+    // nothing else keeps a field in it (structured-merge-diff owns the map, not just its
+    // leaves); deepest first, so a parent emptied by its children goes too.
+    let mut maps = Vec::new();
+    members(before, &mut Vec::new(), &mut maps);
+    maps.sort_by_key(|p| std::cmp::Reverse(p.len()));
+    for path in maps {
+        if contains(now, &path) || others.iter().any(|o| contains(o, &path)) {
+            continue;
+        }
+        remove_if_empty(doc, &path);
+    }
+}
+
+/// The paths of the maps a set owns as such (a `.` member).
+fn members(set: &Value, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+    let Some(m) = set.as_object() else { return };
+    for (k, child) in m.iter().filter(|(k, _)| k.starts_with("f:")) {
+        prefix.push(k["f:".len()..].to_owned());
+        if child.get(".").is_some() {
+            out.push(prefix.clone());
+        }
+        members(child, prefix, out);
+        prefix.pop();
+    }
+}
+
+/// Removes the map at `path` of `doc` if it is empty.
+fn remove_if_empty(doc: &mut Value, path: &[String]) {
+    let Some((last, parents)) = path.split_last() else {
+        return;
+    };
+    let mut cur = doc;
+    for k in parents {
+        match cur.get_mut(k) {
+            Some(next) => cur = next,
+            None => return,
+        }
+    }
+    if let Some(m) = cur.as_object_mut()
+        && m.get(last).and_then(Value::as_object).is_some_and(Map::is_empty)
+    {
+        m.remove(last);
+    }
 }
 
 fn remove(doc: &mut Value, path: &[String]) {
@@ -140,6 +184,30 @@ mod tests {
         let theirs = json!({"f:status": {"f:schedule": {"f:active": {}}}});
         prune(&mut kept, &before, &now, &[&theirs]);
         assert_eq!(kept.pointer("/status/schedule/active"), Some(&json!("a")));
+    }
+
+    /// structured-merge-diff owns an applied map itself (the `.` member): a map the manager stops
+    /// applying goes whole, not as an empty `{}` its schema may refuse (a status struct whose
+    /// fields are required).
+    #[test]
+    fn a_map_no_longer_applied_goes_whole_unless_something_else_keeps_it() {
+        let first = json!({"status": {"cache": {"url": "u", "size": "1Gi"}, "n": 1}});
+        let second = json!({"status": {"n": 2}});
+        let before = of(&first, true, true);
+        let now = of(&second, true, true);
+        let mut doc = json!({"status": {"cache": {"url": "u", "size": "1Gi"}, "n": 2}});
+        prune(&mut doc, &before, &now, &[]);
+        assert_eq!(doc, json!({"status": {"n": 2}}));
+        // Another manager's field keeps the map (and that field).
+        let mut kept = json!({"status": {"cache": {"url": "u", "size": "1Gi", "note": "x"}, "n": 2}});
+        let theirs = json!({"f:status": {"f:cache": {"f:note": {}}}});
+        prune(&mut kept, &before, &now, &[&theirs]);
+        assert_eq!(kept, json!({"status": {"cache": {"note": "x"}, "n": 2}}));
+        // A map still applied stays, even when emptied of what it had.
+        let emptied = of(&json!({"status": {"cache": {"url": "u"}, "n": 2}}), true, true);
+        let mut still = json!({"status": {"cache": {"url": "u", "size": "1Gi"}, "n": 2}});
+        prune(&mut still, &before, &emptied, &[]);
+        assert_eq!(still, json!({"status": {"cache": {"url": "u"}, "n": 2}}));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! Bodies are decoded into the k8s-openapi type and encoded again, so unknown fields are dropped
 //! (and reported) and a type mismatch is rejected as the real server's decoder would.
 
-use k8s_openapi::api::{apps, batch, coordination, core, events, rbac};
+use k8s_openapi::api::{apps, batch, coordination, core, events, networking, rbac};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -26,6 +26,8 @@ pub fn decode(builtin: Builtin, v: &Value) -> Result<Value, String> {
         Builtin::CoreEvent => roundtrip::<core::v1::Event>(v),
         Builtin::ServiceAccount => roundtrip::<core::v1::ServiceAccount>(v),
         Builtin::Service => roundtrip::<core::v1::Service>(v),
+        Builtin::PersistentVolumeClaim => roundtrip::<core::v1::PersistentVolumeClaim>(v),
+        Builtin::NetworkPolicy => roundtrip::<networking::v1::NetworkPolicy>(v),
         Builtin::Job => roundtrip::<batch::v1::Job>(v),
         Builtin::Event => roundtrip::<events::v1::Event>(v),
         Builtin::Lease => roundtrip::<coordination::v1::Lease>(v),

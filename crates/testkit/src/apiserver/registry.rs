@@ -23,6 +23,8 @@ pub enum Builtin {
     ServiceAccount,
     /// core/v1 Service.
     Service,
+    /// core/v1 PersistentVolumeClaim (stored only: no volume is ever bound).
+    PersistentVolumeClaim,
     /// batch/v1 Job.
     Job,
     /// events.k8s.io/v1 Event.
@@ -31,6 +33,8 @@ pub enum Builtin {
     Lease,
     /// apps/v1 Deployment (stored only).
     Deployment,
+    /// networking.k8s.io/v1 NetworkPolicy (stored only: nothing enforces it).
+    NetworkPolicy,
     /// rbac Role (stored only).
     Role,
     /// rbac RoleBinding (stored only).
@@ -102,7 +106,14 @@ impl ResourceDef {
         self.crd.is_some()
             || matches!(
                 self.builtin,
-                Some(Builtin::Pod | Builtin::Job | Builtin::Deployment | Builtin::Service | Builtin::Crd)
+                Some(
+                    Builtin::Pod
+                        | Builtin::Job
+                        | Builtin::Deployment
+                        | Builtin::Service
+                        | Builtin::NetworkPolicy
+                        | Builtin::Crd
+                )
             )
     }
 }
@@ -227,6 +238,17 @@ const BUILTINS: &[BuiltinSpec] = &[
         fields: &["spec.clusterIP", "spec.type"],
     },
     BuiltinSpec {
+        builtin: Builtin::PersistentVolumeClaim,
+        group: "",
+        version: "v1",
+        kind: "PersistentVolumeClaim",
+        plural: "persistentvolumeclaims",
+        namespaced: true,
+        status: true,
+        short: &["pvc"],
+        fields: &[],
+    },
+    BuiltinSpec {
         builtin: Builtin::Job,
         group: "batch",
         version: "v1",
@@ -276,6 +298,17 @@ const BUILTINS: &[BuiltinSpec] = &[
         namespaced: true,
         status: true,
         short: &["deploy"],
+        fields: &[],
+    },
+    BuiltinSpec {
+        builtin: Builtin::NetworkPolicy,
+        group: "networking.k8s.io",
+        version: "v1",
+        kind: "NetworkPolicy",
+        plural: "networkpolicies",
+        namespaced: true,
+        status: false,
+        short: &["netpol"],
         fields: &[],
     },
     BuiltinSpec {

@@ -2,7 +2,7 @@
 //! the `Authorization: token` header, `page`/`limit` paging with `Link`, path decoding, the
 //! `{"message", "url"}` error body.
 
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
@@ -174,4 +174,51 @@ pub fn serve_until_dropped(
             .await;
     });
     stop.drop_guard()
+}
+
+/// A fake's state and its server on a free loopback port; the server stops when the last clone
+/// is dropped.
+pub struct Served<S> {
+    state: Arc<S>,
+    url: String,
+    _stop: Arc<tokio_util::sync::DropGuard>,
+}
+
+impl<S> Clone for Served<S> {
+    fn clone(&self) -> Self {
+        Served {
+            state: self.state.clone(),
+            url: self.url.clone(),
+            _stop: self._stop.clone(),
+        }
+    }
+}
+
+impl<S> Served<S> {
+    /// Binds a free loopback port, makes the state (which may need its own URL) and serves
+    /// `router` of it there.
+    pub async fn start(
+        state: impl FnOnce(&str) -> S,
+        router: impl FnOnce(Arc<S>) -> axum::Router,
+    ) -> std::io::Result<Served<S>> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let url = format!("http://{}", listener.local_addr()?);
+        let state = Arc::new(state(&url));
+        let stop = serve_until_dropped(listener, router(state.clone()));
+        Ok(Served {
+            state,
+            url,
+            _stop: Arc::new(stop),
+        })
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The state the routes share.
+    pub fn state(&self) -> &S {
+        &self.state
+    }
 }

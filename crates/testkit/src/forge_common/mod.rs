@@ -1,8 +1,10 @@
 //! Pieces the forge fakes (Gitea, Forgejo) share because the real forges share them: Forgejo is
 //! a Gitea fork, so the REST paging, token header, connect-JSON runner RPC framing and the fault
-//! middleware are the same in both.
+//! middleware are the same in both. The GitHub fakes use the HTTP plumbing too, and their fronts
+//! before the `scaleset` emulator forward through [`forward`].
 
 pub mod faults;
+pub mod forward;
 pub mod http;
 pub mod rpc;
 

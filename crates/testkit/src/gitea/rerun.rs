@@ -191,7 +191,11 @@ mod tests {
         assert_eq!(m.run_done("acme", "app", run), Some(false), "b still waits");
         m.jobs.get_mut(&b).expect("b").state = JobState::Done(Conclusion::Success);
         assert_eq!(m.run_done("acme", "app", run), Some(true));
-        assert_eq!(m.run_done("acme", "other", run), None, "not this repository's run");
+        assert_eq!(
+            m.run_done("acme", "other", run),
+            None,
+            "not this repository's run"
+        );
         let change = m.rerun_job("acme", "app", run, a).expect("re-run");
         assert_eq!(change.job.id, a, "the same job row");
         let again = &m.jobs[&a];

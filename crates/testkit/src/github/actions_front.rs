@@ -18,31 +18,27 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::Router;
-use axum::body::Body;
+use axum::body::{Body, Bytes};
 use axum::extract::{Path, RawQuery, Request, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::Response;
 use axum::routing::get;
 use scaleset::ScaleSetId;
 use scaleset::testing::{Emulator, JobState};
 use serde_json::{Value, json};
-use tokio_util::sync::DropGuard;
 
-use crate::forge_common::http::{json_response, serve_until_dropped};
+use crate::forge_common::forward::Upstream;
+use crate::forge_common::http::{Served, json_response};
 
 /// How long a silenced long poll is held before its empty (202) answer, like a short emulator
 /// hold: the listener polls at a test's pace, not in a busy loop.
 pub const SILENT_HOLD: Duration = Duration::from_millis(100);
-/// Largest request body forwarded (the listener's bodies are small JSON).
-const MAX_FORWARDED_BODY: usize = 1024 * 1024;
 
 struct Shared {
     emulator: Arc<Emulator>,
-    /// The emulator's base URL (`http://host:port`, no trailing `/`).
-    upstream: String,
-    /// This front's base URL, likewise.
+    upstream: Upstream,
+    /// This front's base URL (`http://host:port`, no trailing `/`).
     url: String,
-    http: reqwest::Client,
     delivering: AtomicBool,
     listings: AtomicUsize,
     silenced_polls: AtomicUsize,
@@ -51,61 +47,54 @@ struct Shared {
 /// A running front; stops when the last clone is dropped.
 #[derive(Clone)]
 pub struct ActionsFront {
-    shared: Arc<Shared>,
-    _stop: Arc<DropGuard>,
+    served: Served<Shared>,
 }
 
 impl ActionsFront {
     /// Starts a front for `emulator` on a free loopback port; sessions deliver until told not to.
     pub async fn in_front_of(emulator: Arc<Emulator>) -> std::io::Result<ActionsFront> {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let url = format!("http://{}", listener.local_addr()?);
-        let http = reqwest::Client::builder()
-            .no_proxy()
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(std::io::Error::other)?;
-        let shared = Arc::new(Shared {
-            upstream: emulator.uri(),
+        let upstream = Upstream::new(&emulator.uri())?;
+        let shared = |url: &str| Shared {
             emulator,
-            url,
-            http,
+            upstream,
+            url: url.to_owned(),
             delivering: AtomicBool::new(true),
             listings: AtomicUsize::new(0),
             silenced_polls: AtomicUsize::new(0),
-        });
-        let stop = serve_until_dropped(listener, router(shared.clone()));
-        Ok(ActionsFront {
-            shared,
-            _stop: Arc::new(stop),
-        })
+        };
+        let served = Served::start(shared, router).await?;
+        Ok(ActionsFront { served })
+    }
+
+    fn shared(&self) -> &Shared {
+        self.served.state()
     }
 
     /// `http://127.0.0.1:PORT`.
     pub fn url(&self) -> &str {
-        &self.shared.url
+        self.served.url()
     }
 
     /// The emulator's organization config URL, on this front.
     pub fn config_url(&self) -> String {
-        format!("{}/{}", self.shared.url, scaleset::testing::ORG)
+        format!("{}/{}", self.url(), scaleset::testing::ORG)
     }
 
     /// From now on every session's long polls (those of sessions opened later too) are held
     /// and answered empty, their messages left with the emulator; `true` delivers again. A
     /// poll already forwarded is not recalled: see [`ActionsFront::silenced_polls`].
     pub fn set_delivering(&self, delivering: bool) {
-        self.shared.delivering.store(delivering, Ordering::SeqCst);
+        self.shared().delivering.store(delivering, Ordering::SeqCst);
     }
 
     /// Long polls answered empty because sessions do not deliver.
     pub fn silenced_polls(&self) -> usize {
-        self.shared.silenced_polls.load(Ordering::SeqCst)
+        self.shared().silenced_polls.load(Ordering::SeqCst)
     }
 
     /// `acquirablejobs` requests received.
     pub fn listings(&self) -> usize {
-        self.shared.listings.load(Ordering::SeqCst)
+        self.shared().listings.load(Ordering::SeqCst)
     }
 }
 
@@ -126,10 +115,10 @@ async fn acquirable(
     shared.listings.fetch_add(1, Ordering::SeqCst);
     // With the listing's query: the emulator refuses a call without its `api-version`.
     let query = query.map(|q| format!("?{q}")).unwrap_or_default();
-    let mut check = shared.http.get(format!(
-        "{}/tenant/_apis/runtime/runnerscalesets/{id}{query}",
-        shared.upstream
-    ));
+    let mut check = shared.upstream.request(
+        reqwest::Method::GET,
+        &format!("/tenant/_apis/runtime/runnerscalesets/{id}{query}"),
+    );
     if let Some(auth) = headers.get(axum::http::header::AUTHORIZATION) {
         check = check.header(reqwest::header::AUTHORIZATION, auth);
     }
@@ -183,48 +172,19 @@ async fn poll(State(shared): State<Arc<Shared>>, req: Request) -> Response {
 /// Sends the request on to the emulator and its answer back, with the emulator's own URLs in
 /// the answer pointing here instead.
 async fn forward(State(shared): State<Arc<Shared>>, req: Request) -> Response {
-    let (parts, body) = req.into_parts();
-    let Ok(body) = axum::body::to_bytes(body, MAX_FORWARDED_BODY).await else {
-        return json_response(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            json!({ "message": "request body too large" }),
-        );
-    };
-    let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-    let mut out = shared
-        .http
-        .request(parts.method.clone(), format!("{}{target}", shared.upstream))
-        .body(body);
-    for (name, value) in &parts.headers {
-        if name != axum::http::header::HOST && name != axum::http::header::CONTENT_LENGTH {
-            out = out.header(name, value);
-        }
-    }
-    let Ok(reply) = out.send().await else {
-        return bad_gateway("emulator unreachable");
-    };
-    let status = reply.status();
-    let content_type = reply.headers().get(reqwest::header::CONTENT_TYPE).cloned();
-    let retry_after = reply.headers().get(reqwest::header::RETRY_AFTER).cloned();
-    let Ok(bytes) = reply.bytes().await else {
-        return bad_gateway("emulator body unreadable");
+    let mut reply = match shared.upstream.send(req).await {
+        Ok(reply) => reply,
+        Err(e) => return json_response(e.status(), json!({ "message": e.to_string() })),
     };
     // Only the emulator's own base URL followed by a path is replaced: no other text of a reply
     // has that shape.
-    let from = format!("{}/", shared.upstream);
-    let body = match std::str::from_utf8(&bytes) {
-        Ok(text) if text.contains(&from) => Body::from(text.replace(&from, &format!("{}/", shared.url))),
-        _ => Body::from(bytes),
-    };
-    let mut resp = Response::new(body);
-    *resp.status_mut() = status;
-    if let Some(ct) = content_type {
-        resp.headers_mut().insert(axum::http::header::CONTENT_TYPE, ct);
+    let from = format!("{}/", shared.upstream.base());
+    if let Ok(text) = std::str::from_utf8(&reply.body)
+        && text.contains(&from)
+    {
+        reply.body = Bytes::from(text.replace(&from, &format!("{}/", shared.url)));
     }
-    if let Some(ra) = retry_after {
-        resp.headers_mut().insert(axum::http::header::RETRY_AFTER, ra);
-    }
-    resp
+    reply.into_response(|name| name == header::CONTENT_TYPE || name == header::RETRY_AFTER)
 }
 
 fn router(shared: Arc<Shared>) -> Router {
@@ -242,6 +202,10 @@ fn router(shared: Arc<Shared>) -> Router {
 mod tests {
     use super::*;
 
+    async fn json_of(req: reqwest::RequestBuilder) -> Value {
+        req.send().await.expect("sent").json().await.expect("json")
+    }
+
     /// The listing names the available jobs only, takes the admin token the emulator handed
     /// out through the front, and the token chain's Actions URL points at the front.
     #[tokio::test]
@@ -256,33 +220,25 @@ mod tests {
             .await
             .expect("scale set");
         let http = reqwest::Client::new();
-        let registration_token: Value = http
-            .post(format!(
+        let registration_token = json_of(
+            http.post(format!(
                 "{}/api/v3/orgs/{}/actions/runners/registration-token",
                 front.url(),
                 scaleset::testing::ORG
             ))
             .bearer_auth(scaleset::testing::DEFAULT_PAT)
-            .header("content-length", "0")
-            .send()
-            .await
-            .expect("sent")
-            .json()
-            .await
-            .expect("json");
+            .header("content-length", "0"),
+        )
+        .await;
         let registration_token = registration_token["token"]
             .as_str()
             .expect("a registration token");
-        let registration: Value = http
-            .post(format!("{}/api/v3/actions/runner-registration", front.url()))
-            .header("authorization", format!("RemoteAuth {registration_token}"))
-            .json(&json!({"url": front.config_url(), "runner_event": "register"}))
-            .send()
-            .await
-            .expect("sent")
-            .json()
-            .await
-            .expect("json");
+        let registration = json_of(
+            http.post(format!("{}/api/v3/actions/runner-registration", front.url()))
+                .header("authorization", format!("RemoteAuth {registration_token}"))
+                .json(&json!({"url": front.config_url(), "runner_event": "register"})),
+        )
+        .await;
         let actions = registration["url"].as_str().expect("an Actions URL");
         assert!(actions.starts_with(front.url()), "{actions}");
         let admin = registration["token"].as_str().expect("an admin token");

@@ -3,6 +3,7 @@
 
 pub mod actions_front;
 mod emulator;
+mod rest_error;
 pub mod rest_jobs;
 mod runner;
 pub mod runner_downloads;

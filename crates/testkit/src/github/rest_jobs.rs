@@ -31,10 +31,10 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::routing::{get, post};
 use serde_json::{Value, json};
-use tokio_util::sync::DropGuard;
 
+use super::rest_error::rest_error;
 use crate::forge_common::faults::{Fault, FaultTable, LoggedRequest, middleware};
-use crate::forge_common::http::{json_response, lock, serve_until_dropped, token_of};
+use crate::forge_common::http::{Served, json_response, lock, token_of};
 
 /// The installation token every App of the fake gets.
 pub const INSTALLATION_TOKEN: &str = "ghs_fake_installation_token";
@@ -90,41 +90,32 @@ struct Shared {
 /// A running fake; stops when the last clone is dropped.
 #[derive(Clone)]
 pub struct RestJobsFake {
-    shared: Arc<Shared>,
-    url: String,
-    _stop: Arc<DropGuard>,
+    served: Served<Shared>,
 }
 
 impl RestJobsFake {
     /// Starts the fake on a free loopback port; it accepts `token` (a PAT) and
     /// [`INSTALLATION_TOKEN`].
     pub async fn start(token: &str) -> std::io::Result<RestJobsFake> {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let url = format!("http://{}", listener.local_addr()?);
-        let shared = Arc::new(Shared {
+        let shared = |_: &str| Shared {
             model: Mutex::new(Model {
                 tokens: vec![token.to_owned()],
                 next_id: 1_000_000,
                 ..Model::default()
             }),
             faults: Arc::default(),
-        });
-        let app = router(shared.clone());
-        let stop = serve_until_dropped(listener, app);
-        Ok(RestJobsFake {
-            shared,
-            url,
-            _stop: Arc::new(stop),
-        })
+        };
+        let served = Served::start(shared, router).await?;
+        Ok(RestJobsFake { served })
     }
 
     fn model(&self) -> MutexGuard<'_, Model> {
-        lock(&self.shared.model)
+        lock(&self.served.state().model)
     }
 
     /// `http://127.0.0.1:PORT`; a config URL `{url}/{org}` has its REST API here.
     pub fn url(&self) -> &str {
-        &self.url
+        self.served.url()
     }
 
     /// Adds run `run_id` of `repository` (`owner/repo`) with these jobs (latest attempt).
@@ -160,12 +151,12 @@ impl RestJobsFake {
 
     /// Adds a fault rule.
     pub fn push_fault(&self, fault: Fault) {
-        self.shared.faults.push(fault);
+        self.served.state().faults.push(fault);
     }
 
     /// Requests received so far.
     pub fn requests(&self) -> Vec<LoggedRequest> {
-        self.shared.faults.requests()
+        self.served.state().faults.requests()
     }
 }
 
@@ -183,10 +174,7 @@ fn job_json(run_id: u64, j: &FakeRestJob) -> Value {
 
 /// GitHub's error body.
 fn error(status: StatusCode, message: &str) -> Response {
-    json_response(
-        status,
-        json!({"message": message, "documentation_url": DOCS, "status": status.as_str()}),
-    )
+    rest_error(DOCS, status, message)
 }
 
 /// The request's token if the fake knows it.

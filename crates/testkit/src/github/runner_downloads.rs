@@ -21,16 +21,16 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use axum::Router;
-use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::Response;
 use axum::routing::get;
 use serde_json::{Value, json};
-use tokio_util::sync::DropGuard;
 
+use super::rest_error::rest_error;
 use crate::forge_common::faults::{Fault, FaultTable, LoggedRequest, middleware};
-use crate::forge_common::http::{json_response, lock, serve_until_dropped, token_of};
+use crate::forge_common::forward::Upstream;
+use crate::forge_common::http::{Served, json_response, lock, token_of};
 
 /// The release the fake serves until told otherwise: a current one.
 pub const DEFAULT_SERVED: &str = "2.331.0";
@@ -38,8 +38,6 @@ pub const DEFAULT_SERVED: &str = "2.331.0";
 pub const DOWNLOADS_PATH: &str = "/actions/runners/downloads";
 /// `documentation_url` of the fake's error bodies.
 const DOCS: &str = "https://docs.github.com/rest/actions/self-hosted-runners";
-/// Largest request body forwarded upstream (the token chain's bodies are tiny).
-const MAX_FORWARDED_BODY: usize = 1024 * 1024;
 /// Platforms GitHub lists, as `(os, architecture, archive extension)`.
 const PLATFORMS: [(&str, &str, &str); 7] = [
     ("osx", "x64", "tar.gz"),
@@ -65,17 +63,14 @@ struct Model {
 struct Shared {
     model: Mutex<Model>,
     faults: Arc<FaultTable>,
-    /// Where requests for other routes go (`http://host:port`, no trailing `/`).
-    upstream: Option<String>,
-    http: reqwest::Client,
+    /// Where requests for other routes go.
+    upstream: Option<Upstream>,
 }
 
 /// A running fake; stops when the last clone is dropped.
 #[derive(Clone)]
 pub struct RunnerDownloadsFake {
-    shared: Arc<Shared>,
-    url: String,
-    _stop: Arc<DropGuard>,
+    served: Served<Shared>,
 }
 
 impl RunnerDownloadsFake {
@@ -87,18 +82,11 @@ impl RunnerDownloadsFake {
     /// Starts the fake in front of `upstream` (the emulator's `uri()`): routes other than the
     /// downloads are forwarded there. `token` is the PAT the emulator takes.
     pub async fn in_front_of(upstream: &str, token: &str) -> std::io::Result<RunnerDownloadsFake> {
-        RunnerDownloadsFake::serve(token, Some(upstream.trim_end_matches('/').to_owned())).await
+        RunnerDownloadsFake::serve(token, Some(Upstream::new(upstream)?)).await
     }
 
-    async fn serve(token: &str, upstream: Option<String>) -> std::io::Result<RunnerDownloadsFake> {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let url = format!("http://{}", listener.local_addr()?);
-        let http = reqwest::Client::builder()
-            .no_proxy()
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(std::io::Error::other)?;
-        let shared = Arc::new(Shared {
+    async fn serve(token: &str, upstream: Option<Upstream>) -> std::io::Result<RunnerDownloadsFake> {
+        let shared = |_: &str| Shared {
             model: Mutex::new(Model {
                 served: DEFAULT_SERVED.to_owned(),
                 failing: None,
@@ -106,28 +94,23 @@ impl RunnerDownloadsFake {
             }),
             faults: Arc::default(),
             upstream,
-            http,
-        });
-        let stop = serve_until_dropped(listener, router(shared.clone()));
-        Ok(RunnerDownloadsFake {
-            shared,
-            url,
-            _stop: Arc::new(stop),
-        })
+        };
+        let served = Served::start(shared, router).await?;
+        Ok(RunnerDownloadsFake { served })
     }
 
     fn model(&self) -> MutexGuard<'_, Model> {
-        lock(&self.shared.model)
+        lock(&self.served.state().model)
     }
 
     /// `http://127.0.0.1:PORT`; a config URL `{url}/{org}` has its REST API here.
     pub fn url(&self) -> &str {
-        &self.url
+        self.served.url()
     }
 
     /// The emulator's organization config URL, on this fake.
     pub fn config_url(&self) -> String {
-        format!("{}/{}", self.url, scaleset::testing::ORG)
+        format!("{}/{}", self.url(), scaleset::testing::ORG)
     }
 
     /// Makes the listing name release `version` (`2.332.0`) from now on.
@@ -143,12 +126,12 @@ impl RunnerDownloadsFake {
 
     /// Adds a fault rule (e.g. [`Fault::garbage`] on [`DOWNLOADS_PATH`]).
     pub fn push_fault(&self, fault: Fault) {
-        self.shared.faults.push(fault);
+        self.served.state().faults.push(fault);
     }
 
     /// Requests received so far, forwarded ones included.
     pub fn requests(&self) -> Vec<LoggedRequest> {
-        self.shared.faults.requests()
+        self.served.state().faults.requests()
     }
 
     /// How many requests the downloads routes received, failed and faulted ones included.
@@ -182,10 +165,7 @@ pub fn downloads_json(version: &str) -> Value {
 
 /// GitHub's error body.
 fn error(status: StatusCode, message: &str) -> Response {
-    json_response(
-        status,
-        json!({"message": message, "documentation_url": DOCS, "status": status.as_str()}),
-    )
+    rest_error(DOCS, status, message)
 }
 
 async fn downloads(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
@@ -202,45 +182,23 @@ async fn downloads(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Res
 /// Sends the request on to the upstream and its answer back. The installation tokens the
 /// upstream mints are learned: the downloads routes take them as GitHub would.
 async fn forward(State(shared): State<Arc<Shared>>, req: Request) -> Response {
-    let Some(upstream) = shared.upstream.as_deref() else {
+    let Some(upstream) = &shared.upstream else {
         return error(StatusCode::NOT_FOUND, "Not Found");
     };
-    let (parts, body) = req.into_parts();
-    let Ok(body) = axum::body::to_bytes(body, MAX_FORWARDED_BODY).await else {
-        return error(StatusCode::PAYLOAD_TOO_LARGE, "request body too large");
+    let mints = req.uri().path().ends_with("/access_tokens");
+    let reply = match upstream.send(req).await {
+        Ok(reply) => reply,
+        Err(e) => return error(e.status(), &e.to_string()),
     };
-    let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-    let mut out = shared
-        .http
-        .request(parts.method.clone(), format!("{upstream}{target}"))
-        .body(body);
-    for (name, value) in &parts.headers {
-        if name != axum::http::header::HOST && name != axum::http::header::CONTENT_LENGTH {
-            out = out.header(name, value);
-        }
-    }
-    let Ok(reply) = out.send().await else {
-        return error(StatusCode::BAD_GATEWAY, "upstream unreachable");
-    };
-    let status = reply.status();
-    let content_type = reply.headers().get(reqwest::header::CONTENT_TYPE).cloned();
-    let Ok(bytes) = reply.bytes().await else {
-        return error(StatusCode::BAD_GATEWAY, "upstream body unreadable");
-    };
-    if status.is_success() && parts.uri.path().ends_with("/access_tokens") {
-        let minted = serde_json::from_slice::<Value>(&bytes)
+    if mints && reply.status.is_success() {
+        let minted = serde_json::from_slice::<Value>(&reply.body)
             .ok()
             .and_then(|v| v.get("token")?.as_str().map(str::to_owned));
         if let Some(token) = minted {
             lock(&shared.model).tokens.push(token);
         }
     }
-    let mut resp = Response::new(Body::from(bytes));
-    *resp.status_mut() = status;
-    if let Some(ct) = content_type {
-        resp.headers_mut().insert(axum::http::header::CONTENT_TYPE, ct);
-    }
-    resp
+    reply.into_response(|name| name == header::CONTENT_TYPE)
 }
 
 fn router(shared: Arc<Shared>) -> Router {

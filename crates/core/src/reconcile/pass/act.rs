@@ -44,7 +44,7 @@ pub(super) async fn act(
         identities: &decided.identities,
     };
     let retired = retire_once(&target, &mut ledger.upkeep).await;
-    let mut report = apply_plan(&target, &decided.plan).await;
+    let mut report = apply_plan(&target, &decided.plan, &decided.classes).await;
     let disrupted: Vec<_> = report
         .disrupted
         .iter()
@@ -79,6 +79,7 @@ pub(super) async fn act(
         ledger.upkeep.pod_security_checked = group.metadata.generation;
     }
     ledger.writes.record(&report.created, &report.deleted);
+    ledger.classes.record(&report.created_classes, &report.deleted);
     report
 }
 

@@ -1,6 +1,6 @@
 //! Dereference: the group's forge, what its spec names in the cluster (credentials, CA bundle,
 //! webhook secret) read into the forge's group context, and the runner permissions the forge
-//! asks for in place.
+//! asks for and the shared cache the spec asks for in place.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -14,6 +14,7 @@ use crate::crd::RunnerGroup;
 use crate::forge::{
     CA_BUNDLE_KEY, ClusterRefs, Credentials, Forge, GroupContext, GroupKey, SecretValue, WEBHOOK_SECRET_KEY,
 };
+use crate::reconcile::cache_server::keep_cache;
 use crate::reconcile::context::Context;
 use crate::reconcile::error::ReconcileError;
 use crate::reconcile::ledger::{ReadRefs, Upkeep};
@@ -26,6 +27,8 @@ pub(super) struct Found<'a> {
     pub forge: &'a dyn Forge,
     /// The group as the forge sees it.
     pub group: GroupContext,
+    /// The group's shared cache as kept (`None` without `spec.cache`).
+    pub cache: Option<crate::cache_server::CacheStatus>,
 }
 
 /// The group's forge and context, its runner permissions applied. What the spec names in the
@@ -45,7 +48,13 @@ pub(super) async fn dereference<'a>(
     let gctx = context_of(group, &read);
     *refs = Some(read);
     ensure_runner_permissions(ctx, forge, group, upkeep).await?;
-    Ok(Found { forge, group: gctx })
+    // Before any runner is made: a runner pod of a group with a cache mounts its Secret.
+    let cache = keep_cache(ctx, forge, group, upkeep).await?;
+    Ok(Found {
+        forge,
+        group: gctx,
+        cache,
+    })
 }
 
 /// Keeps the runner ServiceAccount and RoleBindings the forge asks for, and removes the group's

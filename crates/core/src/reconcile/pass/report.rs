@@ -19,6 +19,7 @@ use crate::metrics::ForgeLabels;
 use crate::plan::FAILURE_THROTTLE_THRESHOLD;
 use crate::reconcile::FIELD_MANAGER;
 use crate::reconcile::apply::ApplyReport;
+use crate::reconcile::classes::class_statuses;
 use crate::reconcile::context::Context;
 use crate::reconcile::error::ReconcileError;
 use crate::reconcile::events;
@@ -45,7 +46,8 @@ pub(super) async fn report(
 ) -> Result<Action, ReconcileError> {
     count_runners(ctx, group, &done);
     budget_event(ctx, group, seen, &decided, &mut ledger.budget_throttled).await;
-    let summary = summarize(group, seen, &decided, &done);
+    let mut summary = summarize(group, seen, &decided, &done);
+    summary.cache.clone_from(&found.cache);
     record_metrics(ctx, group, seen, &summary, ledger);
     publish_events(ctx, group, seen, &decided, &summary, &done, ledger).await;
     let may_defer = done.first_error.is_none();
@@ -197,6 +199,9 @@ fn summarize(group: &RunnerGroup, seen: &Seen, decided: &Decided, done: &ApplyRe
             .schedule
             .as_ref()
             .map(|s| s.status(group.spec.min_runners, group.spec.max_runners)),
+        // Set by `report` from what the dereference step kept.
+        cache: None,
+        classes: class_statuses(&group.spec, &seen.runners, &decided.runner_classes),
     }
 }
 

@@ -14,7 +14,7 @@ mod workloads;
 use http::{HeaderMap, header};
 use k8s_pb::api::core::v1 as core;
 use k8s_pb::api::{apps::v1 as apps, batch::v1 as batch, coordination::v1 as coordination};
-use k8s_pb::api::{events::v1 as events, rbac::v1 as rbac};
+use k8s_pb::api::{events::v1 as events, networking::v1 as networking, rbac::v1 as rbac};
 use prost::Message;
 use serde_json::Value;
 
@@ -115,6 +115,11 @@ const DECODERS: &[(&str, &str, Decoder)] = &[
     ("v1", "Pod", decode_as::<core::Pod>),
     ("v1", "Event", decode_as::<core::Event>),
     ("v1", "Service", decode_as::<core::Service>),
+    (
+        "v1",
+        "PersistentVolumeClaim",
+        decode_as::<core::PersistentVolumeClaim>,
+    ),
     ("apps/v1", "Deployment", decode_as::<apps::Deployment>),
     ("batch/v1", "Job", decode_as::<batch::Job>),
     (RBAC, "Role", decode_as::<rbac::Role>),
@@ -127,6 +132,11 @@ const DECODERS: &[(&str, &str, Decoder)] = &[
         decode_as::<coordination::Lease>,
     ),
     ("events.k8s.io/v1", "Event", decode_as::<events::Event>),
+    (
+        "networking.k8s.io/v1",
+        "NetworkPolicy",
+        decode_as::<networking::NetworkPolicy>,
+    ),
 ];
 
 const RBAC: &str = "rbac.authorization.k8s.io/v1";

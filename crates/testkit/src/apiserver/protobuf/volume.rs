@@ -1,9 +1,9 @@
-//! Pod volumes. The in-tree cloud and network volume plugins (deprecated or removed upstream,
+//! Pod volumes and PersistentVolumeClaims. The in-tree cloud and network volume plugins (deprecated or removed upstream,
 //! and never used by runner pods) are refused with a clear error rather than converted.
 
 use k8s_pb::api::core::v1 as core;
 
-use super::json::{json_struct, unsupported};
+use super::json::{dropped, json_struct, unsupported};
 
 json_struct! {
     core::Volume { name, volume_source as "" }
@@ -62,4 +62,12 @@ json_struct! {
     }
     core::CSIVolumeSource { driver, read_only, fs_type, volume_attributes, node_publish_secret_ref }
     core::ImageVolumeSource { reference, pull_policy }
+    core::PersistentVolumeClaim { metadata, spec, status with dropped }
+    core::PersistentVolumeClaimSpec {
+        access_modes, selector, resources, volume_name, storage_class_name, volume_mode,
+        data_source, data_source_ref, volume_attributes_class_name,
+    }
+    core::VolumeResourceRequirements { limits, requests }
+    core::TypedLocalObjectReference { api_group, kind, name }
+    core::TypedObjectReference { api_group, kind, name, namespace }
 }

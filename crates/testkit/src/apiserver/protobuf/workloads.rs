@@ -1,10 +1,11 @@
-//! batch/v1 Job, apps/v1 Deployment, rbac roles and bindings, coordination Lease and
-//! events.k8s.io Event.
+//! batch/v1 Job, apps/v1 Deployment, rbac roles and bindings, coordination Lease,
+//! events.k8s.io Event and networking.k8s.io NetworkPolicy.
 
 use k8s_pb::api::apps::v1 as apps;
 use k8s_pb::api::batch::v1 as batch;
 use k8s_pb::api::coordination::v1 as coordination;
 use k8s_pb::api::events::v1 as events;
+use k8s_pb::api::networking::v1 as networking;
 use k8s_pb::api::rbac::v1 as rbac;
 
 use super::json::{dropped, json_struct};
@@ -51,6 +52,13 @@ json_struct! {
         deprecated_last_timestamp, deprecated_count,
     }
     events::EventSeries { count, last_observed_time }
+    networking::NetworkPolicy { metadata, spec }
+    networking::NetworkPolicySpec { pod_selector, ingress, egress, policy_types }
+    networking::NetworkPolicyIngressRule { ports, from }
+    networking::NetworkPolicyEgressRule { ports, to }
+    networking::NetworkPolicyPort { protocol, port, end_port }
+    networking::NetworkPolicyPeer { pod_selector, namespace_selector, ip_block }
+    networking::IpBlock { cidr, except }
 }
 
 #[cfg(test)]
@@ -62,6 +70,45 @@ mod tests {
     use serde_json::json;
 
     use super::super::json::ToJson;
+
+    #[test]
+    fn a_network_policy_keeps_its_peers_and_ports() {
+        use k8s_pb::api::networking::v1 as networking;
+        use k8s_pb::apimachinery::pkg::apis::meta::v1::LabelSelector;
+        use k8s_pb::apimachinery::pkg::util::intstr::IntOrString;
+        let spec = networking::NetworkPolicySpec {
+            pod_selector: Some(LabelSelector {
+                match_labels: [("app".to_owned(), "cache".to_owned())].into(),
+                ..Default::default()
+            }),
+            policy_types: vec!["Ingress".into()],
+            ingress: vec![networking::NetworkPolicyIngressRule {
+                from: vec![networking::NetworkPolicyPeer {
+                    ip_block: Some(networking::IpBlock {
+                        cidr: Some("10.0.0.0/8".into()),
+                        except: vec![],
+                    }),
+                    ..Default::default()
+                }],
+                ports: vec![networking::NetworkPolicyPort {
+                    protocol: Some("TCP".into()),
+                    port: Some(IntOrString {
+                        r#type: Some(0),
+                        int_val: Some(8088),
+                        str_val: None,
+                    }),
+                    end_port: None,
+                }],
+            }],
+            egress: vec![],
+        };
+        assert_eq!(
+            spec.to_json().unwrap().unwrap(),
+            json!({"podSelector": {"matchLabels": {"app": "cache"}}, "policyTypes": ["Ingress"],
+                   "ingress": [{"from": [{"ipBlock": {"cidr": "10.0.0.0/8"}}],
+                                "ports": [{"protocol": "TCP", "port": 8088}]}]})
+        );
+    }
 
     #[test]
     fn policy_rule_names_non_resource_urls_as_kubernetes_does() {

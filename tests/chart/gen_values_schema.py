@@ -176,6 +176,11 @@ def schema():
             ),
             "logFormat": {"type": "string", "enum": ["text", "json"]},
             "logLevel": {"type": "string", "minLength": 1, "pattern": r"^[A-Za-z0-9_:=,.\-]+$"},
+            "listingCacheEntries": {
+                "type": "integer",
+                "minimum": 20000,
+                "description": "entries (items and labels) all cached Gitea and Forgejo listings may hold together",
+            },
             "leaderElection": obj(
                 {
                     "enabled": {"type": "boolean"},

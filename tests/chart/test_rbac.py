@@ -17,7 +17,7 @@ NAMESPACED_RULES = {
     ("", "pods"): {"list", "patch"},
     ("", "secrets"): {"get", "create", "update"},
     ("apps", "deployments"): {"get", "create", "update", "delete"},
-    ("", "persistentvolumeclaims"): {"get", "create", "update", "delete"},
+    ("", "persistentvolumeclaims"): {"get", "list", "create", "update", "delete"},
     ("", "services"): {"get", "create", "delete"},
     ("networking.k8s.io", "networkpolicies"): {"get", "create", "delete"},
     ("", "configmaps"): {"get"},

@@ -15,6 +15,7 @@ CONFIG_KEYS = {
     "metricsAddr",
     "logFormat",
     "logLevel",
+    "listingCacheEntries",
     "leaderElection",
     "forgeHosts",
     "metrics",
@@ -89,6 +90,7 @@ def test_default_config_matches_the_operator_contract(render):
     assert config["metricsAddr"] == "0.0.0.0:9090"
     assert config["logFormat"] == "json"
     assert config["logLevel"] == "info"
+    assert config["listingCacheEntries"] == 500000
     assert config["metrics"] == {"jobLabels": False}
     assert config["leaderElection"] == {
         "enabled": True,

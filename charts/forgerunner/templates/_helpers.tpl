@@ -169,6 +169,7 @@ httpAddr: "0.0.0.0:8080"
 metricsAddr: "0.0.0.0:{{ .Values.metrics.port }}"
 logFormat: {{ .Values.logFormat }}
 logLevel: {{ .Values.logLevel | quote }}
+listingCacheEntries: {{ int64 .Values.listingCacheEntries }}
 leaderElection:
   enabled: {{ .Values.leaderElection.enabled }}
   leaseName: {{ include "forgerunner.leaseName" . }}
@@ -222,9 +223,12 @@ per-namespace Roles. Each rule says why the operator needs it; verbs are the min
   resources: ["deployments"]
   verbs: ["get", "create", "update", "delete"]
 # Its volume: grown in place when spec.cache.size grows, deleted when spec.cache goes.
+# spec.dockerCache (containerMode dind): the group's pool of Docker data-root claims
+# <group>-docker-<n>, owned by the group; listed to find the pool (and, once per group, any pool
+# left from a removed spec.dockerCache), created when missing, deleted when no longer asked for.
 - apiGroups: [""]
   resources: ["persistentvolumeclaims"]
-  verbs: ["get", "create", "update", "delete"]
+  verbs: ["get", "list", "create", "update", "delete"]
 # Its Service: replaced (deleted, created) when its spec changes.
 - apiGroups: [""]
   resources: ["services"]

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use crate::cache_server::{CACHE_SIZE_PATTERN, CacheStatus, DEFAULT_CACHE_SIZE};
+use crate::docker_cache::{DEFAULT_DOCKER_CACHE_SIZE, MAX_DOCKER_CACHE_CLAIMS};
 use crate::embedded::{Embedded, EmbeddedError};
 use crate::schedule::{MAX_SCHEDULES, Schedule, ScheduleStatus};
 use crate::validate::{
@@ -137,7 +138,10 @@ impl fmt::Display for ForgeKind {
      "fieldPath": ".classes"},
     {"rule": "self.forge != 'github' || !has(self.cache)",
      "message": "cache must not be set when forge is github: GitHub's runner takes the cache URL from the job message (see docs/caches.md)",
-     "fieldPath": ".cache", "reason": "FieldValueForbidden"}
+     "fieldPath": ".cache", "reason": "FieldValueForbidden"},
+    {"rule": "!has(self.dockerCache) || (has(self.containerMode) && self.containerMode.type == 'dind')",
+     "message": "dockerCache is only used with containerMode dind (it holds the Docker daemon's /var/lib/docker)",
+     "fieldPath": ".dockerCache", "reason": "FieldValueForbidden"}
 ]))]
 pub struct RunnerGroupSpec {
     /// The forge this group serves; exactly the block of the same name must be set.
@@ -229,6 +233,13 @@ pub struct RunnerGroupSpec {
     /// lost when the pod ends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache: Option<CacheSpec>,
+    /// A Docker layer cache for `containerMode: dind` (see docs/caches.md): a pool of volumes
+    /// the group owns, `<group>-docker-<n>`, each mounted at `/var/lib/docker` by at most one
+    /// runner pod at a time, so a runner finds the images and build cache of the runners before
+    /// it. A runner that finds every volume in use gets an empty one of its own (a cache miss)
+    /// rather than waiting. Removing it deletes the volumes once no runner uses them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub docker_cache: Option<DockerCacheSpec>,
     /// Named runner sizes (Gitea only for now): a job whose `runs-on` names one of a class's
     /// labels gets a runner of that class, registered with the group's labels and the class's,
     /// dressed with its resources, node selector and tolerations (see docs/classes.md). Jobs
@@ -312,6 +323,33 @@ pub struct CacheSpec {
 
 fn default_cache_size() -> String {
     DEFAULT_CACHE_SIZE.to_owned()
+}
+
+/// The Docker layer cache of a `dind` group (`spec.dockerCache`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DockerCacheSpec {
+    /// Size of each volume (a PersistentVolumeClaim, `ReadWriteOnce`): a whole number with an
+    /// optional unit, from 1Gi to 10Ti (default 20Gi). Applies to volumes made from then on;
+    /// existing ones keep their size.
+    #[serde(default = "default_docker_cache_size")]
+    #[schemars(pattern(CACHE_SIZE_PATTERN))]
+    pub size: String,
+    /// StorageClass of the volumes; the cluster's default class when unset. Applies to volumes
+    /// made from then on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = MAX_OBJECT_NAME_LEN))]
+    pub storage_class_name: Option<String>,
+    /// How many volumes the pool holds (1 to 100): at most this many runners have a cache at
+    /// once. Default: `maxRunners`, at most 100. Lowering it deletes the surplus volumes once
+    /// no runner uses them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = MAX_DOCKER_CACHE_CLAIMS), extend("format" = "int32"))]
+    pub claims: Option<u32>,
+}
+
+fn default_docker_cache_size() -> String {
+    DEFAULT_DOCKER_CACHE_SIZE.to_owned()
 }
 
 /// Re-runs of jobs whose runner the cluster killed (`spec.rerun`).

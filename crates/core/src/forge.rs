@@ -428,6 +428,19 @@ pub trait Forge: Send + Sync {
         runner_name: &str,
     ) -> Result<RunnerCredentials, ForgeError>;
 
+    /// What a new runner of `class` (`None`: one of the group's own) needs to join the forge.
+    /// The default ignores the class: a forge whose runner takes the class's labels from its
+    /// pod ([`Forge::default_runner_pod`]) needs nothing else. GitHub overrides it, because a
+    /// class there is a scale set of its own and the JIT config names the scale set.
+    async fn runner_credentials_of_class(
+        &self,
+        group: &GroupContext,
+        runner_name: &str,
+        _class: Option<&RunnerClass>,
+    ) -> Result<RunnerCredentials, ForgeError> {
+        self.runner_credentials(group, runner_name).await
+    }
+
     /// Deregisters a runner that will never run a job.
     async fn remove_runner(
         &self,

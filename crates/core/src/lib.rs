@@ -5,6 +5,7 @@ pub mod budget;
 pub mod cache_server;
 pub mod conditions;
 pub mod crd;
+pub mod docker_cache;
 pub mod embedded;
 pub mod error;
 pub mod fence;

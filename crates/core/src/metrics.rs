@@ -13,6 +13,7 @@ use prometheus_client::registry::Registry;
 pub mod classes;
 pub mod group;
 pub mod job;
+pub mod series_book;
 pub mod unmatched;
 pub mod versions;
 
@@ -156,6 +157,14 @@ pub struct Metrics {
     /// Entries in a forge backend's in-memory maps keyed by what groups name (clients per CA
     /// and proxy, tokens, listings, per-group state); back to 0 when no group uses the forge.
     pub forge_cache_entries: Family<CacheLabels, Gauge>,
+    /// Entries (items and labels) held by the cached Gitea and Forgejo listings together,
+    /// against the process-wide budget `listingCacheEntries`.
+    pub listing_cache_entries: Gauge,
+    /// Cached listings dropped to keep the listings within `listingCacheEntries`.
+    pub listing_cache_evictions: Counter,
+    /// Listings kept although alone larger than what the budget had left with every other
+    /// listing dropped (each is still within its own cap).
+    pub listing_cache_over_budget: Counter,
     /// Jobs waiting in a scope that no group's labels match, per namespace ([`unmatched`]).
     pub unmatched_waiting_jobs: Family<NamespaceLabels, Gauge>,
     /// Jobs whose runner the cluster killed, by how and by what came of re-running them.
@@ -251,6 +260,21 @@ impl Metrics {
             m.forge_cache_entries.clone(),
         );
         r.register(
+            "listing_cache_entries",
+            "Entries (items and labels) held by cached Gitea and Forgejo listings, process-wide",
+            m.listing_cache_entries.clone(),
+        );
+        r.register(
+            "listing_cache_evictions",
+            "Cached listings dropped to stay within the listing cache budget",
+            m.listing_cache_evictions.clone(),
+        );
+        r.register(
+            "listing_cache_over_budget",
+            "Listings kept although alone larger than the room left in the listing cache budget",
+            m.listing_cache_over_budget.clone(),
+        );
+        r.register(
             "unmatched_waiting_jobs",
             "Jobs waiting in a scope watched by the namespace's groups that no group's labels match",
             m.unmatched_waiting_jobs.clone(),
@@ -315,6 +339,9 @@ impl Default for Metrics {
             webhook_deliveries: Family::default(),
             webhook_signature_checks: Family::default(),
             forge_cache_entries: Family::default(),
+            listing_cache_entries: Gauge::default(),
+            listing_cache_evictions: Counter::default(),
+            listing_cache_over_budget: Counter::default(),
             unmatched_waiting_jobs: Family::default(),
             jobs_rerun: Family::default(),
             leader: Gauge::default(),

@@ -12,9 +12,13 @@ use crate::forge::{ForgeRunnerState, ForgeView};
 use crate::startup::{StartupFailure, Stuck};
 
 pub mod backoff;
+pub mod classes;
 pub mod memory;
 
 pub use backoff::FailureHistory;
+pub use classes::{ClassLimit, Classes};
+
+use classes::{Kind, Kinds};
 
 /// After this many consecutive runner failures, the group stops bursting: it creates at most
 /// one runner at a time, and only when none is active, until a runner succeeds.
@@ -104,6 +108,9 @@ pub struct PlanInput<'a> {
     /// The surplus earlier passes left and how long it has lasted
     /// ([`memory::PlanMemory::surplus`]); `None` when the last pass had none.
     pub surplus: Option<Surplus>,
+    /// `spec.classes`: the class each waiting job wants and each runner is
+    /// ([`Classes::NONE`] for a group without classes).
+    pub classes: Classes<'a>,
 }
 
 /// Waiting runners beyond what demand asks for, and for how long there have been that many.
@@ -192,6 +199,9 @@ pub struct RunnerCounts {
 pub struct Plan {
     /// Number of new runners to create.
     pub create: u32,
+    /// The class of each runner to create (`None`: one of the group's own), `create` of them,
+    /// in the order demand is served (oldest job first, the warm pool last).
+    pub create_classes: Vec<Option<String>>,
     /// Runners to remove.
     pub remove: Vec<Removal>,
     /// Runners now busy that are not yet recorded as such on their Job.
@@ -216,7 +226,8 @@ pub struct Plan {
 
 /// Decides what to create and remove. Pure: same input, same plan.
 ///
-/// Rules (each covered by `plan/tests.rs` and the properties in `tests/plan_props.rs`):
+/// Rules (each covered by `plan/tests.rs`, `plan/classes/tests.rs` and the properties in
+/// `tests/plan_props.rs` and `tests/plan_classes/`):
 /// - Finished Jobs (succeeded or failed) are always cleaned up; failed ones never count toward
 ///   capacity.
 /// - Pending, running and terminating runners occupy capacity: `occupied + create <= maxRunners`.
@@ -224,19 +235,27 @@ pub struct Plan {
 ///   (`Finished`: neither; they only occupy capacity until their pod is gone).
 /// - Creation, for every forge: `create = clamp(waitingJobs + minRunners - waiting, 0,
 ///   maxRunners - occupied)` (ARC's meaning of `minRunners`: idle runners on top of demand).
+/// - With `spec.classes` ([`classes`]) the same rules hold per class: a job wants one class
+///   (or the group's own runners), the warm pool is the group's own, and a waiting runner
+///   covers only demand of its class. Jobs are served oldest first: one runner of its class
+///   for each job no waiting runner of that class covers, while the group is below
+///   `maxRunners` and the class below its own; a job of a full class waits and takes no room
+///   from the others.
 /// - Scale-down, only on a view the forge calls complete and only once the surplus has lasted
 ///   `scaleDownDelaySeconds` without growing: waiting runners beyond
-///   `min(waitingJobs + minRunners, maxRunners - working)` are removed, pending first, then those
-///   the forge does not know or sees offline, then the youngest idle ones. (GitHub cancels an
-///   assignment no runner took in time and assigns the job again a little later, up to three
-///   times: a runner starting for it must not be thrown away in between.)
+///   `min(waitingJobs + minRunners, maxRunners - working)` are removed (with classes: beyond
+///   what their own class's demand asks for), pending first, then those the forge does not
+///   know or sees offline, then the youngest idle ones. (GitHub cancels an assignment no
+///   runner took in time and assigns the job again a little later, up to three times: a
+///   runner starting for it must not be thrown away in between.)
 /// - A runner that never took a job within the idle timeout, counted from when it was first
 ///   seen running, is removed, except the warm pool: up to `minRunners` started idle runners
-///   live until used. A runner that is or ever was busy is never removed while it runs.
+///   of the group's own live until used. A runner that is or ever was busy is never removed
+///   while it runs.
 /// - A runner that will not start (`stuck`) is removed as a failure, except one that only ran
-///   out of time (startup timeout, unschedulable) while demand still covers it: node scale-up
-///   and large pulls take what they take, and a replacement would start no sooner. An idle
-///   runner built from an older spec (`outdated`) is replaced; busy ones finish.
+///   out of time (startup timeout, unschedulable) while demand of its class still covers it:
+///   node scale-up and large pulls take what they take, and a replacement would start no
+///   sooner. An idle runner built from an older spec (`outdated`) is replaced; busy ones finish.
 /// - A runner whose one job is gone at the forge (`stranded`: re-run under a new handle,
 ///   cancelled) is removed at once, unless it worked.
 /// - While the failure backoff after the last runner failure lasts, nothing is created.
@@ -300,18 +319,30 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     let max = input.max_runners;
     // Saturating throughout: `waiting_jobs` comes from the forge and may be huge.
     let wanted_waiting = input.view.waiting_jobs.saturating_add(input.min_runners);
-    let healthy = waiting
+    // Demand and supply per class: a runner covers only demand of its own class.
+    let kinds = Kinds::new(input.classes);
+    let kind_of = |r: &ObservedRunner| kinds.index(kinds.of_runner(&r.name));
+    let demand = kinds.demand(input.view.waiting_jobs, input.min_runners);
+    let healthy = kinds.tally(
+        waiting
+            .iter()
+            .filter(|r| r.stuck.is_none() && !r.outdated)
+            .map(|r| r.name.as_str()),
+    );
+    // Runners only out of time to start keep covering demand of their class that no healthy
+    // runner covers, oldest (closest to starting) first.
+    let mut patient_slots: Vec<u32> = kinds
+        .totals(&demand)
         .iter()
-        .filter(|r| r.stuck.is_none() && !r.outdated)
-        .count() as u32;
-    // Runners only out of time to start keep covering demand that no healthy runner covers,
-    // oldest (closest to starting) first.
-    let mut patient_slots = wanted_waiting.saturating_sub(healthy);
+        .zip(&healthy)
+        .map(|(wanted, healthy)| wanted.saturating_sub(*healthy))
+        .collect();
     let mut replaced: BTreeSet<&str> = BTreeSet::new();
     for r in &waiting {
         let waits_out = r.stuck.as_ref().is_some_and(|s| s.cause.waits_out()) && !r.outdated;
-        if waits_out && patient_slots > 0 {
-            patient_slots -= 1;
+        let slots = &mut patient_slots[kind_of(r)];
+        if waits_out && *slots > 0 {
+            *slots -= 1;
             if let Some(stuck) = &r.stuck {
                 out.waiting_out.push((r.name.clone(), stuck.clone()));
             }
@@ -335,8 +366,8 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
         .filter(|r| !replaced.contains(r.name.as_str()))
         .collect();
 
-    // The warm pool: up to `minRunners` started runners never time out (oldest first, the
-    // ones the timeout would take); only idle runners above it do.
+    // The warm pool: up to `minRunners` started runners of the group's own never time out
+    // (oldest first, the ones the timeout would take); only idle runners above it do.
     let stranded = |r: &ObservedRunner| input.view.stranded.contains(&r.name);
     for r in current.iter().filter(|r| stranded(r)) {
         out.remove.push(active_removal(&r.name, RemovalReason::JobGone));
@@ -344,7 +375,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     let current: Vec<&ObservedRunner> = current.into_iter().filter(|r| !stranded(r)).collect();
     let warm: BTreeSet<&str> = current
         .iter()
-        .filter(|r| r.phase == RunnerPhase::Running)
+        .filter(|r| r.phase == RunnerPhase::Running && kinds.of_runner(&r.name) == Kind::Group)
         .take(input.min_runners as usize)
         .map(|r| r.name.as_str())
         .collect();
@@ -362,11 +393,14 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
         .copied()
         .filter(|r| !timed_out.contains(r.name.as_str()))
         .collect();
-    let waiting_kept_count = waiting_kept.len() as u32;
+    let supply = kinds.tally(waiting_kept.iter().map(|r| r.name.as_str()));
 
     if input.view.complete {
-        let keep = wanted_waiting.min(max.saturating_sub(working));
-        let excess = waiting_kept_count.saturating_sub(keep);
+        // Each class keeps the waiting runners its own demand asks for, all classes together no
+        // more than `maxRunners` leaves beside the working ones; the rest is surplus.
+        let kept = kinds.kept(&demand, &supply, max.saturating_sub(working));
+        let surplus: Vec<u32> = supply.iter().zip(&kept).map(|(s, k)| s - k).collect();
+        let excess = surplus.iter().fold(0u32, |a, n| a.saturating_add(*n));
         let quiet_long_enough = input.scale_down_delay_seconds == 0
             || input.surplus.is_some_and(|s| {
                 excess <= s.runners && s.seconds >= u64::from(input.scale_down_delay_seconds)
@@ -381,27 +415,43 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                     .then_with(|| a.age_seconds.cmp(&b.age_seconds))
                     .then_with(|| a.name.cmp(&b.name))
             });
-            for r in candidates.into_iter().take(excess as usize) {
-                out.remove.push(active_removal(&r.name, RemovalReason::ScaleDown));
+            let mut left = surplus;
+            for r in candidates {
+                let slot = &mut left[kind_of(r)];
+                if *slot > 0 {
+                    *slot -= 1;
+                    out.remove.push(active_removal(&r.name, RemovalReason::ScaleDown));
+                }
             }
         }
     }
     let headroom = max.saturating_sub(occupied);
-    out.create = wanted_waiting.saturating_sub(waiting_kept_count).min(headroom);
+    let occupying = kinds.tally(
+        input
+            .runners
+            .iter()
+            .filter(|r| r.phase.occupies_capacity())
+            .map(|r| r.name.as_str()),
+    );
+    out.create_classes = kinds.creations(&demand, &supply, &occupying, headroom);
 
-    if input.failures.creation_held(input.now) && out.create > 0 {
+    let mut create = out.create_classes.len() as u32;
+    if input.failures.creation_held(input.now) && create > 0 {
         out.throttled = true;
-        out.create = 0;
+        create = 0;
     }
-    if input.failures.consecutive >= FAILURE_THROTTLE_THRESHOLD && out.create > 0 {
+    if input.failures.consecutive >= FAILURE_THROTTLE_THRESHOLD && create > 0 {
         out.throttled = true;
-        out.create = u32::from(active.is_empty());
+        create = u32::from(active.is_empty());
     }
-    let allowance = creation_allowance(out.create, input.budget.as_ref(), input.now);
+    let allowance = creation_allowance(create, input.budget.as_ref(), input.now);
     if allowance.throttled {
-        out.cut_by_budget = Some(out.create);
-        out.create = allowance.create;
+        out.cut_by_budget = Some(create);
+        create = allowance.create;
     }
+    // Cuts keep the runners for the oldest jobs.
+    out.create_classes.truncate(create as usize);
+    out.create = out.create_classes.len() as u32;
 
     // Ghosts: offline at the forge and no Job of ours; deregister only, once each even when the
     // forge lists a name twice.

@@ -77,6 +77,10 @@ pub fn template_hash(spec: &RunnerGroupSpec) -> String {
         if let Some(cache) = obj.get_mut("cache") {
             *cache = serde_json::Value::Bool(true);
         }
+        // Likewise the Docker layer cache: its size and pool never shape a pod.
+        if let Some(cache) = obj.get_mut("dockerCache") {
+            *cache = serde_json::Value::Bool(true);
+        }
         // The embedded objects as their typed form writes them, so `cpu: 2` and `cpu: "2"` (and
         // runners made before the template was kept as stored) hash alike.
         if let Ok(Some(t)) = spec.pod_template() {
@@ -203,6 +207,9 @@ pub fn build_runner_job(input: RunnerJobInput<'_>) -> Result<Job, RunnerJobError
             parallelism: Some(1),
             ttl_seconds_after_finished: group.spec.ttl_seconds_after_finished,
             active_deadline_seconds: group.spec.active_deadline_seconds,
+            // So the Job remembers a disruption its pod no longer can (PodGC force-deletes the
+            // pods of a deleted Node): see `runner_pod::disruption::job`.
+            pod_failure_policy: Some(crate::runner_pod::disruption::runner_pod_failure_policy()),
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta {
                     labels: Some(pod_labels),

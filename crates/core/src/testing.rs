@@ -161,6 +161,7 @@ impl RunnerGroupBuilder {
                 rerun: None,
                 container_mode: None,
                 cache: None,
+                docker_cache: None,
                 classes: Vec::new(),
             },
         }

@@ -5,7 +5,7 @@
 //! the rules of each forge's block in its backend (`Forge::validate`), which builds on the
 //! helpers below. Each violation names the JSON path to fix.
 
-use crate::crd::{CacheSpec, ContainerModeType, ForgeKind, RunnerGroupSpec};
+use crate::crd::{CacheSpec, ContainerModeType, DockerCacheSpec, ForgeKind, RunnerGroupSpec};
 
 /// A spec rule that does not hold; `field` is the JSON path a user must fix.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -218,6 +218,9 @@ fn check_common(spec: &RunnerGroupSpec, out: &mut Vec<SpecViolation>) {
     if let Some(cache) = &spec.cache {
         out.extend(check_cache(spec, cache));
     }
+    if let Some(cache) = &spec.docker_cache {
+        out.extend(check_docker_cache(spec, cache));
+    }
     out.extend(check_classes(spec));
     if spec.image.as_deref().is_some_and(|i| i.trim().is_empty()) {
         out.push(violation(
@@ -268,6 +271,53 @@ fn check_cache(spec: &RunnerGroupSpec, cache: &CacheSpec) -> Vec<SpecViolation> 
     out
 }
 
+/// The rules of `spec.dockerCache`: `containerMode: dind` (the volumes are a Docker daemon's
+/// data root), a size within the bounds of `spec.cache`'s, a storage class that is an object
+/// name, and a pool of 1 to [`crate::docker_cache::MAX_DOCKER_CACHE_CLAIMS`] claims.
+fn check_docker_cache(spec: &RunnerGroupSpec, cache: &DockerCacheSpec) -> Vec<SpecViolation> {
+    use crate::cache_server::{MAX_CACHE_BYTES, MIN_CACHE_BYTES, size_bytes};
+    use crate::docker_cache::MAX_DOCKER_CACHE_CLAIMS;
+    let mut out = Vec::new();
+    let dind = spec
+        .container_mode
+        .as_ref()
+        .is_some_and(|m| m.type_ == ContainerModeType::Dind);
+    if !dind {
+        out.push(violation(
+            "spec.dockerCache",
+            "is only used with containerMode dind (it holds the Docker daemon's /var/lib/docker); \
+             set spec.containerMode.type to dind or remove spec.dockerCache",
+        ));
+    }
+    if !size_bytes(&cache.size).is_some_and(|b| (MIN_CACHE_BYTES..=MAX_CACHE_BYTES).contains(&b)) {
+        out.push(violation(
+            "spec.dockerCache.size",
+            format!(
+                "must be a whole quantity between 1Gi and 10Ti such as 20Gi or 50G, not {:?}",
+                cache.size
+            ),
+        ));
+    }
+    if let Some(class) = &cache.storage_class_name
+        && !is_object_name(class)
+    {
+        out.push(violation(
+            "spec.dockerCache.storageClassName",
+            format!("must be a StorageClass name (lowercase DNS subdomain of at most {MAX_OBJECT_NAME_LEN} characters)"),
+        ));
+    }
+    if cache
+        .claims
+        .is_some_and(|c| !(1..=MAX_DOCKER_CACHE_CLAIMS).contains(&c))
+    {
+        out.push(violation(
+            "spec.dockerCache.claims",
+            format!("must be between 1 and {MAX_DOCKER_CACHE_CLAIMS} (or unset for maxRunners)"),
+        ));
+    }
+    out
+}
+
 /// JSON path of the classes, named by every violation about one of them (with the class).
 pub const CLASSES_FIELD: &str = "spec.classes";
 
@@ -284,17 +334,12 @@ fn check_classes(spec: &RunnerGroupSpec) -> Vec<SpecViolation> {
     let mut bad = |message: String| out.push(violation(CLASSES_FIELD, message));
     match spec.forge {
         ForgeKind::Gitea => {}
-        ForgeKind::Github => bad(
-            "are not supported for GitHub yet: a class on GitHub is a scale set of its own, which \
-             forgerunner does not make per class; use one RunnerGroup per size (see docs/classes.md)"
-                .to_owned(),
-        ),
-        ForgeKind::Forgejo => bad(
-            "are not supported for Forgejo yet: Forgejo 15 binds each runner to one job, and the \
-             class must be chosen at that bind, which forgerunner does not do yet; use one \
-             RunnerGroup per size with labels no other group has (see docs/classes.md)"
-                .to_owned(),
-        ),
+        // A class is a scale set of its own; GitHub's own rules of classes are its forge's
+        // (`forgerunner_github::validate::validate_classes`).
+        ForgeKind::Github => {}
+        // Forgejo 15 binds each runner of a class to a job of that class; 11–14 register each
+        // runner with its class's labels (docs/classes.md#forgejo).
+        ForgeKind::Forgejo => {}
     }
     if spec.classes.len() > MAX_CLASSES {
         bad(format!("must have at most {MAX_CLASSES} classes"));

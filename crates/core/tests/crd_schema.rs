@@ -170,6 +170,10 @@ fn spec_cel_rules_sit_on_the_spec_and_cover_the_forge_blocks() {
             ".classes",
         ),
         ("self.forge != 'github' || !has(self.cache)", ".cache"),
+        (
+            "!has(self.dockerCache) || (has(self.containerMode) && self.containerMode.type == 'dind')",
+            ".dockerCache",
+        ),
     ];
     assert_eq!(got, want);
 }
@@ -249,9 +253,9 @@ fn every_rule_has_a_message_and_a_field_path_that_exists() {
     let crd = crd();
     let mut seen = 0;
     visit(root_schema(&crd), "", &mut seen);
-    // 1 on the name, 10 common (classes and cache included), 2 GitHub, 7 Gitea, 7 Forgejo and 1
-    // container-mode rule.
-    assert_eq!(seen, 28);
+    // 1 on the name, 11 common (classes, cache and dockerCache included), 2 GitHub, 7 Gitea, 7
+    // Forgejo and 1 container-mode rule.
+    assert_eq!(seen, 29);
 }
 
 /// Kubernetes rejects (or warns about) schemas that break these rules; see "Specifying a

@@ -35,6 +35,7 @@ impl Observation {
             now: forgerunner_core::testing::TEST_NOW,
             scale_down_delay_seconds: 0,
             surplus: None,
+            classes: forgerunner_core::plan::Classes::NONE,
         }
     }
 

@@ -21,12 +21,12 @@ use forgerunner_core::forge::{
 use forgerunner_core::metrics::Metrics;
 use forgerunner_core::validate::SpecViolation;
 use forgerunner_http::pool::clear;
-use forgerunner_http::{Cell, Connection, Fetched, InstanceKey, Pool};
+use forgerunner_http::{Cell, Connection, Fetched, InstanceKey, ListingMemory, Pool, entries_of};
 use k8s_openapi::api::core::v1::PodSpec;
 
+use crate::classes::Claim;
 use crate::client::{ClientOptions, FORGEJO, ForgejoClient};
 use crate::error::ForgejoError;
-use crate::labels::LabelSet;
 use crate::observe::{self, Graces, Listing, RunnerRows};
 use crate::runner_versions;
 use crate::scope::{Routes, Scope};
@@ -62,6 +62,10 @@ pub struct ForgejoOptions {
     /// How long no runner is made for a held job after the first such removal; each further
     /// one doubles it, up to [`HeldBackoff::max`].
     pub held_backoff: HeldBackoff,
+    /// The budget every cached listing is charged to; `None`: one of
+    /// [`ListingMemory::DEFAULT_ENTRIES`] for this backend alone. The operator hands the Gitea
+    /// and Forgejo backends one shared budget (`listingCacheEntries`).
+    pub listing_memory: Option<ListingMemory>,
 }
 
 impl Default for ForgejoOptions {
@@ -79,6 +83,7 @@ impl Default for ForgejoOptions {
                 first: Duration::from_secs(60),
                 max: Duration::from_secs(30 * 60),
             },
+            listing_memory: None,
         }
     }
 }
@@ -104,7 +109,8 @@ pub(crate) struct JobsKey {
 pub(crate) struct Resolved<'a> {
     pub(crate) spec: &'a ForgejoSpec,
     pub(crate) scope: Scope,
-    pub(crate) labels: LabelSet,
+    /// The jobs the group serves: its labels and its classes.
+    pub(crate) claim: Claim,
     pub(crate) instance: Arc<Instance>,
     pub(crate) scope_key: ScopeKey,
     pub(crate) jobs_key: JobsKey,
@@ -123,6 +129,8 @@ pub struct ForgejoForge {
     instances: Pool<InstanceKey, Instance>,
     jobs: Pool<JobsKey, Cell<Vec<RunJob>>>,
     runners: Pool<ScopeKey, Cell<RunnerList>>,
+    /// What the cached jobs and runner listings are charged to.
+    listing_memory: ListingMemory,
     tokens: Pool<ScopeKey, Cell<SecretValue>>,
     /// Per group: bindings, finished runners, creations, offline times.
     pub(crate) books: Mutex<HashMap<GroupKey, GroupBook>>,
@@ -142,7 +150,12 @@ impl ForgejoForge {
         trigger: ReconcileTrigger,
         opts: ForgejoOptions,
     ) -> ForgejoForge {
+        let listing_memory = opts
+            .listing_memory
+            .clone()
+            .unwrap_or_else(|| ListingMemory::new(ListingMemory::DEFAULT_ENTRIES, metrics.clone()));
         ForgejoForge {
+            listing_memory,
             metrics,
             opts,
             trigger,
@@ -189,10 +202,10 @@ impl ForgejoForge {
             instance: key,
             scope: scope.clone(),
         };
-        let names: Vec<String> = labels.names().map(str::to_string).collect();
+        let claim = Claim::of(&labels, &ctx.group.spec);
         let jobs_key = JobsKey {
             scope: scope_key.clone(),
-            labels: names,
+            labels: claim.listing_labels(),
         };
         self.track(&ctx.key, &jobs_key);
         Ok(Resolved {
@@ -200,7 +213,7 @@ impl ForgejoForge {
             jobs_key,
             scope_key,
             scope,
-            labels,
+            claim,
             instance,
             interval: Duration::from_secs(u64::from(spec.poll_interval_seconds())),
             version,
@@ -249,10 +262,9 @@ impl ForgejoForge {
 
     /// The group's waiting and running jobs, at most one poll interval old.
     pub(crate) async fn jobs(&self, r: &Resolved<'_>) -> Result<Fetched<Vec<RunJob>>, ForgejoError> {
-        let names: Vec<&str> = r.labels.names().collect();
+        let names: Vec<&str> = r.jobs_key.labels.iter().map(String::as_str).collect();
         let got = self
-            .jobs
-            .shared(&r.jobs_key)
+            .jobs_cell(&r.jobs_key)
             .get(
                 r.interval,
                 r.instance.client.list_jobs(r.version, &r.scope, &names),
@@ -267,14 +279,27 @@ impl ForgejoForge {
         Ok(got)
     }
 
+    /// The cached jobs listing of `key`, charged to the listing budget.
+    fn jobs_cell(&self, key: &JobsKey) -> Arc<Cell<Vec<RunJob>>> {
+        self.jobs.shared_or(key, || {
+            Cell::charged(self.listing_memory.clone(), |jobs| entries_of(jobs))
+        })
+    }
+
+    /// The cached runner listing of `key`, charged to the listing budget.
+    fn runners_cell(&self, key: &ScopeKey) -> Arc<Cell<RunnerList>> {
+        self.runners.shared_or(key, || {
+            Cell::charged(self.listing_memory.clone(), |l| entries_of(&l.rows))
+        })
+    }
+
     /// The scope's runners (v15), at most `max_age` old.
     pub(crate) async fn runners(
         &self,
         r: &Resolved<'_>,
         max_age: Duration,
     ) -> Result<Fetched<RunnerList>, ForgejoError> {
-        self.runners
-            .shared(&r.scope_key)
+        self.runners_cell(&r.scope_key)
             .get(max_age, r.instance.client.list_runners(r.version, &r.scope))
             .await
     }
@@ -300,7 +325,7 @@ impl ForgejoForge {
 
     /// Drops the cached runner listing of the scope (after a create or delete).
     pub(crate) async fn expire_runners(&self, r: &Resolved<'_>) {
-        self.runners.shared(&r.scope_key).expire().await;
+        self.runners_cell(&r.scope_key).expire().await;
     }
 
     /// The scope's registration token (token path), cached for `token_ttl`.
@@ -359,7 +384,7 @@ impl ForgejoForge {
                     observe::view_v15(
                         observe::Group {
                             name: &ctx.key.name,
-                            labels: &r.labels,
+                            claim: &r.claim,
                         },
                         book,
                         refs,
@@ -376,20 +401,26 @@ impl ForgejoForge {
                 })
             }
             Mode::RegistrationToken => self.with_book(&ctx.key, |book| {
-                observe::view_token(&r.labels, book, refs, jobs_listing, now)
+                observe::view_token(&r.claim, book, refs, jobs_listing, now)
             }),
         };
         // This pass's listings and book are cached by now.
         self.report_cache();
         // Forgejo's job listing carries no queue time: only the stages from first seen on.
-        let waiting = observe::waiting(&jobs.value, &r.labels)
-            .into_iter()
-            .map(|j| WaitingJob {
-                id: j.id.to_string(),
-                queued_at: None,
-                labels: j.runs_on.clone(),
-            })
-            .collect();
+        // Jobs `waiting_jobs` does not count (done by a runner the listing predates, or held
+        // back) are left out: the planner makes a runner of the class each listed job wants,
+        // and a runner of a class is bound only to a free job of its class.
+        let waiting = self.with_book(&ctx.key, |book| {
+            observe::waiting(&jobs.value, &r.claim)
+                .into_iter()
+                .filter(|j| !book.discounted(&j.handle, jobs.at, now))
+                .map(|j| WaitingJob {
+                    id: j.id.to_string(),
+                    queued_at: None,
+                    labels: j.runs_on.clone(),
+                })
+                .collect()
+        });
         Ok(ForgeView {
             waiting,
             waiting_jobs: seen.waiting_jobs,
@@ -410,9 +441,9 @@ impl ForgejoForge {
             // `waiting_jobs` is netted by this crate's own book (`state.rs`) still.
             listed_at: None,
             accounted: Default::default(),
-            // The jobs listing is filtered by the group's labels on the server (`labels` query,
-            // `GetActionRunJobs` in `routers/api/v1/shared/runners.go`): jobs no group matches
-            // are never in it. Naming them needs an unfiltered listing per scope, not made yet.
+            // The jobs listing is filtered by the group's and its classes' labels on the server
+            // (`labels` query, `GetActionRunJobs` in `routers/api/v1/shared/runners.go`): jobs
+            // no group matches are never in it. Naming them needs an unfiltered listing per scope, not made yet.
             unmatched: Vec::new(),
             // Forgejo 11–14 list no runners: the image alone tells a release.
             versions,
@@ -435,6 +466,7 @@ impl Forge for ForgejoForge {
             .unwrap_or_default();
         out.extend(crate::validate::validate_container_mode(spec));
         out.extend(crate::validate::validate_docker_daemon(spec));
+        out.extend(crate::validate::validate_class_docker_daemon(spec));
         out
     }
 
@@ -479,17 +511,20 @@ impl Forge for ForgejoForge {
         _runner_name: &str,
         secret_name: &str,
         credentials: &RunnerCredentials,
-        // Validation refuses `spec.classes` on Forgejo for now.
-        _class: Option<&forgerunner_core::crd::RunnerClass>,
+        class: Option<&forgerunner_core::crd::RunnerClass>,
     ) -> PodSpec {
-        let labels = group
+        let own = group
             .spec
             .forgejo
             .as_ref()
             .map(|f| f.labels.clone())
             .unwrap_or_default();
+        // The group's labels and the class's: `one-job --label` (15+) or `register --labels`
+        // (11–14) declare them.
+        let labels = crate::classes::runner_labels(&own, class);
+        let credentials = crate::pod::with_labels(credentials, &labels);
         let mut pod =
-            crate::pod::default_runner_pod(&labels, group.spec.image.as_deref(), secret_name, credentials);
+            crate::pod::default_runner_pod(&labels, group.spec.image.as_deref(), secret_name, &credentials);
         crate::pod::apply_trust(&group.spec, &mut pod);
         crate::pod::apply_config_file(&group.spec, &mut pod);
         crate::cache::apply_cache(group, &mut pod);
@@ -507,7 +542,17 @@ impl Forge for ForgejoForge {
         group: &GroupContext,
         runner_name: &str,
     ) -> Result<RunnerCredentials, ForgeError> {
-        Ok(self.credentials_inner(group, runner_name).await?)
+        Ok(self.credentials_inner(group, runner_name, None).await?)
+    }
+
+    /// Forgejo 15 binds the runner to a waiting job of its class (see `create_ephemeral`).
+    async fn runner_credentials_of_class(
+        &self,
+        group: &GroupContext,
+        runner_name: &str,
+        class: Option<&forgerunner_core::crd::RunnerClass>,
+    ) -> Result<RunnerCredentials, ForgeError> {
+        Ok(self.credentials_inner(group, runner_name, class).await?)
     }
 
     async fn remove_runner(

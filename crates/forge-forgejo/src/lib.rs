@@ -26,6 +26,7 @@
 //! the first runner with `one-job --handle` and `--token-url`); `spec.image` overrides it.
 
 pub mod cache;
+pub mod classes;
 pub mod client;
 pub mod error;
 pub mod forge;

@@ -8,7 +8,7 @@ use forgerunner_core::forge::{ForgeRunnerState, RunnerRef};
 use forgerunner_core::names::is_runner_name_of;
 use forgerunner_core::plan::RunnerPhase;
 
-use crate::labels::LabelSet;
+use crate::classes::Claim;
 use crate::state::{GroupBook, job_handle, runner_id};
 use crate::types::{RunJob, Runner, RunnerStatus};
 
@@ -61,10 +61,10 @@ pub(crate) struct Seen {
     pub(crate) stranded: BTreeSet<String>,
 }
 
-/// The group being observed: its name (runner name prefix) and labels.
+/// The group being observed: its name (runner name prefix) and the jobs it serves.
 pub(crate) struct Group<'a> {
     pub(crate) name: &'a str,
-    pub(crate) labels: &'a LabelSet,
+    pub(crate) claim: &'a Claim,
 }
 
 /// Tunables of the reading.
@@ -78,11 +78,12 @@ pub(crate) struct Graces {
     pub(crate) ghost: Duration,
 }
 
-/// The waiting jobs of the group, oldest first (the listing is id-descending).
-pub(crate) fn waiting<'a>(jobs: &'a [RunJob], labels: &LabelSet) -> Vec<&'a RunJob> {
+/// The waiting jobs some runner of the group can take, oldest first (the listing is
+/// id-descending).
+pub(crate) fn waiting<'a>(jobs: &'a [RunJob], claim: &Claim) -> Vec<&'a RunJob> {
     let mut w: Vec<&RunJob> = jobs
         .iter()
-        .filter(|j| j.is_waiting() && !j.runs_on.is_empty() && labels.matches(&j.runs_on))
+        .filter(|j| j.is_waiting() && !j.runs_on.is_empty() && claim.takes(&j.runs_on))
         .collect();
     w.sort_by_key(|j| j.id);
     w
@@ -108,9 +109,9 @@ pub(crate) fn view_v15(
     graces: Graces,
     now: Instant,
 ) -> Seen {
-    let (group_name, labels) = (group.name, group.labels);
+    let (group_name, claim) = (group.name, group.claim);
     book.sync(refs, now);
-    let waiting_jobs = waiting(jobs.rows, labels);
+    let waiting_jobs = waiting(jobs.rows, claim);
     let waiting_handles: BTreeSet<&str> = waiting_jobs.iter().map(|j| j.handle.as_str()).collect();
     // Every handle the jobs listing shows, waiting or running.
     let listed_handles: BTreeSet<&str> = jobs.rows.iter().map(|j| j.handle.as_str()).collect();
@@ -230,18 +231,18 @@ fn is_stranded(
 /// Forgejo 11–14: no runner API. So that a runner at work is never idle-reaped, the oldest
 /// active runners (running pods first) are reported busy, as many as jobs are running.
 pub(crate) fn view_token(
-    labels: &LabelSet,
+    claim: &Claim,
     book: &mut GroupBook,
     refs: &[RunnerRef],
     jobs: Listing<'_, RunJob>,
     now: Instant,
 ) -> Seen {
     book.sync(refs, now);
-    let waiting_jobs = waiting(jobs.rows, labels);
+    let waiting_jobs = waiting(jobs.rows, claim);
     let running = jobs
         .rows
         .iter()
-        .filter(|j| j.is_running() && labels.matches(&j.runs_on))
+        .filter(|j| j.is_running() && claim.takes(&j.runs_on))
         .count();
     let mut active: Vec<&RunnerRef> = refs.iter().filter(|r| r.phase.is_active()).collect();
     // Runners created by an earlier process have no creation time here: they rank oldest.

@@ -25,6 +25,7 @@
 //! [`apply_config_file`] passes `--config $(CONFIG_FILE)` to `one-job` and, on 11–14, to
 //! `register` ([`REGISTER_SCRIPT`]); see [`apply_config_file`] for what a config may change.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
@@ -294,6 +295,21 @@ fn config_mounts(group: &RunnerGroupSpec, path: &str) -> Vec<VolumeMount> {
             ..m
         })
         .collect()
+}
+
+/// `credentials` with the token path's labels ([`ENV_RUNNER_LABELS`], when set) replaced by
+/// `labels`, so that the pod registers with the labels of the runner's class whatever the
+/// credentials were issued for.
+pub fn with_labels<'a>(credentials: &'a RunnerCredentials, labels: &[String]) -> Cow<'a, RunnerCredentials> {
+    let joined = labels.join(",");
+    match credentials.env.get(ENV_RUNNER_LABELS) {
+        Some(have) if *have != joined => {
+            let mut c = credentials.clone();
+            c.env.insert(ENV_RUNNER_LABELS.to_string(), joined);
+            Cow::Owned(c)
+        }
+        _ => Cow::Borrowed(credentials),
+    }
 }
 
 /// The plain environment of a token-path runner.

@@ -148,17 +148,21 @@ impl GroupBook {
         });
         let discounted = waiting
             .iter()
-            .filter(|h| {
-                self.finished_handles.contains(**h)
-                    // A job whose bound runner failed after the listing was fetched may have been
-                    // taken (and ended) by that runner: it waits for no new runner until a
-                    // fresher listing says so.
-                    || self.failed_handles.get(**h).is_some_and(|at| listing_at < *at)
-                    || self.held(h, now)
-            })
+            .filter(|h| self.discounted(h, listing_at, now))
             .count();
         let n = discounted + self.finished_unbound.len();
         u32::try_from(n).unwrap_or(u32::MAX)
+    }
+
+    /// Whether the waiting job of `handle` (in a listing fetched at `listing_at`) needs no new
+    /// runner now, as [`GroupBook::covered`] counts it: its bound runner finished, or failed
+    /// after the listing was fetched (it may have taken the job, and a fresher listing will
+    /// tell), or Forgejo holds the job back. The jobs the view lists as waiting leave these
+    /// out, so that the class each listed job wants is the class of a runner to make.
+    pub fn discounted(&self, handle: &str, listing_at: Instant, now: Instant) -> bool {
+        self.finished_handles.contains(handle)
+            || self.failed_handles.get(handle).is_some_and(|at| listing_at < *at)
+            || self.held(handle, now)
     }
 
     /// Records that a runner bound to `handle`, connected long enough to have taken its job,
@@ -399,6 +403,7 @@ mod tests {
         b.note_held("h1", backoff, t0);
         assert!(b.held("h1", t0) && !b.held("h1", t0 + s));
         assert_eq!(b.covered(&waiting, t0, t0), 1, "h1 needs no runner now");
+        assert!(b.discounted("h1", t0, t0) && !b.discounted("h2", t0, t0));
         assert_eq!(b.bind(["h1", "h2"], t0, "g-aaaaa", t0).as_deref(), Some("h2"));
         assert_eq!(b.covered(&waiting, t0, t0 + s), 0, "the wait is over");
         b.note_held("h1", backoff, t0 + s);

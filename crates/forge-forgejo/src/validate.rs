@@ -16,7 +16,7 @@
 use forgerunner_core::crd::ForgejoSpec;
 use forgerunner_core::crd::{ContainerModeType, RunnerGroupSpec};
 use forgerunner_core::runner_job::RUNNER_CONTAINER;
-use forgerunner_core::validate::{MAX_LABEL_LEN, SpecViolation, violation};
+use forgerunner_core::validate::{CLASSES_FIELD, MAX_LABEL_LEN, SpecViolation, violation};
 use forgerunner_http::spec_rules::{self as rules, BlockFields};
 use k8s_openapi::api::core::v1::Container;
 
@@ -126,6 +126,47 @@ pub fn validate_docker_daemon(spec: &RunnerGroupSpec) -> Vec<SpecViolation> {
     )]
 }
 
+/// [`validate_docker_daemon`] for the labels of `spec.classes`: a runner of a class declares
+/// them too (`one-job --label`), so a docker label of a class needs the same daemon. One
+/// violation per class with docker labels, naming `spec.classes` and the class. Labels that do
+/// not parse are the common class rules' (`forgerunner_core::validate`).
+pub fn validate_class_docker_daemon(spec: &RunnerGroupSpec) -> Vec<SpecViolation> {
+    if spec.classes.is_empty()
+        || spec.container_mode_type() == Some(ContainerModeType::Dind)
+        || template_brings_docker(spec)
+    {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for class in &spec.classes {
+        let docker: Vec<&String> = class
+            .labels
+            .iter()
+            .filter(|l| {
+                parse_labels(&[l.as_str()])
+                    .is_ok_and(|s| matches!(s.labels()[0].1, RunnerLabel::Docker { .. }))
+            })
+            .collect();
+        let Some(first) = docker.first() else {
+            continue;
+        };
+        let name = first.split(':').next().unwrap_or_default();
+        let quoted: Vec<String> = docker.iter().map(|l| format!("{l:?}")).collect();
+        out.push(violation(
+            CLASSES_FIELD,
+            format!(
+                "class {}: label(s) {} run jobs in Docker containers (a label without a scheme is \
+                 docker://{DEFAULT_DOCKER_IMAGE}); forgejo-runner exits at start without a Docker \
+                 daemon: set containerMode.type: dind, set DOCKER_HOST on the runner container in \
+                 spec.template, or give each a host scheme ({name}:host)",
+                class.name,
+                quoted.join(", ")
+            ),
+        ));
+    }
+    out
+}
+
 /// Where forgejo-runner looks for a socket when `DOCKER_HOST` is unset (`commonSocketPaths`,
 /// without the Windows pipe and the `$XDG_RUNTIME_DIR` ones the image does not set).
 fn socket_paths() -> [String; 4] {
@@ -180,6 +221,8 @@ pub fn validate_container_mode(spec: &RunnerGroupSpec) -> Vec<SpecViolation> {
     rules::check_container_mode(spec)
 }
 
+#[cfg(test)]
+mod class_tests;
 #[cfg(test)]
 mod container_mode_tests;
 

@@ -384,6 +384,7 @@ fn plan_for(view: &forgerunner_core::forge::ForgeView, names: &[&str]) -> forger
         now: jiff::Timestamp::now(),
         scale_down_delay_seconds: 0,
         surplus: None,
+        classes: forgerunner_core::plan::Classes::NONE,
     })
 }
 

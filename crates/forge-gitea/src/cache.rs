@@ -23,62 +23,31 @@
 //! act_runner before v0.6.0 knows no `external_secret` (the key is ignored): its server then
 //! answers anyone who reaches it, and the NetworkPolicy alone keeps other pods out.
 
-use forgerunner_core::cache_server::{CACHE_DIR, CacheServer, SERVER_CONFIG_PATH, mount_runner_config};
+use forgerunner_core::cache_server::{CacheServer, mount_runner_config};
 use forgerunner_core::crd::RunnerGroup;
 use forgerunner_core::forge::SecretValue;
 use forgerunner_core::runner_version::runner_image;
+use forgerunner_http::cache_server::CacheFlavour;
 use k8s_openapi::api::core::v1::PodSpec;
 
 use crate::pod::{DEFAULT_IMAGE, REGISTER_CONTAINER, RUNNER_CONTAINER, runner_binary};
 
-/// The port Gitea's cache server listens on, and the cache Service's port.
-pub const CACHE_PORT: i32 = 8088;
+/// Gitea Runner's cache server and config: port 8088, the secret under `external_secret`, a
+/// `--host` for the URLs jobs call, and a server URL ending in `/`.
+pub const CACHE: CacheFlavour = CacheFlavour {
+    runner: "gitea-runner",
+    port: 8088,
+    secret_key: "external_secret",
+    host_flag: true,
+    trailing_slash: true,
+};
 
-/// The cache server of `group`, reachable at `service_host`, sharing `secret` with the runners.
+/// The cache server of `group`, reachable at `service_host`, sharing `secret` with the runners:
+/// the runners' image and its binary (`act_runner` in images that old).
 pub fn cache_server(group: &RunnerGroup, service_host: &str, secret: &SecretValue) -> CacheServer {
     let image = runner_image(&group.spec).unwrap_or_else(|| DEFAULT_IMAGE.to_owned());
     let binary = runner_binary(&image);
-    let url = format!("http://{service_host}:{CACHE_PORT}/");
-    let args = [
-        "cache-server",
-        "--config",
-        SERVER_CONFIG_PATH,
-        "--dir",
-        CACHE_DIR,
-        "--host",
-        service_host,
-        "--port",
-        &CACHE_PORT.to_string(),
-    ]
-    .map(str::to_owned)
-    .to_vec();
-    CacheServer {
-        image,
-        command: vec![binary.to_owned()],
-        args,
-        port: CACHE_PORT,
-        server_config: server_config(secret),
-        runner_config: runner_config(&url, secret),
-        url,
-    }
-}
-
-/// The server's config file: the shared secret the runners present on `/_internal/register`.
-pub fn server_config(secret: &SecretValue) -> SecretValue {
-    SecretValue::new(format!(
-        "# Written by forgerunner for spec.cache: gitea-runner cache-server's config.\n\
-         cache:\n  external_secret: \"{}\"\n",
-        secret.expose()
-    ))
-}
-
-/// A runner's config file: where the cache server is, and the shared secret.
-pub fn runner_config(url: &str, secret: &SecretValue) -> SecretValue {
-    SecretValue::new(format!(
-        "# Written by forgerunner for spec.cache: the runner's config.\n\
-         cache:\n  enabled: true\n  external_server: \"{url}\"\n  external_secret: \"{}\"\n",
-        secret.expose()
-    ))
+    CACHE.server(image, binary, service_host, secret)
 }
 
 /// Gives both steps of a runner pod of a group with a cache the runner config: mounted
@@ -106,39 +75,21 @@ mod tests {
     use std::collections::BTreeMap;
     use std::sync::Arc;
 
-    use forgerunner_core::cache_server::{
-        CONFIG_DIR, RUNNER_CONFIG_KEY, RUNNER_CONFIG_PATH, RUNNER_CONFIG_VOLUME, service_host,
-    };
-    use forgerunner_core::forge::{Forge, ReconcileTrigger, RunnerCredentials};
+    use forgerunner_core::cache_server::RUNNER_CONFIG_PATH;
+    use forgerunner_core::forge::{ReconcileTrigger, RunnerCredentials};
     use forgerunner_core::metrics::Metrics;
-    use forgerunner_core::runner_pod::restricted_violations;
+    use forgerunner_http::cache_checks::{self, SECRET, named};
     use forgerunner_http::pod_checks;
-    use k8s_openapi::api::core::v1::Container;
 
     use super::*;
     use crate::forge::GiteaForge;
 
-    const SECRET: &str = "s3cr3t-s3cr3t-s3cr3t";
-
-    fn group(image: Option<&str>, cache: bool) -> RunnerGroup {
-        let mut spec = serde_json::json!({
-            "forge": "gitea", "maxRunners": 5,
-            "gitea": {"url": "https://code.example.com", "scope": "repo", "repo": "alice/app",
-                "credentials": "token", "labels": ["linux:host"]}
-        });
-        if cache {
-            spec["cache"] = serde_json::json!({"size": "10Gi"});
-        }
-        if let Some(image) = image {
-            spec["image"] = serde_json::json!(image);
-        }
-        let mut g = pod_checks::group(spec, None, None);
-        g.metadata.name = Some("web".into());
-        g
-    }
-
     fn forge() -> GiteaForge {
         GiteaForge::new(Arc::new(Metrics::default()), ReconcileTrigger::channel().0)
+    }
+
+    fn group(image: Option<&str>, cache: bool) -> RunnerGroup {
+        cache_checks::group("gitea", image, cache)
     }
 
     fn pod(g: &RunnerGroup) -> PodSpec {
@@ -150,52 +101,23 @@ mod tests {
         pod_checks::built_pod(&forge(), g, &creds)
     }
 
-    fn named<'a>(pod: &'a PodSpec, name: &str) -> &'a Container {
-        pod.containers
-            .iter()
-            .chain(pod.init_containers.iter().flatten())
-            .find(|c| c.name == name)
-            .expect("container")
+    /// The command of `name` in `pod`.
+    fn command(pod: &PodSpec, name: &str) -> Vec<String> {
+        named(pod, name).command.clone().expect("command")
     }
 
     #[test]
     fn the_server_is_gitea_runners_cache_server_on_its_own_port() {
-        let g = group(None, true);
-        let host = service_host(&g);
-        let s = forge()
-            .cache_server(&g, &host, &SecretValue::new(SECRET))
-            .expect("Gitea runs a cache server");
+        let s = cache_checks::default_server(&forge(), "gitea", "gitea-runner", 8088, "external_secret");
         assert_eq!(s.image, DEFAULT_IMAGE, "the runners' image");
-        assert_eq!(s.command, ["gitea-runner"]);
+        let host = "web-actions-cache.ci.svc.cluster.local";
         assert_eq!(
-            s.args,
-            [
-                "cache-server",
-                "--config",
-                "/etc/forgerunner-cache/server.yaml",
-                "--dir",
-                "/cache",
-                "--host",
-                "web-actions-cache.ci.svc.cluster.local",
-                "--port",
-                "8088"
-            ]
+            s.args[5..],
+            ["--host", host, "--port", "8088"],
+            "jobs call the server"
         );
-        assert_eq!(s.port, 8088);
-        assert_eq!(s.url, "http://web-actions-cache.ci.svc.cluster.local:8088/");
-        assert!(
-            !s.args.join(" ").contains(SECRET),
-            "the secret is never an argument"
-        );
-        let server: serde_yaml::Value = serde_yaml::from_str(s.server_config.expose()).expect("YAML");
-        assert_eq!(server["cache"]["external_secret"].as_str(), Some(SECRET));
+        assert_eq!(s.url, format!("http://{host}:8088/"));
         let runner: serde_yaml::Value = serde_yaml::from_str(s.runner_config.expose()).expect("YAML");
-        assert_eq!(
-            runner["cache"]["external_server"].as_str(),
-            Some("http://web-actions-cache.ci.svc.cluster.local:8088/")
-        );
-        assert_eq!(runner["cache"]["external_secret"].as_str(), Some(SECRET));
-        assert_eq!(runner["cache"]["enabled"].as_bool(), Some(true));
         assert!(
             runner["runner"]["labels"].is_null(),
             "register's --labels stay in force"
@@ -218,60 +140,28 @@ mod tests {
     #[test]
     fn both_steps_read_the_cache_config_and_stay_restricted() {
         let p = pod(&group(None, true));
-        let volume = p
-            .volumes
-            .iter()
-            .flatten()
-            .find(|v| v.name == RUNNER_CONFIG_VOLUME)
-            .expect("cache config volume");
-        let secret = volume.secret.as_ref().expect("secret volume");
-        assert_eq!(secret.secret_name.as_deref(), Some("web-actions-cache"));
-        let keys: Vec<&str> = secret.items.iter().flatten().map(|i| i.key.as_str()).collect();
-        assert_eq!(keys, [RUNNER_CONFIG_KEY]);
-        for name in [REGISTER_CONTAINER, RUNNER_CONTAINER] {
-            let c = named(&p, name);
-            assert!(
-                c.volume_mounts
-                    .iter()
-                    .flatten()
-                    .any(|m| m.name == RUNNER_CONFIG_VOLUME
-                        && m.mount_path == CONFIG_DIR
-                        && m.read_only == Some(true)),
-                "{name} mounts the config"
-            );
-        }
-        let daemon = named(&p, RUNNER_CONTAINER).command.clone().expect("command");
-        assert_eq!(daemon, ["gitea-runner", "daemon", "--config", RUNNER_CONFIG_PATH]);
-        let script = named(&p, REGISTER_CONTAINER).command.clone().expect("command")[2].clone();
+        cache_checks::config_mounted_into(&p, &[RUNNER_CONTAINER, REGISTER_CONTAINER]);
+        assert_eq!(
+            command(&p, RUNNER_CONTAINER),
+            ["gitea-runner", "daemon", "--config", RUNNER_CONFIG_PATH]
+        );
+        let script = command(&p, REGISTER_CONTAINER)[2].clone();
         assert!(
             script.ends_with(&format!(" --config {RUNNER_CONFIG_PATH}")),
             "{script}"
         );
-        assert_eq!(restricted_violations(&p), Vec::new());
     }
 
-    /// docs/caches.md shows the config files exactly as written (for its example group `linux`
-    /// in `ci`, the secret as a placeholder).
     #[test]
     fn the_docs_show_the_config_files_as_written() {
-        let docs = include_str!("../../../docs/caches.md");
-        let secret = SecretValue::new("<64 hex characters>");
-        let url = "http://linux-actions-cache.ci.svc.cluster.local:8088/";
-        for file in [server_config(&secret), runner_config(url, &secret)] {
-            assert!(
-                docs.contains(file.expose()),
-                "docs/caches.md lacks:\n{}",
-                file.expose()
-            );
-        }
+        cache_checks::docs_show_the_config_files(&CACHE);
     }
 
     #[test]
     fn a_group_without_a_cache_gets_no_config() {
         let p = pod(&group(None, false));
-        assert!(!p.volumes.iter().flatten().any(|v| v.name == RUNNER_CONFIG_VOLUME));
-        let daemon = named(&p, RUNNER_CONTAINER).command.clone().expect("command");
-        assert_eq!(daemon, ["gitea-runner", "daemon"]);
-        assert!(!named(&p, REGISTER_CONTAINER).command.clone().expect("command")[2].contains("--config"));
+        cache_checks::no_config(&p);
+        assert_eq!(command(&p, RUNNER_CONTAINER), ["gitea-runner", "daemon"]);
+        assert!(!command(&p, REGISTER_CONTAINER)[2].contains("--config"));
     }
 }

@@ -19,7 +19,7 @@ use forgerunner_core::metrics::{Metrics, UnmatchedBook};
 use forgerunner_core::runner_class::runner_labels;
 use forgerunner_core::validate::SpecViolation;
 use forgerunner_core::webhook::RecentDeliveries;
-use forgerunner_http::{Cell, Connection, Fetched, InstanceKey, Pool};
+use forgerunner_http::{Cell, Connection, Fetched, InstanceKey, ListingMemory, Pool, entries_of};
 use k8s_openapi::api::core::v1::PodSpec;
 
 use crate::client::{ClientOptions, GITEA, GiteaClient, RunnerListing};
@@ -31,7 +31,7 @@ use crate::pod::{self, REGISTRATION_TOKEN_KEY};
 use crate::runner_names::strongest;
 use crate::scope::{Routes, Scope};
 use crate::types::{JobStatus, Runner, WorkflowJob};
-use crate::unmatched::{Taker, unmatched_jobs};
+use crate::unmatched::{Scans, Taker, unmatched_jobs};
 use crate::version::GiteaVersion;
 use forgerunner_core::names::is_runner_name_of;
 
@@ -54,6 +54,10 @@ pub struct GiteaOptions {
     /// runner is offline until its daemon first calls in, and at `scope: global` the rows
     /// include same-named groups' runners elsewhere; see `ghosts`.
     pub ghost_grace: Duration,
+    /// The budget every cached listing is charged to; `None`: one of
+    /// [`ListingMemory::DEFAULT_ENTRIES`] for this backend alone. The operator hands the Gitea
+    /// and Forgejo backends one shared budget (`listingCacheEntries`).
+    pub listing_memory: Option<ListingMemory>,
 }
 
 impl Default for GiteaOptions {
@@ -65,6 +69,7 @@ impl Default for GiteaOptions {
             // Between `register` and the daemon's first call lie, at worst, the start of the
             // dind sidecar (an image pull on a cold node) and of the runner container.
             ghost_grace: Duration::from_secs(300),
+            listing_memory: None,
         }
     }
 }
@@ -115,6 +120,8 @@ pub struct GiteaForge {
     pub(crate) instances: Pool<InstanceKey, Instance>,
     pub(crate) jobs: Pool<ListingKey, Cell<Vec<WorkflowJob>>>,
     pub(crate) runners: Pool<ListingKey, Cell<RunnerListing>>,
+    /// What the cached jobs and runner listings are charged to.
+    listing_memory: ListingMemory,
     /// Per listing scope, since when its offline rows have been offline (ghost candidates).
     pub(crate) offline: Mutex<HashMap<ListingKey, OfflineSince>>,
     pub(crate) tokens: Pool<ListingKey, Cell<SecretValue>>,
@@ -126,6 +133,8 @@ pub struct GiteaForge {
     pub(crate) deliveries: RecentDeliveries,
     /// Per group, the queued jobs of its scope no group can take ([`crate::unmatched`]).
     pub(crate) unmatched: UnmatchedBook,
+    /// The latest unmatched-jobs scan of each listing, shared by its groups.
+    pub(crate) unmatched_scans: Scans<ListingKey>,
 }
 
 impl GiteaForge {
@@ -136,7 +145,12 @@ impl GiteaForge {
 
     /// A backend with explicit options (tests shorten timeouts).
     pub fn with_options(metrics: Arc<Metrics>, trigger: ReconcileTrigger, opts: GiteaOptions) -> GiteaForge {
+        let listing_memory = opts
+            .listing_memory
+            .clone()
+            .unwrap_or_else(|| ListingMemory::new(ListingMemory::DEFAULT_ENTRIES, metrics.clone()));
         GiteaForge {
+            listing_memory,
             metrics,
             trigger,
             opts,
@@ -149,6 +163,7 @@ impl GiteaForge {
             announced: Mutex::default(),
             deliveries: RecentDeliveries::default(),
             unmatched: UnmatchedBook::new("gitea"),
+            unmatched_scans: Scans::default(),
         }
     }
 
@@ -244,7 +259,7 @@ impl GiteaForge {
     /// The scope's queued and running jobs, and when that listing's fetch started. Fetched at
     /// most once per poll interval: webhooks never expire it (they are accounted on top).
     async fn jobs(&self, r: &Resolved<'_>) -> Result<(Arc<Vec<WorkflowJob>>, Instant), GiteaError> {
-        let cell = self.jobs.shared(&r.listing);
+        let cell = self.jobs_cell(&r.listing);
         // One call for both: queued is demand, in_progress tells which runners got work.
         let got = cell
             .get(
@@ -259,13 +274,27 @@ impl GiteaForge {
         Ok((got.value, got.at))
     }
 
+    /// The cached jobs listing of `key`, charged to the listing budget.
+    pub(crate) fn jobs_cell(&self, key: &ListingKey) -> Arc<Cell<Vec<WorkflowJob>>> {
+        self.jobs.shared_or(key, || {
+            Cell::charged(self.listing_memory.clone(), |jobs| entries_of(jobs))
+        })
+    }
+
+    /// The cached runner listing of `key`, charged to the listing budget.
+    fn runners_cell(&self, key: &ListingKey) -> Arc<Cell<RunnerListing>> {
+        self.runners.shared_or(key, || {
+            Cell::charged(self.listing_memory.clone(), |l| entries_of(&l.runners))
+        })
+    }
+
     /// The scope's runner listing, at most `max_age` old, and when its fetch started.
     async fn runners(
         &self,
         r: &Resolved<'_>,
         max_age: Duration,
     ) -> Result<Fetched<RunnerListing>, GiteaError> {
-        let cell = self.runners.shared(&r.listing);
+        let cell = self.runners_cell(&r.listing);
         cell.get(max_age, r.instance.client.list_runners(&r.scope)).await
     }
 
@@ -298,10 +327,17 @@ impl GiteaForge {
         Ok(running.iter().any(|j| j.runner_name == name))
     }
 
-    /// The queued jobs of the group's listing no known group can take, counted for the
-    /// group's namespace.
-    fn unmatched_of(&self, ctx: &GroupContext, r: &Resolved<'_>, jobs: &[WorkflowJob]) -> Vec<UnmatchedJob> {
-        let found = match self.groups.lock() {
+    /// The queued jobs of the group's listing (fetched at `fetched_at`) no known group can
+    /// take, counted for the group's namespace. The listing is scanned once for all its groups
+    /// ([`Scans`]).
+    fn unmatched_of(
+        &self,
+        ctx: &GroupContext,
+        r: &Resolved<'_>,
+        jobs: &[WorkflowJob],
+        fetched_at: Instant,
+    ) -> Vec<UnmatchedJob> {
+        let scan = || match self.groups.lock() {
             Ok(groups) => {
                 let takers = groups.values().map(|g| Taker {
                     url: g.listing.instance().url(),
@@ -313,27 +349,33 @@ impl GiteaForge {
             // A poisoned map: report none rather than every job.
             Err(_) => Vec::new(),
         };
+        let found = self.unmatched_scans.get_or_scan(&r.listing, fetched_at, scan);
         let ids = found.iter().map(|j| j.id.clone()).collect();
         self.unmatched.record(&self.metrics, &ctx.key, ids);
-        found
+        found.as_ref().clone()
     }
 
     fn remember(&self, ctx: &GroupContext, r: &Resolved<'_>) {
         let before = match self.groups.lock() {
-            Ok(mut g) => g
-                .insert(
-                    ctx.key.clone(),
-                    GroupInfo {
-                        scope: r.scope.clone(),
-                        labels: r.labels.clone(),
-                        webhook_secret: ctx.webhook_secret.clone(),
-                        listing: r.listing.clone(),
-                    },
-                )
-                .map(|old| old.listing),
+            Ok(mut g) => g.insert(
+                ctx.key.clone(),
+                GroupInfo {
+                    scope: r.scope.clone(),
+                    labels: r.labels.clone(),
+                    webhook_secret: ctx.webhook_secret.clone(),
+                    listing: r.listing.clone(),
+                },
+            ),
             Err(_) => return,
         };
-        if before.is_some_and(|old| old != r.listing) {
+        let same_taker = before
+            .as_ref()
+            .is_some_and(|old| old.listing == r.listing && old.scope == r.scope && old.labels == r.labels);
+        if !same_taker {
+            // Which jobs no group can take may have changed.
+            self.unmatched_scans.takers_changed();
+        }
+        if before.is_some_and(|old| old.listing != r.listing) {
             // New token, CA bundle, proxy or scope: what only the old one used goes.
             self.prune();
         }
@@ -393,7 +435,7 @@ impl GiteaForge {
                     .or_insert_with(|| identity.clone());
             }
         }
-        let unmatched = self.unmatched_of(ctx, &r, &jobs);
+        let unmatched = self.unmatched_of(ctx, &r, &jobs, fetched_at);
         let listing = self.runners(&r, r.interval).await?;
         let runners = &listing.value.runners;
         let mut states = BTreeMap::new();
@@ -523,7 +565,7 @@ impl GiteaForge {
         for id in ours.keys() {
             r.instance.client.delete_runner(&r.scope, *id).await?;
         }
-        self.runners.shared(&r.listing).expire().await;
+        self.runners_cell(&r.listing).expire().await;
         Ok(RemoveOutcome::Removed)
     }
 }
@@ -659,7 +701,8 @@ impl Forge for GiteaForge {
     ) -> Result<forgerunner_core::forge::RerunOutcome, ForgeError> {
         let r = self.resolve(group)?;
         let (version, _) = self.ensure_ready(&r).await?;
-        crate::rerun::rerun_job(&r.instance.client, &r.scope, version, runner, job).await
+        let ask = |job_id| self.rerun_asked(&r.listing, job_id);
+        crate::rerun::rerun_job(&r.instance.client, &r.scope, version, runner, job, ask).await
     }
 
     async fn shutdown(&self, group: &GroupContext) -> Result<(), ForgeError> {

@@ -301,12 +301,60 @@ impl GiteaForge {
         }
     }
 
+    /// Notes that this process is about to ask Gitea to re-run job `job_id`, found in
+    /// `listing`, so that the re-run's `queued` delivery gives the job a runner at once (see
+    /// [`announced`]). The answer goes to the returned note.
+    pub(crate) fn rerun_asked(&self, listing: &ListingKey, job_id: i64) -> AskedRerun<'_> {
+        if let Ok(mut state) = self.announced.lock() {
+            state.entry(listing.clone()).or_default().rerun_asked(job_id);
+        }
+        AskedRerun {
+            forge: self,
+            listing: listing.clone(),
+            job_id,
+            answered: false,
+        }
+    }
+
     /// Forgets every delivery (a new leader starts from nothing).
     pub(crate) fn forget_announced(&self) {
         if let Ok(mut s) = self.announced.lock() {
             s.clear();
         }
         self.deliveries.clear();
+    }
+}
+
+/// A re-run request on its way to Gitea ([`GiteaForge::rerun_asked`]). Dropped without an
+/// answer (the request was abandoned), it counts as one Gitea may have carried out.
+pub(crate) struct AskedRerun<'a> {
+    forge: &'a GiteaForge,
+    listing: ListingKey,
+    job_id: i64,
+    answered: bool,
+}
+
+impl AskedRerun<'_> {
+    /// Gitea answered: `queued` unless it refused, which queued nothing.
+    pub(crate) fn answered(mut self, queued: bool) {
+        self.note(queued);
+    }
+
+    fn note(&mut self, queued: bool) {
+        self.answered = true;
+        if let Ok(mut state) = self.forge.announced.lock()
+            && let Some(a) = state.get_mut(&self.listing)
+        {
+            a.rerun_answered(self.job_id, Instant::now(), queued);
+        }
+    }
+}
+
+impl Drop for AskedRerun<'_> {
+    fn drop(&mut self) {
+        if !self.answered {
+            self.note(true);
+        }
     }
 }
 

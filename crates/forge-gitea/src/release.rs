@@ -14,8 +14,11 @@ use crate::forge::{GiteaForge, ListingKey};
 impl GiteaForge {
     /// Forgets `key`'s group state and whatever no other group uses.
     pub(crate) fn release_group(&self, key: &GroupKey) {
-        if let Ok(mut g) = self.groups.lock() {
-            g.remove(key);
+        if let Ok(mut g) = self.groups.lock()
+            && g.remove(key).is_some()
+        {
+            // One taker less: jobs only it could take are unmatched now.
+            self.unmatched_scans.takers_changed();
         }
         self.prune();
     }
@@ -36,6 +39,7 @@ impl GiteaForge {
         if let Ok(mut a) = self.announced.lock() {
             a.retain(|k, _| live.contains(k));
         }
+        self.unmatched_scans.retain(|k| live.contains(k));
         self.report_cache();
     }
 
@@ -47,12 +51,14 @@ impl GiteaForge {
         clear(&self.offline);
         self.tokens.clear();
         self.forget_announced();
+        self.unmatched_scans.clear();
         self.instances.clear();
         self.report_cache();
     }
 
     /// Sets the cache gauge from the maps' sizes.
     pub(crate) fn report_cache(&self) {
+        // The unmatched scans are not counted: one per jobs listing at most, pruned with it.
         let listings = self.jobs.len() + self.runners.len() + len(&self.offline) + len(&self.announced);
         let groups = len(&self.groups);
         self.metrics.set_cache_entries(

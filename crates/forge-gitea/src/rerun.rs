@@ -23,8 +23,10 @@
 //!   means "ask again later". A 400 after that (1.26 also answers 400 when the workflow was
 //!   disabled meanwhile, 1.27 past its attempt limit) is a refusal, reported as such.
 //! - 1.26 queues the same job row again (`rerunWorkflowJob`: `task_id`, status and times
-//!   reset), so the job's id comes back as queued; 1.27 clones the jobs into a new attempt
-//!   with new ids. Either way nothing here depends on the id that comes back.
+//!   reset, `Attempt` kept), so the job's id comes back as queued, its `queued` delivery at the
+//!   attempt of the killed task's `completed` one; 1.27 clones the jobs into a new attempt
+//!   with new ids. The request is noted before it is sent ([`AskedRerun`]) so the webhook
+//!   path takes that delivery as the re-run it is (`forge_webhook/announced.rs`).
 
 use std::time::Duration;
 
@@ -34,6 +36,7 @@ use forgerunner_core::job_identity::JobIdentity;
 
 use crate::client::GiteaClient;
 use crate::error::GiteaError;
+use crate::forge_webhook::AskedRerun;
 use crate::scope::{Scope, contains_repo};
 use crate::version::GiteaVersion;
 
@@ -89,6 +92,21 @@ fn target_of(job: &JobIdentity, scope: &Scope) -> Option<Target> {
     })
 }
 
+/// Whether Gitea may have queued the job again on `answer`: yes unless it refused the request
+/// (a 3xx or 4xx), which changes nothing.
+fn may_have_queued(answer: &Result<(), GiteaError>) -> bool {
+    match answer {
+        Ok(()) => true,
+        Err(e) => matches!(
+            e,
+            GiteaError::Server(..)
+                | GiteaError::Transport { .. }
+                | GiteaError::BadResponse(_)
+                | GiteaError::TooLarge { .. }
+        ),
+    }
+}
+
 /// What Gitea's answer to the re-run means.
 fn outcome_of(answer: Result<(), GiteaError>, target: &Target) -> Result<RerunOutcome, ForgeError> {
     match answer {
@@ -115,13 +133,15 @@ fn outcome_of(answer: Result<(), GiteaError>, target: &Target) -> Result<RerunOu
 }
 
 /// Re-runs the job `runner` was running, on a server of `version`
-/// ([`forgerunner_core::Forge::rerun_job`]).
-pub(crate) async fn rerun_job(
+/// ([`forgerunner_core::Forge::rerun_job`]). `ask` is told the job's id just before the
+/// request goes out, and its note the answer.
+pub(crate) async fn rerun_job<'a>(
     client: &GiteaClient,
     scope: &Scope,
     version: GiteaVersion,
     runner: &str,
     job: &JobIdentity,
+    ask: impl FnOnce(i64) -> AskedRerun<'a>,
 ) -> Result<RerunOutcome, ForgeError> {
     if !version.has_job_rerun_api() {
         return Ok(RerunOutcome::Unsupported);
@@ -142,9 +162,11 @@ pub(crate) async fn rerun_job(
         }
         Err(e) => return outcome_of(Err(e), &target),
     }
+    let asked = ask(target.job_id);
     let answer = client
         .rerun_job(&target.owner, &target.repo, target.run_id, target.job_id)
         .await;
+    asked.answered(may_have_queued(&answer));
     outcome_of(answer, &target)
 }
 
@@ -192,6 +214,31 @@ mod tests {
         }
         assert_eq!(target_of(&JobIdentity::default(), &Scope::Global), None);
         assert!(target_of(&identity("x/y", "1", "2"), &Scope::Global).is_some());
+    }
+
+    /// Only a refusal is known to have queued nothing; after a server error or a lost answer
+    /// the re-run's delivery may still come.
+    #[test]
+    fn only_a_refusal_queues_nothing() {
+        assert!(may_have_queued(&Ok(())));
+        for maybe in [
+            GiteaError::Server(502, "rerun_job"),
+            GiteaError::Transport {
+                operation: "rerun_job",
+                detail: "timeout".into(),
+            },
+            GiteaError::BadResponse("rerun_job"),
+        ] {
+            assert!(may_have_queued(&Err(maybe.clone())), "{maybe:?}");
+        }
+        for refused in [
+            GiteaError::Rejected(400, "rerun_job"),
+            GiteaError::NotFound("job".into()),
+            GiteaError::Unauthenticated { scope: "x".into() },
+            GiteaError::RateLimited(5),
+        ] {
+            assert!(!may_have_queued(&Err(refused.clone())), "{refused:?}");
+        }
     }
 
     #[test]

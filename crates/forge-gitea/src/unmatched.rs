@@ -8,9 +8,15 @@
 //! repo.APIURL()/actions/jobs/{id}`). A job counts as unmatched when no group on the same
 //! instance whose scope holds the job's repository has labels that match it.
 
+#[cfg(test)]
+mod forge_tests;
+mod scans;
+
 use std::collections::HashMap;
 
 use forgerunner_core::forge::UnmatchedJob;
+
+pub(crate) use self::scans::Scans;
 
 use crate::labels::ServedLabels;
 use crate::scope::{Scope, contains_repo};
@@ -32,9 +38,10 @@ pub(crate) struct Taker<'a> {
 /// Jobs with an empty `runs-on` are left out: which runner takes them depends on the Gitea
 /// version, not on labels a person could have mistyped.
 ///
-/// Every group's pass asks this of its scope's whole listing (thousands of jobs) against every
-/// group of the process, so the groups are indexed by label name first: a job is checked only
-/// against the groups that have its first `runs-on` label, and its repository is read once.
+/// A scope's listing (thousands of jobs) is scanned against every group of the process, so the
+/// groups are indexed by label name first: a job is checked only against the groups that have
+/// its first `runs-on` label, and its repository is read once. The groups of one scope share
+/// the scan of their listing ([`Scans`]).
 pub(crate) fn unmatched_jobs<'a>(
     jobs: &[WorkflowJob],
     url: &str,

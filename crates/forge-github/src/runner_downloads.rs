@@ -88,7 +88,7 @@ pub async fn fetch(client: &GithubClient) -> Result<RunnerRelease, ApiError> {
     })
 }
 
-/// The last answer of one group's client, and when it came.
+/// The last answer for one scope, and when it came.
 #[derive(Debug, Default)]
 pub struct ServedCache {
     /// When GitHub was last asked, and what it said (`None`: it failed).
@@ -128,21 +128,134 @@ impl ServedCache {
     }
 }
 
-/// One group's [`ServedCache`], shared with the lookup running for it.
+/// One scope's [`ServedCache`], shared with the lookup running for it.
 pub type SharedServed = std::sync::Arc<std::sync::Mutex<ServedCache>>;
+
+/// Scopes whose answers are kept at most. Groups of one scope share an entry, so this only
+/// bites with more distinct repositories, organizations and enterprises than that in use.
+pub const MAX_SCOPES: usize = 4096;
+/// An entry no pass has read for this long may make room for a new scope when the cache is
+/// full (its groups' passes have stopped reaching GitHub; they ask again if they come back).
+pub const UNUSED_AFTER: Duration = Duration::from_secs(12 * 60 * 60);
+
+/// Which listing a client reads: its REST base and the config URL's scope, as the downloads
+/// URL names them. GitHub serves one release to every token that may read the listing, so
+/// groups on one scope share the answer whatever their credentials. Lowercased: GitHub's
+/// owner, repository and enterprise names are case-insensitive.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ScopeKey(String);
+
+impl ScopeKey {
+    /// The key of the listing `client`'s config URL reads.
+    pub fn of(client: &GithubClient) -> ScopeKey {
+        let config = client.config();
+        ScopeKey(format!("{}{}", config.rest_base, config.runner_downloads_path()).to_ascii_lowercase())
+    }
+}
+
+/// A scope's answer and when a pass last read it.
+#[derive(Debug)]
+struct Entry {
+    cache: SharedServed,
+    used: Instant,
+}
+
+/// The served release per scope, beside the client pool: a thousand groups of one
+/// organization ask GitHub once per [`SERVED_TTL`], not once each. An entry lives while a
+/// group uses its scope (dropped with the scope's last group, as the transports are), and at
+/// most [`MAX_SCOPES`] are kept: when full, entries unused for [`UNUSED_AFTER`] make room, and
+/// if none is, a new scope's release stays unknown rather than evicting one in use (evicting
+/// by recency would ask GitHub on every pass once more scopes than the cap take turns).
+#[derive(Debug, Default)]
+pub struct ServedReleases {
+    entries: std::collections::HashMap<ScopeKey, Entry>,
+    /// The scope each group last read; bounded by the groups.
+    users: std::collections::HashMap<GroupKey, ScopeKey>,
+}
+
+impl ServedReleases {
+    /// The cache of `scope`, which `group` uses from now on (and no longer the one it used
+    /// before), made when there is none and there is room; marked read at `now`.
+    pub fn cache_for(&mut self, group: &GroupKey, scope: &ScopeKey, now: Instant) -> Option<SharedServed> {
+        if let Some(before) = self.users.insert(group.clone(), scope.clone())
+            && &before != scope
+        {
+            self.drop_unused(&before);
+        }
+        if !self.entries.contains_key(scope) {
+            if self.entries.len() >= MAX_SCOPES {
+                self.make_room(now);
+            }
+            if self.entries.len() >= MAX_SCOPES {
+                return None;
+            }
+        }
+        let entry = self.entries.entry(scope.clone()).or_insert_with(|| Entry {
+            cache: SharedServed::default(),
+            used: now,
+        });
+        entry.used = now;
+        Some(entry.cache.clone())
+    }
+
+    /// `group` reads no scope any more.
+    pub fn release(&mut self, group: &GroupKey) {
+        if let Some(scope) = self.users.remove(group) {
+            self.drop_unused(&scope);
+        }
+    }
+
+    /// Scopes held, for the cache gauge.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether no scope is held.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Forgets everything (leadership lost).
+    pub fn clear(&mut self) {
+        self.entries.clear();
+        self.users.clear();
+    }
+
+    /// Drops `scope`'s entry when no group uses it.
+    fn drop_unused(&mut self, scope: &ScopeKey) {
+        if !self.users.values().any(|s| s == scope) {
+            self.entries.remove(scope);
+        }
+    }
+
+    /// Drops the entries no pass read for [`UNUSED_AFTER`], and forgets their groups.
+    fn make_room(&mut self, now: Instant) {
+        self.entries
+            .retain(|_, e| now.saturating_duration_since(e.used) < UNUSED_AFTER);
+        let entries = &self.entries;
+        self.users.retain(|_, s| entries.contains_key(s));
+    }
+}
+
+/// The per-scope cache shared by the forge's groups.
+pub type SharedReleases = std::sync::Mutex<ServedReleases>;
 
 /// The release GitHub serves the group's scope, as last told; when an answer is due, asks
 /// through `client` in the background. The pass never waits for it: the downloads listing is a
-/// REST call every group would otherwise make on its first pass, under its lock and before its
-/// first runner (the bench's 100 GitHub groups drained in 74 s instead of 44 s). A failure is
-/// logged (the error names no token: the bearer is never part of it) and leaves the release
-/// unknown until the next try.
+/// REST call every scope would otherwise cost its groups' first passes, under their locks and
+/// before their first runners (the bench's 100 GitHub groups drained in 74 s instead of 44 s).
+/// A failure is logged (the error names no token: the bearer is never part of it) and leaves
+/// the release unknown for every group of the scope until the next try.
 pub fn served_release_of(
-    cache: &SharedServed,
+    releases: &SharedReleases,
     client: &std::sync::Arc<GithubClient>,
     group: &GroupKey,
 ) -> Option<RunnerRelease> {
     let now = Instant::now();
+    let cache = releases
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .cache_for(group, &ScopeKey::of(client), now)?;
     let mut c = cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     if c.due(now) {
         c.asking = true;
@@ -216,6 +329,63 @@ mod tests {
         assert_eq!(served_release(&[]), None);
         let parsed: Result<Vec<RunnerDownload>, _> = serde_json::from_str(r#"{"message":"x"}"#);
         assert!(parsed.is_err(), "an object is no listing");
+    }
+
+    fn group(name: &str) -> GroupKey {
+        GroupKey {
+            namespace: "ci".into(),
+            name: name.into(),
+        }
+    }
+
+    fn scope(name: &str) -> ScopeKey {
+        ScopeKey(format!(
+            "https://api.github.com/orgs/{name}/actions/runners/downloads"
+        ))
+    }
+
+    #[test]
+    fn groups_of_one_scope_share_its_answer_until_the_last_leaves() {
+        let t0 = Instant::now();
+        let mut r = ServedReleases::default();
+        let a = r.cache_for(&group("a"), &scope("org"), t0).expect("room");
+        let b = r.cache_for(&group("b"), &scope("org"), t0).expect("room");
+        assert!(std::sync::Arc::ptr_eq(&a, &b), "one entry per scope");
+        assert_eq!(r.len(), 1);
+        // b moves to another scope: org stays, a still reads it.
+        r.cache_for(&group("b"), &scope("other"), t0).expect("room");
+        assert_eq!(r.len(), 2);
+        r.release(&group("a"));
+        assert_eq!(r.len(), 1, "org's last group left");
+        r.release(&group("b"));
+        r.release(&group("b"));
+        assert!(r.is_empty());
+        r.cache_for(&group("a"), &scope("org"), t0).expect("room");
+        r.clear();
+        assert!(r.is_empty());
+    }
+
+    #[test]
+    fn a_full_cache_drops_only_long_unused_scopes() {
+        let t0 = Instant::now();
+        let mut r = ServedReleases::default();
+        for i in 0..MAX_SCOPES {
+            let n = i.to_string();
+            r.cache_for(&group(&n), &scope(&n), t0).expect("room");
+        }
+        assert_eq!(r.len(), MAX_SCOPES);
+        let later = t0 + UNUSED_AFTER - Duration::from_secs(1);
+        // Scope 0 is read again; every other one stays unread.
+        r.cache_for(&group("0"), &scope("0"), later).expect("held");
+        assert!(
+            r.cache_for(&group("new"), &scope("new"), later).is_none(),
+            "nothing unused long enough: the new scope waits, no scope in use is evicted"
+        );
+        assert_eq!(r.len(), MAX_SCOPES);
+        let t1 = t0 + UNUSED_AFTER;
+        r.cache_for(&group("new"), &scope("new"), t1).expect("room made");
+        assert_eq!(r.len(), 2, "scope 0 (read since) and the new one");
+        assert!(r.users.len() <= 2, "the dropped scopes' groups are forgotten");
     }
 
     #[test]

@@ -1,10 +1,13 @@
 //! The rules of `spec.github` (`Forge::validate`), twins of the CRD schema's.
 
-use forgerunner_core::crd::GithubSpec;
+use forgerunner_core::crd::{GithubSpec, RunnerGroupSpec};
+use forgerunner_core::runner_class::{ClassMatch, Wanted, group_label_names, wanted};
 use forgerunner_core::validate::{
-    MAX_FORGE_NAME_LEN, MAX_LABEL_LEN, MAX_LABELS, SpecViolation, check_length, is_http_url, is_object_name,
-    violation,
+    CLASSES_FIELD, MAX_FORGE_NAME_LEN, MAX_LABEL_LEN, MAX_LABELS, SpecViolation, chars, check_length,
+    is_http_url, is_object_name, violation,
 };
+
+use crate::forge::class_scale_set_name;
 
 /// The rules of `spec.github`; empty when valid.
 pub fn validate_github(gh: &GithubSpec) -> Vec<SpecViolation> {
@@ -62,6 +65,56 @@ pub fn validate_github(gh: &GithubSpec) -> Vec<SpecViolation> {
         ));
     }
     std::mem::take(out)
+}
+
+/// GitHub's rules of `spec.classes` (core checks the common ones): each class is a scale set
+/// named `<scale set name>-<class>` ([`class_scale_set_name`]), whose labels are plain names
+/// (the `name:scheme` form is Gitea's and Forgejo's), and whose waiting jobs are reported with
+/// the class's labels: core's choice must give exactly that class for them, so a class whose
+/// labels are all an earlier class's or the group's is refused.
+pub fn validate_classes(spec: &RunnerGroupSpec) -> Vec<SpecViolation> {
+    let mut out = Vec::new();
+    let Some(gh) = spec.github.as_ref().filter(|_| !spec.classes.is_empty()) else {
+        return out;
+    };
+    // The group's name stands in when no scale set name is given; a group name is short.
+    let base = gh.scale_set_name.as_deref().map(str::trim).unwrap_or_default();
+    let matches = ClassMatch::of(spec);
+    let group = group_label_names(spec);
+    for (i, class) in spec.classes.iter().enumerate() {
+        let name = &class.name;
+        if let Some(l) = class.labels.iter().find(|l| l.contains(':')) {
+            out.push(violation(
+                CLASSES_FIELD,
+                format!("class {name}: label {l:?}: GitHub labels are plain names, without a ':scheme'"),
+            ));
+        }
+        let set = class_scale_set_name(base, name);
+        if chars(&set) > MAX_FORGE_NAME_LEN {
+            out.push(violation(
+                CLASSES_FIELD,
+                format!(
+                    "class {name}: its scale set name {set:?} must be at most {MAX_FORGE_NAME_LEN} \
+                     characters; shorten spec.github.scaleSetName or the class name"
+                ),
+            ));
+        }
+        let labels: Vec<&String> = matches[i].labels.iter().collect();
+        if let Wanted::Class(j) = wanted(&matches, &group, &labels)
+            && j != i
+        {
+            out.push(violation(
+                CLASSES_FIELD,
+                format!(
+                    "class {name}: its labels are all labels of class {} or of spec.github.labels, \
+                     so the jobs of its scale set would get runners of class {}; give it a label \
+                     of its own",
+                    spec.classes[j].name, spec.classes[j].name
+                ),
+            ));
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -165,5 +218,66 @@ mod tests {
             gh(&mut s).credentials = bad.into();
             assert_eq!(fields(&s), ["spec.github.credentials"], "{bad:?}");
         }
+    }
+
+    fn class_messages(spec: &RunnerGroupSpec) -> Vec<String> {
+        let mut v = validate_spec(spec);
+        v.extend(validate_classes(spec));
+        assert!(v.iter().all(|v| v.field == CLASSES_FIELD), "{v:?}");
+        v.into_iter().map(|v| v.message).collect()
+    }
+
+    fn with_classes(classes: serde_json::Value) -> RunnerGroupSpec {
+        let mut s = github();
+        s.classes = serde_json::from_value(classes).expect("classes");
+        s
+    }
+
+    #[test]
+    fn classes_with_labels_of_their_own_pass() {
+        let mut s = with_classes(serde_json::json!([
+            {"name": "small", "labels": ["linux"]},
+            {"name": "large", "labels": ["linux", "large"], "maxRunners": 2}
+        ]));
+        gh(&mut s).labels = vec!["self-hosted".into()];
+        assert_eq!(class_messages(&s), Vec::<String>::new());
+    }
+
+    #[test]
+    fn class_labels_have_no_scheme_on_github() {
+        let s = with_classes(serde_json::json!([{"name": "large", "labels": ["large:host"]}]));
+        let m = class_messages(&s);
+        assert_eq!(m.len(), 1, "{m:?}");
+        assert!(m[0].contains("plain names"), "{m:?}");
+    }
+
+    #[test]
+    fn a_class_whose_jobs_would_count_as_another_classes_is_refused() {
+        // `large` asks only for what `small` and the group have: core would give the jobs of
+        // large's scale set small runners, which cannot take them.
+        let mut s = with_classes(serde_json::json!([
+            {"name": "small", "labels": ["linux", "x64"]},
+            {"name": "large", "labels": ["linux", "gpu"]}
+        ]));
+        gh(&mut s).labels = vec!["gpu".into()];
+        let m = class_messages(&s);
+        assert_eq!(m.len(), 1, "{m:?}");
+        assert!(
+            m[0].starts_with("class large: its labels are all labels of class small"),
+            "{m:?}"
+        );
+        gh(&mut s).labels.clear();
+        assert_eq!(class_messages(&s), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_class_scale_set_name_fits_githubs_length() {
+        let mut s = with_classes(serde_json::json!([{"name": "large", "labels": ["large"]}]));
+        gh(&mut s).scale_set_name = Some("s".repeat(MAX_FORGE_NAME_LEN - "-large".len()));
+        assert_eq!(class_messages(&s), Vec::<String>::new());
+        gh(&mut s).scale_set_name = Some("s".repeat(MAX_FORGE_NAME_LEN - "-large".len() + 1));
+        let m = class_messages(&s);
+        assert_eq!(m.len(), 1, "{m:?}");
+        assert!(m[0].contains("shorten spec.github.scaleSetName"), "{m:?}");
     }
 }

@@ -1,8 +1,8 @@
 //! The runner release GitHub serves, over the wire: `observe` reads it from the runner downloads
 //! of the config URL's scope (the testkit's fake, in front of the scaleset emulator), asks at
-//! most once per six hours and ten minutes after a failure, and a failing or garbage answer
-//! leaves it unknown without failing the pass. The pass never waits for the answer: it is asked
-//! for in the background and shows in a later view.
+//! most once per scope per six hours and ten minutes after a failure, and a failing or garbage
+//! answer leaves it unknown without failing the pass. The pass never waits for the answer: it
+//! is asked for in the background and shows in a later view.
 
 mod common;
 
@@ -110,17 +110,36 @@ async fn observe_reports_the_served_release_and_asks_once_per_ttl() {
     );
     assert_eq!(fake.downloads_requests(), 1, "no second call within the TTL");
 
-    // Releasing the group forgets what it was told.
+    // Releasing the scope's last group forgets what it was told.
     h.forge.release(&ctx.key).await;
     served_becomes(&h.forge, &ctx, Some(RunnerRelease(2, 332, 0))).await;
     assert_eq!(fake.downloads_requests(), 2);
 
-    // So does a new client: other credentials may see another scope.
+    // A new client on the same scope keeps its answer: GitHub serves one release to every
+    // token that may read the listing.
     fake.set_served("2.333.0");
     let mut rotated = ctx.clone();
     rotated.credentials.version = "2".into();
-    served_becomes(&h.forge, &rotated, Some(RunnerRelease(2, 333, 0))).await;
-    assert_eq!(fake.downloads_requests(), 3);
+    let view = demand(&h.forge, &rotated).await;
+    assert_eq!(view.versions.served, Some(RunnerRelease(2, 332, 0)));
+    assert_eq!(fake.downloads_requests(), 2);
+}
+
+#[tokio::test]
+async fn groups_of_one_scope_share_one_downloads_lookup() {
+    let (_emu, fake, ctx) = setup(None).await;
+    let other = context(
+        group("h", &fake.config_url(), serde_json::json!({}), 5),
+        pat_credentials(DEFAULT_PAT),
+    );
+    let h = harness();
+    served_becomes(&h.forge, &ctx, Some(RunnerRelease(2, 331, 0))).await;
+    served_becomes(&h.forge, &other, Some(RunnerRelease(2, 331, 0))).await;
+    assert_eq!(
+        fake.downloads_requests(),
+        1,
+        "the organization's answer serves both groups"
+    );
 }
 
 #[tokio::test]

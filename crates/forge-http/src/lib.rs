@@ -7,9 +7,11 @@
 //! private addresses ([`address_policy`]).
 //!
 //! Gitea and Forgejo (a fork of Gitea) beyond that: the REST client skeleton ([`rest`]), the
-//! single-flight listing cache ([`single_flight`]), the pool of clients per instance and
+//! single-flight listing cache ([`single_flight`]) under one
+//! budget for every cached listing ([`listing_memory`]), the pool of clients per instance and
 //! credentials ([`pool`]), scopes ([`scope`]), version numbers ([`version`]), shared wire
-//! types ([`wire`]) and the runner pod profile ([`act_runner`]).
+//! types ([`wire`]), the runner pod profile ([`act_runner`]) and the cache server
+//! ([`cache_server`]).
 //!
 //! Its own crate because `core` knows no HTTP and forge crates never import each other, yet the
 //! forge clients must treat these settings and limits the same way.
@@ -18,7 +20,11 @@ pub mod act_runner;
 pub mod address_policy;
 pub mod body;
 pub mod bounded;
+#[cfg(any(test, feature = "testing"))]
+pub mod cache_checks;
+pub mod cache_server;
 pub mod listing;
+pub mod listing_memory;
 #[cfg(any(test, feature = "testing"))]
 pub mod pod_checks;
 pub mod pool;
@@ -38,6 +44,7 @@ pub use address_policy::{AddressClass, AddressPolicy, AddressRefused};
 pub use body::{BodyError, ByteSize, read_capped};
 pub use bounded::{Entries, Page, PageShape};
 pub use listing::{ListingBudget, ListingError, ListingLimits};
+pub use listing_memory::{Charge, ListingMemory, entries_of};
 pub use pool::{Connection, Instance, InstanceKey, Pool, PoolError};
 pub use redirect::{Redirected, no_redirects};
 pub use rest::{CallError, ClientOptions, RestClient};

@@ -146,6 +146,15 @@ impl<K: Clone + Eq + Hash, V> Pool<K, V> {
         }
     }
 
+    /// The value at `key`, made by `make` when there is none (a cell charged to a budget,
+    /// which `Default` cannot make). A poisoned pool hands out a fresh unshared value.
+    pub fn shared_or(&self, key: &K, make: impl FnOnce() -> V) -> Arc<V> {
+        match self.map.lock() {
+            Ok(mut m) => m.entry(key.clone()).or_insert_with(|| Arc::new(make())).clone(),
+            Err(_) => Arc::new(make()),
+        }
+    }
+
     /// Keeps only the keys `keep` accepts (those a live group uses).
     pub fn retain(&self, keep: impl Fn(&K) -> bool) {
         retain(&self.map, keep);
@@ -252,6 +261,10 @@ mod tests {
         assert!(matches!(failed, Err(PoolError::Make("bad"))));
         assert_eq!(pool.len(), 1, "a failed make keeps nothing");
         assert!(Arc::ptr_eq(&pool.shared(&"c"), &pool.shared(&"c")));
+        let made = pool.shared_or(&"d", || 4);
+        assert!(Arc::ptr_eq(&made, &pool.shared_or(&"d", || 5)), "made once");
+        assert_eq!(*made, 4);
+        pool.retain(|k| *k != "d");
         pool.retain(|k| *k == "c");
         assert_eq!(pool.len(), 1);
         pool.clear();

@@ -7,12 +7,18 @@
 //! otherwise each waiter would try again in turn, and behind a forge that times out the last
 //! of twenty groups would wait twenty timeouts, past its pass's deadline.
 
+//! A cell made with [`Cell::charged`] holds a [`Charge`] on a [`ListingMemory`] for its value:
+//! replacing or expiring the value returns it, and the budget may drop the value to make room
+//! for another listing (the next caller then fetches afresh).
+
 use std::any::Any;
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use tokio::sync::Mutex;
+
+use crate::listing_memory::{Charge, Evict, ListingMemory};
 
 /// A value from [`Cell::get`], with when its fetch started: anything that happened before that
 /// instant may be in the value, anything later is not, which is what accounting on top of a
@@ -28,24 +34,76 @@ pub struct Fetched<T> {
 
 /// A cached value with its fetch time.
 pub struct Cell<T> {
-    inner: Mutex<Slot<T>>,
+    /// Held across a fetch, so concurrent callers wait for it; holds the last failure for
+    /// those who waited for it (the caller's error type, erased so the cell stays generic over
+    /// the value alone).
+    fetching: Mutex<Option<(Instant, Box<dyn Any + Send + Sync>)>>,
+    /// The value, behind a lock of its own that is never held across an await, so that the
+    /// budget can drop it while a fetch elsewhere runs.
+    pub(crate) stored: Arc<Stored<T>>,
+    budget: Option<Budget<T>>,
 }
 
-/// What the cell holds: the last value, and the last failure for those who waited for it.
-struct Slot<T> {
-    value: Option<(Instant, Arc<T>)>,
-    /// When the last fetch failed, and its error (the caller's error type, erased so the cell
-    /// stays generic over the value alone).
-    failed: Option<(Instant, Box<dyn Any + Send + Sync>)>,
+/// The last value, with its fetch start and its charge on the budget.
+struct Kept<T> {
+    at: Instant,
+    value: Arc<T>,
+    charge: Option<Charge>,
+}
+
+pub(crate) struct Stored<T>(std::sync::Mutex<Option<Kept<T>>>);
+
+impl<T> Stored<T> {
+    /// The slot, also after a panic elsewhere: a cache that loses a value refetches it.
+    fn slot(&self) -> MutexGuard<'_, Option<Kept<T>>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl<T: Send + Sync> Evict for Stored<T> {
+    fn evict(&self, id: u64) {
+        let mut slot = self.slot();
+        if slot
+            .as_ref()
+            .and_then(|k| k.charge.as_ref())
+            .is_some_and(|c| c.id() == id)
+        {
+            let gone = slot.take();
+            drop(slot);
+            drop(gone);
+        }
+    }
+}
+
+/// What a charged cell's values cost, and where.
+struct Budget<T> {
+    memory: ListingMemory,
+    entries: fn(&T) -> usize,
+    slot: Weak<dyn Evict>,
 }
 
 impl<T> Default for Cell<T> {
     fn default() -> Self {
         Cell {
-            inner: Mutex::new(Slot {
-                value: None,
-                failed: None,
+            fetching: Mutex::new(None),
+            stored: Arc::new(Stored(std::sync::Mutex::new(None))),
+            budget: None,
+        }
+    }
+}
+
+impl<T: Send + Sync + 'static> Cell<T> {
+    /// A cell whose value holds `entries(value)` of `memory` while cached (a listing).
+    pub fn charged(memory: ListingMemory, entries: fn(&T) -> usize) -> Cell<T> {
+        let cell = Cell::default();
+        let slot: Arc<dyn Evict> = cell.stored.clone();
+        Cell {
+            budget: Some(Budget {
+                memory,
+                entries,
+                slot: Arc::downgrade(&slot),
             }),
+            ..cell
         }
     }
 }
@@ -61,17 +119,11 @@ impl<T> Cell<T> {
         E: Clone + Send + Sync + 'static,
     {
         let arrived = Instant::now();
-        let mut guard = self.inner.lock().await;
-        if let Some((at, value)) = guard.value.as_ref()
-            && at.elapsed() < max_age
-        {
-            return Ok(Fetched {
-                value: value.clone(),
-                at: *at,
-                fetched_now: false,
-            });
+        let mut failed = self.fetching.lock().await;
+        if let Some(fresh) = self.fresh(max_age) {
+            return Ok(fresh);
         }
-        if let Some((failed_at, error)) = guard.failed.as_ref()
+        if let Some((failed_at, error)) = failed.as_ref()
             && *failed_at >= arrived
             && let Some(error) = error.downcast_ref::<E>()
         {
@@ -81,8 +133,19 @@ impl<T> Cell<T> {
         match fetch.await {
             Ok(value) => {
                 let value = Arc::new(value);
-                guard.value = Some((started, value.clone()));
-                guard.failed = None;
+                // The old value's charge goes back before room is made for the new one.
+                let old = self.stored.slot().take();
+                drop(old);
+                let charge = self
+                    .budget
+                    .as_ref()
+                    .map(|b| b.memory.charge((b.entries)(&value), b.slot.clone()));
+                *self.stored.slot() = Some(Kept {
+                    at: started,
+                    value: value.clone(),
+                    charge,
+                });
+                *failed = None;
                 Ok(Fetched {
                     value,
                     at: started,
@@ -90,16 +153,37 @@ impl<T> Cell<T> {
                 })
             }
             Err(e) => {
-                guard.failed = Some((Instant::now(), Box::new(e.clone())));
+                *failed = Some((Instant::now(), Box::new(e.clone())));
                 Err(e)
             }
         }
     }
 
+    /// The stored value if younger than `max_age`, marked as used.
+    fn fresh(&self, max_age: Duration) -> Option<Fetched<T>> {
+        let slot = self.stored.slot();
+        let kept = slot.as_ref().filter(|k| k.at.elapsed() < max_age)?;
+        if let Some(c) = &kept.charge {
+            c.touch();
+        }
+        Some(Fetched {
+            value: kept.value.clone(),
+            at: kept.at,
+            fetched_now: false,
+        })
+    }
+
     /// Drops the value, so the next caller fetches afresh: after a runner is created or
     /// deleted, a listing from before must not be reused.
     pub async fn expire(&self) {
-        self.inner.lock().await.value = None;
+        let _fetching = self.fetching.lock().await;
+        let old = self.stored.slot().take();
+        drop(old);
+    }
+
+    /// Whether a value is cached (of any age).
+    pub fn is_cached(&self) -> bool {
+        self.stored.slot().is_some()
     }
 }
 

@@ -133,6 +133,9 @@ fn bad_spec(rule: &RuleRef) -> Option<Value> {
                 m if m.starts_with("cache must not be set when forge is github") => {
                     s["cache"] = json!({"size": "10Gi"});
                 }
+                m if m.starts_with("dockerCache is only used with containerMode dind") => {
+                    s["dockerCache"] = json!({"size": "20Gi"});
+                }
                 _ => return None,
             }
             Some(s)

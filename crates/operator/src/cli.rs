@@ -30,7 +30,7 @@ pub enum Command {
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// YAML config file (keys: forges, watchNamespaces, httpAddr, metricsAddr, logFormat, logLevel,
-    /// leaderElection, forgeHosts, metrics, runnerHooks).
+    /// leaderElection, forgeHosts, metrics, runnerHooks, listingCacheEntries).
     #[arg(long, value_name = "PATH", env = crate::config::ENV_CONFIG_FILE)]
     pub config: Option<PathBuf>,
     /// Enabled forges, comma-separated (e.g. github,gitea,forgejo).
@@ -52,6 +52,9 @@ pub struct RunArgs {
     /// Log level or filter (RUST_LOG wins when set).
     #[arg(long, value_name = "LEVEL")]
     pub log_level: Option<String>,
+    /// Entries (items and labels) all cached Gitea and Forgejo listings may hold together.
+    #[arg(long, value_name = "N")]
+    pub listing_cache_entries: Option<String>,
 }
 
 impl RunArgs {
@@ -64,6 +67,7 @@ impl RunArgs {
             metrics_addr: self.metrics_addr.clone(),
             log_format: self.log_format.clone(),
             log_level: self.log_level.clone(),
+            listing_cache_entries: self.listing_cache_entries.clone(),
         }
     }
 }

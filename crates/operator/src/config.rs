@@ -15,6 +15,7 @@ use forgerunner_core::ForgeKind;
 use forgerunner_core::forge_hosts::addresses::{AddressPolicy, REFUSE_PRIVATE_SETTING};
 use forgerunner_core::forge_hosts::{FORGE_HOSTS_SETTING, ForgeHostAllowlist};
 use forgerunner_core::reconcile::runner_rbac::RunnerHooks;
+use forgerunner_http::{ListingLimits, ListingMemory};
 use serde::{Deserialize, Serialize};
 
 /// Prefix of every environment variable the configuration reads.
@@ -80,6 +81,9 @@ pub struct Config {
     /// The ClusterRoles runner RBAC binds for the runner container hooks (`runnerHooks`);
     /// `None` when `runnerHooks.clusterRole` is empty: groups needing hooks are refused.
     pub runner_hooks: Option<RunnerHooks>,
+    /// Entries (items and labels) every cached Gitea and Forgejo listing may hold together
+    /// (`listingCacheEntries`); past it the least recently used listings are dropped.
+    pub listing_cache_entries: usize,
 }
 
 /// Values given on the command line; `None` leaves the lower layers in charge.
@@ -97,6 +101,8 @@ pub struct FlagOverrides {
     pub log_format: Option<String>,
     /// `--log-level`.
     pub log_level: Option<String>,
+    /// `--listing-cache-entries`.
+    pub listing_cache_entries: Option<String>,
 }
 
 /// A configuration error; always names the key (or file) at fault.
@@ -139,7 +145,7 @@ enum EnvKind {
 }
 
 /// Environment variables the configuration reads, with the key each one sets.
-const ENV_KEYS: [(&str, &str, EnvKind); 19] = [
+const ENV_KEYS: [(&str, &str, EnvKind); 20] = [
     ("FORGES", "forges", EnvKind::Text),
     ("WATCH_NAMESPACES", "watchNamespaces", EnvKind::Text),
     ("HTTP_ADDR", "httpAddr", EnvKind::Text),
@@ -183,6 +189,7 @@ const ENV_KEYS: [(&str, &str, EnvKind); 19] = [
         EnvKind::Scalar,
     ),
     ("METRICS_JOB_LABELS", "metrics.jobLabels", EnvKind::Scalar),
+    ("LISTING_CACHE_ENTRIES", "listingCacheEntries", EnvKind::Scalar),
     (
         "RUNNER_HOOKS_CLUSTER_ROLE",
         "runnerHooks.clusterRole",
@@ -239,6 +246,7 @@ struct RawConfig {
     forge_hosts: RawForgeHosts,
     metrics: RawMetrics,
     runner_hooks: RawRunnerHooks,
+    listing_cache_entries: u64,
 }
 
 /// `runnerHooks`: what the chart ships for the runner container hooks (empty `clusterRole`:
@@ -402,6 +410,8 @@ fn defaults(env: &BTreeMap<String, String>) -> Dict {
     }
     hooks.insert("operatorNamespace".into(), Value::from(pod_namespace));
     root.insert("runnerHooks".into(), Value::from(hooks));
+    let listing_entries = u64::try_from(ListingMemory::DEFAULT_ENTRIES).unwrap_or(u64::MAX);
+    root.insert("listingCacheEntries".into(), Value::from(listing_entries));
     root
 }
 
@@ -450,6 +460,11 @@ fn flag_layer(flags: &FlagOverrides) -> Dict {
         if let Some(v) = value {
             root.insert(key.into(), Value::from(v.clone()));
         }
+    }
+    if let Some(v) = &flags.listing_cache_entries {
+        // A number, as in the file; text that is none is refused by the schema, naming the key.
+        let value = v.trim().parse::<Value>().unwrap_or_else(|never| match never {});
+        root.insert("listingCacheEntries".into(), value);
     }
     root
 }
@@ -552,6 +567,7 @@ fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
     }
     let (renew_deadline, retry_period) = lease_timing(&le)?;
     let runner_hooks = validate_runner_hooks(raw.runner_hooks)?;
+    let listing_cache_entries = validate_listing_cache_entries(raw.listing_cache_entries)?;
     Ok(Config {
         forges,
         watch_namespaces,
@@ -570,7 +586,21 @@ fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
         forge_hosts,
         metrics_job_labels: raw.metrics.job_labels,
         runner_hooks,
+        listing_cache_entries,
     })
+}
+
+/// `listingCacheEntries`: at least one listing at its own cap. Below that, each such listing
+/// would drop every other cached listing, and every group would list its forge every pass.
+fn validate_listing_cache_entries(entries: u64) -> Result<usize, ConfigError> {
+    let min = ListingLimits::FORGE_DEFAULT.max_items;
+    match usize::try_from(entries) {
+        Ok(n) if n >= min => Ok(n),
+        _ => Err(ConfigError::key(
+            "listingCacheEntries",
+            format!("{entries} is below {min}, what one listing may hold on its own"),
+        )),
+    }
 }
 
 /// `forgeHosts`: the allowlist under the address policy. An entry the policy refuses anyway

@@ -173,6 +173,7 @@ fn flags_override_env() {
             metrics_addr: Some("127.0.0.1:4".into()),
             log_format: Some("text".into()),
             log_level: Some("trace".into()),
+            listing_cache_entries: None,
         },
     )
     .expect("load");
@@ -629,4 +630,54 @@ fn metrics_addr_must_be_an_address_off_the_webhook_port() {
         ..Default::default()
     };
     assert!(load(None, &[], flags).is_ok());
+}
+
+#[test]
+fn listing_cache_entries_from_each_layer() {
+    let c = load(None, &[], FlagOverrides::default()).expect("defaults");
+    assert_eq!(c.listing_cache_entries, 500_000, "the default budget");
+    let c = load(
+        Some("listingCacheEntries: 300000\n"),
+        &[],
+        FlagOverrides::default(),
+    )
+    .expect("file");
+    assert_eq!(c.listing_cache_entries, 300_000);
+    let env = [("FORGERUNNER_LISTING_CACHE_ENTRIES", "400000")];
+    let c = load(
+        Some("listingCacheEntries: 300000\n"),
+        &env,
+        FlagOverrides::default(),
+    )
+    .expect("env");
+    assert_eq!(
+        c.listing_cache_entries, 400_000,
+        "the environment wins over the file"
+    );
+    let flags = FlagOverrides {
+        listing_cache_entries: Some("500000".into()),
+        ..Default::default()
+    };
+    let c = load(None, &env, flags).expect("flag");
+    assert_eq!(
+        c.listing_cache_entries, 500_000,
+        "the flag wins over the environment"
+    );
+}
+
+#[test]
+fn a_listing_budget_below_one_listing_is_refused_by_key() {
+    for text in ["listingCacheEntries: 19999\n", "listingCacheEntries: 0\n"] {
+        let err = load(Some(text), &[], FlagOverrides::default()).expect_err(text);
+        let message = err.to_string();
+        assert_eq!(key_of(err), "listingCacheEntries", "{text}");
+        assert!(message.contains("20000"), "{message}");
+    }
+    let c = load(
+        Some("listingCacheEntries: 20000\n"),
+        &[],
+        FlagOverrides::default(),
+    )
+    .expect("one listing");
+    assert_eq!(c.listing_cache_entries, 20_000);
 }

@@ -35,7 +35,8 @@ impl EnabledForges {
     )]
     /// `fence` keeps a deposed leader's GitHub listeners from starting or taking jobs;
     /// `addresses` is what every forge client may connect to
-    /// (`forgeHosts.refusePrivateAddresses`).
+    /// (`forgeHosts.refusePrivateAddresses`); `listing_entries` is the one budget the Gitea and
+    /// Forgejo backends' cached listings share (`listingCacheEntries`).
     #[cfg_attr(not(feature = "github"), allow(unused_variables))]
     pub fn new(
         enabled: &[ForgeKind],
@@ -43,12 +44,17 @@ impl EnabledForges {
         trigger: &ReconcileTrigger,
         fence: &Fence,
         addresses: AddressPolicy,
+        listing_entries: usize,
     ) -> Self {
         #[cfg_attr(
             not(any(feature = "github", feature = "gitea", feature = "forgejo")),
             allow(unused_mut)
         )]
         let mut set = EnabledForges::default();
+        // One for the process, not one per backend: the budget bounds the listings of every
+        // scope on every instance together.
+        #[cfg_attr(not(any(feature = "gitea", feature = "forgejo")), allow(unused_variables))]
+        let listing_memory = forgerunner_http::ListingMemory::new(listing_entries, metrics.clone());
         for kind in enabled {
             match kind {
                 #[cfg(feature = "github")]
@@ -75,6 +81,7 @@ impl EnabledForges {
                             addresses,
                             ..Default::default()
                         },
+                        listing_memory: Some(listing_memory.clone()),
                         ..Default::default()
                     };
                     set.gitea = Some(forgerunner_gitea::GiteaForge::with_options(
@@ -91,6 +98,7 @@ impl EnabledForges {
                             addresses,
                             ..Default::default()
                         },
+                        listing_memory: Some(listing_memory.clone()),
                         ..Default::default()
                     };
                     set.forgejo = Some(forgerunner_forgejo::ForgejoForge::with_options(
@@ -153,6 +161,7 @@ pub(crate) fn all_for_tests() -> EnabledForges {
         &trigger,
         &forgerunner_core::fence::Fence::open(),
         AddressPolicy::default(),
+        forgerunner_http::ListingMemory::DEFAULT_ENTRIES,
     )
 }
 
@@ -165,10 +174,17 @@ mod tests {
         let metrics = Arc::new(Metrics::default());
         let (trigger, _rx) = ReconcileTrigger::channel();
         let fence = Fence::open();
-        let none = EnabledForges::new(&[], &metrics, &trigger, &fence, AddressPolicy::default());
+        let none = EnabledForges::new(&[], &metrics, &trigger, &fence, AddressPolicy::default(), 20_000);
         assert!(none.kinds().is_empty());
         for kind in crate::config::compiled_forges() {
-            let one = EnabledForges::new(&[kind], &metrics, &trigger, &fence, AddressPolicy::default());
+            let one = EnabledForges::new(
+                &[kind],
+                &metrics,
+                &trigger,
+                &fence,
+                AddressPolicy::default(),
+                20_000,
+            );
             assert_eq!(one.kinds(), vec![kind]);
             assert_eq!(one.get(kind).map(|f| f.kind()), Some(kind));
         }

@@ -112,6 +112,7 @@ pub async fn run_until(config: Config, shutdown: CancellationToken) -> Result<()
         &trigger,
         &fence,
         config.forge_hosts.addresses(),
+        config.listing_cache_entries,
     ));
     let readiness = Arc::new(Readiness::new());
     tracing::info!(forges = ?forges.kinds(), "forge backends ready");

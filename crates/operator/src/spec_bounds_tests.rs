@@ -81,7 +81,12 @@ fn base(path: &[String]) -> Value {
             "url": "https://gitea.example.com", "scope": "repo", "repo": "o/r",
             "credentials": "creds", "labels": ["linux"]},
             "cache": {"size": "10Gi", "storageClassName": "standard"}}),
-        // Classes are for Gitea only, for now.
+        // A Docker layer cache is for dind groups only.
+        Some("dockerCache") => json!({"forge": "gitea", "maxRunners": 5,
+            "containerMode": {"type": "dind"}, "gitea": {
+            "url": "https://gitea.example.com", "scope": "repo", "repo": "o/r",
+            "credentials": "creds", "labels": ["linux"]},
+            "dockerCache": {"size": "20Gi", "storageClassName": "standard", "claims": 2}}),
         Some("classes") => json!({"forge": "gitea", "maxRunners": 5, "gitea": {
             "url": "https://gitea.example.com", "scope": "repo", "repo": "o/r",
             "credentials": "creds", "labels": ["linux"]},

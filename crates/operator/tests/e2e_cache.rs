@@ -523,3 +523,79 @@ async fn a_forgejo_group_keeps_its_shared_cache() {
     let done = || world.forgejo_progress(&["linux"]).done;
     life_cycle(&world, &op, &case, queue, done).await;
 }
+
+/// Issue 29: the cache is really shared. The simulator plays the group's `cache-server`
+/// Deployment behind its Service, and each runner plays its job's `actions/cache` step with the
+/// config the operator mounted: the first job of the group misses and saves the key, the second
+/// (on another, new runner pod) finds what the first saved.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_gitea_job_hits_the_key_the_first_saved() {
+    use forgerunner_sandbox::world::GITEA_REPO;
+    use forgerunner_testkit::gitea::{Conclusion, JobState};
+    use forgerunner_testkit::sim::CacheResult;
+
+    let (namespace, group) = ("e2e-cache-hit", "gt-hit");
+    let opts = WorldOptions {
+        github: false,
+        gitea: true,
+        forgejo: false,
+        work_time: Duration::from_millis(200),
+        ..WorldOptions::default()
+    };
+    let world = start_world(opts, namespace).await;
+    world
+        .add_gitea_group(namespace, group, &["linux"], &GroupSize::up_to(2), 1, None)
+        .await
+        .expect("group");
+    Api::<RunnerGroup>::namespaced(world.client.clone(), namespace)
+        .patch(
+            group,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"cache": {"size": "1Gi"}}})),
+        )
+        .await
+        .expect("patch spec.cache");
+    let op = start_operator(&world, "gitea", "forgerunner-e2e-cache-hit");
+    let deadline = Instant::now() + DEADLINE;
+    let network = world.sim.runner_cache().network;
+    let host = format!("{group}-actions-cache.{namespace}.svc.cluster.local");
+    wait_until_or_fail(&op, deadline, "the cache Service to lead to a server", || {
+        std::future::ready(network.resolve(&host, 8088).is_some())
+    })
+    .await;
+
+    let fake = world.gitea.clone().expect("Gitea fake");
+    let journal = world.sim.runner_cache().journal;
+    let mut results = Vec::new();
+    for n in 1..=2 {
+        let job = fake.queue_cached_job(GITEA_REPO, &["linux"], "deps-v1");
+        wait_until_or_fail(&op, deadline, &format!("cached job {n} to finish"), || {
+            let done = fake
+                .job(job)
+                .is_some_and(|j| j.state == JobState::Done(Conclusion::Success));
+            std::future::ready(done && journal.of_job(job).is_some())
+        })
+        .await;
+        let outcome = journal.of_job(job).expect("a cache step");
+        results.push((job, outcome));
+    }
+    let (first, one) = &results[0];
+    let (_, two) = &results[1];
+    assert_eq!(one.result, CacheResult::Saved, "job 1 misses and saves: {one:?}");
+    assert_eq!(
+        two.result,
+        CacheResult::Hit {
+            saved_by: Some(*first)
+        },
+        "job 2 hits what job 1 saved: {two:?}"
+    );
+    assert_ne!(one.pod, two.pod, "two runner pods, one cache");
+    let stats = world
+        .sim
+        .cache_server_stats(namespace, &format!("{group}-actions-cache"))
+        .expect("the cache server ran");
+    assert_eq!(
+        (stats.misses, stats.hits, stats.commits, stats.unauthorized),
+        (1, 1, 1, 0)
+    );
+}

@@ -2,13 +2,25 @@
 //! `forgerunner` binary against the fake API server, the cluster simulator, the scale-set
 //! emulator and GitHub's REST job re-run beside it (`world::github_rest`).
 //!
-//! The node under a busy runner's pod stops answering, and the simulator plays what the control
-//! plane does (`NodeLoss::Unreachable`): `Ready=False`, then the taint manager's
-//! `DisruptionTarget=True` reason `DeletionByTaintManager` and a graceful delete no kubelet
-//! confirms. With `spec.rerun` the operator asks GitHub to re-run exactly that job (Event
-//! `JobRerun`, `forgerunner_jobs_rerun_total{outcome="requested"}`) and the job runs again.
-//! Without it the job is only reported (Event `JobNotRerun`). A runner whose job failed by
-//! itself is never re-run.
+//! The node under a busy runner's pod is lost, and the simulator plays what the control plane
+//! does:
+//!
+//! - Its Node object is deleted (`NodeLoss::NodeDeleted`, the common end of a spot instance):
+//!   PodGC marks the pod `Failed` with `DisruptionTarget=True` reason `DeletionByPodGC` and
+//!   force-deletes it, so it is gone before the operator looks; the runner Job's
+//!   `podFailurePolicy` made the Job fail with reason `PodFailurePolicy`, which tells the
+//!   operator (`Unattributed`).
+//! - The node stops answering (`NodeLoss::Unreachable`): `Ready=False`, then the taint manager's
+//!   `DisruptionTarget=True` reason `DeletionByTaintManager` and a graceful delete no kubelet
+//!   confirms. Under the Job's `podFailurePolicy` the Job would fail only once the pod is
+//!   `Failed` (when PodGC removes it after its Node object went, 40 s in the simulator, or
+//!   never while the Node object stays); the operator reads the `Terminating` pod while the Job
+//!   still runs and acts at once.
+//!
+//! With `spec.rerun` the operator asks GitHub to re-run exactly that job (Event `JobRerun`,
+//! `forgerunner_jobs_rerun_total{outcome="requested"}`) and the job runs again. Without it the
+//! job is only reported (Event `JobNotRerun`). A runner whose job failed by itself is never
+//! re-run.
 #![cfg(feature = "github")]
 
 #[allow(dead_code)]
@@ -23,6 +35,8 @@ use forgerunner_sandbox::world::groups::GroupSize;
 use forgerunner_sandbox::world::operator::OperatorProcess;
 use forgerunner_sandbox::world::{World, WorldOptions, wait_until};
 use forgerunner_testkit::github::{JobState, ScaleSetId};
+use forgerunner_testkit::sim::NodeLoss;
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
 use kube::Api;
 use kube::api::ListParams;
@@ -30,8 +44,14 @@ use kube::api::ListParams;
 const GROUP: &str = "gh-rerun";
 /// How long one step may take: the machine is shared, a step normally takes a second or two.
 const DEADLINE: Duration = Duration::from_secs(120);
-/// The disruption the simulated node loss leaves on the pod, as the metric labels it.
-const REASON: &str = "DeletionByTaintManager";
+/// How a runner whose node stopped answering is reported: from its `Terminating` pod, while its
+/// Job still runs.
+const TAINT_REASON: &str = "DeletionByTaintManager";
+/// How a runner lost with its Node object is reported: from its Job (`Unattributed`) when PodGC
+/// removed the pod before the operator read it, as it mostly does, or from the pod itself
+/// (`DeletionByPodGC`) when the operator was quicker. Kubernetes leaves both possible: the Job
+/// controller writes `FailureTarget` before it lets the pod go.
+const NODE_GONE_REASONS: [&str; 2] = ["Unattributed", "DeletionByPodGC"];
 
 /// A world with the emulator and GitHub's REST re-run, and one group of up to 2 runners whose
 /// `spec.rerun` is `max_per_hour` (unset for `None`); the operator runs and the group's scale
@@ -71,13 +91,14 @@ where
 }
 
 /// Queues one job that a runner keeps working on; once the operator knows which job the runner
-/// runs, loses the runner's node. Returns the runner and the job's id.
+/// runs, loses the runner's node as `loss` says. Returns the runner, the job's id and the pod.
 async fn kill_busy_runner(
     world: &World,
     op: &OperatorProcess,
     ns: &str,
     set_id: ScaleSetId,
-) -> (String, i64) {
+    loss: NodeLoss,
+) -> (String, i64, String) {
     world
         .github_play_next(GithubJobPlay::UntilKilled)
         .expect("github");
@@ -96,8 +117,37 @@ async fn kill_busy_runner(
     .await;
     let (runner, job) = busy.into_inner().expect("lock").expect("busy runner");
     assert_eq!(job.0, queued, "the runner works on the job queued");
-    world.lose_runner_node(ns, &runner).await.expect("node lost");
-    (runner, queued)
+    let pods: Api<Pod> = Api::namespaced(world.client.clone(), ns);
+    let selector = ListParams::default().labels(&format!("job-name={runner}"));
+    let pod = pods
+        .list(&selector)
+        .await
+        .expect("pods")
+        .items
+        .into_iter()
+        .find_map(|p| p.metadata.name)
+        .expect("the runner's pod");
+    world.sim.lose_pod(ns, &pod, loss).await.expect("node lost");
+    if loss == NodeLoss::NodeDeleted {
+        assert!(
+            pods.get_opt(&pod).await.expect("get").is_none(),
+            "PodGC force-deleted the pod"
+        );
+    }
+    (runner, queued, pod)
+}
+
+/// Which of `reasons` the Event note `note` names.
+fn reason_in<'a>(note: &str, reasons: &[&'a str]) -> Option<&'a str> {
+    reasons.iter().copied().find(|r| note.contains(&format!("({r})")))
+}
+
+/// Re-runs counted on /metrics with `outcome`, summed over `reasons`.
+fn reruns_counted_over(scrape: &str, reasons: &[&str], outcome: &str) -> f64 {
+    reasons
+        .iter()
+        .filter_map(|r| reruns_counted(scrape, r, outcome))
+        .sum()
 }
 
 /// Events of the namespace with `reason`.
@@ -138,12 +188,15 @@ fn rerun_requests(world: &World) -> usize {
         .count()
 }
 
+/// A busy runner whose node stops answering gets exactly its job re-run while its pod is still
+/// `Terminating` and its Job still runs (the runner Job's `podFailurePolicy` would count the pod
+/// only once PodGC failed it), and not again once PodGC removed the pod.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_runner_killed_with_its_node_gets_exactly_its_job_rerun() {
     const NS: &str = "e2e-rerun";
     let (world, op, set_id) = start(NS, Some(5)).await;
     let rest = world.github_rest.as_ref().expect("GitHub REST fake");
-    let (runner, job) = kill_busy_runner(&world, &op, NS, set_id).await;
+    let (runner, job, pod) = kill_busy_runner(&world, &op, NS, set_id, NodeLoss::Unreachable).await;
     let lost_at = Instant::now();
 
     wait_or_fail(&op, "GitHub asked to re-run the job", || {
@@ -172,8 +225,9 @@ async fn a_runner_killed_with_its_node_gets_exactly_its_job_rerun() {
     );
     let rerun_events = events(&world, NS, "JobRerun").await;
     let note = rerun_events[0].note.clone().unwrap_or_default();
+    // Read from the Terminating pod: PodGC, had it come first, would have replaced the reason.
     assert!(
-        note.contains(REASON) && note.contains("the forge re-runs it"),
+        note.contains(&format!("({TAINT_REASON})")) && note.contains("the forge re-runs it"),
         "{note}"
     );
     assert_eq!(rerun_events[0].type_.as_deref(), Some("Normal"));
@@ -183,7 +237,7 @@ async fn a_runner_killed_with_its_node_gets_exactly_its_job_rerun() {
     );
 
     wait_or_fail(&op, "the re-run counted on /metrics", || async {
-        reruns_counted(&scrape(&op).await, REASON, "requested") == Some(1.0)
+        reruns_counted(&scrape(&op).await, TAINT_REASON, "requested") == Some(1.0)
     })
     .await;
 
@@ -200,6 +254,74 @@ async fn a_runner_killed_with_its_node_gets_exactly_its_job_rerun() {
         std::future::ready(done)
     })
     .await;
+    // PodGC fails and removes the pod once the Node object went; nothing is re-run again.
+    let pods: Api<Pod> = Api::namespaced(world.client.clone(), NS);
+    wait_or_fail(&op, "PodGC removing the lost pod", || async {
+        matches!(pods.get_opt(&pod).await, Ok(None))
+    })
+    .await;
+    let scraped = scrape(&op).await;
+    let all_reasons = [TAINT_REASON, NODE_GONE_REASONS[0], NODE_GONE_REASONS[1]];
+    assert_eq!(
+        reruns_counted_over(&scraped, &all_reasons, "requested"),
+        1.0,
+        "counted once"
+    );
+    assert_eq!(rerun_requests(&world), 1, "asked once");
+    assert_eq!(rest.reruns().len(), 1, "one re-run");
+}
+
+/// A busy runner whose Node object is deleted (PodGC force-deletes its pod at once, before the
+/// operator can read it) gets exactly its job re-run: its Job's `podFailurePolicy` remembers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runner_whose_node_object_is_deleted_gets_its_job_rerun() {
+    const NS: &str = "e2e-rerun-node-gone";
+    let (world, op, set_id) = start(NS, Some(5)).await;
+    let rest = world.github_rest.as_ref().expect("GitHub REST fake");
+    let (runner, job, _pod) = kill_busy_runner(&world, &op, NS, set_id, NodeLoss::NodeDeleted).await;
+
+    wait_or_fail(&op, "GitHub asked to re-run the job", || {
+        std::future::ready(!rest.reruns().is_empty())
+    })
+    .await;
+    let reruns = rest.reruns();
+    assert_eq!(reruns.len(), 1, "one re-run: {reruns:?}");
+    assert_eq!(
+        i64::try_from(reruns[0].job_id).ok(),
+        Some(job),
+        "the job the killed runner ran"
+    );
+    wait_or_fail(&op, "a JobRerun Event naming the runner", || async {
+        events(&world, NS, "JobRerun")
+            .await
+            .iter()
+            .any(|e| note_names(e, &runner))
+    })
+    .await;
+    let rerun_events = events(&world, NS, "JobRerun").await;
+    let note = rerun_events[0].note.clone().unwrap_or_default();
+    let reason = reason_in(&note, &NODE_GONE_REASONS);
+    assert!(
+        reason.is_some() && note.contains("the forge re-runs it"),
+        "{note}"
+    );
+    eprintln!("runner lost with its Node reported as {reason:?}");
+    wait_or_fail(&op, "the re-run counted on /metrics", || async {
+        reruns_counted_over(&scrape(&op).await, &NODE_GONE_REASONS, "requested") == 1.0
+    })
+    .await;
+    let emu = world.github.as_ref().expect("emulator").emu.clone();
+    wait_or_fail(&op, "the re-run job done", || {
+        let state = emu.state();
+        let done = state.jobs.iter().any(|j| {
+            j.scale_set_id == set_id
+                && j.id.0 != job
+                && j.state == JobState::Completed
+                && j.result.as_deref() == Some("succeeded")
+        });
+        std::future::ready(done)
+    })
+    .await;
     assert_eq!(rerun_requests(&world), 1, "asked once");
 }
 
@@ -207,7 +329,7 @@ async fn a_runner_killed_with_its_node_gets_exactly_its_job_rerun() {
 async fn without_spec_rerun_a_killed_runner_s_job_is_reported_and_not_rerun() {
     const NS: &str = "e2e-rerun-off";
     let (world, op, set_id) = start(NS, None).await;
-    let (runner, _job) = kill_busy_runner(&world, &op, NS, set_id).await;
+    let (runner, _job, _pod) = kill_busy_runner(&world, &op, NS, set_id, NodeLoss::NodeDeleted).await;
 
     wait_or_fail(&op, "a JobNotRerun Event naming the runner", || async {
         events(&world, NS, "JobNotRerun")
@@ -218,10 +340,13 @@ async fn without_spec_rerun_a_killed_runner_s_job_is_reported_and_not_rerun() {
     .await;
     let reported = events(&world, NS, "JobNotRerun").await;
     let note = reported[0].note.clone().unwrap_or_default();
-    assert!(note.contains(REASON) && note.contains("set spec.rerun"), "{note}");
+    assert!(
+        reason_in(&note, &NODE_GONE_REASONS).is_some() && note.contains("set spec.rerun"),
+        "{note}"
+    );
     assert_eq!(reported[0].type_.as_deref(), Some("Warning"));
     wait_or_fail(&op, "the unrequested re-run counted on /metrics", || async {
-        reruns_counted(&scrape(&op).await, REASON, "disabled") == Some(1.0)
+        reruns_counted_over(&scrape(&op).await, &NODE_GONE_REASONS, "disabled") == 1.0
     })
     .await;
     assert_eq!(rerun_requests(&world), 0, "GitHub never asked");

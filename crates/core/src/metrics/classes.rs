@@ -5,14 +5,10 @@
 //! The classes a group has change with its spec, so the series it exported last are kept here
 //! to drop those of a class the spec no longer has.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-
 use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
 
 use super::group::GroupLabels;
+use super::series_book::SeriesBook;
 use crate::crd::ClassStatus;
 
 /// Labels of the class gauge.
@@ -29,17 +25,12 @@ pub struct ClassLabels {
 }
 
 /// The class gauge and, per group, the series it last set.
-#[derive(Debug, Default)]
-pub struct ClassSeries {
-    /// The exported family.
-    pub family: Family<ClassLabels, Gauge>,
-    shown: Mutex<HashMap<GroupLabels, Vec<ClassLabels>>>,
-}
+pub type ClassSeries = SeriesBook<ClassLabels>;
 
 impl ClassSeries {
     /// Sets the group's series to `classes`, dropping those of classes it no longer has.
     pub fn set(&self, group: &GroupLabels, classes: &[ClassStatus]) {
-        let now: Vec<(ClassLabels, i64)> = classes
+        let now = classes
             .iter()
             .map(|c| {
                 let labels = ClassLabels {
@@ -51,53 +42,16 @@ impl ClassSeries {
                 (labels, i64::from(c.runners))
             })
             .collect();
-        let Ok(mut shown) = self.shown.lock() else {
-            return;
-        };
-        let before = if now.is_empty() {
-            shown.remove(group)
-        } else {
-            shown.insert(group.clone(), now.iter().map(|(l, _)| l.clone()).collect())
-        };
-        for stale in before.unwrap_or_default() {
-            if !now.iter().any(|(l, _)| *l == stale) {
-                self.family.remove(&stale);
-            }
-        }
-        for (labels, value) in now {
-            self.family.get_or_create(&labels).set(value);
-        }
-    }
-
-    /// Drops the series of one group (deleted).
-    pub fn remove_group(&self, group: &GroupLabels) {
-        self.set(group, &[]);
-    }
-
-    /// Drops every series (leadership lost).
-    pub fn clear(&self) {
-        if let Ok(mut shown) = self.shown.lock() {
-            shown.clear();
-        }
-        self.family.clear();
+        self.show(group, now);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use prometheus_client::encoding::text::encode;
-    use prometheus_client::registry::Registry;
 
     fn exported(series: &ClassSeries) -> String {
-        let mut r = Registry::default();
-        r.register("class_runners", "test", series.family.clone());
-        let mut out = String::new();
-        encode(&mut out, &r).expect("encode");
-        out.lines()
-            .filter(|l| !l.starts_with('#'))
-            .collect::<Vec<_>>()
-            .join("\n")
+        series.exported("class_runners")
     }
 
     fn class(name: &str, runners: u32) -> ClassStatus {

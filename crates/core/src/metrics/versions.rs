@@ -6,14 +6,10 @@
 //! kept here to drop the ones that no longer hold; the forge already bounds how many it reports
 //! ([`crate::runner_version::MAX_REPORTED_VERSIONS`]).
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-
 use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
 
 use super::group::GroupLabels;
+use super::series_book::SeriesBook;
 use crate::runner_version::RunnerVersions;
 
 /// Where a version was read.
@@ -51,12 +47,7 @@ pub struct VersionLabels {
 }
 
 /// The version gauge and, per group, the series it last set.
-#[derive(Debug, Default)]
-pub struct RunnerVersionSeries {
-    /// The exported family.
-    pub family: Family<VersionLabels, Gauge>,
-    shown: Mutex<HashMap<GroupLabels, Vec<VersionLabels>>>,
-}
+pub type RunnerVersionSeries = SeriesBook<VersionLabels>;
 
 impl RunnerVersionSeries {
     /// Sets the group's series to what `versions` tells, dropping those it no longer shows.
@@ -76,36 +67,7 @@ impl RunnerVersionSeries {
         for (version, runners) in &versions.reported {
             now.push((label(version.clone(), VersionSource::Forge), i64::from(*runners)));
         }
-        let Ok(mut shown) = self.shown.lock() else {
-            return;
-        };
-        let before = shown.insert(group.clone(), now.iter().map(|(l, _)| l.clone()).collect());
-        for stale in before.unwrap_or_default() {
-            if !now.iter().any(|(l, _)| *l == stale) {
-                self.family.remove(&stale);
-            }
-        }
-        for (labels, value) in now {
-            self.family.get_or_create(&labels).set(value);
-        }
-    }
-
-    /// Drops the series of one group (deleted).
-    pub fn remove_group(&self, group: &GroupLabels) {
-        let Ok(mut shown) = self.shown.lock() else {
-            return;
-        };
-        for labels in shown.remove(group).unwrap_or_default() {
-            self.family.remove(&labels);
-        }
-    }
-
-    /// Drops every series (leadership lost).
-    pub fn clear(&self) {
-        if let Ok(mut shown) = self.shown.lock() {
-            shown.clear();
-        }
-        self.family.clear();
+        self.show(group, now);
     }
 }
 
@@ -113,18 +75,9 @@ impl RunnerVersionSeries {
 mod tests {
     use super::*;
     use crate::runner_version::RunnerRelease;
-    use prometheus_client::encoding::text::encode;
-    use prometheus_client::registry::Registry;
 
     fn exported(series: &RunnerVersionSeries) -> String {
-        let mut r = Registry::default();
-        r.register("runner_version_info", "test", series.family.clone());
-        let mut out = String::new();
-        encode(&mut out, &r).expect("encode");
-        out.lines()
-            .filter(|l| !l.starts_with('#'))
-            .collect::<Vec<_>>()
-            .join("\n")
+        series.exported("runner_version_info")
     }
 
     #[test]

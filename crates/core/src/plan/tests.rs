@@ -134,6 +134,7 @@ impl Case {
             now: crate::testing::TEST_NOW,
             scale_down_delay_seconds: self.delay,
             surplus: self.surplus,
+            classes: Classes::NONE,
         })
     }
 }

@@ -13,6 +13,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use tracing::{debug, info, warn};
 
 use super::FIELD_MANAGER;
+use super::docker_cache;
 use super::error::ReconcileError;
 use super::forge_call::bounded;
 use super::runner_exit::{FailedPod, failed_runner_pod};
@@ -94,6 +95,10 @@ pub struct Target<'a> {
     pub group: &'a GroupContext,
     /// The group's runner Jobs as observed.
     pub observed: &'a [Arc<Job>],
+    /// Runners the cluster was killing while their Jobs still ran, as observed
+    /// ([`super::runner_exit::killed_runners`]): what their removal reports when the pod is
+    /// gone by the time it is read again.
+    pub killed: &'a BTreeMap<String, Disruption>,
     /// Check new runner pods against the `restricted` profile (once per spec generation: every
     /// runner of a generation has the same pod shape).
     pub check_pod_security: bool,
@@ -128,11 +133,15 @@ pub async fn apply_plan(t: &Target<'_>, plan: &Plan, classes: &[Option<String>])
                     .and_then(|n| spec_classes.iter().position(|c| &c.name == n))
             })
             .collect();
-        let results: Vec<(Option<usize>, Result<Created, ReconcileError>)> = futures::stream::iter(wanted)
-            .map(|class| create_runner(t, class).map(move |r| (class, r)))
-            .buffer_unordered(CREATE_PARALLELISM)
-            .collect()
-            .await;
+        // Distinct Docker cache claims for the runners of this pass (`spec.dockerCache`).
+        let claims =
+            docker_cache::claims_for(&t.jobs.clone().into_client(), &t.group.group, wanted.len()).await;
+        let results: Vec<(Option<usize>, Result<Created, ReconcileError>)> =
+            futures::stream::iter(wanted.into_iter().zip(claims))
+                .map(|(class, claim)| create_runner(t, class, claim).map(move |r| (class, r)))
+                .buffer_unordered(CREATE_PARALLELISM)
+                .collect()
+                .await;
         for (class, r) in results {
             match r {
                 Ok((name, violations)) => {
@@ -164,6 +173,14 @@ async fn mark_busy(t: &Target<'_>, name: &str, report: &mut ApplyReport) {
         Err(e) if is_status(&e, 404) => {}
         Err(e) => report.fail(ReconcileError::kube("annotate job")(e)),
     }
+}
+
+/// The Job `name` among `observed`.
+fn observed_job<'a>(observed: &'a [Arc<Job>], name: &str) -> Option<&'a Job> {
+    observed
+        .iter()
+        .find(|j| j.metadata.name.as_deref() == Some(name))
+        .map(|j| j.as_ref())
 }
 
 /// How the forge should see the runner of the Job `name` among `observed`.
@@ -225,7 +242,11 @@ async fn remove(t: &Target<'_>, r: &Removal, report: &mut ApplyReport) {
     }
     // Read the pod before the Job (and with it the pod) goes; only failures pay for this.
     let pod = if r.reason == RemovalReason::Failed {
-        failed_runner_pod(&t.pods, t.forge, &r.name).await
+        // The Job as observed: its conditions tell a disruption whose pod is already gone.
+        let job = observed_job(t.observed, &r.name);
+        let mut pod = failed_runner_pod(&t.pods, t.forge, &r.name, job).await;
+        pod.disruption = pod.disruption.or_else(|| t.killed.get(&r.name).copied());
+        pod
     } else {
         FailedPod::default()
     };
@@ -302,7 +323,12 @@ type Created = (String, Vec<String>);
 /// Creates one runner: credentials at the forge, then the Job, then its Secret. Returns its name
 /// and how its pod breaks the `restricted` Pod Security profile (empty when it passes).
 /// `class` is the index of the runner's class in `spec.classes` (`None`: one of the group's own).
-async fn create_runner(t: &Target<'_>, class: Option<usize>) -> Result<Created, ReconcileError> {
+/// `claim` is the runner's Docker cache claim, if it gets one ([`docker_cache::claims_for`]).
+async fn create_runner(
+    t: &Target<'_>,
+    class: Option<usize>,
+    claim: Option<String>,
+) -> Result<Created, ReconcileError> {
     let group = &t.group.group;
     let class: Option<&RunnerClass> = class.and_then(|i| group.spec.classes.get(i));
     let name = runner_name(&t.group.key.name);
@@ -311,7 +337,7 @@ async fn create_runner(t: &Target<'_>, class: Option<usize>) -> Result<Created, 
         t.forge_deadline,
         "runner_credentials",
         t.group,
-        t.forge.runner_credentials(t.group, &name),
+        t.forge.runner_credentials_of_class(t.group, &name, class),
     )
     .await?;
     // Taken after the forge call, so a forge that is slow to register runners holds none of
@@ -328,6 +354,9 @@ async fn create_runner(t: &Target<'_>, class: Option<usize>) -> Result<Created, 
     })?;
     if let Some(class) = class {
         dress_job(&mut job, class)?;
+    }
+    if let Some(claim) = &claim {
+        crate::docker_cache::mount_claim(&mut job, claim);
     }
     // The forge may have registered the name already (JIT, a runner row); a runner that will
     // never start is deregistered so it does not stay behind as a ghost.

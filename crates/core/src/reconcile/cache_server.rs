@@ -25,19 +25,19 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret, Service};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, DeleteParams, PostParams, Preconditions};
+use kube::api::Api;
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tracing::{info, warn};
 
-use super::FIELD_MANAGER;
 use super::context::Context;
 use super::error::ReconcileError;
 use super::events;
 use super::ledger::Upkeep;
-use super::runner_rbac::{owned_by, runners_of_an_earlier_spec};
+use super::owned::{self, Found, delete_exact, is_status, owners};
+use super::runner_rbac::runners_of_an_earlier_spec;
 use crate::cache_server::{
     CACHE_OF_LABEL, CacheServer, CacheStatus, SPEC_HASH_ANNOTATION, cache_objects, cache_secret,
     cache_status, new_secret, service_host, size_bytes, stored_secret,
@@ -134,52 +134,6 @@ fn fingerprint(
     Ok(format!("{hashes:?} {}", server.url))
 }
 
-/// One object the cache needs, as found in the cluster.
-enum Found<K> {
-    /// No object of that name.
-    Missing,
-    /// The group's own.
-    Ours(K),
-    /// Someone else's: its owners.
-    Foreign(String),
-}
-
-/// The owners of `meta` as `kind/name`, for the conflict message.
-fn owners(meta: &ObjectMeta) -> String {
-    let refs: Vec<String> = meta
-        .owner_references
-        .iter()
-        .flatten()
-        .map(|r| format!("owner {}/{}", r.kind, r.name))
-        .collect();
-    if refs.is_empty() {
-        "no owner".to_owned()
-    } else {
-        refs.join(", ")
-    }
-}
-
-async fn get<K>(api: &Api<K>, name: &str) -> Result<Option<K>, ReconcileError>
-where
-    K: Resource + Clone + DeserializeOwned + Debug,
-{
-    api.get_opt(name)
-        .await
-        .map_err(ReconcileError::kube("get cache object"))
-}
-
-/// An object owned by the group (uid).
-async fn find<K>(api: &Api<K>, name: &str, group: &RunnerGroup) -> Result<Found<K>, ReconcileError>
-where
-    K: Resource + Clone + DeserializeOwned + Debug,
-{
-    Ok(match get(api, name).await? {
-        None => Found::Missing,
-        Some(o) if owned_by(o.meta(), group) => Found::Ours(o),
-        Some(o) => Found::Foreign(owners(o.meta())),
-    })
-}
-
 /// The cache Secret, which is the group's when it carries the group's cache labels and is owned
 /// by Deployments of the cache's name only (the current one, or one deleted a moment ago whose
 /// Secret the garbage collector has not taken yet: it is handed to the new one).
@@ -188,7 +142,11 @@ async fn find_secret(
     name: &str,
     group: &RunnerGroup,
 ) -> Result<Found<Secret>, ReconcileError> {
-    let Some(secret) = get(api, name).await? else {
+    let found = api
+        .get_opt(name)
+        .await
+        .map_err(ReconcileError::kube("get cache object"))?;
+    let Some(secret) = found else {
         return Ok(Found::Missing);
     };
     let labels = secret.labels();
@@ -204,76 +162,56 @@ async fn find_secret(
     })
 }
 
+/// `Ok` unless `found` is someone else's: then [`ReconcileError::CacheConflict`] naming it.
 fn refuse_foreign<K>(
     found: &Found<K>,
     kind: &'static str,
     group: &RunnerGroup,
     name: &str,
 ) -> Result<(), ReconcileError> {
-    match found {
-        Found::Foreign(owners) => Err(ReconcileError::CacheConflict {
-            kind,
-            namespace: group.namespace().unwrap_or_default(),
-            name: name.to_owned(),
-            owners: owners.clone(),
-        }),
-        Found::Missing | Found::Ours(_) => Ok(()),
-    }
+    owned::refuse_foreign(found, |owners| ReconcileError::CacheConflict {
+        kind,
+        namespace: group.namespace().unwrap_or_default(),
+        name: name.to_owned(),
+        owners,
+        field: "spec.cache",
+    })
 }
 
-fn post_params() -> PostParams {
-    PostParams {
-        dry_run: false,
-        field_manager: Some(FIELD_MANAGER.to_owned()),
-    }
+/// The object `name` as `group` sees it.
+async fn find<K>(api: &Api<K>, name: &str, group: &RunnerGroup) -> Result<Found<K>, ReconcileError>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    owned::find(api, name, group, "get cache object").await
 }
 
-fn is_status(e: &kube::Error, code: u16) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == code)
-}
-
-/// Creates `obj`; `None` when the name was taken meanwhile (the next pass looks again).
+/// Creates `obj`; `None` when the name was taken meanwhile.
 async fn create<K>(api: &Api<K>, obj: &K) -> Result<Option<K>, ReconcileError>
 where
     K: Resource + Clone + Serialize + DeserializeOwned + Debug,
 {
-    match api.create(&post_params(), obj).await {
-        Ok(made) => Ok(Some(made)),
-        Err(e) if is_status(&e, 409) => Ok(None),
-        Err(e) => Err(ReconcileError::kube("create cache object")(e)),
-    }
+    owned::create(api, obj, "create cache object").await
 }
 
-/// Replaces `obj` (its `resourceVersion` guards the write); `None` when it changed or went
-/// meanwhile (the next pass looks again).
+/// Replaces `obj`; `None` when it changed or went meanwhile.
 async fn replace<K>(api: &Api<K>, obj: &K) -> Result<Option<K>, ReconcileError>
 where
     K: Resource + Clone + Serialize + DeserializeOwned + Debug,
 {
-    match api.replace(&obj.name_any(), &post_params(), obj).await {
-        Ok(made) => Ok(Some(made)),
-        Err(e) if is_status(&e, 409) || is_status(&e, 404) => Ok(None),
-        Err(e) => Err(ReconcileError::kube("update cache object")(e)),
-    }
+    owned::replace(api, obj, "update cache object").await
 }
 
-/// Deletes exactly `obj` (its uid as a precondition); gone already counts as deleted.
-async fn delete_exact<K>(api: &Api<K>, obj: &K) -> Result<(), kube::Error>
+/// Deletes the object `name` of kind `K` if the group owns it.
+async fn remove_owned<K>(ctx: &Context, group: &RunnerGroup, name: &str) -> Result<(), kube::Error>
 where
-    K: Resource + Clone + DeserializeOwned + Debug,
+    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()> + Clone + DeserializeOwned + Debug,
 {
-    let params = DeleteParams {
-        preconditions: Some(Preconditions {
-            uid: obj.meta().uid.clone(),
-            resource_version: None,
-        }),
-        ..DeleteParams::default()
-    };
-    match api.delete(&obj.name_any(), &params).await {
-        Ok(_) => Ok(()),
-        Err(e) if is_status(&e, 404) || is_status(&e, 409) => Ok(()),
-        Err(e) => Err(e),
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), &group.namespace().unwrap_or_default());
+    if owned::remove_owned(&api, name, group).await? {
+        info!(name, kind = %K::kind(&()), namespace = ?group.namespace(), "deleted a cache object the group no longer asks for");
     }
+    Ok(())
 }
 
 /// The hash the operator stamped on `meta`.
@@ -536,22 +474,6 @@ async fn remove(
         }
     }
     (settled, (!settled).then_some(had))
-}
-
-/// Deletes the object `name` of kind `K` if the group owns it.
-async fn remove_owned<K>(ctx: &Context, group: &RunnerGroup, name: &str) -> Result<(), kube::Error>
-where
-    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()> + Clone + DeserializeOwned + Debug,
-{
-    let api: Api<K> = Api::namespaced(ctx.client.clone(), &group.namespace().unwrap_or_default());
-    match api.get_opt(name).await? {
-        Some(obj) if owned_by(obj.meta(), group) => {
-            delete_exact(&api, &obj).await?;
-            info!(name, kind = %K::kind(&()), namespace = ?group.namespace(), "deleted a cache object the group no longer asks for");
-            Ok(())
-        }
-        _ => Ok(()),
-    }
 }
 
 #[cfg(test)]

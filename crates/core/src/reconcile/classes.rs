@@ -1,7 +1,8 @@
 //! Runner classes in a pass: the class of each runner (its Job's label, or this process's
-//! memory of a creation the store does not list yet), the counts per class the choice and the
-//! status need, and the choice itself ([`crate::runner_class::choose`]). Pure but for the book
-//! of in-flight creations, which the ledger keeps.
+//! memory of a creation the store does not list yet), the class each waiting job wants, both
+//! handed to the planner ([`crate::plan::Classes`]), which decides how many runners of each
+//! class to create; and the runners per class for the status. Pure but for the book of
+//! in-flight creations, which the ledger keeps.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -10,8 +11,8 @@ use k8s_openapi::api::batch::v1::Job;
 
 use crate::crd::{ClassStatus, RunnerGroupSpec};
 use crate::forge::{ForgeRunnerState, WaitingJob};
-use crate::plan::{ObservedRunner, Plan};
-use crate::runner_class::{ChoiceInput, ClassCount, ClassMatch, choose, group_label_names, job_class};
+use crate::plan::{ClassLimit, Classes, ObservedRunner};
+use crate::runner_class::{ClassMatch, Wanted, group_label_names, job_class, wanted};
 
 /// The class of each runner this process created that the store does not list yet, by runner
 /// name. Without it a runner just created would count as one of the group's own until its Job
@@ -46,49 +47,60 @@ pub fn runner_classes(jobs: &[Arc<Job>], in_flight: &InFlightClasses) -> BTreeMa
     out
 }
 
-/// Whether a runner waits for a job: active, never busy, and not done at the forge.
-fn waits(r: &ObservedRunner) -> bool {
-    r.phase.is_active()
-        && !r.ever_busy
-        && !matches!(r.forge_state, ForgeRunnerState::Busy | ForgeRunnerState::Finished)
+/// What the planner needs of the group's classes in one pass, owned for the pass
+/// ([`PlanClasses::input`] lends it to [`crate::plan::PlanInput`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PlanClasses {
+    limits: Vec<ClassLimit>,
+    wanted: Vec<Option<usize>>,
+    of_runner: BTreeMap<String, String>,
 }
 
-/// The runners each class has (`None`: the group's own), after `plan`'s removals.
-pub fn class_counts(
-    runners: &[ObservedRunner],
-    classes: &BTreeMap<String, String>,
-    plan: &Plan,
-) -> BTreeMap<Option<String>, ClassCount> {
-    let removed: BTreeSet<&str> = plan.remove.iter().map(|r| r.name.as_str()).collect();
-    let mut out: BTreeMap<Option<String>, ClassCount> = BTreeMap::new();
-    for r in runners.iter().filter(|r| r.phase.occupies_capacity()) {
-        let count = out.entry(classes.get(&r.name).cloned()).or_default();
-        count.occupied += 1;
-        if waits(r) && !removed.contains(r.name.as_str()) {
-            count.covering += 1;
+impl PlanClasses {
+    /// The classes of `spec`, the class each of the `waiting` jobs wants (oldest first; a job
+    /// that names no class, or that no runner of the group could take, wants the group's own
+    /// runners) and the class of each runner (`of_runner`, from [`runner_classes`]). Empty for
+    /// a group without classes.
+    pub fn new(spec: &RunnerGroupSpec, waiting: &[WaitingJob], of_runner: BTreeMap<String, String>) -> Self {
+        if spec.classes.is_empty() {
+            return PlanClasses::default();
+        }
+        let matches = ClassMatch::of(spec);
+        let group = group_label_names(spec);
+        let mut jobs: Vec<&WaitingJob> = waiting.iter().collect();
+        // Oldest first; jobs without a queue time after those with one.
+        jobs.sort_by(|a, b| {
+            (a.queued_at.is_none(), a.queued_at, &a.id).cmp(&(b.queued_at.is_none(), b.queued_at, &b.id))
+        });
+        let wanted = jobs
+            .iter()
+            .map(|j| match wanted(&matches, &group, &j.labels) {
+                Wanted::Class(i) => Some(i),
+                Wanted::Group | Wanted::Nobody => None,
+            })
+            .collect();
+        let limits = matches
+            .into_iter()
+            .map(|c| ClassLimit {
+                name: c.name,
+                max_runners: c.max_runners,
+            })
+            .collect();
+        PlanClasses {
+            limits,
+            wanted,
+            of_runner,
         }
     }
-    out
-}
 
-/// The class of each runner `plan` creates (`None`: the group's own); see
-/// [`crate::runner_class::choose`].
-pub fn choose_classes(
-    spec: &RunnerGroupSpec,
-    runners: &[ObservedRunner],
-    classes: &BTreeMap<String, String>,
-    waiting: &[WaitingJob],
-    plan: &Plan,
-) -> Vec<Option<String>> {
-    let matches = ClassMatch::of(spec);
-    let existing = class_counts(runners, classes, plan);
-    choose(&ChoiceInput {
-        classes: &matches,
-        group_labels: &group_label_names(spec),
-        waiting,
-        existing: &existing,
-        create: plan.create,
-    })
+    /// The classes as the planner takes them.
+    pub fn input(&self) -> Classes<'_> {
+        Classes {
+            limits: &self.limits,
+            wanted: &self.wanted,
+            of_runner: &self.of_runner,
+        }
+    }
 }
 
 /// `status.classes`: the runners of each class of the spec, in spec order (runners of a class
@@ -125,7 +137,7 @@ pub fn class_statuses(
 mod tests {
     use super::*;
     use crate::crd::{ForgeKind, RunnerGroup};
-    use crate::plan::{Removal, RemovalReason, RunnerPhase};
+    use crate::plan::RunnerPhase;
     use crate::runner_class::CLASS_LABEL;
     use crate::testing::RunnerGroupBuilder;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -193,73 +205,65 @@ mod tests {
         );
     }
 
+    fn waiting(id: &str, queued: Option<i64>, labels: &[&str]) -> WaitingJob {
+        WaitingJob {
+            id: id.into(),
+            queued_at: queued.map(|t| jiff::Timestamp::from_second(t).expect("valid timestamp")),
+            labels: labels.iter().map(|l| (*l).to_owned()).collect(),
+        }
+    }
+
     #[test]
-    fn waiting_runners_cover_jobs_of_their_class_unless_the_plan_removes_them() {
-        let runners = [
-            runner("g-a", RunnerPhase::Pending, ForgeRunnerState::Unknown),
-            runner("g-b", RunnerPhase::Running, ForgeRunnerState::Busy),
-            runner("g-c", RunnerPhase::Running, ForgeRunnerState::Idle),
-            runner("g-d", RunnerPhase::Terminating, ForgeRunnerState::Unknown),
-            runner("g-e", RunnerPhase::Running, ForgeRunnerState::Idle),
+    fn the_planner_gets_the_class_of_each_job_oldest_first() {
+        let jobs = [
+            waiting("9", None, &["linux"]),
+            waiting("3", Some(30), &["linux", "large"]),
+            waiting("1", Some(10), &["self-hosted"]),
+            waiting("2", Some(20), &["large", "gpu"]),
         ];
-        let classes = BTreeMap::from([
-            ("g-a".to_owned(), "large".to_owned()),
-            ("g-b".to_owned(), "large".to_owned()),
-            ("g-c".to_owned(), "large".to_owned()),
-            ("g-d".to_owned(), "large".to_owned()),
-        ]);
-        let plan = Plan {
-            remove: vec![Removal {
-                name: "g-c".into(),
-                reason: RemovalReason::IdleTimeout,
-                deregister: true,
-                delete_job: true,
-                message: None,
-            }],
-            ..Plan::default()
-        };
-        let counts = class_counts(&runners, &classes, &plan);
-        let large = counts[&Some("large".to_owned())];
+        let runners = BTreeMap::from([("g-a".to_owned(), "large".to_owned())]);
+        let classes = PlanClasses::new(&spec(), &jobs, runners.clone());
+        let input = classes.input();
         assert_eq!(
-            (large.occupied, large.covering),
-            (4, 1),
-            "only g-a waits and stays"
+            input.wanted,
+            [None, None, Some(1), Some(0)],
+            "the group's job, a job no runner takes, large, then the one without a queue time"
         );
         assert_eq!(
-            counts[&None],
-            ClassCount {
-                occupied: 1,
-                covering: 1
-            }
+            input.limits,
+            [
+                ClassLimit {
+                    name: "small".into(),
+                    max_runners: None
+                },
+                ClassLimit {
+                    name: "large".into(),
+                    max_runners: None
+                }
+            ]
+        );
+        assert_eq!(input.of_runner, &runners);
+        let mut plain = spec();
+        plain.classes.clear();
+        assert_eq!(
+            PlanClasses::new(&plain, &jobs, runners).input(),
+            Classes::NONE,
+            "a group without classes plans as one"
         );
     }
 
     #[test]
-    fn the_choice_of_a_pass_gives_a_job_of_each_size_its_class() {
-        let runners = [runner("g-a", RunnerPhase::Pending, ForgeRunnerState::Unknown)];
-        let classes = BTreeMap::from([("g-a".to_owned(), "small".to_owned())]);
-        let waiting = [
-            WaitingJob {
-                id: "1".into(),
-                queued_at: None,
-                labels: vec!["linux".into()],
-            },
-            WaitingJob {
-                id: "2".into(),
-                queued_at: None,
-                labels: vec!["linux".into(), "large".into()],
-            },
+    fn status_counts_the_runners_of_each_class() {
+        let runners = [
+            runner("g-a", RunnerPhase::Pending, ForgeRunnerState::Unknown),
+            runner("g-b", RunnerPhase::Running, ForgeRunnerState::Busy),
+            runner("g-c", RunnerPhase::Succeeded, ForgeRunnerState::Finished),
         ];
-        let plan = Plan {
-            create: 1,
-            ..Plan::default()
-        };
-        let chosen = choose_classes(&spec(), &runners, &classes, &waiting, &plan);
-        assert_eq!(
-            chosen,
-            [Some("large".to_owned())],
-            "job 1 has its small runner coming"
-        );
+        let classes = BTreeMap::from([
+            ("g-a".to_owned(), "small".to_owned()),
+            ("g-b".to_owned(), "large".to_owned()),
+            ("g-c".to_owned(), "large".to_owned()),
+        ]);
         let statuses = class_statuses(&spec(), &runners, &classes);
         assert_eq!(
             statuses,
@@ -271,8 +275,8 @@ mod tests {
                 },
                 ClassStatus {
                     name: "large".into(),
-                    runners: 0,
-                    busy: 0
+                    runners: 1,
+                    busy: 1
                 }
             ]
         );

@@ -89,9 +89,12 @@ pub enum ReconcileError {
     #[error(
         "{kind} {namespace}/{name} exists and is not owned by this RunnerGroup ({owners}); \
          forgerunner never takes over objects it did not create: remove or rename that {kind}, \
-         or remove spec.cache"
+         or remove {field}"
     )]
     CacheConflict {
+        /// The spec field asking for the object: `spec.cache`, or `spec.dockerCache` for a
+        /// claim of the Docker cache pool (`<group>-docker-<n>`).
+        field: &'static str,
         /// `Deployment`, `Service`, `PersistentVolumeClaim`, `NetworkPolicy` or `Secret`.
         kind: &'static str,
         /// Namespace of the group.

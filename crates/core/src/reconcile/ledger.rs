@@ -208,6 +208,8 @@ pub struct Upkeep {
     pub hook_sweep: SweepClock,
     /// The shared cache's last settled look (see `cache_server::keep_cache`).
     pub cache: Option<super::cache_server::CacheUpkeep>,
+    /// The Docker cache pool's last settled look (see `docker_cache::keep_docker_cache`).
+    pub docker_cache: Option<super::docker_cache::DockerCacheUpkeep>,
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ use crate::crd::RunnerGroup;
 use crate::forge::{ForgeRunnerState, ForgeView, RunnerRef};
 use crate::plan::{ObservedRunner, RunnerPhase};
 use crate::runner_job::{BUSY_ANNOTATION, GROUP_LABEL, TEMPLATE_HASH_ANNOTATION};
+use crate::runner_pod::disruption::Disruption;
 
 /// Whether `job` is a runner of `group`: same namespace, group label, and an ownerReference to
 /// this very group's uid, which every runner Job gets at creation
@@ -63,6 +64,38 @@ pub fn job_phase(job: &Job) -> RunnerPhase {
         RunnerPhase::Running
     } else {
         RunnerPhase::Pending
+    }
+}
+
+/// Whether the still running Job `job` shows its pod on the way out, so that the pod may be one
+/// the cluster is killing ([`super::runner_exit::killed_while_running`]).
+///
+/// Under the runner Job's `podFailurePolicy` the Job controller counts a deleted pod as failed
+/// only once its phase is `Failed` (`isPodFailed` with `onlyReplaceFailedPods`,
+/// `pkg/controller/job/job_controller.go`): until then the Job runs on, its pod no longer
+/// `active` (`controller.IsPodActive` leaves out pods with a `deletionTimestamp`) but
+/// `terminating`. A pod the taint manager deleted on a node that stopped answering stays so for
+/// as long as the Node object does. `status.terminating` is written from Kubernetes 1.29
+/// (`JobPodReplacementPolicy`); without it a busy runner's Job with no active pod tells the same.
+pub fn pod_leaving(job: &Job) -> bool {
+    let Some(status) = &job.status else {
+        return false;
+    };
+    match status.terminating {
+        Some(n) => n > 0,
+        None => ever_busy(job) && status.active.unwrap_or(0) == 0,
+    }
+}
+
+/// Marks the still active runners of `killed` as failed, so the plan removes them (deregistered,
+/// their Job deleted) as it does a runner whose Job failed. A runner already on its way out
+/// (its Job deleted by an earlier pass) is left as it is: its kill is counted once, when its
+/// Job goes.
+pub fn mark_killed(runners: &mut [ObservedRunner], killed: &BTreeMap<String, Disruption>) {
+    for r in runners.iter_mut() {
+        if r.phase.is_active() && killed.contains_key(&r.name) {
+            r.phase = RunnerPhase::Failed;
+        }
     }
 }
 
@@ -266,6 +299,90 @@ mod tests {
         );
         deleting.metadata.deletion_timestamp = Some(Time(ts(2000)));
         assert_eq!(job_phase(&deleting), RunnerPhase::Terminating);
+    }
+
+    #[test]
+    fn a_job_whose_pod_is_terminating_may_have_lost_it_to_the_cluster() {
+        let with = |status: JobStatus, busy: bool| {
+            let mut j = job("g-aaaaa", Some(status));
+            if busy {
+                j.metadata.annotations =
+                    Some(BTreeMap::from([(BUSY_ANNOTATION.to_owned(), "true".to_owned())]));
+            }
+            j
+        };
+        // Kubernetes 1.29 on: `terminating` says it, busy or not.
+        let leaving = JobStatus {
+            active: None,
+            ready: Some(0),
+            terminating: Some(1),
+            ..JobStatus::default()
+        };
+        assert!(pod_leaving(&with(leaving.clone(), true)));
+        assert!(pod_leaving(&with(leaving, false)));
+        let running = JobStatus {
+            active: Some(1),
+            ready: Some(1),
+            terminating: Some(0),
+            ..JobStatus::default()
+        };
+        assert!(!pod_leaving(&with(running, true)));
+        // A fresh Job whose pod is not created yet has no active pod either.
+        let fresh = JobStatus {
+            terminating: Some(0),
+            ..JobStatus::default()
+        };
+        assert!(!pod_leaving(&with(fresh, false)));
+        // Before 1.29: no `terminating`; only a runner that worked had an active pod to lose.
+        let older = JobStatus {
+            active: None,
+            ready: Some(0),
+            ..JobStatus::default()
+        };
+        assert!(pod_leaving(&with(older.clone(), true)));
+        assert!(!pod_leaving(&with(older, false)), "not started yet");
+        let older_running = JobStatus {
+            active: Some(1),
+            ..JobStatus::default()
+        };
+        assert!(!pod_leaving(&with(older_running, true)));
+        assert!(!pod_leaving(&job("g-aaaaa", None)));
+    }
+
+    #[test]
+    fn a_killed_runner_is_failed_once_and_not_again_while_its_job_goes() {
+        let runner = |name: &str, phase: RunnerPhase| ObservedRunner {
+            name: name.into(),
+            phase,
+            forge_state: ForgeRunnerState::Busy,
+            age_seconds: 60,
+            running_seconds: 50,
+            ever_busy: true,
+            stuck: None,
+            outdated: false,
+        };
+        let mut runners = vec![
+            runner("g-gone1", RunnerPhase::Running),
+            runner("g-gone2", RunnerPhase::Pending),
+            runner("g-going", RunnerPhase::Terminating),
+            runner("g-fine1", RunnerPhase::Running),
+        ];
+        let killed = BTreeMap::from([
+            ("g-gone1".to_owned(), Disruption::DeletionByTaintManager),
+            ("g-gone2".to_owned(), Disruption::EvictionByEvictionApi),
+            ("g-going".to_owned(), Disruption::DeletionByTaintManager),
+        ]);
+        mark_killed(&mut runners, &killed);
+        let phases: Vec<RunnerPhase> = runners.iter().map(|r| r.phase).collect();
+        assert_eq!(
+            phases,
+            [
+                RunnerPhase::Failed,
+                RunnerPhase::Failed,
+                RunnerPhase::Terminating,
+                RunnerPhase::Running
+            ]
+        );
     }
 
     #[test]

@@ -1,14 +1,23 @@
 //! Why a failed runner failed, from its pod: the exit code of the `runner` container and what the
 //! group's forge says it means. Looked up only for failed runner Jobs, just before they go, so a
-//! healthy group costs no extra API calls.
+//! healthy group costs no extra API calls. A pod already gone (PodGC force-deletes the pods of a
+//! deleted Node) leaves the Job's own record of a disruption ([`classify_job`]). A runner whose
+//! pod the cluster is killing while its Job still runs (a node that stopped answering) is found
+//! from its pod before its Job fails, if it ever does ([`killed_runners`]).
 
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 use tracing::debug;
 
+use super::observe::pod_leaving;
 use crate::forge::{Forge, RunnerExit};
-use crate::runner_job::RUNNER_CONTAINER;
-use crate::runner_pod::disruption::{Disruption, NodePresence, classify};
+use crate::plan::ObservedRunner;
+use crate::runner_job::{GROUP_LABEL, RUNNER_CONTAINER};
+use crate::runner_pod::disruption::{Disruption, NodePresence, classify, classify_job};
 
 /// Label the Job controller puts on every pod of a Job (value: the Job's name).
 pub const JOB_NAME_LABEL: &str = "job-name";
@@ -45,22 +54,94 @@ pub struct FailedPod {
     pub disruption: Option<Disruption>,
 }
 
-/// What the pods of the failed runner Job `job` tell. Best effort: a pod that is already gone
-/// or a failed lookup tells nothing (the failure is still counted as such).
-pub async fn failed_runner_pod(pods: &Api<Pod>, forge: &dyn Forge, job: &str) -> FailedPod {
-    let lp = ListParams::default().labels(&format!("{JOB_NAME_LABEL}={job}"));
-    match pods.list(&lp).await {
-        Ok(list) => FailedPod {
-            outdated: list
-                .items
-                .iter()
-                .any(|p| outdated_runner(p, |code| forge.runner_exit_meaning(code))),
-            disruption: list.items.iter().find_map(|p| classify(p, NodePresence::Unknown)),
-        },
+/// How the cluster killed the runner of a failed Job, from its `pods` (the precise reason) or,
+/// when they show none, from the Job `job` as last observed.
+pub fn disruption_of(pods: &[Pod], job: Option<&Job>) -> Option<Disruption> {
+    pods.iter()
+        .find_map(|p| classify(p, NodePresence::Unknown))
+        .or_else(|| job.and_then(classify_job))
+}
+
+/// How the cluster is killing the runner of a Job that still runs, from the Job's `pods`: one on
+/// its way out (a `deletionTimestamp`) that [`classify`] calls disrupted, above all by its
+/// `DisruptionTarget=True` condition (`DeletionByTaintManager`, `PreemptionByScheduler`,
+/// `EvictionByEvictionAPI`, `DeletionByPodGC`, `TerminationByKubelet`). Under the runner Job's
+/// `podFailurePolicy` such a pod fails the Job only once it is `Failed`
+/// ([`super::observe::pod_leaving`]), which on a node that stopped answering may be never.
+/// A pod deleted by a person, or one that finished, is `None`.
+pub fn killed_while_running(pods: &[Pod]) -> Option<Disruption> {
+    pods.iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_some())
+        .find_map(|p| classify(p, NodePresence::Unknown))
+}
+
+/// The runners among `runners` (of the group `group`, whose Jobs are `jobs`) the cluster is
+/// killing while their Jobs still run, and how ([`killed_while_running`]). Only a still active
+/// runner whose Job shows its pod on the way out ([`pod_leaving`]) is looked at, so a healthy
+/// group costs no extra API call; when one is, a single list of the group's pods serves every
+/// runner. Best effort: a failed list tells nothing, and the next pass looks again.
+pub async fn killed_runners(
+    pods: &Api<Pod>,
+    group: &str,
+    jobs: &[Arc<Job>],
+    runners: &[ObservedRunner],
+) -> BTreeMap<String, Disruption> {
+    let leaving: BTreeSet<&str> = runners
+        .iter()
+        .filter(|r| r.phase.is_active())
+        .filter_map(|r| {
+            jobs.iter()
+                .find(|j| j.metadata.name.as_deref() == Some(r.name.as_str()))
+        })
+        .filter(|j| pod_leaving(j))
+        .filter_map(|j| j.metadata.name.as_deref())
+        .collect();
+    if leaving.is_empty() {
+        return BTreeMap::new();
+    }
+    let lp = ListParams::default().labels(&format!("{GROUP_LABEL}={group}"));
+    let listed = match pods.list(&lp).await {
+        Ok(list) => list.items,
         Err(e) => {
-            debug!(runner = job, error = %e, "could not read the failed runner's pod");
-            FailedPod::default()
+            debug!(group, error = %e, "could not list the runner pods on their way out");
+            return BTreeMap::new();
         }
+    };
+    let mut by_job: BTreeMap<&str, Vec<Pod>> = BTreeMap::new();
+    for p in listed {
+        let job = p.metadata.labels.as_ref().and_then(|l| l.get(JOB_NAME_LABEL));
+        if let Some(&name) = job.and_then(|j| leaving.get(j.as_str())) {
+            by_job.entry(name).or_default().push(p);
+        }
+    }
+    by_job
+        .into_iter()
+        .filter_map(|(name, pods)| Some((name.to_owned(), killed_while_running(&pods)?)))
+        .collect()
+}
+
+/// What the pods of the failed runner Job `name` (as observed: `job`) tell. Best effort: a pod
+/// that is already gone or a failed lookup tells only what the Job does (the failure is still
+/// counted as such).
+pub async fn failed_runner_pod(
+    pods: &Api<Pod>,
+    forge: &dyn Forge,
+    name: &str,
+    job: Option<&Job>,
+) -> FailedPod {
+    let lp = ListParams::default().labels(&format!("{JOB_NAME_LABEL}={name}"));
+    let items = match pods.list(&lp).await {
+        Ok(list) => list.items,
+        Err(e) => {
+            debug!(runner = name, error = %e, "could not read the failed runner's pod");
+            Vec::new()
+        }
+    };
+    FailedPod {
+        outdated: items
+            .iter()
+            .any(|p| outdated_runner(p, |code| forge.runner_exit_meaning(code))),
+        disruption: disruption_of(&items, job),
     }
 }
 
@@ -85,6 +166,115 @@ mod tests {
 
     fn seven_is_outdated(code: i32) -> Option<RunnerExit> {
         (code == 7).then_some(RunnerExit::Outdated)
+    }
+
+    /// A runner Job as built (with its `podFailurePolicy`), failed with `reason`.
+    fn failed_job(reason: &str) -> Job {
+        let mut job: Job = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "r-abcde"},
+            "status": {"failed": 1, "conditions": [
+                {"type": "FailureTarget", "status": "True", "reason": reason},
+                {"type": "Failed", "status": "True", "reason": reason},
+            ]},
+        }))
+        .expect("job");
+        job.spec = Some(k8s_openapi::api::batch::v1::JobSpec {
+            pod_failure_policy: Some(crate::runner_pod::disruption::runner_pod_failure_policy()),
+            ..Default::default()
+        });
+        job
+    }
+
+    #[test]
+    fn a_pod_gone_with_its_node_is_known_from_the_job() {
+        // PodGC force-deleted the pod: nothing to list, the Job's policy remembers.
+        let by_policy = failed_job("PodFailurePolicy");
+        assert_eq!(
+            disruption_of(&[], Some(&by_policy)),
+            Some(Disruption::Unattributed)
+        );
+        // As the store keeps it (`slim_job`: no spec).
+        let mut slim = by_policy.clone();
+        crate::reconcile::slim_job(&mut slim);
+        assert_eq!(disruption_of(&[], Some(&slim)), Some(Disruption::Unattributed));
+        // The pod, when still there, says precisely who.
+        let gc = pod(serde_json::json!({"phase": "Failed", "conditions": [{
+            "type": "DisruptionTarget", "status": "True", "reason": "DeletionByPodGC",
+            "message": "PodGC: node no longer exists",
+        }]}));
+        assert_eq!(
+            disruption_of(std::slice::from_ref(&gc), Some(&by_policy)),
+            Some(Disruption::DeletionByPodGc)
+        );
+    }
+
+    #[test]
+    fn a_runner_that_exited_1_is_no_disruption_with_or_without_its_pod() {
+        let mut own = failed_job("BackoffLimitExceeded");
+        crate::reconcile::slim_job(&mut own);
+        let exited =
+            pod(serde_json::json!({"phase": "Failed", "containerStatuses": [terminated("runner", 1)]}));
+        assert_eq!(disruption_of(std::slice::from_ref(&exited), Some(&own)), None);
+        assert_eq!(disruption_of(&[], Some(&own)), None);
+        assert_eq!(disruption_of(&[], None), None);
+    }
+
+    /// A runner pod on a node that stopped answering: the taint manager marked and deleted it,
+    /// no kubelet confirms, so it stays `Terminating` in phase `Running`.
+    fn taint_evicted() -> Pod {
+        let mut p = pod(serde_json::json!({"phase": "Running", "conditions": [
+            {"type": "Ready", "status": "False", "reason": "NodeNotReady"},
+            {"type": "DisruptionTarget", "status": "True", "reason": "DeletionByTaintManager",
+             "message": "Taint manager: deleting due to NoExecute taint"},
+        ]}));
+        p.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            jiff::Timestamp::UNIX_EPOCH,
+        ));
+        p
+    }
+
+    #[test]
+    fn a_terminating_pod_with_disruption_target_is_a_runner_killed_while_its_job_runs() {
+        assert_eq!(
+            killed_while_running(&[taint_evicted()]),
+            Some(Disruption::DeletionByTaintManager)
+        );
+        for reason in [
+            "PreemptionByScheduler",
+            "EvictionByEvictionAPI",
+            "DeletionByPodGC",
+            "TerminationByKubelet",
+        ] {
+            let mut p = taint_evicted();
+            let conditions = p
+                .status
+                .as_mut()
+                .and_then(|s| s.conditions.as_mut())
+                .expect("conditions");
+            conditions[1].reason = Some(reason.to_owned());
+            let got = killed_while_running(std::slice::from_ref(&p)).map(Disruption::as_str);
+            assert_eq!(got, Some(reason));
+        }
+    }
+
+    #[test]
+    fn a_pod_deleted_by_a_person_or_not_deleted_is_no_kill_yet() {
+        let mut by_hand = taint_evicted();
+        by_hand.status.as_mut().expect("status").conditions = None;
+        assert_eq!(killed_while_running(&[by_hand]), None, "deleted, no condition");
+        // The condition alone, on a pod nobody deleted, may be stale (the disruption controller
+        // resets it to False after two minutes).
+        let mut stale = taint_evicted();
+        stale.metadata.deletion_timestamp = None;
+        assert_eq!(killed_while_running(&[stale]), None);
+        let mut done = taint_evicted();
+        done.status.as_mut().expect("status").phase = Some("Succeeded".into());
+        assert_eq!(
+            killed_while_running(&[done]),
+            None,
+            "the runner finished its work"
+        );
+        assert_eq!(killed_while_running(&[]), None);
     }
 
     #[test]

@@ -16,23 +16,19 @@
 //! group reports [`ReconcileError::RunnerRbacConflict`] without starting runners. When the group
 //! stops asking, the objects it owns are deleted once no runner of the old spec is left.
 
-use std::fmt::Debug;
-
-use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::{RoleBinding, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, DeleteParams, PostParams, Preconditions};
-use kube::{Client, Resource, ResourceExt};
-use serde::Serialize;
-use serde::de::DeserializeOwned;
+use kube::api::Api;
+use kube::{Client, ResourceExt};
 use tracing::{info, warn};
 
-use super::FIELD_MANAGER;
 use super::context::Context;
 use super::error::ReconcileError;
 use super::ledger::Upkeep;
 use super::observe::{belongs_to, job_phase};
+pub use super::owned::owned_by;
+use super::owned::{Found, delete_exact, find, is_status, refuse_foreign};
 use crate::crd::RunnerGroup;
 use crate::names::{runner_cleanup_binding_name, runner_service_account_name};
 use crate::plan::RunnerPhase;
@@ -116,31 +112,6 @@ pub fn runner_rbac_objects(group: &RunnerGroup, hooks: &RunnerHooks) -> Result<R
     })
 }
 
-/// Whether `meta` names `group` (by uid) among its owners: the only proof that the group's own
-/// earlier pass made the object. A name match proves nothing (a platform team's object, or one
-/// of a deleted group of the same name).
-pub fn owned_by(meta: &ObjectMeta, group: &RunnerGroup) -> bool {
-    let Some(uid) = group.metadata.uid.as_deref() else {
-        return false;
-    };
-    meta.owner_references.iter().flatten().any(|r| r.uid == uid)
-}
-
-/// The owners of `meta` as `kind/name`, for the conflict message.
-fn owners(meta: &ObjectMeta) -> String {
-    let refs: Vec<String> = meta
-        .owner_references
-        .iter()
-        .flatten()
-        .map(|r| format!("owner {}/{}", r.kind, r.name))
-        .collect();
-    if refs.is_empty() {
-        "no owner".to_owned()
-    } else {
-        refs.join(", ")
-    }
-}
-
 /// What the state of a group's runner RBAC is to be, as a fingerprint: a pass that finds the same
 /// one as the last settled pass has nothing to do.
 fn fingerprint(hooks: Option<&RunnerHooks>) -> String {
@@ -204,90 +175,25 @@ pub async fn keep_runner_rbac(
     Ok(())
 }
 
-/// One object the group needs, as found in the cluster.
-enum Found<K> {
-    /// No object of that name.
-    Missing,
-    /// The group's own object.
-    Ours(K),
-    /// Someone else's: its owners.
-    Foreign(String),
-}
-
-async fn find<K>(api: &Api<K>, name: &str, group: &RunnerGroup) -> Result<Found<K>, ReconcileError>
-where
-    K: Resource + Clone + DeserializeOwned + Debug,
-{
-    let found = api
-        .get_opt(name)
-        .await
-        .map_err(ReconcileError::kube("get runner RBAC"))?;
-    Ok(match found {
-        None => Found::Missing,
-        Some(o) if owned_by(o.meta(), group) => Found::Ours(o),
-        Some(o) => Found::Foreign(owners(o.meta())),
-    })
-}
-
-fn refuse_foreign<K>(
-    found: &Found<K>,
-    kind: &'static str,
-    namespace: &str,
-    name: &str,
-) -> Result<(), ReconcileError> {
-    match found {
-        Found::Foreign(owners) => Err(ReconcileError::RunnerRbacConflict {
-            kind,
-            namespace: namespace.to_owned(),
-            name: name.to_owned(),
-            owners: owners.clone(),
-        }),
-        Found::Missing | Found::Ours(_) => Ok(()),
-    }
-}
-
-fn post_params() -> PostParams {
-    PostParams {
-        dry_run: false,
-        field_manager: Some(FIELD_MANAGER.to_owned()),
-    }
-}
-
 /// Creates `obj`; `false` when the name was taken meanwhile (the next pass looks again).
 async fn create<K>(api: &Api<K>, obj: &K) -> Result<bool, ReconcileError>
 where
-    K: Resource + Clone + Serialize + DeserializeOwned + Debug,
+    K: kube::Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
 {
-    match api.create(&post_params(), obj).await {
-        Ok(_) => Ok(true),
-        Err(e) if is_status(&e, 409) => Ok(false),
-        Err(e) => Err(ReconcileError::kube("create runner RBAC")(e)),
-    }
+    Ok(super::owned::create(api, obj, "create runner RBAC")
+        .await?
+        .is_some())
 }
 
-/// Deletes exactly `obj` (its uid as a precondition, so an object made again under the same name
-/// by someone else meanwhile is not touched); gone already counts as deleted.
-async fn delete_exact<K>(api: &Api<K>, obj: &K) -> Result<(), kube::Error>
-where
-    K: Resource + Clone + DeserializeOwned + Debug,
-{
-    let params = DeleteParams {
-        preconditions: Some(Preconditions {
-            uid: obj.meta().uid.clone(),
-            resource_version: None,
-        }),
-        ..DeleteParams::default()
-    };
-    match api.delete(&obj.name_any(), &params).await {
-        Ok(_) => Ok(()),
-        // 404: gone already; 409: the uid differs, so it is no longer ours.
-        Err(e) if is_status(&e, 404) || is_status(&e, 409) => Ok(()),
-        Err(e) => Err(e),
+/// The conflict error for the object `kind` `namespace/name` of someone else's.
+fn conflict(kind: &'static str, namespace: &str, name: &str) -> impl FnOnce(String) -> ReconcileError {
+    let (namespace, name) = (namespace.to_owned(), name.to_owned());
+    move |owners| ReconcileError::RunnerRbacConflict {
+        kind,
+        namespace,
+        name,
+        owners,
     }
-}
-
-fn is_status(e: &kube::Error, code: u16) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == code)
 }
 
 /// Puts the group's `wanted` binding in place over what was `found`; `false` when it must be
@@ -330,12 +236,12 @@ pub async fn ensure_runner_rbac(
     let account_name = wanted.service_account.name_any();
     let binding_name = wanted.binding.name_any();
     let cleanup_name = wanted.cleanup_binding.name_any();
-    let account = find(&accounts, &account_name, group).await?;
-    let binding = find(&bindings, &binding_name, group).await?;
-    let cleanup = find(&bindings, &cleanup_name, group).await?;
-    refuse_foreign(&account, "ServiceAccount", &namespace, &account_name)?;
-    refuse_foreign(&binding, "RoleBinding", &namespace, &binding_name)?;
-    refuse_foreign(&cleanup, "RoleBinding", &namespace, &cleanup_name)?;
+    let account = find(&accounts, &account_name, group, "get runner RBAC").await?;
+    let binding = find(&bindings, &binding_name, group, "get runner RBAC").await?;
+    let cleanup = find(&bindings, &cleanup_name, group, "get runner RBAC").await?;
+    refuse_foreign(&account, conflict("ServiceAccount", &namespace, &account_name))?;
+    refuse_foreign(&binding, conflict("RoleBinding", &namespace, &binding_name))?;
+    refuse_foreign(&cleanup, conflict("RoleBinding", &namespace, &cleanup_name))?;
     let account_ready = match account {
         Found::Missing => create(&accounts, &wanted.service_account).await?,
         Found::Ours(_) | Found::Foreign(_) => true,
@@ -403,17 +309,15 @@ async fn remove_runner_rbac(ctx: &Context, group: &RunnerGroup) -> bool {
 /// Deletes the object `name` if `group` owns it.
 async fn remove_owned<K>(api: &Api<K>, name: &str, group: &RunnerGroup) -> Result<(), kube::Error>
 where
-    K: Resource<Scope = NamespaceResourceScope> + Clone + DeserializeOwned + Debug,
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
 {
-    match api.get_opt(name).await? {
-        Some(obj) if owned_by(obj.meta(), group) => {
-            delete_exact(api, &obj).await?;
-            info!(name, namespace = ?group.namespace(), "deleted runner RBAC the group no longer needs");
-            Ok(())
-        }
-        // Missing, or not the group's: nothing of ours to remove.
-        _ => Ok(()),
+    if super::owned::remove_owned(api, name, group).await? {
+        info!(name, namespace = ?group.namespace(), "deleted runner RBAC the group no longer needs");
     }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -491,7 +395,7 @@ mod tests {
         assert!(!owned_by(&meta, &other), "same name, another group");
         meta.owner_references = None;
         assert!(!owned_by(&meta, &group()));
-        assert_eq!(owners(&meta), "no owner");
+        assert_eq!(super::super::owned::owners(&meta), "no owner");
         let mut no_uid = group();
         no_uid.metadata.uid = None;
         assert!(!owned_by(&meta, &no_uid));

@@ -573,3 +573,25 @@ fn template_hash_reads_the_typed_template() {
     ]}})));
     assert_ne!(template_hash(&bigger.spec), template_hash(&as_stored.spec));
 }
+
+/// Every runner Job fails on its pod's `DisruptionTarget` through its `podFailurePolicy`, so
+/// the Job still tells a disruption once PodGC force-deleted the pod; the policy needs the pod's
+/// `restartPolicy: Never`, which a template cannot change.
+#[test]
+fn jobs_fail_on_a_disrupted_pod_by_their_pod_failure_policy() {
+    let mut g = group().build();
+    g.spec.template = Some(Embedded::new(&template(
+        PodSpec {
+            restart_policy: Some("OnFailure".into()),
+            ..PodSpec::default()
+        },
+        &[],
+    )));
+    let job = build(&g);
+    let policy = job.spec.as_ref().and_then(|s| s.pod_failure_policy.as_ref());
+    assert_eq!(
+        policy,
+        Some(&crate::runner_pod::disruption::runner_pod_failure_policy())
+    );
+    assert_eq!(pod_spec(&job).restart_policy.as_deref(), Some("Never"));
+}

@@ -33,7 +33,8 @@ pub const DIND_DOCKER_HOST: &str = "unix:///run/dind/docker.sock";
 /// jobs), and the daemon resolves it in its own filesystem.
 pub const DIND_DEFAULT_SOCKET: &str = "unix:///var/run/docker.sock";
 /// Volume of the daemon's images and containers (an emptyDir: an overlay filesystem cannot
-/// hold another one, and the data goes with the pod).
+/// hold another one, and the data goes with the pod). With `spec.dockerCache` a claim of the
+/// group's pool takes the emptyDir's place ([`crate::docker_cache::mount_claim`]).
 pub const DIND_STORAGE_VOLUME: &str = "dind-storage";
 /// Name of the work volume when the runner has none at its work directory.
 pub const WORK_VOLUME: &str = "work";

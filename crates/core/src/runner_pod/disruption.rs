@@ -17,8 +17,15 @@
 //!
 //! A pod deleted by us or by a person carries none of these, and neither does one whose runner
 //! exited non-zero by itself: both are `None`.
+//!
+//! A pod PodGC force-deleted with its Node is gone before it can be read; its runner Job keeps
+//! the evidence instead ([`job`]).
+
+pub mod job;
 
 use k8s_openapi::api::core::v1::Pod;
+
+pub use job::{classify_job, runner_pod_failure_policy};
 
 /// Pod condition type Kubernetes sets before it terminates a pod for a disruption.
 pub const DISRUPTION_TARGET: &str = "DisruptionTarget";
@@ -56,11 +63,15 @@ pub enum Disruption {
     /// The pod's node is gone or unreachable without the condition: `status.reason: NodeLost`
     /// from the node lifecycle controller, or the caller saw the Node deleted.
     NodeLost,
+    /// The pod was gone when the operator looked, and its runner Job failed by its
+    /// `podFailurePolicy`, which fires on `DisruptionTarget=True` only ([`job::classify_job`]):
+    /// a disruption whose reason went with the pod, most often PodGC's after a Node was deleted.
+    Unattributed,
 }
 
 impl Disruption {
     /// Every reason, for metrics that list their label values up front.
-    pub const ALL: [Disruption; 9] = [
+    pub const ALL: [Disruption; 10] = [
         Disruption::PreemptionByScheduler,
         Disruption::DeletionByTaintManager,
         Disruption::DeletionByDeviceTaintManager,
@@ -70,9 +81,11 @@ impl Disruption {
         Disruption::Other,
         Disruption::Evicted,
         Disruption::NodeLost,
+        Disruption::Unattributed,
     ];
 
-    /// The Kubernetes reason (CamelCase, as the project's other labels), or `Other`.
+    /// The Kubernetes reason (CamelCase, as the project's other labels), or `Other`,
+    /// `Unattributed`.
     pub fn as_str(self) -> &'static str {
         match self {
             Disruption::PreemptionByScheduler => "PreemptionByScheduler",
@@ -84,6 +97,7 @@ impl Disruption {
             Disruption::Other => "Other",
             Disruption::Evicted => "Evicted",
             Disruption::NodeLost => "NodeLost",
+            Disruption::Unattributed => "Unattributed",
         }
     }
 
@@ -451,7 +465,10 @@ mod tests {
         let labels: std::collections::BTreeSet<_> = Disruption::ALL.iter().map(|d| d.as_str()).collect();
         assert_eq!(labels.len(), Disruption::ALL.len());
         for d in Disruption::ALL {
-            if d != Disruption::Other && d != Disruption::Evicted && d != Disruption::NodeLost {
+            if !matches!(
+                d,
+                Disruption::Other | Disruption::Evicted | Disruption::NodeLost | Disruption::Unattributed
+            ) {
                 assert_eq!(Disruption::from_condition_reason(d.as_str()), d, "{d}");
             }
         }

@@ -29,18 +29,42 @@ fn two_sizes_on_gitea_pass() {
     assert_eq!(messages(&spec), Vec::<String>::new());
 }
 
+/// GitHub makes a scale set per class (`forgerunner-github`, `forge::classes`); the rules that
+/// are GitHub's own (plain labels, the class's scale set name) are the forge's `validate`.
 #[test]
-fn github_and_forgejo_say_classes_are_not_supported_yet() {
-    for (forge, name) in [(ForgeKind::Github, "GitHub"), (ForgeKind::Forgejo, "Forgejo")] {
-        let spec = with_classes(forge, serde_json::json!([{"name": "small", "labels": ["linux"]}]));
-        let m = messages(&spec);
-        assert_eq!(m.len(), 1, "{m:?}");
-        assert!(
-            m[0].starts_with(&format!("are not supported for {name} yet")),
-            "{m:?}"
-        );
-        assert!(m[0].contains("docs/classes.md"), "{m:?}");
-    }
+fn two_sizes_on_github_pass() {
+    let spec = with_classes(
+        ForgeKind::Github,
+        serde_json::json!([
+            {"name": "small", "labels": ["small"]},
+            {"name": "large", "labels": ["large"], "maxRunners": 1,
+             "resources": {"requests": {"cpu": 4}}}
+        ]),
+    );
+    assert_eq!(messages(&spec), Vec::<String>::new());
+}
+
+/// Forgejo 15 binds each runner of a class to a job of that class, 11–14 register it with the
+/// class's labels (docs/classes.md#forgejo); the common rules still hold.
+#[test]
+fn two_sizes_on_forgejo_pass_and_the_common_rules_hold() {
+    let spec = with_classes(
+        ForgeKind::Forgejo,
+        serde_json::json!([
+            {"name": "small", "labels": ["linux:host"]},
+            {"name": "large", "labels": ["linux:host", "large:host"], "maxRunners": 5,
+             "resources": {"requests": {"cpu": 4}}}
+        ]),
+    );
+    assert_eq!(messages(&spec), Vec::<String>::new());
+    let bad = with_classes(
+        ForgeKind::Forgejo,
+        serde_json::json!([{"name": "big", "labels": ["b"], "maxRunners": 6}]),
+    );
+    assert_eq!(
+        messages(&bad),
+        ["class big: maxRunners 6 must be between 1 and spec.maxRunners 5"]
+    );
 }
 
 #[test]

@@ -279,3 +279,59 @@ fn a_cache_and_a_config_file_of_the_users_own_are_refused_together() {
     assert_eq!(v.iter().map(|v| v.field).collect::<Vec<_>>(), ["spec.cache"]);
     assert!(v[0].message.contains("CONFIG_FILE"), "{}", v[0]);
 }
+
+/// `spec` in `containerMode` `mode` (none: unset) with `spec.dockerCache` set to `cache`.
+fn with_docker_cache(
+    spec: &RunnerGroupSpec,
+    mode: Option<&str>,
+    cache: serde_json::Value,
+) -> RunnerGroupSpec {
+    let mut v = serde_json::to_value(spec).expect("spec");
+    if let Some(mode) = mode {
+        v["containerMode"] = serde_json::json!({"type": mode});
+    }
+    v["dockerCache"] = cache;
+    serde_json::from_value(v).expect("spec")
+}
+
+#[test]
+fn a_docker_cache_needs_dind() {
+    for spec in [gitea(), github()] {
+        let s = with_docker_cache(&spec, Some("dind"), serde_json::json!({}));
+        assert!(fields(&s).is_empty(), "{:?}", validate_spec(&s));
+        let v = serde_json::to_value(&s).expect("spec");
+        assert_eq!(v["dockerCache"]["size"], "20Gi", "the default size");
+    }
+    let s = with_docker_cache(&gitea(), None, serde_json::json!({"size": "20Gi"}));
+    let v = validate_spec(&s);
+    assert_eq!(
+        v.iter().map(|v| v.field).collect::<Vec<_>>(),
+        ["spec.dockerCache"]
+    );
+    assert!(v[0].message.contains("containerMode dind"), "{}", v[0]);
+    let s = with_docker_cache(&github(), Some("kubernetes"), serde_json::json!({}));
+    assert_eq!(fields(&s), ["spec.dockerCache"]);
+}
+
+#[test]
+fn a_docker_cache_has_a_size_a_class_and_a_pool_within_bounds() {
+    let s = with_docker_cache(
+        &gitea(),
+        Some("dind"),
+        serde_json::json!({"size": "100Gi", "storageClassName": "ssd", "claims": 100}),
+    );
+    assert!(fields(&s).is_empty(), "{:?}", validate_spec(&s));
+    for (cache, field) in [
+        (serde_json::json!({"size": "512Mi"}), "spec.dockerCache.size"),
+        (serde_json::json!({"size": "lots"}), "spec.dockerCache.size"),
+        (
+            serde_json::json!({"storageClassName": "Fast SSD"}),
+            "spec.dockerCache.storageClassName",
+        ),
+        (serde_json::json!({"claims": 0}), "spec.dockerCache.claims"),
+        (serde_json::json!({"claims": 101}), "spec.dockerCache.claims"),
+    ] {
+        let s = with_docker_cache(&gitea(), Some("dind"), cache.clone());
+        assert_eq!(fields(&s), [field], "{cache}");
+    }
+}

@@ -5,10 +5,12 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use forgerunner_core::crd::RunnerClass;
 use forgerunner_core::forge::{GroupContext, RemoveOutcome, RunnerCredentials, RunnerRef};
 use forgerunner_core::plan::RunnerPhase;
 
 use super::{ForgejoForge, Resolved};
+use crate::classes::runner_labels;
 use crate::client::DeleteOutcome;
 use crate::error::ForgejoError;
 use crate::observe::waiting;
@@ -23,14 +25,17 @@ use crate::version::Mode;
 pub const SECRET_REGISTRATION_TOKEN_KEY: &str = "registration_token";
 
 impl ForgejoForge {
+    /// A new runner's credentials; `class` is its class of `spec.classes` (`None`: one of the
+    /// group's own).
     pub(crate) async fn credentials_inner(
         &self,
         ctx: &GroupContext,
         runner_name: &str,
+        class: Option<&RunnerClass>,
     ) -> Result<RunnerCredentials, ForgejoError> {
         let r = self.resolve(ctx).await?;
         match r.mode {
-            Mode::Ephemeral => self.create_ephemeral(ctx, &r, runner_name).await,
+            Mode::Ephemeral => self.create_ephemeral(ctx, &r, runner_name, class).await,
             Mode::RegistrationToken => {
                 let token = match ctx.credentials.get(SECRET_REGISTRATION_TOKEN_KEY) {
                     Some(t) => t.clone(),
@@ -39,23 +44,33 @@ impl ForgejoForge {
                 self.with_book(&ctx.key, |b| b.created(runner_name, Instant::now()));
                 Ok(RunnerCredentials {
                     secret_data: BTreeMap::from([(REGISTRATION_TOKEN_KEY.to_string(), token)]),
-                    env: register_env(&r.spec.url, runner_name, &r.spec.labels),
+                    env: register_env(&r.spec.url, runner_name, &runner_labels(&r.spec.labels, class)),
                     annotations: BTreeMap::new(),
                 })
             }
         }
     }
 
-    /// Binds a free waiting job (if any) under the book's lock, then creates the runner; the
-    /// binding is released again if the creation fails.
+    /// Binds a free waiting job (if any) that wants the runner's `class` under the book's
+    /// lock, then creates the runner; the binding is released again if the creation fails.
+    ///
+    /// Only a job of the runner's class: core's planner made the runner for such a job
+    /// (`forgerunner_core::plan`), and Forgejo hands a bound runner its job
+    /// only if the runner's labels hold every `runs-on` label (`models/actions/task.go`
+    /// `CreateTaskForRunner`), so a runner bound to another class's job could wait forever.
     async fn create_ephemeral(
         &self,
         ctx: &GroupContext,
         r: &Resolved<'_>,
         runner_name: &str,
+        class: Option<&RunnerClass>,
     ) -> Result<RunnerCredentials, ForgejoError> {
         let jobs = self.jobs(r).await?;
-        let oldest_first = waiting(&jobs.value, &r.labels);
+        let class_name = class.map(|c| c.name.as_str());
+        let oldest_first: Vec<_> = waiting(&jobs.value, &r.claim)
+            .into_iter()
+            .filter(|j| r.claim.is_for(&j.runs_on, class_name))
+            .collect();
         let handle = self.with_book(&ctx.key, |b| {
             b.bind(
                 oldest_first.iter().map(|j| j.handle.as_str()),
@@ -98,6 +113,7 @@ impl ForgejoForge {
             group = %ctx.key,
             runner = runner_name,
             runner_id = created.id,
+            class = class_name.unwrap_or_default(),
             bound = env.contains_key(ENV_JOB_HANDLE),
             "created ephemeral Forgejo runner"
         );

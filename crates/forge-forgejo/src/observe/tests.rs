@@ -1,3 +1,4 @@
+use crate::classes::Claim;
 use crate::labels::parse_labels;
 use crate::state::{JOB_HANDLE_ANNOTATION, RUNNER_ID_ANNOTATION};
 
@@ -60,7 +61,7 @@ const GRACES: Graces = Graces {
 
 #[test]
 fn v15_states_ghosts_and_demand() {
-    let labels = parse_labels(&["debian"]).expect("labels");
+    let labels = Claim::own(&parse_labels(&["debian"]).expect("labels"));
     let mut book = GroupBook::default();
     let t0 = Instant::now();
     let jobs = [
@@ -88,7 +89,7 @@ fn v15_states_ghosts_and_demand() {
     ];
     let group = || Group {
         name: "web",
-        labels: &labels,
+        claim: &labels,
     };
     let seen = view_v15(
         group(),
@@ -155,7 +156,7 @@ fn v15_states_ghosts_and_demand() {
 
 #[test]
 fn v15_runner_created_after_the_listing_is_not_finished() {
-    let labels = parse_labels(&["debian"]).expect("labels");
+    let labels = Claim::own(&parse_labels(&["debian"]).expect("labels"));
     let mut book = GroupBook::default();
     let listing = Instant::now();
     let created = listing + Duration::from_millis(1);
@@ -164,7 +165,7 @@ fn v15_runner_created_after_the_listing_is_not_finished() {
     let seen = view_v15(
         Group {
             name: "web",
-            labels: &labels,
+            claim: &labels,
         },
         &mut book,
         &refs,
@@ -186,7 +187,7 @@ fn v15_runner_created_after_the_listing_is_not_finished() {
     let seen = view_v15(
         Group {
             name: "web",
-            labels: &labels,
+            claim: &labels,
         },
         &mut book,
         &[],
@@ -203,7 +204,7 @@ fn v15_runner_created_after_the_listing_is_not_finished() {
 
 #[test]
 fn token_path_reports_the_oldest_runners_busy_per_running_job() {
-    let labels = parse_labels(&["debian"]).expect("labels");
+    let labels = Claim::own(&parse_labels(&["debian"]).expect("labels"));
     let mut book = GroupBook::default();
     let t0 = Instant::now();
     book.created("web-bbbbb", t0);
@@ -231,7 +232,7 @@ fn token_path_reports_the_oldest_runners_busy_per_running_job() {
 /// timeout removes it) instead of being marked busy for good.
 #[test]
 fn a_bound_runner_whose_job_another_runner_runs_stays_idle() {
-    let labels = parse_labels(&["debian"]).expect("labels");
+    let labels = Claim::own(&parse_labels(&["debian"]).expect("labels"));
     let mut book = GroupBook::default();
     let t0 = Instant::now();
     let jobs = [job(4, "running", "h4")];
@@ -240,7 +241,7 @@ fn a_bound_runner_whose_job_another_runner_runs_stays_idle() {
     let seen = view_v15(
         Group {
             name: "web",
-            labels: &labels,
+            claim: &labels,
         },
         &mut book,
         &refs,
@@ -257,7 +258,7 @@ fn a_bound_runner_whose_job_another_runner_runs_stays_idle() {
 /// bound runner is already at work is not demand (else a spare runner is made).
 #[test]
 fn a_waiting_job_whose_bound_runner_is_at_work_is_not_demand() {
-    let labels = parse_labels(&["debian"]).expect("labels");
+    let labels = Claim::own(&parse_labels(&["debian"]).expect("labels"));
     let mut book = GroupBook::default();
     let t0 = Instant::now();
     let jobs = [job(4, "waiting", "h4"), job(5, "waiting", "h5")];
@@ -266,7 +267,7 @@ fn a_waiting_job_whose_bound_runner_is_at_work_is_not_demand() {
     let seen = view_v15(
         Group {
             name: "web",
-            labels: &labels,
+            claim: &labels,
         },
         &mut book,
         &refs,
@@ -285,7 +286,7 @@ fn a_waiting_job_whose_bound_runner_is_at_work_is_not_demand() {
 /// found it gone.
 #[test]
 fn absence_from_a_paged_listing_is_finished_only_when_a_lookup_says_so() {
-    let labels = parse_labels(&["debian"]).expect("labels");
+    let labels = Claim::own(&parse_labels(&["debian"]).expect("labels"));
     let mut book = GroupBook::default();
     let t0 = Instant::now();
     let jobs = [job(1, "waiting", "h1"), job(2, "waiting", "h2")];
@@ -299,7 +300,7 @@ fn absence_from_a_paged_listing_is_finished_only_when_a_lookup_says_so() {
         view_v15(
             Group {
                 name: "web",
-                labels: &labels,
+                claim: &labels,
             },
             book,
             &refs,
@@ -327,7 +328,7 @@ fn absence_from_a_paged_listing_is_finished_only_when_a_lookup_says_so() {
 /// only later than it was read). Nor when the runner was made after the jobs listing.
 #[test]
 fn a_bound_runner_is_stranded_only_on_listings_that_prove_it() {
-    let labels = parse_labels(&["debian"]).expect("labels");
+    let labels = Claim::own(&parse_labels(&["debian"]).expect("labels"));
     let t0 = Instant::now();
     let t1 = t0 + Duration::from_millis(5);
     let jobs = [job(2, "waiting", "h2")];
@@ -341,7 +342,7 @@ fn a_bound_runner_is_stranded_only_on_listings_that_prove_it() {
         view_v15(
             Group {
                 name: "web",
-                labels: &labels,
+                claim: &labels,
             },
             &mut book,
             &refs,

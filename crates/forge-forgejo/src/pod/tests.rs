@@ -251,6 +251,7 @@ fn config_file_group(entry: EnvVar) -> RunnerGroupSpec {
         rerun: None,
         container_mode: None,
         cache: None,
+        docker_cache: None,
         classes: Vec::new(),
     }
 }

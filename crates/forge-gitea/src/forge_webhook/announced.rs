@@ -7,6 +7,8 @@
 //! - A job the listing shows queued but a delivery shows taken (`in_progress`/`completed`) is
 //!   not demand any more. States of one attempt only advance, so the most advanced of listing
 //!   and deliveries is the truth as far as known, whatever order the deliveries came in.
+//! - A job this process asked Gitea to re-run is demand again on its `queued` delivery, although
+//!   that delivery repeats the attempt of the `completed` one before it (below).
 //! - The runner that took a job, if it is the group's, is reported `Busy` (`in_progress`) or
 //!   `Finished` (`completed`): the planner then neither counts it as a runner still waiting for
 //!   a job nor as one whose job a stale listing may still count, so job and runner leave the
@@ -17,6 +19,21 @@
 //! most one poll interval. When a delivery is late or lost the error is on the safe side: a
 //! job stays queued (its runner is then counted as waiting, as with a stale listing) or a
 //! finished runner is discounted twice until the next listing (a later runner, no duplicate).
+//!
+//! Re-runs on Gitea 1.26 keep the job's id **and its attempt**: `rerunWorkflowJob`
+//! (`services/actions/rerun.go`) puts the same `ActionRunJob` row back to waiting without
+//! touching `Attempt`, which only `CreateTaskForRunner` (`models/actions/task.go`) raises when a
+//! runner takes the job. So the re-run's `queued` delivery carries the `run_attempt` of the
+//! killed task's `completed` one, and by the rule above (the most advanced state of an attempt
+//! wins) it would change nothing until the next listing. It cannot be told from a stale `queued`
+//! by its content: from 1.27 `queued`, `in_progress` and `completed` of one job all carry the
+//! attempt's number (the take no longer raises it), so a late `queued` after `completed` looks
+//! the same. What does tell them apart is this process's own request: a `queued` delivery of a
+//! job it asked to re-run ([`Announced::rerun_asked`]), received after the request went out,
+//! starts the job afresh, once. A re-run asked for by someone else (the web UI) still waits
+//! for the next listing. The request is noted before it is sent, as the delivery can arrive
+//! before the answer, and forgotten once refused or once a listing fetched after the answer
+//! (which shows the job queued again) is accounted.
 //!
 //! Memory is bounded by bytes: verified bodies of up to 1 MiB come from
 //! anyone with a webhook secret, and a listing whose fetch keeps failing is never covered. Each
@@ -45,6 +62,11 @@ pub(crate) const MAX_ANNOUNCED_BYTES: usize = 1 << 20;
 /// Most bytes remembered over all listings; see [`trim_total`].
 pub(crate) const MAX_ANNOUNCED_TOTAL_BYTES: usize = 8 << 20;
 
+/// Most re-runs remembered per listing while their `queued` delivery is awaited. Re-runs come
+/// from runners the cluster killed, a few at a time; past this a re-run waits for the next
+/// listing.
+pub(crate) const MAX_ASKED_RERUNS: usize = 1024;
+
 /// Longest runner name kept: the longest the operator makes (`names::runner_name`). A longer
 /// one is no group's runner, so it is not kept.
 const MAX_RUNNER_NAME_LEN: usize = RUNNER_NAME_PREFIX_MAX + 1 + RUNNER_NAME_SUFFIX_LEN;
@@ -67,6 +89,9 @@ struct Seen {
     /// Repository, run, name and id of the job (the same in every delivery of it), clipped as
     /// annotations are ([`JobIdentity::sanitized`]).
     identity: JobIdentity,
+    /// Queued again by a re-run this process asked for: a listing fetched before the re-run
+    /// may still show the killed attempt in progress, which does not make it taken.
+    rerun: bool,
 }
 
 impl Seen {
@@ -107,6 +132,11 @@ fn rank(s: &JobStatus) -> Option<u8> {
     }
 }
 
+/// Whether a job in state `s` was taken (or finished) in its attempt.
+fn taken(s: &JobStatus) -> bool {
+    matches!(s, JobStatus::InProgress | JobStatus::Completed)
+}
+
 /// One group's view of the announced jobs on top of a listing.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct GroupView {
@@ -131,6 +161,9 @@ pub(crate) struct Announced {
     covered_until: Option<Instant>,
     /// What `jobs` holds ([`Seen::bytes`] summed).
     bytes: usize,
+    /// Jobs this process asked Gitea to re-run, each with when Gitea's answer came (`None`
+    /// while the request is out), until their `queued` delivery or a later listing.
+    asked: HashMap<i64, Option<Instant>>,
 }
 
 impl Announced {
@@ -142,6 +175,8 @@ impl Announced {
         if self.covered_until.is_some_and(|c| received < c) {
             return;
         }
+        // The `queued` delivery of a re-run this process asked for.
+        let ours = event.action == JobStatus::Queued && self.asked.contains_key(&event.job_id);
         let fresh = || Seen {
             first_received: received,
             last_received: received,
@@ -151,10 +186,15 @@ impl Announced {
             runner_name: kept_runner_name(&event.runner_name),
             queued_at: event.created_at,
             identity: event.identity().sanitized(),
+            rerun: ours,
         };
         let (before, after) = match self.jobs.get_mut(&event.job_id) {
-            // A re-run keeps the job id: a higher attempt is a new job.
-            Some(seen) if event.run_attempt > seen.attempt => {
+            // A re-run keeps the job id: a higher attempt is a new job, and so is our own
+            // re-run's `queued` at the attempt of the task it replaces (see the module's doc).
+            Some(seen)
+                if event.run_attempt > seen.attempt
+                    || (ours && event.run_attempt == seen.attempt && taken(&seen.status)) =>
+            {
                 let before = seen.bytes();
                 *seen = fresh();
                 (before, seen.bytes())
@@ -184,11 +224,33 @@ impl Announced {
                 (0, after)
             }
         };
+        if ours {
+            // One re-run, one fresh start: a second `queued` of it changes nothing more.
+            self.asked.remove(&event.job_id);
+        }
         self.bytes = self.bytes.saturating_sub(before).saturating_add(after);
         while self.bytes > MAX_ANNOUNCED_BYTES {
             if !self.forget_earliest() {
                 break;
             }
+        }
+    }
+
+    /// Notes that this process is about to ask Gitea to re-run job `id`, so that the `queued`
+    /// delivery the re-run sends starts it afresh. Nothing is noted past [`MAX_ASKED_RERUNS`].
+    pub(crate) fn rerun_asked(&mut self, id: i64) {
+        if self.asked.len() < MAX_ASKED_RERUNS || self.asked.contains_key(&id) {
+            self.asked.insert(id, None);
+        }
+    }
+
+    /// Gitea answered the re-run of job `id` at `at`: `queued` when it may have queued the job
+    /// again (a refusal queued nothing, so its delivery is not awaited).
+    pub(crate) fn rerun_answered(&mut self, id: i64, at: Instant, queued: bool) {
+        if !queued {
+            self.asked.remove(&id);
+        } else if let Some(answered) = self.asked.get_mut(&id) {
+            *answered = Some(at);
         }
     }
 
@@ -215,6 +277,10 @@ impl Announced {
         }
         self.covered_until = Some(fetched_at);
         self.jobs.retain(|_, s| s.last_received >= fetched_at);
+        // A listing fetched after Gitea answered shows the re-run job queued; one fetched while
+        // the request was out may not.
+        self.asked
+            .retain(|_, answered| answered.is_none_or(|at| at >= fetched_at));
         self.bytes = self.jobs.values().map(Seen::bytes).sum();
     }
 
@@ -235,21 +301,22 @@ impl Announced {
         let listed: HashMap<i64, &JobStatus> = listing.iter().map(|j| (j.id, &j.status)).collect();
         let mut view = GroupView::default();
         for (id, s) in &self.jobs {
-            match listed.get(id) {
-                Some(JobStatus::Queued)
-                    if s.status != JobStatus::Queued && s.status != JobStatus::Waiting =>
-                {
-                    view.taken.insert(*id);
-                }
-                Some(_) => {}
-                None => {
-                    let new = s.first_received >= fetched_at;
-                    if new && s.status == JobStatus::Queued && s.labels.served_by(&serves) {
-                        view.unlisted_queued = view.unlisted_queued.saturating_add(1);
-                        let labels = s.labels.names().map(<[String]>::to_vec).unwrap_or_default();
-                        view.unlisted.push((*id, s.queued_at, labels));
+            let in_listing = match listed.get(id) {
+                Some(JobStatus::Queued) => {
+                    if taken(&s.status) {
+                        view.taken.insert(*id);
                     }
+                    true
                 }
+                // A listing older than our re-run shows the killed attempt, not this one.
+                Some(_) => !s.rerun,
+                None => false,
+            };
+            let new = s.first_received >= fetched_at;
+            if !in_listing && new && s.status == JobStatus::Queued && s.labels.served_by(&serves) {
+                view.unlisted_queued = view.unlisted_queued.saturating_add(1);
+                let labels = s.labels.names().map(<[String]>::to_vec).unwrap_or_default();
+                view.unlisted.push((*id, s.queued_at, labels));
             }
             if is_runner_name_of(group, &s.runner_name) {
                 let state = match s.status {
@@ -461,6 +528,124 @@ mod tests {
             1,
             "labels must match; unknown and blocked jobs are not demand"
         );
+    }
+
+    /// The deliveries of one job on Gitea 1.26 up to its re-run: `queued` at attempt 0, taken
+    /// and finished at attempt 1 by `g-abc12`, and the re-run's `queued` at attempt 1 again.
+    fn killed_then_rerun(id: i64) -> [WorkflowJobEvent; 4] {
+        let at = |action, runner, attempt| WorkflowJobEvent {
+            run_attempt: attempt,
+            ..event(id, action, runner)
+        };
+        [
+            at(JobStatus::Queued, "", 0),
+            at(JobStatus::InProgress, "g-abc12", 1),
+            at(JobStatus::Completed, "g-abc12", 1),
+            at(JobStatus::Queued, "", 1),
+        ]
+    }
+
+    #[test]
+    fn our_reruns_queued_delivery_is_demand_at_once() {
+        let t0 = Instant::now();
+        let ms = |n| t0 + Duration::from_millis(n);
+        let [queued, working, killed, rerun] = killed_then_rerun(1);
+        let mut a = Announced::default();
+        a.record(&queued, ms(1));
+        a.record(&working, ms(2));
+        a.record(&killed, ms(3));
+        a.rerun_asked(1);
+        a.record(&rerun, ms(4));
+        let v = view(&a, t0, &[]);
+        assert_eq!(v.unlisted_queued, 1, "the re-run job waits again");
+        assert_eq!(v.unlisted[0].0, 1);
+        assert!(v.runners.is_empty(), "the killed runner is no longer this job's");
+        assert!(a.asked.is_empty(), "one re-run, one fresh start");
+        // A listing fetched before the re-run shows the killed attempt still running.
+        let stale = [listed(1, JobStatus::InProgress)];
+        assert_eq!(view(&a, t0, &stale).unlisted_queued, 1);
+        // One fetched after it shows the job queued: counted there, not twice.
+        assert_eq!(
+            view(&a, t0, &[listed(1, JobStatus::Queued)]),
+            GroupView::default()
+        );
+        // The new runner takes it at attempt 2 (1.26 raises the attempt on each take).
+        a.record(
+            &WorkflowJobEvent {
+                run_attempt: 2,
+                ..event(1, JobStatus::InProgress, "g-new12")
+            },
+            ms(5),
+        );
+        let v = view(&a, t0, &stale);
+        assert_eq!(v.unlisted_queued, 0);
+        assert_eq!(v.runners, runners(&[("g-new12", ForgeRunnerState::Busy)]));
+    }
+
+    /// Without a re-run of ours, a `queued` at the attempt of a finished job is a late delivery
+    /// (from 1.27 every delivery of a job carries its attempt's number): no runner for it, and
+    /// neither for a replay after our re-run was served, nor for an older attempt's `queued`.
+    #[test]
+    fn a_stale_queued_after_completed_is_not_demand() {
+        let t0 = Instant::now();
+        let ms = |n| t0 + Duration::from_millis(n);
+        let [queued, working, killed, rerun] = killed_then_rerun(1);
+        let mut a = Announced::default();
+        a.record(&working, ms(1));
+        a.record(&killed, ms(2));
+        a.record(&rerun, ms(3));
+        assert_eq!(view(&a, t0, &[]).unlisted_queued, 0, "not asked by us");
+        a.rerun_asked(1);
+        a.record(&queued, ms(4));
+        assert_eq!(
+            view(&a, t0, &[]).unlisted_queued,
+            0,
+            "an older attempt's `queued`"
+        );
+        assert_eq!(a.asked.len(), 1, "still awaited");
+        a.record(&rerun, ms(5));
+        assert_eq!(view(&a, t0, &[]).unlisted_queued, 1);
+        a.record(&killed, ms(6));
+        a.record(&rerun, ms(7));
+        assert_eq!(
+            view(&a, t0, &[]).unlisted_queued,
+            0,
+            "a `completed` at that attempt (cancelled while queued) ends it; a replayed `queued` does not restart it"
+        );
+    }
+
+    #[test]
+    fn an_asked_rerun_is_awaited_until_refused_or_a_later_listing() {
+        let t0 = Instant::now();
+        let ms = |n| t0 + Duration::from_millis(n);
+        let mut a = Announced::default();
+        a.rerun_asked(1);
+        a.rerun_answered(1, ms(1), false);
+        a.rerun_asked(2);
+        a.rerun_answered(2, ms(10), true);
+        a.rerun_asked(3);
+        assert_eq!(a.asked.len(), 2, "a refusal queued nothing");
+        a.covered_by(ms(5));
+        assert_eq!(
+            a.asked.len(),
+            2,
+            "a listing from before the answer may not show the job"
+        );
+        a.covered_by(ms(11));
+        assert_eq!(
+            a.asked.keys().collect::<Vec<_>>(),
+            [&3],
+            "a listing after the answer shows it; one still out stays"
+        );
+        a.rerun_answered(4, ms(12), true);
+        assert!(
+            !a.asked.contains_key(&4),
+            "an answer to nothing asked notes nothing"
+        );
+        for id in 0..(MAX_ASKED_RERUNS as i64 + 10) {
+            a.rerun_asked(id);
+        }
+        assert_eq!(a.asked.len(), MAX_ASKED_RERUNS, "bounded");
     }
 
     #[test]

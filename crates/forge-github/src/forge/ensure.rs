@@ -112,14 +112,16 @@ impl GithubForge {
             l.stop().await;
         }
         st.scale_set = None;
-        // Another URL or token may see another scope: ask what it is served again.
-        st.served = Default::default();
+        for set in std::mem::take(&mut st.classes).into_values() {
+            set.stop().await;
+        }
         let client = Arc::new(self.build_client(ctx)?);
         st.client = Some((fp, client.clone()));
         Ok(client)
     }
 
-    /// Makes sure the scale set exists and matches the spec's name, runner group and labels.
+    /// Makes sure the group's own scale set exists and matches the spec's name, runner group
+    /// and labels.
     pub(super) async fn ensure_scale_set(
         &self,
         ctx: &GroupContext,
@@ -127,14 +129,31 @@ impl GithubForge {
         client: &GithubClient,
     ) -> Result<i64, ApiError> {
         let want = desired(ctx)?;
-        if st.listener.as_ref().is_some_and(|l| l.state().scale_set_gone) {
-            if let Some(l) = st.listener.take() {
+        let known = ctx.group.status.as_ref().and_then(|s| s.scale_set_id);
+        self.ensure_set(ctx, client, want, known, &mut st.scale_set, &mut st.listener)
+            .await
+    }
+
+    /// Makes sure the scale set `want` exists and matches it; `slot` holds what was last
+    /// confirmed, `listener` the set's listener (stopped when the set turns out gone), `known`
+    /// an id recorded earlier (the status), tried before a lookup by name.
+    pub(super) async fn ensure_set(
+        &self,
+        ctx: &GroupContext,
+        client: &GithubClient,
+        want: DesiredScaleSet,
+        known: Option<i64>,
+        slot: &mut Option<ScaleSetInfo>,
+        listener: &mut Option<Listener>,
+    ) -> Result<i64, ApiError> {
+        if listener.as_ref().is_some_and(|l| l.state().scale_set_gone) {
+            if let Some(l) = listener.take() {
                 l.stop().await;
             }
-            st.scale_set = None;
+            *slot = None;
         }
         let want_labels = want.label_list();
-        if let Some(have) = &st.scale_set {
+        if let Some(have) = &*slot {
             let labels_same = scale_set::same_labels(&have.labels, &want_labels);
             if have.name == want.name && have.runner_group == want.runner_group && labels_same {
                 return Ok(have.id);
@@ -149,7 +168,7 @@ impl GithubForge {
             let labels = (!labels_same).then_some(want_labels.as_slice());
             match self.patch_scale_set(ctx, client, id, name, group, labels).await {
                 Ok(()) => {
-                    st.scale_set = Some(ScaleSetInfo {
+                    *slot = Some(ScaleSetInfo {
                         id,
                         name: want.name,
                         runner_group: want.runner_group,
@@ -157,12 +176,11 @@ impl GithubForge {
                     });
                     return Ok(id);
                 }
-                Err(e) if e.status() == Some(404) => st.scale_set = None,
+                Err(e) if e.status() == Some(404) => *slot = None,
                 Err(e) => return Err(e),
             }
         }
         let group_id = scale_set::runner_group_id(client, want.runner_group.as_deref()).await?;
-        let known = ctx.group.status.as_ref().and_then(|s| s.scale_set_id);
         let found = match known {
             Some(id) => scale_set::get(client, id).await?,
             None => None,
@@ -191,7 +209,7 @@ impl GithubForge {
                 set.id
             }
         };
-        st.scale_set = Some(ScaleSetInfo {
+        *slot = Some(ScaleSetInfo {
             id,
             name: want.name,
             runner_group: want.runner_group,
@@ -252,7 +270,19 @@ impl GithubForge {
         id: i64,
     ) {
         let capacity = ctx.group.spec.max_runners;
-        if let Some(l) = &st.listener
+        self.ensure_listener_of(ctx, &mut st.listener, client, id, capacity);
+    }
+
+    /// Makes sure `listener` listens on the scale set `id`, announcing `capacity`.
+    pub(super) fn ensure_listener_of(
+        &self,
+        ctx: &GroupContext,
+        listener: &mut Option<Listener>,
+        client: &Arc<GithubClient>,
+        id: i64,
+        capacity: u32,
+    ) {
+        if let Some(l) = &*listener
             && l.scale_set_id() == id
             && !l.is_finished()
         {
@@ -260,7 +290,7 @@ impl GithubForge {
             return;
         }
         // A finished or stale listener has already released its session (or lost it).
-        st.listener = None;
+        *listener = None;
         // A deposed leader's late reconcile must not start a listener beside the new leader's.
         if !self.opts.fence.is_held() {
             tracing::debug!(group = %ctx.key, "not leading; GitHub listener not started");
@@ -276,7 +306,7 @@ impl GithubForge {
             fence: self.opts.fence.clone(),
             delivery_check: crate::listener::delivery::DEFAULT_EVERY,
         };
-        st.listener = Some(Listener::spawn(
+        *listener = Some(Listener::spawn(
             client.clone(),
             self.trigger.clone(),
             config,

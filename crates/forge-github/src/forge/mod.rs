@@ -1,6 +1,7 @@
 //! `GithubForge`: the `Forge` implementation tying clients, scale sets, listeners and runners
 //! together, with per-group state kept in memory (rebuilt from the cluster after a restart).
 
+mod classes;
 mod ensure;
 mod options;
 mod transports;
@@ -9,7 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use forgerunner_core::crd::RunnerGroupSpec;
+use forgerunner_core::crd::{RunnerClass, RunnerGroupSpec};
 use forgerunner_core::forge::{
     ClusterRefs, ForgeFacts, ForgeRunnerState, ForgeView, GroupContext, GroupKey, OutboundUrl,
     ReconcileTrigger, RemoveOutcome, RerunOutcome, RunnerCredentials, RunnerExit, RunnerRef, WaitingJob,
@@ -22,11 +23,12 @@ use forgerunner_core::validate::SpecViolation;
 use forgerunner_core::{Forge, ForgeError, ForgeKind, RunnerGroup};
 use k8s_openapi::api::core::v1::PodSpec;
 
+pub use self::classes::class_scale_set_name;
 pub use self::options::GithubOptions;
 use crate::client::GithubClient;
 use crate::error::ApiError;
 use crate::listener::Listener;
-use crate::runner_downloads::{SharedServed, served_release_of};
+use crate::runner_downloads::{SharedReleases, served_release_of};
 use crate::runners::{self, Removal};
 use crate::scale_set;
 use crate::{RUNNER_ID_ANNOTATION, SCALE_SET_ID_ANNOTATION, pod};
@@ -46,12 +48,38 @@ struct GroupState {
     client: Option<(u64, Arc<GithubClient>)>,
     scale_set: Option<ScaleSetInfo>,
     listener: Option<Listener>,
+    /// The scale sets of the spec's classes (and of classes removed whose sets are still in
+    /// use), by class name.
+    classes: BTreeMap<String, classes::ClassSet>,
     /// Runners this process gave a JIT config, with the id the service gave each: the listener
     /// has seen their whole life, and their removal needs no lookup.
     issued: BTreeMap<String, i64>,
-    /// The runner release GitHub serves the client's scope, as last asked (reset with the
-    /// client).
-    served: SharedServed,
+}
+
+impl GroupState {
+    /// Forgets the scale set `id` (gone at the service) so the next pass makes it again.
+    fn forget_set(&mut self, id: i64) {
+        if self.scale_set.as_ref().is_some_and(|s| s.id == id) {
+            self.scale_set = None;
+        }
+        for set in self.classes.values_mut() {
+            if set.scale_set.as_ref().is_some_and(|s| s.id == id) {
+                set.scale_set = None;
+            }
+        }
+    }
+
+    /// The ids of every scale set of the group this process knows.
+    fn set_ids(&self) -> Vec<i64> {
+        let classes = self.classes.values().filter_map(|c| c.scale_set.as_ref());
+        self.scale_set.iter().chain(classes).map(|s| s.id).collect()
+    }
+
+    /// Takes out every listener of the group: its own set's and its classes'.
+    fn take_listeners(&mut self) -> Vec<Listener> {
+        let classes = self.classes.values_mut().filter_map(|c| c.listener.take());
+        self.listener.take().into_iter().chain(classes).collect()
+    }
 }
 
 /// Whether the messages may not have told what `r` is doing: an active runner this process
@@ -83,6 +111,8 @@ pub struct GithubForge {
     groups: Mutex<HashMap<GroupKey, Arc<tokio::sync::Mutex<GroupState>>>>,
     /// HTTP transports by (CA bundle, proxy), shared by the groups' clients.
     transports: Mutex<transports::Transports>,
+    /// The runner release GitHub serves each scope, shared by the scope's groups.
+    served: SharedReleases,
 }
 
 impl std::fmt::Debug for GithubForge {
@@ -109,6 +139,7 @@ impl GithubForge {
             opts,
             groups: Mutex::default(),
             transports: Mutex::default(),
+            served: SharedReleases::default(),
         }
     }
 
@@ -146,16 +177,22 @@ impl GithubForge {
         if let Some(entry) = removed {
             // A pass holding the lock against a forge that drops traffic must not block us:
             // the listener is what has to stop, and it is only taken out under the lock.
-            let listener = match tokio::time::timeout(RELEASE_LOCK_WAIT, entry.lock()).await {
-                Ok(mut st) => st.listener.take(),
-                Err(_) => None,
+            let listeners = match tokio::time::timeout(RELEASE_LOCK_WAIT, entry.lock()).await {
+                Ok(mut st) => st.take_listeners(),
+                Err(_) => Vec::new(),
             };
-            if let Some(l) = listener {
-                l.stop_within(self.opts.shutdown_timeout.saturating_mul(2)).await;
-                tracing::info!(group = %key, "GitHub listener stopped");
+            let limit = self.opts.shutdown_timeout.saturating_mul(2);
+            let stopped = listeners.len();
+            futures::future::join_all(listeners.into_iter().map(|l| l.stop_within(limit))).await;
+            if stopped > 0 {
+                tracing::info!(group = %key, listeners = stopped, "GitHub listeners stopped");
             }
         }
         self.transports
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .release(key);
+        self.served
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .release(key);
@@ -167,30 +204,64 @@ impl GithubForge {
         let mut st = entry.lock().await;
         let (client, id) = self.ensure(ctx, &mut st).await?;
         self.ensure_listener(ctx, &mut st, &client, id);
-        // Statistics and runner activity of one message batch, recorded together.
-        let state = st.listener.as_ref().map(Listener::state).unwrap_or_default();
-        // Without a session (opening, or waiting out a 409 after a crash) there are no messages
-        // naming busy or finished runners: fall back to the scale set's statistics. A poll that
-        // keeps failing makes the session's statistics stale: still the best demand there is,
-        // but no view to scale down on.
-        let (stats, complete) = match state.statistics {
-            Some(s) => statistics_basis(Some(s), state.last_error.is_some(), None),
-            None => match scale_set::get(&client, id).await? {
-                Some(set) => statistics_basis(None, false, set.statistics),
-                None => {
-                    // Deleted between ensure and now: recreated on the next call.
-                    st.scale_set = None;
-                    return Err(not_ready());
-                }
-            },
-        };
-        // No request per runner: the message stream says who is busy or finished, and a runner
+        self.ensure_classes(ctx, &mut st, &client, runners).await?;
+        // Each scale set of the group (its own first, then its classes') with what its
+        // listener knows. Statistics and runner activity of one message batch are recorded
+        // together.
+        let mut sets: Vec<SetReading> = vec![SetReading {
+            id,
+            labels: Vec::new(),
+            state: st.listener.as_ref().map(Listener::state).unwrap_or_default(),
+        }];
+        for class in &ctx.group.spec.classes {
+            let Some(set) = st.classes.get(&class.name) else {
+                continue;
+            };
+            let Some(info) = &set.scale_set else {
+                continue;
+            };
+            sets.push(SetReading {
+                id: info.id,
+                labels: classes::reported_labels(class),
+                state: set.listener.as_ref().map(Listener::state).unwrap_or_default(),
+            });
+        }
+        let mut waiting_jobs = 0u32;
+        let mut complete = true;
+        for set in &sets {
+            // Without a session (opening, or waiting out a 409 after a crash) there are no
+            // messages naming busy or finished runners: fall back to the scale set's
+            // statistics. A poll that keeps failing makes the session's statistics stale:
+            // still the best demand there is, but no view to scale down on.
+            let (stats, set_complete) = match set.state.statistics {
+                Some(s) => statistics_basis(Some(s), set.state.last_error.is_some(), None),
+                None => match scale_set::get(&client, set.id).await? {
+                    Some(found) => statistics_basis(None, false, found.statistics),
+                    None => {
+                        // Deleted between ensure and now: recreated on the next call.
+                        st.forget_set(set.id);
+                        return Err(not_ready());
+                    }
+                },
+            };
+            // Assigned counts running jobs too; both numbers come from one snapshot, so a job
+            // whose runner finished before `JobCompleted` arrived still counts as running,
+            // never as waiting: no ledger of finished runners is needed.
+            waiting_jobs = waiting_jobs
+                .saturating_add(stats.total_assigned_jobs.saturating_sub(stats.total_running_jobs));
+            complete &= set_complete;
+        }
+        // With the sets of removed classes whose runners are still around: those may be at
+        // work, and are not runners of a set made again.
+        let ids = st.set_ids();
+        let tracked = |name: &str| sets.iter().find_map(|s| s.state.runners.state_of(name));
+        // No request per runner: the message streams say who is busy or finished, and a runner
         // with a JIT config is registered (removal treats 404 as already gone).
         let states = runners
             .iter()
             .filter_map(|r| {
-                let state = state.runners.state_of(&r.name).or_else(|| {
-                    if registered_in_another_scale_set(r, id) {
+                let state = tracked(&r.name).or_else(|| {
+                    if registered_in_another_scale_set(r, &ids) {
                         // The scale set was deleted and made again: the runner cannot take
                         // this set's jobs, so it covers no demand and goes first.
                         return Some(ForgeRunnerState::Offline);
@@ -204,7 +275,10 @@ impl GithubForge {
             .collect();
         let job_identities = runners
             .iter()
-            .filter_map(|r| Some((r.name.clone(), state.runners.identity_of(&r.name)?.clone())))
+            .filter_map(|r| {
+                let identity = sets.iter().find_map(|s| s.state.runners.identity_of(&r.name))?;
+                Some((r.name.clone(), identity.clone()))
+            })
             .collect();
         st.issued
             .retain(|name, _| runners.iter().any(|r| &r.name == name));
@@ -218,28 +292,29 @@ impl GithubForge {
         let complete = complete
             && !runners
                 .iter()
-                .any(|r| activity_unknown(r, state.runners.state_of(&r.name), &st.issued));
+                .any(|r| activity_unknown(r, tracked(&r.name), &st.issued));
         // GitHub's runner APIs carry no runner version: the image is all there is to compare.
         let versions = RunnerVersions {
             image: Some(crate::runner_version::image_release(&ctx.group.spec)),
-            served: served_release_of(&st.served, &client, &ctx.key),
+            served: served_release_of(&self.served, &client, &ctx.key),
             reported: BTreeMap::new(),
         };
         Ok(ForgeView {
-            // Assigned counts running jobs too; both numbers come from one snapshot, so a job
-            // whose runner finished before `JobCompleted` arrived still counts as running, never
-            // as waiting: no ledger of finished runners is needed.
-            waiting_jobs: stats.total_assigned_jobs.saturating_sub(stats.total_running_jobs),
+            waiting_jobs,
             // Job requests the messages show assigned and not started, with `JobAssigned`'s
-            // queue time for the "queued → seen" stage.
-            waiting: state
-                .runners
-                .waiting_requests()
-                .map(|(key, queued_at)| WaitingJob {
-                    id: key.to_string(),
-                    queued_at,
-                    // A scale set's jobs all ask for its labels: nothing to choose from.
-                    labels: Vec::new(),
+            // queue time for the "queued → seen" stage. The set a job was assigned to is its
+            // class: its labels make core's choice give its runner that class.
+            waiting: sets
+                .iter()
+                .flat_map(|set| {
+                    set.state
+                        .runners
+                        .waiting_requests()
+                        .map(|(key, queued_at)| WaitingJob {
+                            id: key.to_string(),
+                            queued_at,
+                            labels: set.labels.clone(),
+                        })
                 })
                 .collect(),
             runners: states,
@@ -262,10 +337,13 @@ impl GithubForge {
         })
     }
 
+    /// A JIT config for `runner_name` from the scale set of its `class` (`None`: the group's
+    /// own): a runner takes only the jobs of the set it registered in.
     async fn credentials_inner(
         &self,
         ctx: &GroupContext,
         runner_name: &str,
+        class: Option<&RunnerClass>,
     ) -> Result<RunnerCredentials, ApiError> {
         let entry = self.entry(&ctx.key);
         let work_folder = pod::work_folder(&ctx.group);
@@ -273,7 +351,14 @@ impl GithubForge {
         loop {
             let (client, id) = {
                 let mut st = entry.lock().await;
-                self.ensure(ctx, &mut st).await?
+                let (client, id) = self.ensure(ctx, &mut st).await?;
+                match class {
+                    Some(class) => {
+                        let class_id = self.ensure_class(ctx, &mut st, &client, class).await?;
+                        (client, class_id)
+                    }
+                    None => (client, id),
+                }
             };
             match runners::generate_jit_config(&client, id, runner_name, &work_folder).await {
                 Ok(jit) => {
@@ -296,7 +381,7 @@ impl GithubForge {
                 // The scale set vanished under us: recreate it once.
                 Err(e) if e.status() == Some(404) && attempt == 0 => {
                     attempt += 1;
-                    entry.lock().await.scale_set = None;
+                    entry.lock().await.forget_set(id);
                 }
                 Err(e) => return Err(e),
             }
@@ -312,14 +397,16 @@ impl GithubForge {
     /// (`agents?agentName=`, one request, as scaleset's `GetRunnerByName`); a runner of that
     /// name in another scale set than the group's is not ours and is left alone.
     async fn remove_inner(&self, ctx: &GroupContext, runner: &RunnerRef) -> Result<RemoveOutcome, ApiError> {
-        let (client, issued, scale_set) = {
+        let (client, issued, mut sets) = {
             let entry = self.entry(&ctx.key);
             let mut st = entry.lock().await;
             let client = self.ensure_client(ctx, &mut st).await?;
             let issued = st.issued.get(&runner.name).copied();
-            (client, issued, st.scale_set.as_ref().map(|s| s.id))
+            (client, issued, st.set_ids())
         };
-        let scale_set = scale_set.or_else(|| ctx.group.status.as_ref().and_then(|s| s.scale_set_id));
+        if sets.is_empty() {
+            sets.extend(ctx.group.status.as_ref().and_then(|s| s.scale_set_id));
+        }
         let annotated = runner
             .annotations
             .get(RUNNER_ID_ANNOTATION)
@@ -327,13 +414,13 @@ impl GithubForge {
         let id = match issued {
             Some(id) => Some(id),
             None => match runners::find_by_name(&client, &runner.name).await? {
-                Some(found) if scale_set.is_some_and(|set| found.runner_scale_set_id != set) => {
+                Some(found) if !sets.is_empty() && !sets.contains(&found.runner_scale_set_id) => {
                     tracing::warn!(
                         group = %ctx.key,
                         runner = %runner.name,
                         runner_id = found.id,
                         scale_set_id = found.runner_scale_set_id,
-                        "a runner of this name is registered outside the group's scale set; not deleting it"
+                        "a runner of this name is registered outside the group's scale sets; not deleting it"
                     );
                     None
                 }
@@ -372,10 +459,12 @@ impl GithubForge {
             Some(entry) => std::mem::take(&mut *entry.lock().await),
             None => GroupState::default(),
         };
-        if let Some(l) = st.listener.take() {
-            l.stop().await;
-        }
+        futures::future::join_all(st.take_listeners().into_iter().map(Listener::stop)).await;
+        // A new client forgets the sets it knew; the classes' are needed below.
+        let known = std::mem::take(&mut st.classes);
         let client = self.ensure_client(ctx, &mut st).await?;
+        st.classes = known;
+        self.delete_class_sets(ctx, &mut st, &client).await?;
         let id = match &st.scale_set {
             Some(s) => Some(s.id),
             None => {
@@ -415,13 +504,21 @@ fn statistics_basis(
     }
 }
 
-/// Whether the runner's Job says it was registered in a scale set other than `current` (one
-/// deleted since, then made again under the same name).
-fn registered_in_another_scale_set(r: &RunnerRef, current: i64) -> bool {
+/// Whether the runner's Job says it was registered in a scale set other than the group's
+/// `current` ones (one deleted since, then made again under the same name).
+fn registered_in_another_scale_set(r: &RunnerRef, current: &[i64]) -> bool {
     r.annotations
         .get(SCALE_SET_ID_ANNOTATION)
         .and_then(|v| v.parse::<i64>().ok())
-        .is_some_and(|set| set != current)
+        .is_some_and(|set| !current.contains(&set))
+}
+
+/// One scale set of a group in a pass: its id, the labels its waiting jobs are reported with
+/// (none for the group's own set) and what its listener knows.
+struct SetReading {
+    id: i64,
+    labels: Vec<String>,
+    state: crate::listener::ListenerState,
 }
 
 fn not_ready() -> ApiError {
@@ -444,6 +541,7 @@ impl Forge for GithubForge {
             .as_ref()
             .map(crate::validate::validate_github)
             .unwrap_or_default();
+        out.extend(crate::validate::validate_classes(spec));
         out.extend(crate::runner_version::check(spec));
         out
     }
@@ -487,8 +585,8 @@ impl Forge for GithubForge {
         _runner_name: &str,
         secret_name: &str,
         _credentials: &RunnerCredentials,
-        // Validation refuses `spec.classes` on GitHub for now.
-        _class: Option<&forgerunner_core::crd::RunnerClass>,
+        // The class's labels are its scale set's: the JIT config carries them.
+        _class: Option<&RunnerClass>,
     ) -> PodSpec {
         pod::default_runner_pod(group, secret_name)
     }
@@ -511,7 +609,20 @@ impl Forge for GithubForge {
         group: &GroupContext,
         runner_name: &str,
     ) -> Result<RunnerCredentials, ForgeError> {
-        self.credentials_inner(group, runner_name).await.map_err(map_err)
+        self.credentials_inner(group, runner_name, None)
+            .await
+            .map_err(map_err)
+    }
+
+    async fn runner_credentials_of_class(
+        &self,
+        group: &GroupContext,
+        runner_name: &str,
+        class: Option<&RunnerClass>,
+    ) -> Result<RunnerCredentials, ForgeError> {
+        self.credentials_inner(group, runner_name, class)
+            .await
+            .map_err(map_err)
     }
 
     async fn remove_runner(
@@ -557,8 +668,13 @@ impl Forge for GithubForge {
             .and_then(|g| g.scale_set_name.as_deref())
             .filter(|n| !n.trim().is_empty())
             .map_or_else(|| "named after the group".to_owned(), |n| format!("'{n}'"));
+        let classes = if spec.classes.is_empty() {
+            String::new()
+        } else {
+            " (and one per class, named after it with '-<class>')".to_owned()
+        };
         format!(
-            "the runner scale set {name} and its runners may remain at GitHub: delete them under \
+            "the runner scale set {name}{classes} and its runners may remain at GitHub: delete them under \
              Settings → Actions → Runners of the configUrl's repository, organization or \
              enterprise (GitHub also drops ephemeral runners that never connect)"
         )
@@ -573,13 +689,15 @@ impl Forge for GithubForge {
             groups.drain().map(|(_, v)| v).collect()
         };
         let stops = entries.into_iter().map(|entry| async move {
-            let listener = entry.lock().await.listener.take();
-            if let Some(l) = listener {
-                l.stop().await;
-            }
+            let listeners = entry.lock().await.take_listeners();
+            futures::future::join_all(listeners.into_iter().map(Listener::stop)).await;
         });
         futures::future::join_all(stops).await;
         self.transports
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clear();
+        self.served
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clear();
@@ -620,13 +738,17 @@ mod tests {
             phase: forgerunner_core::plan::RunnerPhase::Running,
             stored: true,
         };
-        assert!(registered_in_another_scale_set(&runner(Some("7")), 8));
-        assert!(!registered_in_another_scale_set(&runner(Some("8")), 8));
+        assert!(registered_in_another_scale_set(&runner(Some("7")), &[8]));
+        assert!(!registered_in_another_scale_set(&runner(Some("8")), &[8]));
         assert!(
-            !registered_in_another_scale_set(&runner(None), 8),
+            !registered_in_another_scale_set(&runner(Some("9")), &[8, 9]),
+            "a runner of a class's scale set is supply"
+        );
+        assert!(
+            !registered_in_another_scale_set(&runner(None), &[8]),
             "older Jobs without the id are left alone"
         );
-        assert!(!registered_in_another_scale_set(&runner(Some("x")), 8));
+        assert!(!registered_in_another_scale_set(&runner(Some("x")), &[8]));
     }
 
     #[test]

@@ -3,7 +3,10 @@
 //! Starts the fake API server with the cluster simulator, the GitHub emulator, the Gitea fake
 //! and the Forgejo fake, installs the CRD, creates one RunnerGroup per forge, runs the real
 //! operator in a child process, queues a burst of jobs on each forge and shows live what
-//! happens. Exits 0 only when every job completed and nothing leaked.
+//! happens. Then a Gitea group with a shared cache (`spec.cache`) and runner classes
+//! (`spec.classes`) runs two cached jobs, the second after the first, and one job per class.
+//! Exits 0 only when every job completed, nothing leaked, the second cached job hit what the
+//! first saved and each sized job got a runner of its class.
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -11,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use forgerunner_sandbox::bench::stages;
+use forgerunner_sandbox::world::cache_classes::run_demo;
 use forgerunner_sandbox::world::github_work::GithubJobPlay;
 use forgerunner_sandbox::world::groups::GroupSize;
 use forgerunner_sandbox::world::node_loss::LostRunner;
@@ -28,6 +32,8 @@ const GITEA_GROUP: &str = "gitea-linux";
 const GITEA_LABEL: &str = "ubuntu-latest";
 const FORGEJO_GROUP: &str = "forgejo-linux";
 const FORGEJO_LABEL: &str = "docker";
+/// The Gitea group with `spec.cache` and `spec.classes`.
+const CACHE_GROUP: &str = "gitea-cached";
 /// Seconds between Gitea and Forgejo polls (their default).
 const POLL_SECONDS: u32 = 5;
 const WEBHOOK_SECRET: &str = "sandbox-webhook-secret";
@@ -145,6 +151,9 @@ async fn sandbox(args: Args) -> anyhow::Result<bool> {
     world
         .add_forgejo_group(NAMESPACE, FORGEJO_GROUP, &[FORGEJO_LABEL], &size, POLL_SECONDS)
         .await?;
+    world
+        .add_gitea_cache_group(NAMESPACE, CACHE_GROUP, &GroupSize::up_to(3), POLL_SECONDS, hook)
+        .await?;
     if let (true, Some(fake)) = (args.webhook, &world.gitea) {
         fake.set_webhook(
             &format!("http://{}/webhooks/gitea", operator.http_addr()),
@@ -155,13 +164,14 @@ async fn sandbox(args: Args) -> anyhow::Result<bool> {
         .github_scale_set(GITHUB_GROUP, Duration::from_secs(20))
         .await?;
     // Jobs queued before a group's first pass count from first seen, not from their queue time.
-    for group in [GITEA_GROUP, FORGEJO_GROUP] {
+    for group in [GITEA_GROUP, FORGEJO_GROUP, CACHE_GROUP] {
         world
             .wait_first_pass(NAMESPACE, group, Duration::from_secs(20))
             .await?;
     }
     println!(
-        "RunnerGroups {GITHUB_GROUP} (github), {GITEA_GROUP} (gitea) and {FORGEJO_GROUP} (forgejo) created; queueing jobs\n"
+        "RunnerGroups {GITHUB_GROUP} (github), {GITEA_GROUP} (gitea), {FORGEJO_GROUP} (forgejo) and \
+         {CACHE_GROUP} (gitea, spec.cache and spec.classes) created; queueing jobs\n"
     );
 
     let mut rows = [
@@ -273,9 +283,28 @@ async fn sandbox(args: Args) -> anyhow::Result<bool> {
     for line in stages::table(&metrics, &[GITHUB_GROUP, GITEA_GROUP, FORGEJO_GROUP]) {
         println!("  {line}");
     }
+    println!("\nShared cache and runner classes ({CACHE_GROUP}, gitea):");
+    match run_demo(&world, &watch, NAMESPACE, CACHE_GROUP, DEMO_WAIT).await {
+        Ok(report) => {
+            for line in &report.lines {
+                println!("  {line}");
+            }
+            if !report.ok {
+                println!(
+                    "  FAILED: the second cached job should hit what the first saved, each sized job get its class"
+                );
+            }
+            ok &= report.ok;
+        }
+        Err(e) => {
+            println!("  FAILED: {e}");
+            ok = false;
+        }
+    }
     if ok {
         println!(
-            "\nOK: every job completed, never more than {} runners per group, nothing leaked.",
+            "\nOK: every job completed, never more than {} runners per group, nothing leaked; the second \
+             cached job hit what the first saved, each sized job got its class.",
             args.max_runners
         );
     } else {
@@ -319,6 +348,13 @@ async fn sandbox(args: Args) -> anyhow::Result<bool> {
         println!(
             "  kubectl get rg {GITHUB_GROUP} -n {NAMESPACE} -o jsonpath='{{.status.conditions[?(@.type==\"RunnerOutdated\")]}}'"
         );
+        println!(
+            "  kubectl get deploy,svc,pvc,networkpolicy -n {NAMESPACE} -l forgerunner.dev/cache-of={CACHE_GROUP}   # the shared cache"
+        );
+        println!(
+            "  kubectl get deploy {CACHE_GROUP}-actions-cache -n {NAMESPACE} -o jsonpath='{{.metadata.ownerReferences}}'   # owned by the group"
+        );
+        println!("  kubectl get rg {CACHE_GROUP} -n {NAMESPACE} -o jsonpath='{{.status.cache}}'");
         println!(
             "  curl -s http://{}/metrics | grep -E 'oldest_waiting|unmatched|min_runners|jobs_rerun|runner_version'",
             operator.metrics_addr()

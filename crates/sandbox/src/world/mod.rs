@@ -5,6 +5,7 @@
 //! The sandbox, the benchmark and end-to-end tests build on it; the operator itself runs apart
 //! (see [`operator`]) and only sees a kubeconfig, exactly as it would on a real cluster.
 
+pub mod cache_classes;
 pub mod github_rest;
 pub mod github_work;
 pub mod groups;
@@ -185,6 +186,8 @@ impl World {
             fake.add_repo(GITEA_REPO);
             let runner_opts = forgerunner_testkit::gitea::RunnerOptions {
                 work: opts.work_time,
+                // Jobs' cache steps reach the cache servers the simulator plays.
+                cache: sim.runner_cache(),
                 ..Default::default()
             };
             let behaviour = forgerunner_testkit::gitea::runner_behaviour(fake.clone(), runner_opts);

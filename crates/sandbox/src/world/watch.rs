@@ -33,6 +33,41 @@ pub struct GroupTally {
     /// Runner Jobs whose pod ever got ready or finished: those that could run a job (a Job
     /// deleted before its pod started never could).
     pub started: BTreeSet<String>,
+    /// The size of each runner Job's runner, by runner Job name.
+    pub sizes: BTreeMap<String, RunnerSize>,
+}
+
+/// What a runner Job says of its runner's size.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RunnerSize {
+    /// Its class (label [`CLASS_LABEL`]), when the group has classes.
+    pub class: Option<String>,
+    /// The CPU request of its `runner` container.
+    pub cpu: Option<String>,
+}
+
+/// Label naming a runner's class (`spec.classes`).
+pub const CLASS_LABEL: &str = "forgerunner.dev/class";
+
+impl RunnerSize {
+    fn of(job: &Job) -> RunnerSize {
+        let class = job
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(CLASS_LABEL))
+            .cloned();
+        let cpu = job
+            .spec
+            .as_ref()
+            .and_then(|s| s.template.spec.as_ref())
+            .and_then(|p| p.containers.iter().find(|c| c.name == "runner"))
+            .and_then(|c| c.resources.as_ref())
+            .and_then(|r| r.requests.as_ref())
+            .and_then(|r| r.get("cpu"))
+            .map(|q| q.0.clone());
+        RunnerSize { class, cpu }
+    }
 }
 
 /// Annotation binding a runner Job to one forge job (Forgejo 15's job handle); two runner Jobs
@@ -122,6 +157,7 @@ fn record(tally: &mut BTreeMap<String, GroupTally>, job: &Job, deleted: bool) {
     if !t.created.iter().any(|(n, _)| *n == name) {
         t.created.push((name.clone(), Instant::now()));
     }
+    t.sizes.entry(name.clone()).or_insert_with(|| RunnerSize::of(job));
     if let Some(binding) = job
         .metadata
         .annotations

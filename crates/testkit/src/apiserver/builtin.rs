@@ -206,7 +206,26 @@ fn job_defaults(v: &mut Value, uid: &str, name: &str) {
     default_field(spec, "backoffLimit", json!(6));
     default_field(spec, "completionMode", json!("NonIndexed"));
     default_field(spec, "suspend", json!(false));
-    default_field(spec, "podReplacementPolicy", json!("TerminatingOrFailed"));
+    // `SetDefaults_Job` and `SetDefaults_PodFailurePolicyOnPodConditionsPattern`
+    // (`pkg/apis/batch/v1/defaults.go`): with a `podFailurePolicy` only failed pods are replaced,
+    // and a condition pattern's status is `True` unless given.
+    let with_policy = spec.get("podFailurePolicy").is_some_and(|p| !p.is_null());
+    let replacement = if with_policy {
+        "Failed"
+    } else {
+        "TerminatingOrFailed"
+    };
+    default_field(spec, "podReplacementPolicy", json!(replacement));
+    let rules = spec
+        .get_mut("podFailurePolicy")
+        .and_then(|p| p.get_mut("rules"))
+        .and_then(Value::as_array_mut);
+    for rule in rules.into_iter().flatten() {
+        let patterns = rule.get_mut("onPodConditions").and_then(Value::as_array_mut);
+        for pattern in patterns.into_iter().flatten().filter_map(Value::as_object_mut) {
+            default_field(pattern, "status", json!("True"));
+        }
+    }
     let manual = spec
         .get("manualSelector")
         .and_then(Value::as_bool)
@@ -254,6 +273,7 @@ pub fn validate(builtin: Builtin, v: &Value) -> Vec<(String, String)> {
             let policy = v
                 .pointer("/spec/template/spec/restartPolicy")
                 .and_then(Value::as_str);
+            let failure_policy = v.pointer("/spec/podFailurePolicy").filter(|p| !p.is_null());
             if !matches!(policy, Some("Never" | "OnFailure")) {
                 errs.push((
                     "spec.template.spec.restartPolicy".into(),
@@ -262,12 +282,74 @@ pub fn validate(builtin: Builtin, v: &Value) -> Vec<(String, String)> {
                         policy.unwrap_or("Always")
                     ),
                 ));
+            } else if failure_policy.is_some() && policy != Some("Never") {
+                errs.push((
+                    "spec.template.spec.restartPolicy".into(),
+                    format!(
+                        "Invalid value: \"{}\": only \"Never\" is supported when podFailurePolicy is specified",
+                        policy.unwrap_or_default()
+                    ),
+                ));
+            }
+            if let Some(failure_policy) = failure_policy {
+                check_pod_failure_policy(v, failure_policy, &mut errs);
             }
             check_containers(v.pointer("/spec/template/spec"), "spec.template.spec", &mut errs);
         }
         _ => {}
     }
     errs
+}
+
+/// What `validateJobSpec` (`pkg/apis/batch/validation/validation.go`) asks of a Job with a
+/// `podFailurePolicy` beyond its restart policy: `podReplacementPolicy: Failed`
+/// (`validatePodReplacementPolicy`), and rules with a known action and exactly one of
+/// `onExitCodes` and `onPodConditions` (`validatePodFailurePolicyRule`).
+fn check_pod_failure_policy(job: &Value, policy: &Value, errs: &mut Vec<(String, String)>) {
+    if let Some(replacement) = job.pointer("/spec/podReplacementPolicy").and_then(Value::as_str)
+        && replacement != "Failed"
+    {
+        errs.push((
+            "spec.podReplacementPolicy".into(),
+            format!("Unsupported value: \"{replacement}\": supported values: \"Failed\""),
+        ));
+    }
+    let rules = policy.get("rules").and_then(Value::as_array);
+    for (i, rule) in rules.into_iter().flatten().enumerate() {
+        let path = format!("spec.podFailurePolicy.rules[{i}]");
+        match rule.get("action").and_then(Value::as_str).unwrap_or_default() {
+            "" => errs.push((
+                format!("{path}.action"),
+                "Required value: valid values: [\"Count\" \"FailIndex\" \"FailJob\" \"Ignore\"]".into(),
+            )),
+            "FailIndex" if job.pointer("/spec/backoffLimitPerIndex").is_none_or(Value::is_null) => {
+                errs.push((
+                    format!("{path}.action"),
+                    "Invalid value: \"FailIndex\": requires the backoffLimitPerIndex to be set".into(),
+                ));
+            }
+            "Count" | "FailIndex" | "FailJob" | "Ignore" => {}
+            other => errs.push((
+                format!("{path}.action"),
+                format!(
+                    "Unsupported value: \"{other}\": supported values: \"Count\", \"FailIndex\", \"FailJob\", \"Ignore\""
+                ),
+            )),
+        }
+        let exit_codes = rule.get("onExitCodes").is_some_and(|c| !c.is_null());
+        let conditions = rule
+            .get("onPodConditions")
+            .and_then(Value::as_array)
+            .is_some_and(|c| !c.is_empty());
+        let detail = match (exit_codes, conditions) {
+            (true, true) => Some("specifying both OnExitCodes and OnPodConditions is not supported"),
+            (false, false) => Some("specifying one of OnExitCodes and OnPodConditions is required"),
+            _ => None,
+        };
+        if let Some(detail) = detail {
+            errs.push((path, format!("Invalid value: \"object\": {detail}")));
+        }
+    }
 }
 
 fn check_containers(spec: Option<&Value>, path: &str, errs: &mut Vec<(String, String)>) {
@@ -284,3 +366,7 @@ fn check_containers(spec: Option<&Value>, path: &str, errs: &mut Vec<(String, St
         }
     }
 }
+
+#[cfg(test)]
+#[path = "builtin_tests.rs"]
+mod tests;

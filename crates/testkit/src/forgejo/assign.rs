@@ -55,7 +55,9 @@ impl Model {
     }
 
     /// Forgejo's `PickTask`: the oldest waiting job in the runner's scope whose `runs_on` its
-    /// labels cover; with `handle`, only that job attempt. An ephemeral runner gets at most one
+    /// labels cover; with `handle`, only that job attempt, and only if the labels cover it too
+    /// (`models/actions/task.go` `CreateTaskForRunner`: `j.IsRequestedByRunner(handle) &&
+    /// j.ItRunsOn(runner.AgentLabels)`; a runner bound to a job its labels do not hold waits). An ephemeral runner gets at most one
     /// task in its life. A job queued behind its concurrency group is not available
     /// ([`Model::held_by_concurrency`]).
     pub fn fetch(&mut self, runner_id: i64, handle: Option<&str>) -> Option<FakeTask> {

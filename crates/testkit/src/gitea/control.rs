@@ -201,6 +201,22 @@ impl GiteaFakeHandle {
         self.add_job(repo, runs_on, JobState::Waiting)
     }
 
+    /// Queues a job like [`GiteaFakeHandle::queue_job`] whose workflow has an `actions/cache`
+    /// step with `key` ([`FakeJob::cache_key`]).
+    pub fn queue_cached_job(&self, repo: &str, runs_on: &[&str], key: &str) -> i64 {
+        let (o, r) = repo.split_once('/').unwrap_or((repo, "repo"));
+        let job = {
+            let mut model = self.model();
+            let mut job = model.add_job(o, r, runs_on, JobState::Waiting);
+            job.cache_key = Some(key.to_owned());
+            model.jobs.insert(job.id, job.clone());
+            job
+        };
+        let id = job.id;
+        self.shared().announce([JobChange { job }]);
+        id
+    }
+
     /// Adds a job blocked by `needs`/approval (API `waiting`): never demand.
     pub fn queue_blocked_job(&self, repo: &str, runs_on: &[&str]) -> i64 {
         self.add_job(repo, runs_on, JobState::Blocked)

@@ -41,7 +41,7 @@ pub fn job(base: &str, j: &FakeJob, d: Dialect) -> Value {
         "run_url": format!("{repo_api}/actions/runs/{}", j.run_id),
         "name": j.name,
         "labels": j.labels,
-        "run_attempt": 1,
+        "run_attempt": j.attempt,
         "head_sha": "0000000000000000000000000000000000000000",
         "head_branch": "main",
         "status": j.state.api_status(),
@@ -128,6 +128,7 @@ mod tests {
             name: "j".into(),
             labels: vec!["l".into()],
             state: JobState::Waiting,
+            attempt: 0,
             runner_id: None,
             runner_name: String::new(),
             runner_labels: Vec::new(),
@@ -135,6 +136,7 @@ mod tests {
             started: None,
             completed: None,
             cancel_requested: false,
+            cache_key: None,
         }
     }
 

@@ -71,6 +71,11 @@ pub struct FakeJob {
     pub labels: Vec<String>,
     /// State.
     pub state: JobState,
+    /// Gitea 1.25/1.26's `ActionRunJob.Attempt`, the payloads' `run_attempt`: 0 while the job
+    /// was never taken, raised by one each time a runner takes it (`CreateTaskForRunner` in
+    /// `models/actions/task.go`, `job.Attempt++`), and kept by a re-run
+    /// ([`Model::rerun_job`]).
+    pub attempt: i64,
     /// Runner that took it.
     pub runner_id: Option<i64>,
     /// That runner's name.
@@ -85,6 +90,9 @@ pub struct FakeJob {
     pub completed: Option<jiff::Timestamp>,
     /// A cancel was requested while running; the runner learns it on its next update.
     pub cancel_requested: bool,
+    /// The key of the job's `actions/cache` step, if its workflow has one (the simulated
+    /// runner plays that step against the runner's cache server).
+    pub cache_key: Option<String>,
 }
 
 /// One registered runner.
@@ -188,6 +196,7 @@ impl Model {
             name: format!("job-{id}"),
             labels: runs_on.iter().map(|s| s.to_string()).collect(),
             state,
+            attempt: 0,
             runner_id: None,
             runner_name: String::new(),
             runner_labels: Vec::new(),
@@ -195,6 +204,7 @@ impl Model {
             started: None,
             completed: None,
             cancel_requested: false,
+            cache_key: None,
         };
         self.jobs.insert(id, job.clone());
         job
@@ -338,6 +348,7 @@ impl Model {
             return (Fetch::Nothing, None);
         };
         job.state = JobState::Running;
+        job.attempt += 1;
         job.runner_id = Some(runner_id);
         job.runner_name = name;
         job.runner_labels = labels;

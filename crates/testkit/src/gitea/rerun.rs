@@ -14,9 +14,15 @@
 //! - `services/actions/rerun.go` `prepareRunRerun`: 400 "this workflow run is not done" while
 //!   the run is not done, which it is once every job of it is (the run's status aggregates its
 //!   jobs'). `rerunWorkflowJob` puts the **same** `ActionRunJob` row back to waiting with
-//!   `task_id`, `started` and `stopped` cleared, so the same job id is queued again. (1.27
-//!   clones the jobs into a new attempt with new ids; the fake plays 1.26 for every version
-//!   from 1.26. It models no `needs`, so no dependents are re-run along.)
+//!   `task_id`, `started` and `stopped` cleared, so the same job id is queued again. Its
+//!   `Attempt` is left as it is: Gitea raises it when a runner takes the job
+//!   (`CreateTaskForRunner` in `models/actions/task.go`), so the `queued` delivery the re-run
+//!   sends (`notify_service.WorkflowJobStatusUpdate`, rendered by `ToActionWorkflowJob` in
+//!   `services/convert/convert.go`) carries the same id **and the same `run_attempt`** as the
+//!   killed task's `completed` delivery, no `runner_id`/`runner_name` (no task any more), and
+//!   the job's first `created_at`. (1.27 clones the jobs into a new attempt with new ids; the
+//!   fake plays 1.26 for every version from 1.26. It models no `needs`, so no dependents are
+//!   re-run along.)
 //! - `services/actions/clear_tasks.go` `StopZombieTasks` → `stopTasks`: a running task not
 //!   updated for `ZOMBIE_TASK_TIMEOUT` (10 minutes by default, checked `@every 5m` by the cron
 //!   task `stop_zombie_tasks`) is stopped with `StatusFailure`; its runner is no longer busy.
@@ -113,7 +119,7 @@ impl Model {
     }
 
     /// Gitea 1.26's `RerunWorkflowJob` for job `job_id` of run `run_id` in `owner/repo`: the
-    /// same job goes back to the queue, its task (runner) and times cleared.
+    /// same job goes back to the queue, its task (runner) and times cleared, its attempt kept.
     pub fn rerun_job(
         &mut self,
         owner: &str,
@@ -196,8 +202,11 @@ mod tests {
             None,
             "not this repository's run"
         );
+        let taken = m.jobs[&a].attempt;
+        assert_eq!(taken, 1, "raised when the runner took it");
         let change = m.rerun_job("acme", "app", run, a).expect("re-run");
         assert_eq!(change.job.id, a, "the same job row");
+        assert_eq!(change.job.attempt, taken, "the re-run keeps the attempt");
         let again = &m.jobs[&a];
         assert_eq!(again.state, JobState::Waiting);
         assert_eq!((again.runner_id, again.runner_name.as_str()), (None, ""));
@@ -207,6 +216,35 @@ mod tests {
             JobState::Done(Conclusion::Success),
             "siblings stay"
         );
+    }
+
+    /// What the re-run's `queued` delivery carries next to the killed task's `completed` one:
+    /// the same id and `run_attempt`, no runner, the job's first queue time.
+    #[test]
+    fn the_reruns_delivery_repeats_the_attempt_of_the_killed_task() {
+        let (mut m, _, a, b) = run_of_two();
+        let run = m.jobs[&a].run_id;
+        let dialect = crate::gitea::json::Dialect {
+            null_steps: false,
+            runner_disabled_field: true,
+        };
+        let payload = |j: &FakeJob| crate::gitea::json::workflow_job_payload("http://g", j, false, dialect);
+        let queued = payload(&m.jobs[&b]);
+        assert_eq!(queued["workflow_job"]["run_attempt"], 0, "never taken");
+        let completed = payload(&m.stop_zombie_task(a).expect("running").job);
+        m.jobs.get_mut(&b).expect("b").state = JobState::Done(Conclusion::Success);
+        let again = payload(&m.rerun_job("acme", "app", run, a).expect("re-run").job);
+        assert_eq!(
+            (&completed["action"], &again["action"]),
+            (&"completed".into(), &"queued".into())
+        );
+        let job = |p: &serde_json::Value, field: &str| p["workflow_job"][field].clone();
+        assert_eq!(job(&again, "id"), job(&completed, "id"));
+        assert_eq!(job(&again, "run_attempt"), 1);
+        assert_eq!(job(&again, "run_attempt"), job(&completed, "run_attempt"));
+        assert_eq!(job(&again, "created_at"), job(&completed, "created_at"));
+        assert!(job(&completed, "runner_name").is_string());
+        assert!(job(&again, "runner_name").is_null() && job(&again, "runner_id").is_null());
     }
 
     #[test]

@@ -20,6 +20,12 @@
 //! file"); a config's `runner.labels`, when not empty, replaces `--labels` at `register` and the
 //! state file's labels at `daemon` (`register.go` `registerNoInteractive`, `daemon.go`
 //! `runDaemon`).
+//!
+//! A job with a cache key ([`super::FakeJob::cache_key`]) plays its `actions/cache` step before
+//! its work: against `cache.external_server` of the runner's config when it names one (reached
+//! through the simulator's cluster network, [`RunnerOptions::cache`]), else against the
+//! runner's embedded server, which starts empty in every pod; see
+//! [`crate::sim::cache_server::client`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,6 +36,7 @@ use serde_json::{Value, json};
 use super::control::GiteaFakeHandle;
 use crate::forge_common::rpc::RunnerClient;
 use crate::sim::behaviour::{ContainerBehaviour, PodInfo};
+use crate::sim::cache_server::client::{CacheStep, ExternalCache, RunnerCache};
 
 /// Image prefixes to register the behaviour for: Gitea Runner ≥ 1.0 and the legacy image.
 pub const RUNNER_IMAGE_PREFIXES: [&str; 2] = ["gitea/runner", "gitea/act_runner"];
@@ -51,6 +58,8 @@ pub struct RunnerOptions {
     pub register_attempts: u32,
     /// Pause between registration attempts.
     pub register_retry: Duration,
+    /// Where jobs' cache steps go and are recorded ([`crate::sim::SimHandle::runner_cache`]).
+    pub cache: RunnerCache,
 }
 
 impl Default for RunnerOptions {
@@ -61,6 +70,7 @@ impl Default for RunnerOptions {
             heartbeat: Duration::from_millis(100),
             register_attempts: 10,
             register_retry: Duration::from_millis(200),
+            cache: RunnerCache::default(),
         }
     }
 }
@@ -68,12 +78,12 @@ impl Default for RunnerOptions {
 /// The behaviour for runner images; register it with the simulator for each of
 /// [`RUNNER_IMAGE_PREFIXES`].
 pub fn runner_behaviour(fake: GiteaFakeHandle, opts: RunnerOptions) -> Arc<dyn ContainerBehaviour> {
-    Arc::new(GiteaRunner { _fake: fake, opts })
+    Arc::new(GiteaRunner { fake, opts })
 }
 
 struct GiteaRunner {
-    /// Keeps the fake alive while runner pods may still talk to it.
-    _fake: GiteaFakeHandle,
+    /// Keeps the fake alive while runner pods may still talk to it; holds the jobs' workflows.
+    fake: GiteaFakeHandle,
     opts: RunnerOptions,
 }
 
@@ -266,7 +276,30 @@ impl GiteaRunner {
                 _ = tokio::time::sleep(self.opts.fetch_interval) => {}
             }
         };
+        self.cache_step(pod, task).await;
         self.work(pod, &session, task).await
+    }
+
+    /// The job's `actions/cache` step, when its workflow has one.
+    async fn cache_step(&self, pod: &PodInfo, task: i64) {
+        let Some(job) = self.fake.job(task) else {
+            return;
+        };
+        let Some(key) = job.cache_key else {
+            return;
+        };
+        let external = config_flag(pod)
+            .and_then(|path| pod.files.get(&path))
+            .and_then(|text| ExternalCache::from_config(text));
+        let step = CacheStep {
+            job: task,
+            repo: format!("{}/{}", job.owner, job.repo),
+            key,
+        };
+        self.opts
+            .cache
+            .run_step(&pod.name, external.as_ref(), &step)
+            .await;
     }
 
     async fn work(&self, pod: &PodInfo, session: &RunnerClient, task: i64) -> i32 {

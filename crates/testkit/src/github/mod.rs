@@ -5,6 +5,7 @@ pub mod actions_front;
 mod emulator;
 mod rest_error;
 pub mod rest_jobs;
+pub mod routing;
 mod runner;
 pub mod runner_downloads;
 mod view;

@@ -98,6 +98,11 @@ pub enum NodeLoss {
     /// [`SimConfig::lost_node_gc_after`], PodGC's phase `Failed`, reason `DeletionByPodGC`, and
     /// the pod is gone.
     Unreachable,
+    /// The node's Node object is deleted (a cloud controller, Karpenter, the cluster autoscaler;
+    /// the common end of a spot instance) while the pod runs, and PodGC does what it does then
+    /// ([`crate::sim::node_loss`] step 4): phase `Failed`, `DisruptionTarget=True` reason
+    /// `DeletionByPodGC`, and a delete with grace 0, so the pod is gone at once.
+    NodeDeleted,
 }
 
 /// Failures of the simulator's control calls.

@@ -10,6 +10,9 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::behaviour::ContainerBehaviour;
+use super::cache_server::CacheServers;
+use super::cache_server::client::RunnerCache;
+use super::cache_server::protocol::CacheServerStats;
 use super::config::{Counters, NodeLoss, SimConfig, SimError, SimStats};
 use super::jobs::controller::JobController;
 use super::jobs::events::JobEvents;
@@ -42,6 +45,17 @@ impl Simulator {
                 counters.clone(),
                 shutdown.clone(),
             ))
+        });
+        let runner_cache = RunnerCache::default();
+        // Serving a workload's pod is the kubelet's part.
+        let cache_servers = config.run_kubelet.then(|| {
+            CacheServers::start(
+                &client,
+                &config.namespaces,
+                runner_cache.network.clone(),
+                &shutdown,
+                &mut tasks,
+            )
         });
         let job_events = config.run_job_controller.then(JobEvents::new);
 
@@ -95,6 +109,8 @@ impl Simulator {
             pods,
             counters,
             quotas,
+            runner_cache,
+            cache_servers,
             shutdown,
             tasks,
         }
@@ -109,6 +125,8 @@ pub struct SimHandle {
     pods: Arc<NsStores<Pod>>,
     counters: Arc<Counters>,
     quotas: Arc<PodQuotas>,
+    runner_cache: RunnerCache,
+    cache_servers: Option<Arc<CacheServers>>,
     shutdown: CancellationToken,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -183,6 +201,19 @@ impl SimHandle {
     /// Loses the node under every unfinished pod; returns how many were hit.
     pub async fn lose_node(&self, mode: NodeLoss) -> Result<usize, SimError> {
         self.kubelet()?.lose_node(mode).await
+    }
+
+    /// The cluster network and cache journal for simulated runners: hand it to a runner
+    /// behaviour so its jobs reach the cache servers the simulator plays, and read what their
+    /// cache steps found from its journal.
+    pub fn runner_cache(&self) -> RunnerCache {
+        self.runner_cache.clone()
+    }
+
+    /// Counts of the simulated cache server of Deployment `namespace/name` (see
+    /// [`super::cache_server`]), once it ever started.
+    pub fn cache_server_stats(&self, namespace: &str, name: &str) -> Option<CacheServerStats> {
+        self.cache_servers.as_ref()?.stats(namespace, name)
     }
 
     /// Counters of what the simulator did so far.

@@ -371,13 +371,14 @@ impl Kubelet {
     }
 
     /// Loses the pod's node: the pod is deleted, marked `Failed` (`NodeLost`), or goes through
-    /// what the control plane does for an unreachable node.
+    /// what the control plane does for an unreachable node or a deleted Node object.
     pub async fn lose_pod(&self, namespace: &str, name: &str, mode: NodeLoss) -> Result<(), SimError> {
         let Some(run) = self.claim(namespace, name).await? else {
             return Ok(());
         };
         match mode {
             NodeLoss::Unreachable => self.lose_unreachable(namespace, name).await?,
+            NodeLoss::NodeDeleted => self.lose_deleted_node(namespace, name).await?,
             NodeLoss::Fail => {
                 self.write(&run, &Stage::NodeLost).await;
             }

@@ -6,11 +6,13 @@
 //! Job gets the status Kubernetes would give it.
 
 pub mod behaviour;
+pub mod cache_server;
 mod config;
 pub mod env;
 mod handle;
 pub mod jobs;
 mod kubelet;
+pub mod network;
 pub mod node_loss;
 pub mod podstatus;
 mod queue;
@@ -20,6 +22,8 @@ mod sources;
 mod stores;
 
 pub use behaviour::{ContainerBehaviour, PodInfo, PodScratch};
+pub use cache_server::client::{CacheJournal, CacheOutcome, CacheResult, RunnerCache};
+pub use cache_server::protocol::CacheServerStats;
 pub use config::{NodeLoss, SimConfig, SimError, SimStats};
 pub use handle::{SimHandle, Simulator};
 pub use jobs::quota::{FAILED_CREATE_REASON, JOB_CONTROLLER_COMPONENT, POD_QUOTA_NAME};

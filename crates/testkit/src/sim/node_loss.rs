@@ -19,6 +19,12 @@
 //!    after its 40 s `quarantineTime`) calls `markFailedAndDeletePodWithCondition`: phase
 //!    `Failed` unless terminal already, `DisruptionTarget=True` reason `DeletionByPodGC`, "PodGC:
 //!    node no longer exists", then a delete with grace 0.
+//!
+//! A Node object deleted while its pods still run (a cloud controller removing the Node of a
+//! vanished instance, often before the taint manager's 300 s are up) skips steps 2 and 3: PodGC's
+//! step 4 alone ([`NodeLoss::NodeDeleted`](super::NodeLoss::NodeDeleted)). PodGC records no Event.
+//! The pod's Job controller still counts the pod, which its `batch.kubernetes.io/job-tracking`
+//! finalizer holds until then.
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{PodCondition, PodStatus};

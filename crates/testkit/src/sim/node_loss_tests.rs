@@ -229,3 +229,157 @@ async fn an_unreachable_node_leaves_a_terminating_pod_the_classifier_reads_then_
     sim.shutdown().await;
     server.shutdown().await;
 }
+
+/// The runner Job's `podFailurePolicy` (forgerunner-core builds the same).
+fn runner_policy() -> serde_json::Value {
+    serde_json::to_value(forgerunner_core::runner_pod::disruption::runner_pod_failure_policy())
+        .expect("policy")
+}
+
+/// A fake API server and a simulator whose PodGC comes 2 s after a node stops answering.
+async fn cluster() -> (FakeApiServer, kube::Client, crate::sim::SimHandle) {
+    let server = FakeApiServer::start().await.expect("fake API server");
+    let client = server.client().expect("client");
+    let config = SimConfig {
+        lost_node_gc_after: Duration::from_secs(2),
+        ..SimConfig::default()
+    };
+    let sim = Simulator::start(client.clone(), config);
+    sim.wait_ready().await;
+    sim.register_behaviour("example.org/runner", Arc::new(UntilCancelled::default()));
+    (server, client, sim)
+}
+
+/// Creates a runner-like Job `name` (`backoffLimit: 0`, with `policy` when given) and returns
+/// its pod's name once it runs.
+async fn running_job(client: &kube::Client, name: &str, policy: Option<serde_json::Value>) -> String {
+    const NS: &str = "default";
+    let mut spec = json!({"backoffLimit": 0, "template": {"spec": {
+        "restartPolicy": "Never",
+        "containers": [{"name": "runner", "image": "example.org/runner"}],
+    }}});
+    if let Some(policy) = policy {
+        spec["podFailurePolicy"] = policy;
+    }
+    let job: Job = serde_json::from_value(json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": spec,
+    }))
+    .expect("job");
+    let jobs: Api<Job> = Api::namespaced(client.clone(), NS);
+    jobs.create(&PostParams::default(), &job)
+        .await
+        .expect("create job");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    let selector = ListParams::default().labels(&format!("job-name={name}"));
+    let running = eventually("the pod running", || async {
+        let list = pods.list(&selector).await.ok()?;
+        list.items
+            .into_iter()
+            .find(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+    })
+    .await;
+    running.metadata.name.expect("pod name")
+}
+
+/// The Job `name` once it carries a true `Failed` condition.
+async fn failed_job(client: &kube::Client, name: &str) -> Job {
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
+    eventually("the Job failed", || async {
+        let job = jobs.get(name).await.ok()?;
+        let failed = job
+            .status
+            .as_ref()?
+            .conditions
+            .iter()
+            .flatten()
+            .any(|c| c.type_ == "Failed" && c.status == "True");
+        failed.then_some(job)
+    })
+    .await
+}
+
+fn reason_of<'a>(job: &'a Job, type_: &str) -> Option<&'a str> {
+    job.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == type_ && c.status == "True")?
+        .reason
+        .as_deref()
+}
+
+#[tokio::test]
+async fn a_deleted_node_object_takes_the_pod_at_once_and_the_job_policy_remembers_why() {
+    let (server, client, sim) = cluster().await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let with_policy = running_job(&client, "spot", Some(runner_policy())).await;
+    let without = running_job(&client, "plain", None).await;
+
+    for pod in [&with_policy, &without] {
+        sim.lose_pod("default", pod, NodeLoss::NodeDeleted)
+            .await
+            .expect("node deleted");
+        assert!(
+            pods.get_opt(pod).await.expect("get").is_none(),
+            "PodGC force-deleted {pod}"
+        );
+    }
+    let spot = failed_job(&client, "spot").await;
+    assert_eq!(reason_of(&spot, "FailureTarget"), Some("PodFailurePolicy"));
+    assert_eq!(reason_of(&spot, "Failed"), Some("PodFailurePolicy"));
+    assert_eq!(spot.status.as_ref().and_then(|s| s.failed), Some(1));
+    assert_eq!(
+        forgerunner_core::runner_pod::disruption::classify_job(&spot),
+        Some(Disruption::Unattributed)
+    );
+    // Without the policy nothing of the disruption is left anywhere.
+    let plain = failed_job(&client, "plain").await;
+    assert_eq!(reason_of(&plain, "Failed"), Some("BackoffLimitExceeded"));
+    assert_eq!(
+        forgerunner_core::runner_pod::disruption::classify_job(&plain),
+        None
+    );
+    // PodGC records no Event.
+    let events: Api<Event> = Api::namespaced(client.clone(), "default");
+    let listed = events.list(&ListParams::default()).await.expect("events").items;
+    assert!(
+        !listed
+            .iter()
+            .any(|e| e.involved_object.name.as_deref() == Some(with_policy.as_str())),
+        "{:?}",
+        listed.iter().map(|e| &e.reason).collect::<Vec<_>>()
+    );
+    sim.shutdown().await;
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn under_a_pod_failure_policy_an_unreachable_node_fails_the_job_only_once_podgc_ran() {
+    let (server, client, sim) = cluster().await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
+    let pod = running_job(&client, "held", Some(runner_policy())).await;
+    sim.lose_pod("default", &pod, NodeLoss::Unreachable)
+        .await
+        .expect("node lost");
+    // Terminating in phase Running: not a failure under the policy (`isPodFailed`).
+    let terminating = eventually("the Job counting the pod terminating", || async {
+        let job = jobs.get("held").await.ok()?;
+        (job.status.as_ref()?.terminating == Some(1)).then_some(job)
+    })
+    .await;
+    assert_eq!(reason_of(&terminating, "Failed"), None);
+    assert!(pods.get_opt(&pod).await.expect("get").is_some(), "still there");
+    // PodGC (2 s here) fails it, and the policy fails the Job.
+    let held = failed_job(&client, "held").await;
+    assert_eq!(reason_of(&held, "Failed"), Some("PodFailurePolicy"));
+    eventually("PodGC removing the pod", || async {
+        pods.get_opt(&pod).await.ok()?.is_none().then_some(())
+    })
+    .await;
+    sim.shutdown().await;
+    server.shutdown().await;
+}

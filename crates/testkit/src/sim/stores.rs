@@ -82,6 +82,15 @@ where
         })
     }
 
+    /// Every cached object, of all watched namespaces.
+    pub fn all(&self) -> Vec<Arc<K>> {
+        self.all
+            .iter()
+            .chain(self.by_ns.values())
+            .flat_map(|store| store.state())
+            .collect()
+    }
+
     /// Waits until every cache has completed its first list; safe to call from many tasks.
     pub async fn wait_ready(&self) {
         for ready in &self.ready {

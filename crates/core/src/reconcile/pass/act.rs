@@ -40,11 +40,12 @@ pub(super) async fn act(
         forge_deadline: ctx.forge_deadline,
         group: &found.group,
         observed: &seen.jobs,
+        killed: &seen.killed,
         check_pod_security,
         identities: &decided.identities,
     };
     let retired = retire_once(&target, &mut ledger.upkeep).await;
-    let mut report = apply_plan(&target, &decided.plan, &decided.classes).await;
+    let mut report = apply_plan(&target, &decided.plan, &decided.plan.create_classes).await;
     let disrupted: Vec<_> = report
         .disrupted
         .iter()

@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::observe::Seen;
 use crate::crd::RunnerGroup;
 use crate::plan::{FailureHistory, Plan, PlanInput, plan};
-use crate::reconcile::classes::{choose_classes, runner_classes};
+use crate::reconcile::classes::{PlanClasses, runner_classes};
 use crate::reconcile::identity::identities_to_record;
 use crate::reconcile::ledger::Ledger;
 use crate::reconcile::stalled::Oldest;
@@ -30,9 +30,6 @@ pub(super) struct Decided {
     pub schedule: Option<ScheduleState>,
     /// When a schedule window next opens or closes, to come back exactly then.
     pub schedule_due_in: Option<Duration>,
-    /// The class of each runner the plan creates (`None`: the group's own), at most
-    /// `plan.create` of them ([`crate::runner_class`]).
-    pub classes: Vec<Option<String>>,
     /// The class of each classed runner of the group, by runner name.
     pub runner_classes: BTreeMap<String, String>,
 }
@@ -48,6 +45,9 @@ pub(super) fn decide(
     let failures = FailureHistory::from_status(group.status.as_ref(), group.metadata.generation);
     let calendar = ledger.schedules.calendar(&spec.schedules, spec.max_runners);
     let (limits, schedule) = in_force(spec.min_runners, spec.max_runners, calendar, calendar_now);
+    ledger.classes.settle(&seen.jobs);
+    let runner_classes = runner_classes(&seen.jobs, &ledger.classes);
+    let classes = PlanClasses::new(spec, &seen.view.waiting, runner_classes.clone());
     let plan = plan(&PlanInput {
         min_runners: limits.min_runners,
         max_runners: limits.max_runners,
@@ -59,11 +59,9 @@ pub(super) fn decide(
         now: seen.now,
         scale_down_delay_seconds: spec.scale_down_delay_seconds(),
         surplus: ledger.plan.surplus(seen.now),
+        classes: classes.input(),
     });
     ledger.plan.record_surplus(plan.surplus, seen.now);
-    ledger.classes.settle(&seen.jobs);
-    let runner_classes = runner_classes(&seen.jobs, &ledger.classes);
-    let classes = choose_classes(spec, &seen.runners, &runner_classes, &seen.view.waiting, &plan);
     let delay = Duration::from_secs(u64::from(spec.scale_down_delay_seconds()));
     let surplus_due_in = ledger.plan.surplus_due_in(delay, seen.now);
     let mut identities = identities_to_record(&seen.jobs, &seen.view.job_identities);
@@ -79,7 +77,6 @@ pub(super) fn decide(
         oldest: ledger.waits.oldest(),
         schedule_due_in: schedule.as_ref().and_then(|s| s.requeue_after(calendar_now)),
         schedule,
-        classes,
         runner_classes,
     }
 }

@@ -50,6 +50,7 @@ pub(super) async fn dereference<'a>(
     ensure_runner_permissions(ctx, forge, group, upkeep).await?;
     // Before any runner is made: a runner pod of a group with a cache mounts its Secret.
     let cache = keep_cache(ctx, forge, group, upkeep).await?;
+    crate::reconcile::docker_cache::keep_docker_cache(ctx, group, upkeep).await?;
     Ok(Found {
         forge,
         group: gctx,

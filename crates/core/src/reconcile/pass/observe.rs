@@ -1,6 +1,7 @@
 //! Observe: the group's runner Jobs from the store, our writes it does not show yet, runners
 //! that will not start, and the forge's view, joined into one observation.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,10 +19,12 @@ use crate::reconcile::context::Context;
 use crate::reconcile::error::ReconcileError;
 use crate::reconcile::forge_call::bounded;
 use crate::reconcile::ledger::Ledger;
-use crate::reconcile::observe::{belongs_to, observe_runners, runner_refs, with_forge_states};
+use crate::reconcile::observe::{belongs_to, mark_killed, observe_runners, runner_refs, with_forge_states};
+use crate::reconcile::runner_exit::killed_runners;
 use crate::reconcile::runner_rbac::must_reapply;
 use crate::reconcile::startup_check::find_stuck;
 use crate::runner_job::template_hash;
+use crate::runner_pod::disruption::Disruption;
 
 /// What the observe step saw.
 pub(super) struct Seen {
@@ -31,6 +34,9 @@ pub(super) struct Seen {
     pub runners: Vec<ObservedRunner>,
     /// The forge's view of the group.
     pub view: ForgeView,
+    /// Runners the cluster is killing while their Jobs still run, and how; failed in `runners`
+    /// ([`crate::reconcile::runner_exit::killed_runners`]).
+    pub killed: BTreeMap<String, Disruption>,
     /// The clock of the pass.
     pub now: Timestamp,
 }
@@ -54,6 +60,9 @@ pub(super) async fn observe(
     ledger.plan.note_running(&mut runners, now);
     ledger.plan.note_seen(&mut runners, now);
     mark_stuck(ctx, group, found, &mut runners, ledger).await?;
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &found.group.key.namespace);
+    let killed = killed_runners(&pods, &found.group.key.name, &jobs, &runners).await;
+    mark_killed(&mut runners, &killed);
     let refs = runner_refs(&jobs, &runners);
     let observed = found.forge.observe(&found.group, &refs);
     let mut view = bounded(ctx.forge_deadline, "observe", &found.group, observed).await?;
@@ -63,6 +72,7 @@ pub(super) async fn observe(
         jobs,
         runners,
         view,
+        killed,
         now,
     })
 }

@@ -11,7 +11,7 @@ use kube::runtime::reflector::Store;
 use kube::runtime::watcher;
 use tokio::sync::mpsc;
 
-use super::logic::{JobMemory, PodOutcome};
+use super::logic::JobMemory;
 use super::podgen::{controlling_job_name, controlling_job_uid};
 use crate::sim::stores::Handler;
 
@@ -165,8 +165,9 @@ impl JobEvents {
         })
     }
 
-    /// Handler for pod events (the owning Job is reconciled); records final phases of deleted
-    /// pods so a pod that succeeded and vanished between reconciles is not counted as failed.
+    /// Handler for pod events (the owning Job is reconciled); records deleted pods as last seen
+    /// so a pod that succeeded and vanished between reconciles is not counted as failed, and a
+    /// failed one is matched against the Job's `podFailurePolicy`.
     pub fn pod_event(&self, event: &watcher::Event<Pod>, store: &Store<Pod>, scope: Option<&str>) {
         match event {
             watcher::Event::Apply(pod) => {
@@ -181,7 +182,7 @@ impl JobEvents {
                 if let (Some(job_uid), Some(uid)) = (controlling_job_uid(pod), pod.uid()) {
                     let mut memory = lock(&self.memory);
                     if let Some(mem) = memory.get_mut(&key).filter(|m| m.uid == job_uid) {
-                        mem.tombstones.insert(uid, PodOutcome::of(pod));
+                        mem.tombstones.insert(uid, Arc::new(pod.clone()));
                     }
                 }
                 self.send(JobMsg::Reconcile(key));

@@ -1,13 +1,25 @@
 //! The Job controller's decisions, pure: from a Job, its pods and what the controller remembers,
 //! to the pods to create/delete, the new status, and when to look again.
+//!
+//! A Job with a `podFailurePolicy` (or `podReplacementPolicy: Failed`) is handled as
+//! kubernetes/kubernetes `pkg/controller/job/job_controller.go` does: a pod is failed only in
+//! phase `Failed` (`isPodFailed` returns false for a deleted pod not yet `Failed` when
+//! `onlyReplaceFailedPods` holds), so a deleted pod still running is terminating, not failed, and
+//! is not replaced; each failed pod is matched against the policy
+//! ([`failure_policy`](super::failure_policy)); a `FailJob` match fails the Job with reason
+//! `PodFailurePolicy` before the backoff limit is looked at (`syncJob`, `getFailJobMessage`), an
+//! `Ignore` match is not counted (`nonIgnoredFailedPodsCount`).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use k8s_openapi::api::batch::v1::{Job, JobCondition, JobStatus};
+use k8s_openapi::api::batch::v1::{Job, JobCondition, JobStatus, PodFailurePolicy};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use super::failure_policy::{PolicyAction, match_policy};
 
 /// How long a created pod may stay unseen before the controller stops waiting for it.
 const EXPECTATION_TIMEOUT: Duration = Duration::from_secs(30);
@@ -46,14 +58,18 @@ pub struct JobMemory {
     pub status: JobStatus,
     /// Pods already counted as succeeded or failed.
     pub counted: BTreeSet<String>,
-    /// Pods seen active last time, to notice ones that vanish while running.
+    /// Pods seen last time and not counted yet (active, or terminating under a
+    /// `podFailurePolicy`), to notice ones that vanish before they were counted.
     pub active_seen: BTreeSet<String>,
     /// Pods the controller deleted itself (suspend, finish): never counted as failures.
     pub ignored: BTreeSet<String>,
     /// Pods created but not yet seen in the cache: name → creation time.
     pub expected: BTreeMap<String, Timestamp>,
-    /// Final phases of deleted pods, by UID, recorded from watch deletions.
-    pub tombstones: BTreeMap<String, PodOutcome>,
+    /// Deleted pods as their watch deletion showed them last, by UID: their final phase and
+    /// the conditions a `podFailurePolicy` is matched against. (The real controller keeps such a
+    /// pod with its `batch.kubernetes.io/job-tracking` finalizer until it counted it; the
+    /// simulator keeps what it needs of it here instead.)
+    pub tombstones: BTreeMap<String, Arc<Pod>>,
 }
 
 impl JobMemory {
@@ -108,25 +124,52 @@ mod names {
 }
 
 /// Why a Job failed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 enum FailReason {
+    /// A failed pod matched a `FailJob` rule; the controller's message.
+    PodFailurePolicy(String),
     BackoffLimitExceeded,
     DeadlineExceeded,
 }
 
 impl FailReason {
-    fn reason(self) -> &'static str {
+    fn reason(&self) -> &'static str {
         match self {
+            FailReason::PodFailurePolicy(_) => "PodFailurePolicy",
             FailReason::BackoffLimitExceeded => "BackoffLimitExceeded",
             FailReason::DeadlineExceeded => "DeadlineExceeded",
         }
     }
 
-    fn message(self) -> &'static str {
+    fn message(&self) -> &str {
         match self {
+            FailReason::PodFailurePolicy(message) => message,
             FailReason::BackoffLimitExceeded => "Job has reached the specified backoff limit",
             FailReason::DeadlineExceeded => "Job was active longer than specified deadline",
         }
+    }
+}
+
+/// Counts one failed pod (`pod`: as last seen, if known) under `policy`: an `Ignore` match is not
+/// counted; the first `FailJob` match's message is kept in `fail_job`.
+fn count_failure(
+    policy: Option<&PodFailurePolicy>,
+    pod: Option<&Pod>,
+    failed: &mut i32,
+    fail_job: &mut Option<String>,
+) {
+    let matched = policy
+        .zip(pod)
+        .and_then(|(policy, pod)| match_policy(policy, pod));
+    match matched {
+        Some(m) if m.action == PolicyAction::Ignore => {}
+        Some(m) => {
+            *failed += 1;
+            if fail_job.is_none() {
+                *fail_job = m.message;
+            }
+        }
+        None => *failed += 1,
     }
 }
 
@@ -225,8 +268,13 @@ pub fn decide(job: &Job, pods: &[&Pod], memory: &JobMemory, now: Timestamp) -> D
         !present_names.contains(name.as_str())
             && u128::try_from(age).unwrap_or(0) < EXPECTATION_TIMEOUT.as_millis()
     });
+    let policy = spec.pod_failure_policy.as_ref();
+    // `onlyReplaceFailedPods` (job_controller.go): a podFailurePolicy, or
+    // `podReplacementPolicy: Failed`.
+    let only_failed = policy.is_some() || spec.pod_replacement_policy.as_deref() == Some("Failed");
     let mut succeeded = st.succeeded.unwrap_or(0);
     let mut failed = st.failed.unwrap_or(0);
+    let mut fail_job = None;
     let mut active: Vec<&Pod> = Vec::new();
     let mut terminating = 0;
     for pod in pods {
@@ -239,23 +287,28 @@ pub fn decide(job: &Job, pods: &[&Pod], memory: &JobMemory, now: Timestamp) -> D
         }
         if deleting && outcome == PodOutcome::Active {
             terminating += 1;
+            // `isPodFailed` (job_controller.go): a deleted pod counts as failed before its phase
+            // says so only when `onlyReplaceFailedPods` is false.
+            if only_failed {
+                continue;
+            }
         }
         if mem.counted.insert(uid.clone()) && !mem.ignored.contains(&uid) {
             // A pod deleted before it finished counts as failed, as in Kubernetes.
             match outcome {
                 PodOutcome::Succeeded => succeeded += 1,
-                _ => failed += 1,
+                _ => count_failure(policy, Some(pod), &mut failed, &mut fail_job),
             }
         }
     }
     for uid in mem.active_seen.iter().filter(|uid| !present.contains(*uid)) {
-        let tomb = mem.tombstones.get(uid).copied();
+        let tomb = mem.tombstones.get(uid);
         if mem.counted.contains(uid) || mem.ignored.contains(uid) {
             continue;
         }
-        match tomb {
+        match tomb.map(|p| PodOutcome::of(p)) {
             Some(PodOutcome::Succeeded) => succeeded += 1,
-            _ => failed += 1,
+            _ => count_failure(policy, tomb.map(Arc::as_ref), &mut failed, &mut fail_job),
         }
     }
     out.consumed_tombstones = mem
@@ -264,7 +317,11 @@ pub fn decide(job: &Job, pods: &[&Pod], memory: &JobMemory, now: Timestamp) -> D
         .filter(|uid| !present.contains(*uid))
         .cloned()
         .collect();
-    mem.active_seen = active.iter().filter_map(|p| p.metadata.uid.clone()).collect();
+    mem.active_seen = pods
+        .iter()
+        .filter_map(|p| p.metadata.uid.clone())
+        .filter(|uid| !mem.counted.contains(uid))
+        .collect();
     mem.counted.retain(|uid| present.contains(uid));
     mem.ignored.retain(|uid| present.contains(uid));
     st.succeeded = Some(succeeded);
@@ -299,7 +356,9 @@ pub fn decide(job: &Job, pods: &[&Pod], memory: &JobMemory, now: Timestamp) -> D
         }
         let start = st.start_time.get_or_insert(Time(now)).0;
         let mut fail = None;
-        if failed > spec.backoff_limit.unwrap_or(DEFAULT_BACKOFF_LIMIT) {
+        if let Some(message) = fail_job {
+            fail = Some(FailReason::PodFailurePolicy(message));
+        } else if failed > spec.backoff_limit.unwrap_or(DEFAULT_BACKOFF_LIMIT) {
             fail = Some(FailReason::BackoffLimitExceeded);
         } else if let Some(deadline) = spec.active_deadline_seconds {
             let due = add_seconds(start, deadline);
@@ -311,7 +370,10 @@ pub fn decide(job: &Job, pods: &[&Pod], memory: &JobMemory, now: Timestamp) -> D
         }
         let parallelism = usize::try_from(spec.parallelism.unwrap_or(1)).unwrap_or(0);
         let succeeded_n = usize::try_from(succeeded).unwrap_or(0);
-        let in_flight = active.len() + mem.expected.len();
+        // Under `onlyReplaceFailedPods` a terminating pod is replaced only once it failed: it
+        // still holds its place.
+        let held = if only_failed { terminating } else { 0 };
+        let in_flight = active.len() + mem.expected.len() + held;
         let complete = match spec.completions {
             Some(c) => succeeded >= c,
             None => succeeded > 0 && in_flight == 0,

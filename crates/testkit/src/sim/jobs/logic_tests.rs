@@ -181,7 +181,8 @@ fn pod_deleted_while_running_counts_as_failed_unless_tombstone_says_succeeded() 
     assert_eq!(mem.status.failed, Some(1));
     assert_eq!(d.create, 1);
     step(&j, &[ready_pod("j-2")], &mut mem, t(3));
-    mem.tombstones.insert("uid-j-2".into(), PodOutcome::Succeeded);
+    mem.tombstones
+        .insert("uid-j-2".into(), Arc::new(pod("j-2", "Succeeded")));
     let d = step(&j, &[], &mut mem, t(4));
     assert_eq!(d.consumed_tombstones, vec!["uid-j-2".to_owned()]);
     assert_eq!(mem.status.succeeded, Some(1));
@@ -244,4 +245,158 @@ fn conditions_keep_transition_time() {
     let c = condition(&st, "Suspended").unwrap();
     assert_eq!(c.last_transition_time, Some(Time(t(0))));
     assert_eq!(c.reason.as_deref(), Some("B"));
+}
+
+/// A runner-like Job: `backoffLimit` as given, `FailJob` on `DisruptionTarget=True`.
+fn job_with_policy(backoff_limit: i32, action: &str) -> Job {
+    job(
+        json!({"backoffLimit": backoff_limit, "podFailurePolicy": {"rules": [
+            {"action": action, "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+        ]}}),
+    )
+}
+
+/// `p` with `DisruptionTarget=True` by `reason`.
+fn disrupted(mut p: Pod, reason: &str) -> Pod {
+    let condition = serde_json::from_value(json!({
+        "type": "DisruptionTarget", "status": "True", "reason": reason,
+    }))
+    .unwrap();
+    p.status
+        .as_mut()
+        .unwrap()
+        .conditions
+        .get_or_insert_default()
+        .push(condition);
+    p
+}
+
+fn reason_of<'a>(st: &'a JobStatus, type_: &str) -> Option<&'a str> {
+    condition(st, type_)
+        .filter(|c| c.status == "True")
+        .and_then(|c| c.reason.as_deref())
+}
+
+#[test]
+fn a_pod_failed_with_disruption_target_fails_the_job_by_its_policy() {
+    let j = job_with_policy(0, "FailJob");
+    let mut mem = JobMemory::first_sight(&j, &[]);
+    step(&j, &[], &mut mem, t(0));
+    step(&j, &[ready_pod("j-1")], &mut mem, t(1));
+    let gone_with_node = disrupted(pod("j-1", "Failed"), "DeletionByPodGC");
+    step(&j, &[gone_with_node], &mut mem, t(2));
+    let st = &mem.status;
+    assert_eq!(reason_of(st, "FailureTarget"), Some("PodFailurePolicy"));
+    assert_eq!(reason_of(st, "Failed"), Some("PodFailurePolicy"));
+    assert_eq!(
+        condition(st, "Failed").and_then(|c| c.message.as_deref()),
+        Some("Pod ns/j-1 has condition DisruptionTarget matching FailJob rule at index 0")
+    );
+    assert_eq!(st.failed, Some(1));
+}
+
+#[test]
+fn a_pod_that_failed_by_itself_still_exceeds_the_backoff_limit() {
+    let j = job_with_policy(0, "FailJob");
+    let mut mem = JobMemory::first_sight(&j, &[]);
+    step(&j, &[ready_pod("j-1")], &mut mem, t(0));
+    step(&j, &[pod("j-1", "Failed")], &mut mem, t(1));
+    assert_eq!(reason_of(&mem.status, "Failed"), Some("BackoffLimitExceeded"));
+}
+
+#[test]
+fn under_a_policy_a_deleted_running_pod_is_terminating_until_it_fails() {
+    let j = job_with_policy(3, "FailJob");
+    let mut mem = JobMemory::first_sight(&j, &[]);
+    step(&j, &[ready_pod("j-1")], &mut mem, t(0));
+    // The taint manager deleted it on a node that stopped answering: phase still Running.
+    let held = deleting(disrupted(pod("j-1", "Running"), "DeletionByTaintManager"));
+    let d = step(&j, std::slice::from_ref(&held), &mut mem, t(1));
+    assert_eq!(mem.status.failed, Some(0), "not failed while Running");
+    assert_eq!(mem.status.terminating, Some(1));
+    assert_eq!(d.create, 0, "not replaced before it failed");
+    assert!(!is_finished(&mem.status));
+    // Without a policy the same pod is a failure at once.
+    let plain = job(json!({"backoffLimit": 0}));
+    let mut plain_mem = JobMemory::first_sight(&plain, &[]);
+    step(&plain, &[ready_pod("j-1")], &mut plain_mem, t(0));
+    step(&plain, std::slice::from_ref(&held), &mut plain_mem, t(1));
+    assert_eq!(
+        reason_of(&plain_mem.status, "Failed"),
+        Some("BackoffLimitExceeded")
+    );
+    // PodGC: Failed, and its own reason on the condition.
+    let mut gc = deleting(pod("j-1", "Failed"));
+    gc = disrupted(gc, "DeletionByPodGC");
+    step(&j, &[gc], &mut mem, t(2));
+    assert_eq!(reason_of(&mem.status, "Failed"), Some("PodFailurePolicy"));
+}
+
+#[test]
+fn pod_replacement_policy_failed_alone_also_holds_a_terminating_pod() {
+    // `onlyReplaceFailedPods`: `podReplacementPolicy: Failed` without a podFailurePolicy too.
+    let j = job(json!({"backoffLimit": 0, "podReplacementPolicy": "Failed"}));
+    let mut mem = JobMemory::first_sight(&j, &[]);
+    step(&j, &[ready_pod("j-1")], &mut mem, t(0));
+    let held = deleting(pod("j-1", "Running"));
+    let d = step(&j, std::slice::from_ref(&held), &mut mem, t(1));
+    assert_eq!(mem.status.failed, Some(0), "not failed while Running");
+    assert_eq!(mem.status.terminating, Some(1));
+    assert_eq!(d.create, 0, "not replaced before it failed");
+    step(&j, &[deleting(pod("j-1", "Failed"))], &mut mem, t(2));
+    assert_eq!(reason_of(&mem.status, "Failed"), Some("BackoffLimitExceeded"));
+    // `TerminatingOrFailed` (the default without a policy) counts it at once.
+    let plain = job(json!({"backoffLimit": 0, "podReplacementPolicy": "TerminatingOrFailed"}));
+    let mut plain_mem = JobMemory::first_sight(&plain, &[]);
+    step(&plain, &[ready_pod("j-1")], &mut plain_mem, t(0));
+    step(&plain, &[held], &mut plain_mem, t(1));
+    assert_eq!(
+        reason_of(&plain_mem.status, "Failed"),
+        Some("BackoffLimitExceeded")
+    );
+}
+
+#[test]
+fn a_pod_gone_before_it_was_seen_failed_is_matched_as_its_deletion_showed_it() {
+    let j = job_with_policy(0, "FailJob");
+    let mut mem = JobMemory::first_sight(&j, &[]);
+    step(&j, &[ready_pod("j-1")], &mut mem, t(0));
+    // PodGC's status write and forced delete came between two reconciles.
+    let last = deleting(disrupted(pod("j-1", "Failed"), "DeletionByPodGC"));
+    mem.tombstones.insert("uid-j-1".into(), Arc::new(last));
+    step(&j, &[], &mut mem, t(1));
+    assert_eq!(reason_of(&mem.status, "Failed"), Some("PodFailurePolicy"));
+    // A terminating pod (not counted yet) that vanishes is matched the same way.
+    let j = job_with_policy(0, "FailJob");
+    let mut mem = JobMemory::first_sight(&j, &[]);
+    step(&j, &[ready_pod("j-1")], &mut mem, t(0));
+    let held = deleting(disrupted(pod("j-1", "Running"), "DeletionByTaintManager"));
+    step(&j, std::slice::from_ref(&held), &mut mem, t(1));
+    mem.tombstones.insert(
+        "uid-j-1".into(),
+        Arc::new(deleting(disrupted(pod("j-1", "Failed"), "DeletionByPodGC"))),
+    );
+    step(&j, &[], &mut mem, t(2));
+    assert_eq!(reason_of(&mem.status, "Failed"), Some("PodFailurePolicy"));
+    // Without a tombstone there is nothing to match: the default handling.
+    let mut mem = JobMemory::first_sight(&j, &[]);
+    step(&j, &[ready_pod("j-1")], &mut mem, t(0));
+    step(&j, &[], &mut mem, t(1));
+    assert_eq!(reason_of(&mem.status, "Failed"), Some("BackoffLimitExceeded"));
+}
+
+#[test]
+fn an_ignore_rule_does_not_count_the_failure_and_the_pod_is_replaced() {
+    let j = job_with_policy(0, "Ignore");
+    let mut mem = JobMemory::first_sight(&j, &[]);
+    step(&j, &[ready_pod("j-1")], &mut mem, t(0));
+    let d = step(
+        &j,
+        &[disrupted(pod("j-1", "Failed"), "EvictionByEvictionAPI")],
+        &mut mem,
+        t(1),
+    );
+    assert_eq!(mem.status.failed, Some(0));
+    assert!(!is_finished(&mem.status));
+    assert_eq!(d.create, 1);
 }

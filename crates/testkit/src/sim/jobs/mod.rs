@@ -3,6 +3,7 @@
 
 pub(crate) mod controller;
 pub(crate) mod events;
+pub mod failure_policy;
 pub mod logic;
 pub mod podgen;
 pub mod quota;

@@ -2,7 +2,7 @@
 //! (the steps and their sources: [`crate::sim::node_loss`]): `Ready=False`, then the taint
 //! manager's `DisruptionTarget` and graceful delete that no kubelet confirms, and after
 //! [`SimConfig::lost_node_gc_after`](crate::sim::SimConfig::lost_node_gc_after) PodGC's
-//! `Failed` phase and forced delete.
+//! `Failed` phase and forced delete. A deleted Node object goes to PodGC's step at once.
 
 use std::time::Duration;
 
@@ -134,6 +134,24 @@ impl Kubelet {
         let name = name.to_owned();
         tokio::spawn(async move { collect_orphan(api, name, uid, delay, shutdown).await });
         Ok(())
+    }
+
+    /// The Node object under `pod` is deleted while the pod runs (its containers are already
+    /// stopped: the caller claimed the pod): PodGC's step 4 now, no taint manager before it.
+    pub(super) async fn lose_deleted_node(&self, namespace: &str, name: &str) -> Result<(), SimError> {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        let Some(pod) = api.get_opt(name).await? else {
+            return Ok(());
+        };
+        let mut status = pod.status.clone().unwrap_or_default();
+        if mark_pod_gc_orphan(&mut status, Timestamp::now()) {
+            write_status(&api, name, &status).await?;
+        }
+        match api.delete(name, &DeleteParams::default().grace_period(0)).await {
+            Ok(_) => Ok(()),
+            Err(err) if is_not_found(&err) => Ok(()),
+            Err(err) => Err(err.into()),
+        }
     }
 }
 

@@ -25,6 +25,7 @@ use forgerunner_core::RunnerGroup;
 use forgerunner_sandbox::world::World;
 use forgerunner_sandbox::world::groups::GroupSize;
 use forgerunner_sandbox::world::operator::OperatorProcess;
+use forgerunner_testkit::apiserver::{Fault as ApiFault, Verb};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, PodSpec};
 use kube::Api;
 use kube::api::{DeleteParams, ListParams};
@@ -238,4 +239,37 @@ async fn runners_of_a_dind_group_lease_distinct_docker_cache_claims_and_reuse_th
     if gone.is_err() {
         fail_with_output(&op, "the claims stayed after the group was deleted");
     }
+}
+
+/// A group without `spec.dockerCache` only looks for a pool an earlier spec left; that look
+/// failing (every claim list answered 500 here, or a 403 from an older chart's rules) never stops
+/// its runners. Before this rule the pass failed on the list and the group made no runner.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_claim_list_never_stops_a_group_without_a_docker_cache() {
+    let ns = "e2e-docker-cache-none";
+    let world = gitea_world(ns, Duration::from_secs(1)).await;
+    world.api.inject(
+        ApiFault::error(500)
+            .verb(Verb::List)
+            .resource("persistentvolumeclaims"),
+    );
+    let size = GroupSize {
+        min: 0,
+        max: 2,
+        idle_timeout_seconds: Some(60),
+        startup_timeout_seconds: None,
+        scale_down_delay_seconds: None,
+    };
+    world
+        .add_gitea_group_with(ns, GROUP, &gitea_group(LABEL), &size)
+        .await
+        .expect("group");
+    let op = start_operator(&world, "gitea", "forgerunner-e2e-docker-cache-none");
+    for _ in 0..2 {
+        world.queue_gitea_job(&[LABEL]).expect("queue");
+    }
+    wait_or_fail(&op, "both jobs done", || async {
+        world.gitea_progress(&[LABEL]).done == 2
+    })
+    .await;
 }

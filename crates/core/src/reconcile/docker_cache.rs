@@ -40,6 +40,10 @@ pub struct DockerCacheUpkeep {
     fingerprint: String,
     /// When.
     at: Instant,
+    /// Whether the look holds until the spec changes: a group without a pool that found none
+    /// left (or removed it) has nothing to look at again; a pool is looked at every
+    /// [`CACHE_RECHECK`].
+    for_good: bool,
 }
 
 /// The wanted state as a fingerprint: the claims' names, size and class.
@@ -64,14 +68,26 @@ pub async fn keep_docker_cache(
     let fingerprint = fingerprint(group, &names);
     if let Some(done) = &upkeep.docker_cache
         && done.fingerprint == fingerprint
-        && done.at.elapsed() < CACHE_RECHECK
+        && (done.for_good || done.at.elapsed() < CACHE_RECHECK)
     {
         return Ok(());
     }
-    let settled = keep_pool(ctx, group, &names).await?;
+    let (settled, for_good) = match keep_pool(ctx, group, &names).await {
+        Ok(settled) => (settled, settled && names.is_empty()),
+        // A group that asks for no pool only looks for one an earlier spec left, which costs
+        // storage and nothing else: no failure of that look (a 403 from an older chart's rules,
+        // a 5xx) may stop its runners. It is looked for again a CACHE_RECHECK later.
+        Err(e) if names.is_empty() => {
+            warn!(group = %format!("{}/{}", group.namespace().unwrap_or_default(), group.name_any()),
+                error = %e, "could not look for a docker cache pool an earlier spec left; looking again later");
+            (true, false)
+        }
+        Err(e) => return Err(e),
+    };
     upkeep.docker_cache = settled.then(|| DockerCacheUpkeep {
         fingerprint,
         at: Instant::now(),
+        for_good,
     });
     Ok(())
 }
@@ -90,12 +106,6 @@ async fn keep_pool(ctx: &Context, group: &RunnerGroup, names: &[String]) -> Resu
     };
     let listed = match claims.list(&params).await {
         Ok(list) => list.items,
-        // A group that asks for no pool only looks for one left over; an installation whose
-        // rules do not grant the look (an older chart) must not stop such a group.
-        Err(e) if names.is_empty() && is_status(&e, 403) => {
-            warn!(group = %format!("{namespace}/{}", group.name_any()), error = %e, "may not list claims; a docker cache pool left by an earlier spec is not removed");
-            return Ok(true);
-        }
         Err(e) => return Err(ReconcileError::kube("list docker cache claims")(e)),
     };
     let existing: BTreeMap<String, PersistentVolumeClaim> =

@@ -431,7 +431,8 @@ pub trait Forge: Send + Sync {
     /// What a new runner of `class` (`None`: one of the group's own) needs to join the forge.
     /// The default ignores the class: a forge whose runner takes the class's labels from its
     /// pod ([`Forge::default_runner_pod`]) needs nothing else. GitHub overrides it, because a
-    /// class there is a scale set of its own and the JIT config names the scale set.
+    /// class there is a scale set of its own and the JIT config names the scale set; so does
+    /// Forgejo, whose version 15 binds the new runner to a waiting job of its class.
     async fn runner_credentials_of_class(
         &self,
         group: &GroupContext,

@@ -21,7 +21,7 @@
 //! garbage collector takes the Secret with it; deleting the group takes both.
 //!
 //! What differs per forge (image, command, port, config keys) comes from
-//! [`crate::forge::Forge::cache_server`] as a [`CacheServer`].
+//! [`crate::forge::ForgeSession::cache_server`] as a [`CacheServer`].
 
 use std::collections::BTreeMap;
 
@@ -102,7 +102,7 @@ const CACHE_VOLUME: &str = "cache";
 const CONFIG_VOLUME: &str = "config";
 const TMP_VOLUME: &str = "tmp";
 
-/// What a forge's cache server is ([`crate::forge::Forge::cache_server`]).
+/// What a forge's cache server is ([`crate::forge::ForgeSession::cache_server`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CacheServer {
     /// Image of the server: the runners' own, so server and runners speak the same release

@@ -92,7 +92,7 @@ pub struct GroupContext {
 }
 
 /// How the forge sees one group and our runners of it, taken from one consistent snapshot of
-/// the forge's data ([`Forge::observe`]).
+/// the forge's data ([`ForgeSession::snapshot`]).
 ///
 /// A view taken from a cached listing may be older than what the cluster shows (a runner that
 /// took its job, or finished, after the listing was fetched): such a view says when its listing
@@ -262,7 +262,7 @@ pub enum RunnerExit {
     Outdated,
 }
 
-/// What a forge did with a request to re-run a job the cluster killed ([`Forge::rerun_job`]).
+/// What a forge did with a request to re-run a job the cluster killed ([`ForgeSession::rerun_job`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RerunOutcome {
     /// The forge queued the job again (with the jobs that depend on it).
@@ -372,135 +372,128 @@ impl ReconcileTrigger {
     }
 }
 
-/// The contract between the generic reconciler and a forge backend.
+/// What a forge makes of a valid spec: plain data the reconciler reads instead of asking the
+/// forge again ([`Forge::describe`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ForgeProfile {
+    /// What the forge's block names in the cluster, for the reconciler to read into the
+    /// [`GroupContext`].
+    pub cluster_refs: ClusterRefs,
+    /// The URLs of the spec the operator connects to for this forge: its base URL and, when
+    /// set, its proxy; checked against the forge host allowlist ([`crate::forge_hosts`]) before
+    /// any forge call. URLs the forge learns from the forge itself (e.g. GitHub's Actions
+    /// service) are not listed; an empty list is refused by a configured allowlist.
+    pub outbound_urls: Vec<OutboundUrl>,
+    /// How long a group may go without a pass when nothing wakes it (a push-style forge wakes
+    /// the reconciler itself and only needs a safety resync; a poll-style one sets its poll).
+    pub resync_interval: Duration,
+    /// What a deleted group whose forge cleanup did not finish may have left at the forge, and
+    /// how a person removes it; quoted in the cleanup Events ([`DEFAULT_CLEANUP_HINT`] when the
+    /// forge has nothing more precise to say).
+    pub cleanup_hint: String,
+    /// Permissions the runner pods need in the group's namespace, e.g. GitHub's container hooks
+    /// creating job pods in `kubernetes` mode. When not empty, the reconciler keeps a
+    /// ServiceAccount named [`crate::names::runner_service_account_name`] for the group and
+    /// binds it to the runner container hooks' ClusterRole the chart ships; these rules say what
+    /// that ClusterRole must hold (the chart tests compare them). The default pod should run as
+    /// that account.
+    pub runner_role_rules: Vec<PolicyRule>,
+    /// What the exit code of a failed runner container means, for the codes the forge gives a
+    /// meaning the user should hear about (e.g. an outdated runner). Read only for failed
+    /// runners; a code not listed means plain failure.
+    pub runner_exits: BTreeMap<i32, RunnerExit>,
+}
+
+impl ForgeProfile {
+    /// What a failed runner's `exit_code` means to the forge, if anything.
+    pub fn runner_exit(&self, exit_code: i32) -> Option<RunnerExit> {
+        self.runner_exits.get(&exit_code).copied()
+    }
+}
+
+/// The cleanup hint of a forge that says nothing more precise ([`ForgeProfile::cleanup_hint`]).
+pub const DEFAULT_CLEANUP_HINT: &str =
+    "runners of the group may stay registered at the forge: remove them in the forge's runner settings";
+
+/// A forge backend, once per process: what it makes of a spec, and a session per group.
 ///
-/// The reconciler knows no forge by name: everything that differs per forge is a method here
-/// or data a method returns. One pass calls [`Forge::observe`] once, plans, then acts through
-/// [`Forge::runner_credentials`] and [`Forge::remove_runner`].
+/// The reconciler knows no forge by name: everything that differs per forge is a method here,
+/// a method of [`ForgeSession`], or data of [`ForgeProfile`]. One pass describes the spec,
+/// takes one [`ForgeSession::snapshot`], plans, then acts through [`ForgeSession::register`]
+/// and [`ForgeSession::deregister`].
 #[async_trait]
 pub trait Forge: Send + Sync {
     /// Which forge this backend serves.
     fn kind(&self) -> ForgeKind;
 
-    /// Checks the forge's block of `spec`. The reconciler has already checked the common fields
-    /// and that exactly this forge's block is set; each violation names the field to fix.
-    fn validate(&self, spec: &RunnerGroupSpec) -> Vec<SpecViolation>;
+    /// What the forge makes of `spec`, or what it refuses in the forge's block. The reconciler
+    /// has already checked the common fields and that exactly this forge's block is set; each
+    /// violation names the field to fix. Pure: no I/O.
+    fn describe(&self, spec: &RunnerGroupSpec) -> Result<ForgeProfile, Vec<SpecViolation>>;
 
-    /// What the forge's block of a valid `spec` names in the cluster, for the reconciler to read.
-    fn cluster_refs(&self, spec: &RunnerGroupSpec) -> ClusterRefs;
+    /// A session for the group `key`. The reconciler keeps it in the group's books for as long
+    /// as the group lives, and closes it ([`ForgeSession::close`]) when the group is deleted.
+    fn open(&self, key: &GroupKey) -> Box<dyn ForgeSession>;
 
-    /// The URLs of `spec` the operator connects to for this forge: its base URL and, when set,
-    /// its proxy. URLs the forge learns from the forge itself (e.g. GitHub's Actions service)
-    /// are not listed. The default lists none, which a configured host allowlist refuses.
-    fn outbound_urls(&self, _spec: &RunnerGroupSpec) -> Vec<OutboundUrl> {
-        Vec::new()
-    }
-
-    /// How long a group may go without a pass when nothing wakes it (a push-style forge wakes
-    /// the reconciler itself and only needs a safety resync; a poll-style one sets its poll).
-    fn resync_interval(&self, spec: &RunnerGroupSpec) -> Duration;
-
-    /// The forge's default pod for one new runner: image, command and env. Secret material must
-    /// be referenced from the Secret named `secret_name` (keys of
-    /// [`RunnerCredentials::secret_data`]), never inlined. The reconciler merges the user's
-    /// template onto it and sets the reserved fields (restart policy, labels, owner).
-    ///
-    /// `class` is the runner's class of `spec.classes` (`None`: one of the group's own): its
-    /// runner registers with the labels of [`crate::runner_class::runner_labels`]. The
-    /// reconciler lays the class's resources, node selector and tolerations on the pod itself.
-    fn default_runner_pod(
-        &self,
-        group: &RunnerGroup,
-        runner_name: &str,
-        secret_name: &str,
-        credentials: &RunnerCredentials,
-        class: Option<&RunnerClass>,
-    ) -> PodSpec;
-
-    /// What the forge wants now and how it sees each of `runners`, from one consistent
-    /// snapshot of its data. `runners` are all of the group's runners in the cluster.
-    async fn observe(&self, group: &GroupContext, runners: &[RunnerRef]) -> Result<ForgeView, ForgeError>;
-
-    /// What a new runner named `runner_name` needs to join the forge.
-    async fn runner_credentials(
-        &self,
-        group: &GroupContext,
-        runner_name: &str,
-    ) -> Result<RunnerCredentials, ForgeError>;
-
-    /// What a new runner of `class` (`None`: one of the group's own) needs to join the forge.
-    /// The default ignores the class: a forge whose runner takes the class's labels from its
-    /// pod ([`Forge::default_runner_pod`]) needs nothing else. GitHub overrides it, because a
-    /// class there is a scale set of its own and the JIT config names the scale set; so does
-    /// Forgejo, whose version 15 binds the new runner to a waiting job of its class.
-    async fn runner_credentials_of_class(
-        &self,
-        group: &GroupContext,
-        runner_name: &str,
-        _class: Option<&RunnerClass>,
-    ) -> Result<RunnerCredentials, ForgeError> {
-        self.runner_credentials(group, runner_name).await
-    }
-
-    /// Deregisters a runner that will never run a job.
-    async fn remove_runner(
-        &self,
-        group: &GroupContext,
-        runner: &RunnerRef,
-    ) -> Result<RemoveOutcome, ForgeError>;
-
-    /// Releases forge-side resources of a deleted group (sessions, scale sets, caches).
-    async fn shutdown(&self, group: &GroupContext) -> Result<(), ForgeError>;
-
-    /// Stops the group's background work (GitHub: its listener and message session) and
-    /// forgets what this process keeps for it: per-group state, and cached clients, tokens and
-    /// listings no other group uses. Needs no credentials, so a group whose Secret is already
-    /// gone is released all the same; bounded in time even when the forge drops traffic.
-    ///
-    /// Idempotent. The reconciler calls it first when a group is deleted, before any forge
-    /// cleanup, so nothing keeps acting for the group (acquiring jobs, polling) while cleanup
-    /// runs or after it gives up; and again when it releases the finalizer, because cleanup
-    /// calls may have cached a client for the group meanwhile.
-    async fn release(&self, _key: &GroupKey) {}
-
-    /// What a deleted group whose forge cleanup did not finish may have left at the forge, and
-    /// how a person removes it; quoted in the cleanup Events.
-    fn cleanup_hint(&self, _spec: &RunnerGroupSpec) -> String {
-        "runners of the group may stay registered at the forge: remove them in the forge's runner \
-         settings"
-            .to_owned()
-    }
-
-    /// What the exit code of a failed runner container means, if the forge gives it a meaning
-    /// the user should hear about (e.g. an outdated runner). Called only for failed runners.
-    fn runner_exit_meaning(&self, _exit_code: i32) -> Option<RunnerExit> {
+    /// Answers one delivery to `POST /webhooks/<forge>`; `None` when the forge takes no
+    /// webhooks (the route then answers 404). Verification is the forge's: it must answer 401
+    /// to anything it cannot verify and never log bodies or secrets.
+    fn receive_webhook(&self, _headers: &http::HeaderMap, _body: &[u8]) -> Option<WebhookReply> {
         None
     }
 
-    /// Asks the forge to run again the job that `runner` (its name) was running when the
-    /// cluster killed its pod ([`crate::runner_pod::disruption`]), and only that job and the
-    /// jobs that depend on it: never the run's other failed jobs, which failed on their own.
-    /// `job` is what the forge told about the job ([`ForgeView::job_identities`]). The default
-    /// answers [`RerunOutcome::Unsupported`]; a forge without the needed permission answers
-    /// [`ForgeError::Unauthorized`] naming it.
-    async fn rerun_job(
-        &self,
-        _group: &GroupContext,
-        _runner: &str,
-        _job: &JobIdentity,
-    ) -> Result<RerunOutcome, ForgeError> {
-        Ok(RerunOutcome::Unsupported)
-    }
+    /// Stops background work of every group (leadership lost or process exit).
+    async fn shutdown_all(&self) {}
+}
 
-    /// Permissions the runner pods of a group need in its namespace, e.g. GitHub's container
-    /// hooks creating job pods in `kubernetes` mode. When not empty, the reconciler keeps a
-    /// ServiceAccount named [`crate::names::runner_service_account_name`] for the group (owned
-    /// by it) and binds it, in the group's namespace, to the runner container hooks' ClusterRole
-    /// the chart ships; these rules say what that ClusterRole must hold (the chart tests compare
-    /// them). The default pod should run as that account.
-    fn runner_role_rules(&self, _spec: &RunnerGroupSpec) -> Vec<PolicyRule> {
-        Vec::new()
-    }
+/// What a forge builds one new runner's pod from ([`ForgeSession::runner_pod`]).
+#[derive(Clone, Copy, Debug)]
+pub struct RunnerPodRequest<'a> {
+    /// The group the runner belongs to.
+    pub group: &'a RunnerGroup,
+    /// The runner's name (= Job name = forge-side name).
+    pub runner_name: &'a str,
+    /// The Secret that holds [`RunnerCredentials::secret_data`]; the pod references it and
+    /// never inlines secret material.
+    pub secret_name: &'a str,
+    /// What [`ForgeSession::register`] returned for the runner.
+    pub credentials: &'a RunnerCredentials,
+    /// The runner's class of `spec.classes` (`None`: one of the group's own): its runner
+    /// registers with the labels of [`crate::runner_class::runner_labels`].
+    pub class: Option<&'a RunnerClass>,
+}
+
+/// One group at the forge ([`Forge::open`]).
+///
+/// Every call gets the group's fresh [`GroupContext`]: credentials and spec may change between
+/// passes, and a session keeps working across such changes (a spec edit does not restart
+/// GitHub's listener).
+///
+/// Closing: [`ForgeSession::close`] is async (GitHub stops its listener), so the reconciler
+/// closes a deleted group's session explicitly, before any forge cleanup and again after it.
+/// The reconciler's holder of a session ([`crate::reconcile::ledger::GroupSession`]) closes it
+/// on drop only as a safety net, for a session dropped without being closed.
+#[async_trait]
+pub trait ForgeSession: Send + Sync {
+    /// What the forge wants now and how it sees each of `runners`, from one consistent
+    /// snapshot of its data. `runners` are all of the group's runners in the cluster.
+    async fn snapshot(&self, group: &GroupContext, runners: &[RunnerRef]) -> Result<ForgeView, ForgeError>;
+
+    /// What a new runner named `runner_name` of `class` (`None`: one of the group's own) needs
+    /// to join the forge. GitHub registers a class's runner in the class's own scale set;
+    /// Forgejo 15 binds it to a waiting job of its class; the others take the class's labels
+    /// from the pod ([`ForgeSession::runner_pod`]).
+    async fn register(
+        &self,
+        group: &GroupContext,
+        runner_name: &str,
+        class: Option<&RunnerClass>,
+    ) -> Result<RunnerCredentials, ForgeError>;
+
+    /// The forge's default pod for one new runner: image, command and env. The reconciler
+    /// merges the user's template onto it, lays the class's resources, node selector and
+    /// tolerations on it, and sets the reserved fields (restart policy, labels, owner).
+    fn runner_pod(&self, request: &RunnerPodRequest<'_>) -> PodSpec;
 
     /// The cache server of a group with `spec.cache` ([`crate::cache_server`]): the runner's own
     /// `cache-server`, reachable at `service_host` (the group's cache Service), sharing
@@ -517,15 +510,38 @@ pub trait Forge: Send + Sync {
         None
     }
 
-    /// Answers one delivery to `POST /webhooks/<forge>`; `None` when the forge takes no
-    /// webhooks (the route then answers 404). Verification is the forge's: it must answer 401
-    /// to anything it cannot verify and never log bodies or secrets.
-    fn receive_webhook(&self, _headers: &http::HeaderMap, _body: &[u8]) -> Option<WebhookReply> {
-        None
+    /// Deregisters a runner that will never run a job.
+    async fn deregister(&self, group: &GroupContext, runner: &RunnerRef) -> Result<RemoveOutcome, ForgeError>;
+
+    /// Asks the forge to run again the job that `runner` (its name) was running when the
+    /// cluster killed its pod ([`crate::runner_pod::disruption`]), and only that job and the
+    /// jobs that depend on it: never the run's other failed jobs, which failed on their own.
+    /// `job` is what the forge told about the job ([`ForgeView::job_identities`]). The default
+    /// answers [`RerunOutcome::Unsupported`]; a forge without the needed permission answers
+    /// [`ForgeError::Unauthorized`] naming it.
+    async fn rerun_job(
+        &self,
+        _group: &GroupContext,
+        _runner: &str,
+        _job: &JobIdentity,
+    ) -> Result<RerunOutcome, ForgeError> {
+        Ok(RerunOutcome::Unsupported)
     }
 
-    /// Stops background work of every group (leadership lost or process exit).
-    async fn shutdown_all(&self) {}
+    /// Deletes the forge-side resources of a deleted group (sessions, scale sets, caches).
+    async fn delete_group(&self, group: &GroupContext) -> Result<(), ForgeError>;
+
+    /// Stops the group's background work (GitHub: its listener and message session) and
+    /// forgets what this process keeps for it: per-group state, and cached clients, tokens and
+    /// listings no other group uses. Needs no credentials, so a group whose Secret is already
+    /// gone is released all the same; bounded in time even when the forge drops traffic.
+    ///
+    /// Idempotent, and the session stays usable: a later call builds what it needs again. The
+    /// reconciler calls it first when a group is deleted, before any forge cleanup, so nothing
+    /// keeps acting for the group (acquiring jobs, polling) while cleanup runs or after it
+    /// gives up; and again when it releases the finalizer, because cleanup calls may have
+    /// cached a client for the group meanwhile.
+    async fn close(&self) {}
 }
 
 /// A forge's answer to a webhook delivery.
@@ -548,6 +564,10 @@ mod rerun_tests {
     #[tokio::test]
     async fn a_forge_that_says_nothing_of_reruns_cannot_rerun() {
         let forge = FakeForge::new(ForgeKind::Forgejo);
+        let session = forge.open(&GroupKey {
+            namespace: "ns".into(),
+            name: "g".into(),
+        });
         let group = GroupContext {
             key: GroupKey {
                 namespace: "ns".into(),
@@ -559,7 +579,7 @@ mod rerun_tests {
             ca_bundle: None,
             webhook_secret: None,
         };
-        let outcome = forge
+        let outcome = session
             .rerun_job(&group, "runner-1", &JobIdentity::default())
             .await
             .expect("the default never fails");

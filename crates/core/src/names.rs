@@ -80,7 +80,7 @@ pub fn is_runner_name_of(group_name: &str, runner: &str) -> bool {
 
 /// Name of the ServiceAccount (and of the RoleBinding granting it the runner container hooks'
 /// ClusterRole) the runner pods of `group_name` run as when the forge asks for runner permissions
-/// ([`crate::forge::Forge::runner_role_rules`]): at most 70 characters of a valid group name, a
+/// ([`crate::forge::ForgeProfile::runner_role_rules`]): at most 70 characters of a valid group name, a
 /// valid DNS-1123 subdomain and path segment.
 pub fn runner_service_account_name(group_name: &str) -> String {
     format!("{group_name}-runner")

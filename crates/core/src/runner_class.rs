@@ -9,7 +9,7 @@
 //!
 //! How the class reaches the runner: the label [`CLASS_LABEL`] on its Job and pod (read back
 //! when runners are observed), the overlay of [`overlay`] on its pod, and the class handed to
-//! [`crate::forge::Forge::default_runner_pod`], whose runner registers with the class's labels.
+//! [`crate::forge::ForgeSession::runner_pod`], whose runner registers with the class's labels.
 
 pub mod overlay;
 

@@ -136,7 +136,7 @@ pub struct RunnerJobInput<'a> {
     pub group: &'a RunnerGroup,
     /// The runner's name (= Job name = Secret name = forge-side runner name).
     pub runner_name: &'a str,
-    /// The forge's default pod (`Forge::default_runner_pod`).
+    /// The forge's default pod (`ForgeSession::runner_pod`).
     pub default_pod: PodSpec,
     /// What the forge issued for this runner; only `env` and `annotations` reach the Job.
     pub credentials: &'a RunnerCredentials,

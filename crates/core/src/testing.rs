@@ -35,8 +35,9 @@ use crate::crd::{
 };
 use crate::embedded::Embedded;
 use crate::forge::{
-    ClusterRefs, Forge, ForgeError, ForgeRunnerState, ForgeView, GroupContext, RemoveOutcome, RerunOutcome,
-    RunnerCredentials, RunnerExit, RunnerRef, SecretValue,
+    ClusterRefs, Forge, ForgeError, ForgeProfile, ForgeRunnerState, ForgeSession, ForgeView, GroupContext,
+    GroupKey, RemoveOutcome, RerunOutcome, RunnerCredentials, RunnerExit, RunnerPodRequest, RunnerRef,
+    SecretValue,
 };
 use crate::job_identity::JobIdentity;
 use crate::validate::{SpecViolation, violation};
@@ -514,12 +515,15 @@ pub struct FakeForge {
     pub rerun_answer: Mutex<RerunOutcome>,
     /// The runner releases the forge tells with each view.
     pub versions: Mutex<crate::runner_version::RunnerVersions>,
+    /// The fake itself, for the sessions it opens.
+    this: std::sync::Weak<FakeForge>,
 }
 
 impl FakeForge {
     /// A fake forge of `kind` with no waiting jobs.
     pub fn new(kind: ForgeKind) -> Arc<FakeForge> {
-        Arc::new(FakeForge {
+        Arc::new_cyclic(|this| FakeForge {
+            this: this.clone(),
             kind,
             jobs: AtomicU32::new(0),
             fail_demand: AtomicBool::new(false),
@@ -547,17 +551,33 @@ impl Forge for FakeForge {
         self.kind
     }
 
-    fn validate(&self, spec: &RunnerGroupSpec) -> Vec<SpecViolation> {
+    fn describe(&self, spec: &RunnerGroupSpec) -> Result<ForgeProfile, Vec<SpecViolation>> {
         // One rule of the forge's own, to show its violations reach the condition.
-        match &spec.gitea {
-            Some(g) if g.labels.iter().any(|l| l == "reserved") => {
-                vec![violation("spec.gitea.labels", "must not use reserved")]
-            }
-            _ => Vec::new(),
+        if let Some(g) = &spec.gitea
+            && g.labels.iter().any(|l| l == "reserved")
+        {
+            return Err(vec![violation("spec.gitea.labels", "must not use reserved")]);
         }
+        Ok(ForgeProfile {
+            cluster_refs: Self::cluster_refs(spec),
+            outbound_urls: Vec::new(),
+            resync_interval: Self::resync_interval(spec),
+            cleanup_hint: crate::forge::DEFAULT_CLEANUP_HINT.to_owned(),
+            runner_role_rules: self.role_rules.lock().expect("lock").clone(),
+            runner_exits: BTreeMap::from([(OUTDATED_EXIT, RunnerExit::Outdated)]),
+        })
     }
 
-    fn cluster_refs(&self, spec: &RunnerGroupSpec) -> ClusterRefs {
+    fn open(&self, _key: &GroupKey) -> Box<dyn ForgeSession> {
+        Box::new(FakeSession(self.this.upgrade().expect("the fake lives in an Arc")))
+    }
+}
+
+/// A session of [`FakeForge`]: every group shares the fake's books.
+struct FakeSession(Arc<FakeForge>);
+
+impl FakeForge {
+    fn cluster_refs(spec: &RunnerGroupSpec) -> ClusterRefs {
         let credentials = spec
             .gitea
             .as_ref()
@@ -570,23 +590,16 @@ impl Forge for FakeForge {
         }
     }
 
-    fn resync_interval(&self, spec: &RunnerGroupSpec) -> Duration {
+    fn resync_interval(spec: &RunnerGroupSpec) -> Duration {
         let seconds = spec.gitea.as_ref().map_or(60, |g| g.poll_interval_seconds());
         Duration::from_secs(u64::from(seconds))
     }
+}
 
-    fn runner_role_rules(&self, _spec: &RunnerGroupSpec) -> Vec<PolicyRule> {
-        self.role_rules.lock().expect("lock").clone()
-    }
-
-    fn default_runner_pod(
-        &self,
-        _group: &RunnerGroup,
-        _runner_name: &str,
-        secret_name: &str,
-        _credentials: &RunnerCredentials,
-        _class: Option<&crate::crd::RunnerClass>,
-    ) -> PodSpec {
+#[async_trait]
+impl ForgeSession for FakeSession {
+    fn runner_pod(&self, request: &RunnerPodRequest<'_>) -> PodSpec {
+        let secret_name = request.secret_name;
         PodSpec {
             containers: vec![Container {
                 name: "runner".into(),
@@ -609,29 +622,32 @@ impl Forge for FakeForge {
         }
     }
 
-    async fn observe(&self, _group: &GroupContext, runners: &[RunnerRef]) -> Result<ForgeView, ForgeError> {
-        if self.fail_demand.load(Ordering::SeqCst) {
+    async fn snapshot(&self, _group: &GroupContext, runners: &[RunnerRef]) -> Result<ForgeView, ForgeError> {
+        let fake = &self.0;
+        if fake.fail_demand.load(Ordering::SeqCst) {
             return Err(ForgeError::Unavailable("fake outage".into()));
         }
         Ok(ForgeView {
-            waiting_jobs: self.jobs.load(Ordering::SeqCst),
+            waiting_jobs: fake.jobs.load(Ordering::SeqCst),
             runners: runners
                 .iter()
                 .map(|r| (r.name.clone(), ForgeRunnerState::Idle))
                 .collect(),
-            budget: *self.budget.lock().expect("lock"),
-            job_identities: self.identities.lock().expect("lock").clone(),
-            versions: self.versions.lock().expect("lock").clone(),
+            budget: *fake.budget.lock().expect("lock"),
+            job_identities: fake.identities.lock().expect("lock").clone(),
+            versions: fake.versions.lock().expect("lock").clone(),
             ..ForgeView::default()
         })
     }
 
-    async fn runner_credentials(
+    async fn register(
         &self,
         _group: &GroupContext,
         name: &str,
+        _class: Option<&crate::crd::RunnerClass>,
     ) -> Result<RunnerCredentials, ForgeError> {
-        self.issued.lock().expect("lock").push(name.to_owned());
+        self.0
+            .issued.lock().expect("lock").push(name.to_owned());
         Ok(RunnerCredentials {
             secret_data: BTreeMap::from([("token".to_owned(), SecretValue::new(SECRET_VALUE))]),
             env: BTreeMap::from([("RUNNER_NAME".to_owned(), name.to_owned())]),
@@ -645,28 +661,25 @@ impl Forge for FakeForge {
         runner: &str,
         job: &JobIdentity,
     ) -> Result<RerunOutcome, ForgeError> {
-        self.reruns
+        self.0
+            .reruns
             .lock()
             .expect("lock")
             .push((runner.to_owned(), job.clone()));
-        Ok(*self.rerun_answer.lock().expect("lock"))
+        Ok(*self.0.rerun_answer.lock().expect("lock"))
     }
 
-    fn runner_exit_meaning(&self, exit_code: i32) -> Option<RunnerExit> {
-        (exit_code == OUTDATED_EXIT).then_some(RunnerExit::Outdated)
-    }
-
-    async fn remove_runner(
+    async fn deregister(
         &self,
         _group: &GroupContext,
         runner: &RunnerRef,
     ) -> Result<RemoveOutcome, ForgeError> {
-        self.removed.lock().expect("lock").push(runner.name.clone());
+        self.0.removed.lock().expect("lock").push(runner.name.clone());
         Ok(RemoveOutcome::Removed)
     }
 
-    async fn shutdown(&self, _group: &GroupContext) -> Result<(), ForgeError> {
-        self.shutdowns.fetch_add(1, Ordering::SeqCst);
+    async fn delete_group(&self, _group: &GroupContext) -> Result<(), ForgeError> {
+        self.0.shutdowns.fetch_add(1, Ordering::SeqCst);
         Ok(())
     }
 }
@@ -690,7 +703,17 @@ pub fn built_pod(
     g: &RunnerGroup,
     creds: &crate::forge::RunnerCredentials,
 ) -> k8s_openapi::api::core::v1::PodSpec {
-    let default_pod = forge.default_runner_pod(g, "g-abcde", "g-abcde", creds, None);
+    let session = forge.open(&GroupKey {
+        namespace: g.metadata.namespace.clone().unwrap_or_default(),
+        name: g.metadata.name.clone().unwrap_or_default(),
+    });
+    let default_pod = session.runner_pod(&crate::forge::RunnerPodRequest {
+        group: g,
+        runner_name: "g-abcde",
+        secret_name: "g-abcde",
+        credentials: creds,
+        class: None,
+    });
     let job = crate::runner_job::build_runner_job(crate::runner_job::RunnerJobInput {
         group: g,
         runner_name: "g-abcde",

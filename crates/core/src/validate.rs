@@ -2,7 +2,7 @@
 //! stored before a rule existed is never re-checked by the API server).
 //!
 //! Every rule of the CRD schema has a twin: the common fields and the choice of forge block here,
-//! the rules of each forge's block in its backend (`Forge::validate`), which builds on the
+//! the rules of each forge's block in its backend (`Forge::describe`), which builds on the
 //! helpers below. Each violation names the JSON path to fix.
 
 use crate::crd::{CacheSpec, ContainerModeType, DockerCacheSpec, ForgeKind, RunnerGroupSpec};
@@ -115,7 +115,7 @@ pub fn check_container_mode(
 }
 
 /// Checks the common fields and that exactly the block of `spec.forge` is set; empty when valid.
-/// The block's own rules are its forge's ([`crate::forge::Forge::validate`]).
+/// The block's own rules are its forge's ([`crate::forge::Forge::describe`]).
 pub fn validate_spec(spec: &RunnerGroupSpec) -> Vec<SpecViolation> {
     let mut out = Vec::new();
     check_common(spec, &mut out);

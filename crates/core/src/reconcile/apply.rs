@@ -19,7 +19,7 @@ use super::forge_call::bounded;
 use super::runner_exit::{FailedPod, failed_runner_pod};
 use crate::crd::RunnerClass;
 use crate::fence::Fence;
-use crate::forge::{Forge, GroupContext, RemoveOutcome, RunnerRef};
+use crate::forge::{ForgeProfile, ForgeSession, GroupContext, RemoveOutcome, RunnerCredentials, RunnerPodRequest, RunnerRef};
 use crate::names::runner_name;
 use crate::plan::{Plan, Removal, RemovalReason, RunnerPhase};
 use crate::runner_class::dress_job;
@@ -83,8 +83,10 @@ pub struct Target<'a> {
     pub secrets: Api<Secret>,
     /// Pods of the group's namespace (read only, to learn why a runner failed).
     pub pods: Api<Pod>,
-    /// The group's backend.
-    pub forge: &'a dyn Forge,
+    /// The group's session at its forge.
+    pub forge: &'a dyn ForgeSession,
+    /// What the forge makes of the group's spec.
+    pub profile: &'a ForgeProfile,
     /// Checked before each forge write (see [`crate::fence`]).
     pub fence: &'a Fence,
     /// Runner creations in flight at once over every group ([`super::Context::create_permits`]).
@@ -195,94 +197,114 @@ pub(super) fn runner_ref(observed: &[Arc<Job>], name: &str) -> RunnerRef {
 }
 
 async fn remove(t: &Target<'_>, r: &Removal, report: &mut ApplyReport) {
-    let finished = matches!(r.reason, RemovalReason::Succeeded | RemovalReason::Failed);
-    if r.reason == RemovalReason::Orphaned {
-        // The store may lag: only deregister when the API server confirms there is no Job.
-        match t.jobs.get_opt(&r.name).await {
-            Ok(None) => {}
-            Ok(Some(_)) => return,
-            Err(e) => return report.fail(ReconcileError::kube("get job")(e)),
-        }
-    }
-    if r.deregister {
-        if let Err(e) = t.fence.check() {
-            return report.fail(e.into());
-        }
-        let rr = runner_ref(t.observed, &r.name);
-        match bounded(
-            t.forge_deadline,
-            "remove_runner",
-            t.group,
-            t.forge.remove_runner(t.group, &rr),
-        )
-        .await
-        {
-            Ok(RemoveOutcome::Removed) => {
-                if r.reason == RemovalReason::Orphaned {
-                    report.orphans_removed += 1;
-                }
-            }
-            Ok(RemoveOutcome::Busy) => {
-                info!(runner = %r.name, reason = r.reason.as_str(), "runner took a job meanwhile; kept");
-                report.kept_busy += 1;
-                return;
-            }
-            Err(e) => {
-                report.fail(e);
-                // A finished runner is gone from the forge's point of view anyway; an active one
-                // might be about to take a job, so it is only deleted once the forge agrees.
-                if !finished {
-                    return;
-                }
-            }
-        }
-    }
-    if !r.delete_job {
+    // The store may lag: only deregister an orphan when the API server confirms there is no Job.
+    if r.reason == RemovalReason::Orphaned && !job_confirmed_gone(t, &r.name, report).await {
         return;
     }
+    if r.deregister && !deregister_for_removal(t, r, report).await {
+        return;
+    }
+    if r.delete_job {
+        delete_runner_job(t, r, report).await;
+    }
+}
+
+/// Whether the API server confirms the Job `name` is gone; a failed read is reported.
+async fn job_confirmed_gone(t: &Target<'_>, name: &str, report: &mut ApplyReport) -> bool {
+    match t.jobs.get_opt(name).await {
+        Ok(None) => true,
+        Ok(Some(_)) => false,
+        Err(e) => {
+            report.fail(ReconcileError::kube("get job")(e));
+            false
+        }
+    }
+}
+
+/// Deregisters the runner of a removal at the forge; returns whether its Job may go.
+async fn deregister_for_removal(t: &Target<'_>, r: &Removal, report: &mut ApplyReport) -> bool {
+    let finished = matches!(r.reason, RemovalReason::Succeeded | RemovalReason::Failed);
+    if let Err(e) = t.fence.check() {
+        report.fail(e.into());
+        return false;
+    }
+    let rr = runner_ref(t.observed, &r.name);
+    match bounded(
+        t.forge_deadline,
+        "remove_runner",
+        t.group,
+        t.forge.deregister(t.group, &rr),
+    )
+    .await
+    {
+        Ok(RemoveOutcome::Removed) => {
+            if r.reason == RemovalReason::Orphaned {
+                report.orphans_removed += 1;
+            }
+            true
+        }
+        Ok(RemoveOutcome::Busy) => {
+            info!(runner = %r.name, reason = r.reason.as_str(), "runner took a job meanwhile; kept");
+            report.kept_busy += 1;
+            false
+        }
+        Err(e) => {
+            report.fail(e);
+            // A finished runner is gone from the forge's point of view anyway; an active one
+            // might be about to take a job, so it is only deleted once the forge agrees.
+            finished
+        }
+    }
+}
+
+/// Deletes the runner Job of a removal and counts it by its reason.
+async fn delete_runner_job(t: &Target<'_>, r: &Removal, report: &mut ApplyReport) {
     // Read the pod before the Job (and with it the pod) goes; only failures pay for this.
     let pod = if r.reason == RemovalReason::Failed {
         // The Job as observed: its conditions tell a disruption whose pod is already gone.
         let job = observed_job(t.observed, &r.name);
-        let mut pod = failed_runner_pod(&t.pods, t.forge, &r.name, job).await;
+        let mut pod = failed_runner_pod(&t.pods, t.profile, &r.name, job).await;
         pod.disruption = pod.disruption.or_else(|| t.killed.get(&r.name).copied());
         pod
     } else {
         FailedPod::default()
     };
     match t.jobs.delete(&r.name, &DeleteParams::background()).await {
-        Ok(_) => {
-            report.deleted.push(r.name.clone());
-            match r.reason {
-                RemovalReason::Succeeded => report.succeeded_deleted += 1,
-                RemovalReason::Failed => {
-                    report.failed_deleted.push(r.name.clone());
-                    if pod.outdated {
-                        warn!(runner = %r.name, "runner exited as outdated; the runner image needs updating");
-                        report.outdated.push(r.name.clone());
-                    }
-                    if let Some(how) = pod.disruption {
-                        warn!(runner = %r.name, reason = how.as_str(), "runner pod killed by the cluster");
-                        report.disrupted.push((r.name.clone(), how));
-                    }
-                }
-                RemovalReason::IdleTimeout | RemovalReason::ScaleDown | RemovalReason::JobGone => {
-                    info!(runner = %r.name, reason = r.reason.as_str(), "idle runner removed");
-                    report.scaled_down += 1;
-                }
-                RemovalReason::StartupFailed(cause) => {
-                    warn!(runner = %r.name, reason = cause.as_str(), "runner did not start; removed");
-                    report.failed_deleted.push(r.name.clone());
-                    let message = r.message.clone().unwrap_or_default();
-                    report.stuck.push((r.name.clone(), cause, message));
-                }
-                RemovalReason::SpecChanged => report.spec_replaced += 1,
-                RemovalReason::Orphaned => {}
-            }
-        }
+        Ok(_) => count_removal(r, &pod, report),
         // Already gone (someone else, or the TTL controller): not ours to count.
         Err(e) if is_status(&e, 404) => {}
         Err(e) => report.fail(ReconcileError::kube("delete job")(e)),
+    }
+}
+
+/// Books a deleted runner Job in the report, by why it went.
+fn count_removal(r: &Removal, pod: &FailedPod, report: &mut ApplyReport) {
+    report.deleted.push(r.name.clone());
+    match r.reason {
+        RemovalReason::Succeeded => report.succeeded_deleted += 1,
+        RemovalReason::Failed => {
+            report.failed_deleted.push(r.name.clone());
+            if pod.outdated {
+                warn!(runner = %r.name, "runner exited as outdated; the runner image needs updating");
+                report.outdated.push(r.name.clone());
+            }
+            if let Some(how) = pod.disruption {
+                warn!(runner = %r.name, reason = how.as_str(), "runner pod killed by the cluster");
+                report.disrupted.push((r.name.clone(), how));
+            }
+        }
+        RemovalReason::IdleTimeout | RemovalReason::ScaleDown | RemovalReason::JobGone => {
+            info!(runner = %r.name, reason = r.reason.as_str(), "idle runner removed");
+            report.scaled_down += 1;
+        }
+        RemovalReason::StartupFailed(cause) => {
+            warn!(runner = %r.name, reason = cause.as_str(), "runner did not start; removed");
+            report.failed_deleted.push(r.name.clone());
+            let message = r.message.clone().unwrap_or_default();
+            report.stuck.push((r.name.clone(), cause, message));
+        }
+        RemovalReason::SpecChanged => report.spec_replaced += 1,
+        RemovalReason::Orphaned => {}
     }
 }
 
@@ -337,7 +359,7 @@ async fn create_runner(
         t.forge_deadline,
         "runner_credentials",
         t.group,
-        t.forge.runner_credentials_of_class(t.group, &name, class),
+        t.forge.register(t.group, &name, class),
     )
     .await?;
     // Taken after the forge call, so a forge that is slow to register runners holds none of
@@ -346,61 +368,94 @@ async fn create_runner(
     let _permit = t.create_permits.acquire().await.ok();
     // Checked again after the permit: the wait for it may outlast the lease.
     t.fence.check()?;
+    let job = runner_job(t, &name, &creds, class, claim.as_deref())?;
+    let created = match t.jobs.create(&post_params(), &job).await {
+        Ok(j) => j,
+        Err(e) => {
+            deregister_unstarted(t, &name, &creds).await;
+            return Err(ReconcileError::kube("create job")(e));
+        }
+    };
+    if let Err(e) = store_runner_secret(t, &name, &created, &creds).await {
+        // A pod without its Secret never starts; remove the Job rather than leak it, and its
+        // registration with it.
+        let _ = t.jobs.delete(&name, &DeleteParams::background()).await;
+        deregister_unstarted(t, &name, &creds).await;
+        return Err(e);
+    }
+    info!(runner = %name, group = %t.group.key, "runner created");
+    Ok((name, pod_security_violations(t, &job)))
+}
+
+/// The runner Job of a new runner: the forge's default pod with the user's template, its class
+/// and its Docker cache claim laid on it.
+fn runner_job(
+    t: &Target<'_>,
+    name: &str,
+    creds: &RunnerCredentials,
+    class: Option<&RunnerClass>,
+    claim: Option<&str>,
+) -> Result<Job, ReconcileError> {
+    let group = &t.group.group;
+    let default_pod = t.forge.runner_pod(&RunnerPodRequest {
+        group,
+        runner_name: name,
+        secret_name: name,
+        credentials: creds,
+        class,
+    });
     let mut job = build_runner_job(RunnerJobInput {
         group,
-        runner_name: &name,
-        default_pod: t.forge.default_runner_pod(group, &name, &name, &creds, class),
-        credentials: &creds,
+        runner_name: name,
+        default_pod,
+        credentials: creds,
     })?;
     if let Some(class) = class {
         dress_job(&mut job, class)?;
     }
-    if let Some(claim) = &claim {
+    if let Some(claim) = claim {
         crate::docker_cache::mount_claim(&mut job, claim);
     }
-    // The forge may have registered the name already (JIT, a runner row); a runner that will
-    // never start is deregistered so it does not stay behind as a ghost.
-    let deregister = || async {
-        let rr = RunnerRef {
-            name: name.clone(),
-            annotations: creds.annotations.clone(),
-            phase: RunnerPhase::Pending,
-            stored: false,
-        };
-        // A deposed leader leaves the ghost to the new leader's sweep.
-        if t.fence.is_held()
-            && let Err(fe) = t.forge.remove_runner(t.group, &rr).await
-        {
-            debug!(runner = %name, error = %fe, "could not deregister a runner that will never start");
-        }
-    };
-    let created = match t.jobs.create(&post_params(), &job).await {
-        Ok(j) => j,
-        Err(e) => {
-            deregister().await;
-            return Err(ReconcileError::kube("create job")(e));
-        }
-    };
-    let secret = build_runner_secret(&created, &creds)?;
-    let created_secret = match t.secrets.create(&post_params(), &secret).await {
+    Ok(job)
+}
+
+/// Stores the new runner's Secret, owned by its Job `created`.
+async fn store_runner_secret(
+    t: &Target<'_>,
+    name: &str,
+    created: &Job,
+    creds: &RunnerCredentials,
+) -> Result<(), ReconcileError> {
+    let secret = build_runner_secret(created, creds)?;
+    match t.secrets.create(&post_params(), &secret).await {
         // A Secret of that name may exist already: ours, from a create whose answer was lost,
         // or someone else's, whose values must never reach a runner pod.
-        Err(e) if is_status(&e, 409) => secret_of_job(t, &name, &created).await,
+        Err(e) if is_status(&e, 409) => secret_of_job(t, name, created).await,
         other => other.map(drop).map_err(ReconcileError::kube("create secret")),
-    };
-    match created_secret {
-        Ok(()) => {}
-        Err(e) => {
-            // A pod without its Secret never starts; remove the Job rather than leak it, and
-            // its registration with it.
-            let _ = t.jobs.delete(&name, &DeleteParams::background()).await;
-            deregister().await;
-            return Err(e);
-        }
     }
-    info!(runner = %name, group = %t.group.key, "runner created");
-    let violations = job
-        .spec
+}
+
+/// Deregisters a new runner that will never start. The forge may have registered the name
+/// already (JIT, a runner row); it must not stay behind as a ghost.
+async fn deregister_unstarted(t: &Target<'_>, name: &str, creds: &RunnerCredentials) {
+    let rr = RunnerRef {
+        name: name.to_owned(),
+        annotations: creds.annotations.clone(),
+        phase: RunnerPhase::Pending,
+        stored: false,
+    };
+    // A deposed leader leaves the ghost to the new leader's sweep.
+    if t.fence.is_held()
+        && let Err(fe) = t.forge.deregister(t.group, &rr).await
+    {
+        debug!(runner = %name, error = %fe, "could not deregister a runner that will never start");
+    }
+}
+
+/// How the pod of the runner Job `job` breaks the `restricted` Pod Security profile, when this
+/// pass checks it.
+fn pod_security_violations(t: &Target<'_>, job: &Job) -> Vec<String> {
+    job.spec
         .as_ref()
         .and_then(|s| s.template.spec.as_ref())
         .filter(|_| t.check_pod_security)
@@ -410,6 +465,5 @@ async fn create_runner(
                 .map(ToString::to_string)
                 .collect()
         })
-        .unwrap_or_default();
-    Ok((name, violations))
+        .unwrap_or_default()
 }

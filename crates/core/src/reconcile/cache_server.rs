@@ -43,7 +43,7 @@ use crate::cache_server::{
     cache_status, new_secret, service_host, size_bytes, stored_secret,
 };
 use crate::crd::{CacheSpec, RunnerGroup};
-use crate::forge::{Forge, SecretValue};
+use crate::forge::{ForgeSession, SecretValue};
 use crate::names::cache_name;
 use crate::runner_job::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
 
@@ -69,7 +69,7 @@ pub struct CacheUpkeep {
 /// any runner is made.
 pub async fn keep_cache(
     ctx: &Context,
-    forge: &dyn Forge,
+    forge: &dyn ForgeSession,
     group: &RunnerGroup,
     upkeep: &mut Upkeep,
 ) -> Result<Option<CacheStatus>, ReconcileError> {
@@ -99,7 +99,7 @@ pub async fn keep_cache(
 /// The forge's cache server for `group` with `secret`; a forge without one refuses the spec
 /// (validation refuses it first).
 fn server_of(
-    forge: &dyn Forge,
+    forge: &dyn ForgeSession,
     group: &RunnerGroup,
     secret: &SecretValue,
 ) -> Result<CacheServer, ReconcileError> {
@@ -388,7 +388,7 @@ async fn put_secret(
 /// Creates or updates the cache's objects; returns whether all are in place, and the status.
 async fn ensure(
     ctx: &Context,
-    forge: &dyn Forge,
+    forge: &dyn ForgeSession,
     group: &RunnerGroup,
     cache: &CacheSpec,
 ) -> Result<(bool, Option<CacheStatus>), ReconcileError> {

@@ -26,10 +26,10 @@ use super::events;
 use super::observe::belongs_to;
 use super::pass::group_context;
 use super::pass_metrics::clear_runner_gauges;
-use super::pipeline::{check_spec, group_key};
+use super::pipeline::{described_spec, group_key};
 use super::spans::forge_call;
 use crate::crd::RunnerGroup;
-use crate::forge::{Forge, ForgeError, GroupContext, GroupKey, RunnerRef};
+use crate::forge::{DEFAULT_CLEANUP_HINT, Forge, ForgeError, ForgeSession, GroupContext, GroupKey, RunnerRef};
 use crate::names::is_label_value;
 use crate::runner_job::GROUP_LABEL;
 
@@ -56,7 +56,7 @@ const NAMES_SHOWN: usize = 5;
 pub struct CleanupState {
     /// Runners not yet confirmed deregistered at the forge; their Jobs may already be gone.
     pending: BTreeMap<String, RunnerRef>,
-    /// The forge released the group's own resources ([`Forge::shutdown`]).
+    /// The forge deleted the group's own resources ([`ForgeSession::delete_group`]).
     shut_down: bool,
     /// This process has made a forge attempt.
     attempted: bool,
@@ -83,9 +83,10 @@ pub async fn cleanup(group: Arc<RunnerGroup>, ctx: &Context) -> Result<Action, R
     let key = group_key(&group);
     clear_runner_gauges(ctx, &key, group.spec.forge.as_str());
     let forge = ctx.forges.for_spec(&group.spec);
+    let session = forge.map(|f| ctx.with_memory(&key, |m| m.ledger.session_to_close(f, &key)));
     // First of all: nothing may keep acting for a deleted group, whatever happens below.
-    if let Some(f) = forge {
-        f.release(&key).await;
+    if let Some(s) = &session {
+        s.close().await;
     }
     let jobs_api: Api<Job> = Api::namespaced(ctx.client.clone(), &key.namespace);
     let jobs = list_group_jobs(&jobs_api, &group).await?;
@@ -101,13 +102,13 @@ pub async fn cleanup(group: Arc<RunnerGroup>, ctx: &Context) -> Result<Action, R
         !std::mem::replace(&mut st.attempted, true)
     });
     let remaining = remaining_budget(&group, Timestamp::now(), first_attempt);
-    let step = match forge {
-        None => ForgeStep::Impossible(format!(
+    let step = match (forge, &session) {
+        (Some(_), Some(_)) if remaining.is_zero() => ForgeStep::Failed("the cleanup budget is spent".into()),
+        (Some(f), Some(s)) => forge_step(ctx, f, s.as_ref(), &group, &key, remaining).await,
+        _ => ForgeStep::Impossible(format!(
             "forge {} is not enabled in this operator",
             group.spec.forge.as_str()
         )),
-        Some(_) if remaining.is_zero() => ForgeStep::Failed("the cleanup budget is spent".into()),
-        Some(f) => forge_step(ctx, f, &group, &key, remaining).await,
     };
     let out_of_time = remaining_budget(&group, Timestamp::now(), false).is_zero();
     let final_step = match &step {
@@ -124,7 +125,8 @@ pub async fn cleanup(group: Arc<RunnerGroup>, ctx: &Context) -> Result<Action, R
     if left > 0 {
         return Ok(Action::requeue(JOBS_GONE_POLL));
     }
-    if ctx.runner_hooks.is_some() && forge.is_some_and(|f| !f.runner_role_rules(&group.spec).is_empty()) {
+    let runner_rules = forge.and_then(|f| f.describe(&group.spec).ok());
+    if ctx.runner_hooks.is_some() && runner_rules.is_some_and(|p| !p.runner_role_rules.is_empty()) {
         // The runner pods are gone with their Jobs; what their hooks made has no owner. The
         // group's cleanup RoleBinding lets the operator delete it, and goes with the group only
         // after the finalizer is released.
@@ -133,9 +135,9 @@ pub async fn cleanup(group: Arc<RunnerGroup>, ctx: &Context) -> Result<Action, R
         super::hook_leftovers::sweep(&pods, &secrets, &key.name).await;
     }
     remove_finalizer(ctx, &group).await?;
-    if let Some(f) = forge {
+    if let Some(s) = &session {
         // Forge calls above may have cached a client for the group.
-        f.release(&key).await;
+        s.close().await;
     }
     ctx.forget(&key);
     info!(group = %key, clean = matches!(step, ForgeStep::Clean), "cleaned up; finalizer released");
@@ -182,6 +184,7 @@ async fn list_group_jobs(api: &Api<Job>, group: &RunnerGroup) -> Result<Vec<Arc<
 async fn forge_step(
     ctx: &Context,
     forge: &dyn Forge,
+    session: &dyn ForgeSession,
     group: &RunnerGroup,
     key: &GroupKey,
     budget: Duration,
@@ -196,21 +199,23 @@ async fn forge_step(
         // Only waiting for Jobs to go: no reason to read a Secret that may be gone by now.
         return ForgeStep::Clean;
     }
-    if let Err(e) = check_spec(group, Some(forge)) {
-        return ForgeStep::Impossible(e.to_string());
-    }
+    let profile = match described_spec(group, Some(forge)) {
+        Ok(Some(profile)) => profile,
+        Ok(None) => return ForgeStep::Impossible("the forge described no spec".into()),
+        Err(e) => return ForgeStep::Impossible(e.to_string()),
+    };
     // A host the allowlist refuses is never called, not even to clean up.
-    if let Err(e) = ctx.forge_hosts.check(&forge.outbound_urls(&group.spec)) {
+    if let Err(e) = ctx.forge_hosts.check(&profile.outbound_urls) {
         return ForgeStep::Impossible(e.to_string());
     }
-    let gctx = match tokio::time::timeout_at(deadline, group_context(ctx, forge, group)).await {
+    let gctx = match tokio::time::timeout_at(deadline, group_context(ctx, &profile, group)).await {
         Ok(Ok(g)) => g,
         Ok(Err(e)) if e.category().needs_user_action() => return ForgeStep::Impossible(e.to_string()),
         Ok(Err(e)) => return ForgeStep::Failed(e.to_string()),
         Err(_) => return ForgeStep::Failed(timed_out("reading the credentials")),
     };
-    let deregistered = deregister_pending(ctx, forge, key, &gctx, deadline).await;
-    let released = release_at_forge(ctx, forge, key, &gctx, deadline).await;
+    let deregistered = deregister_pending(ctx, session, key, &gctx, deadline).await;
+    let released = release_at_forge(ctx, session, key, &gctx, deadline).await;
     match deregistered.or(released) {
         None => ForgeStep::Clean,
         Some(f) if f.permanent => ForgeStep::Impossible(f.message),
@@ -221,7 +226,7 @@ async fn forge_step(
 /// Deregisters the runners still pending; returns the first failure.
 async fn deregister_pending(
     ctx: &Context,
-    forge: &dyn Forge,
+    forge: &dyn ForgeSession,
     key: &GroupKey,
     gctx: &GroupContext,
     deadline: tokio::time::Instant,
@@ -257,7 +262,7 @@ async fn deregister_pending(
 /// Releases the group at the forge (sessions, scale sets), once; returns the failure.
 async fn release_at_forge(
     ctx: &Context,
-    forge: &dyn Forge,
+    forge: &dyn ForgeSession,
     key: &GroupKey,
     gctx: &GroupContext,
     deadline: tokio::time::Instant,
@@ -268,7 +273,7 @@ async fn release_at_forge(
     }
     match tokio::time::timeout_at(
         deadline,
-        forge.shutdown(gctx).instrument(forge_call("shutdown", gctx)),
+        forge.delete_group(gctx).instrument(forge_call("shutdown", gctx)),
     )
     .await
     {
@@ -311,7 +316,7 @@ impl From<&ForgeError> for ForgeFailure {
 }
 
 async fn deregister(
-    forge: &dyn Forge,
+    forge: &dyn ForgeSession,
     gctx: &GroupContext,
     rr: RunnerRef,
     deadline: tokio::time::Instant,
@@ -320,7 +325,7 @@ async fn deregister(
     let r = match tokio::time::timeout_at(
         deadline,
         forge
-            .remove_runner(gctx, &rr)
+            .deregister(gctx, &rr)
             .instrument(forge_call("remove_runner", gctx)),
     )
     .await
@@ -381,7 +386,10 @@ async fn report(
     }
     let hint = forge.map_or_else(
         || "runners of the group may stay registered at the forge: remove them there".to_owned(),
-        |f| f.cleanup_hint(&group.spec),
+        |f| {
+            f.describe(&group.spec)
+                .map_or_else(|_| DEFAULT_CLEANUP_HINT.to_owned(), |p| p.cleanup_hint)
+        },
     );
     let runners = if pending.is_empty() {
         String::new()

@@ -22,7 +22,8 @@ use super::rerun::RerunBook;
 use super::stage_track::StageTracker;
 use super::stalled::WaitBook;
 use crate::crd::{RunnerGroup, RunnerGroupStatus};
-use crate::forge::{ClusterRefs, Credentials, ForgeView, SecretValue};
+use crate::crd::ForgeKind;
+use crate::forge::{ClusterRefs, Credentials, Forge, ForgeSession, ForgeView, GroupKey, SecretValue};
 use crate::metrics::JobSeriesBook;
 use crate::plan::ObservedRunner;
 use crate::plan::memory::PlanMemory;
@@ -59,15 +60,79 @@ pub struct Ledger {
     pub schedules: crate::schedule::ParsedSchedules,
     /// The class of each runner created that the store does not list yet.
     pub classes: super::classes::InFlightClasses,
+    /// The group's session at its forge, opened on first use ([`Ledger::session`]).
+    pub session: Option<GroupSession>,
 }
 
 impl Ledger {
+    /// The group's session at `forge`, opened on first use. A group moved to another forge
+    /// gets a new session; the old one is closed as it is dropped ([`GroupSession`]).
+    pub fn session(&mut self, forge: &dyn Forge, key: &GroupKey) -> Arc<dyn ForgeSession> {
+        match &self.session {
+            Some(s) if s.kind == forge.kind() => s.session.clone(),
+            _ => {
+                let opened = GroupSession {
+                    kind: forge.kind(),
+                    session: Arc::from(forge.open(key)),
+                    closed: false,
+                };
+                let session = opened.session.clone();
+                self.session = Some(opened);
+                session
+            }
+        }
+    }
+
+    /// The group's session at `forge`, for its deletion: its owner closes it
+    /// ([`ForgeSession::close`]) now and may again, so dropping it closes nothing, and a late
+    /// close cannot hit a group created again under the same name.
+    pub fn session_to_close(&mut self, forge: &dyn Forge, key: &GroupKey) -> Arc<dyn ForgeSession> {
+        let session = self.session(forge, key);
+        if let Some(held) = self.session.as_mut() {
+            held.closed = true;
+        }
+        session
+    }
+
     /// Takes out of `view.waiting_jobs` the jobs its listing may still show waiting although one
     /// of `runners` took them after the listing was fetched ([`TakenSinceListing`]).
     pub fn net_waiting_jobs(&mut self, view: &mut ForgeView, runners: &[ObservedRunner], now: Instant) {
         if let Some(listed_at) = view.listed_at {
             let covered = self.taken.covered(runners, listed_at, &view.accounted, now);
             view.waiting_jobs = view.waiting_jobs.saturating_sub(covered);
+        }
+    }
+}
+
+/// A group's forge session as its books hold it.
+///
+/// The session is closed explicitly where the group is deleted ([`super::cleanup`]), because
+/// closing is async and must finish before forge cleanup starts. Dropping a session that was
+/// never closed that way (the group moved to another forge, the controller went away) closes
+/// it on a task of its own, as a safety net: nothing then waits for it.
+pub struct GroupSession {
+    kind: ForgeKind,
+    session: Arc<dyn ForgeSession>,
+    closed: bool,
+}
+
+impl std::fmt::Debug for GroupSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GroupSession")
+            .field("kind", &self.kind)
+            .field("closed", &self.closed)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for GroupSession {
+    fn drop(&mut self) {
+        if self.closed {
+            return;
+        }
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let session = self.session.clone();
+            runtime.spawn(async move { session.close().await });
         }
     }
 }

@@ -57,7 +57,7 @@ async fn steps(group: &RunnerGroup, ctx: &Context, ledger: &mut Ledger) -> Resul
         // Planning on a store that has not listed yet would count no runners.
         return Ok(Action::requeue(Duration::from_millis(200)));
     }
-    let found = dereference::dereference(ctx, group, &mut ledger.upkeep, &mut ledger.refs).await?;
+    let found = dereference::dereference(ctx, group, ledger).await?;
     let seen = observe::observe(ctx, group, &found, ledger).await?;
     let decided = decide::decide(group, &seen, ctx.calendar.now(), ledger);
     let done = act::act(ctx, group, &found, &seen, &decided, ledger).await;

@@ -16,7 +16,7 @@ use super::error::ReconcileError;
 use super::fair_share::{TURN_WAIT, Turn, instance_key};
 use crate::crd::RunnerGroup;
 use crate::error::ErrorCategory;
-use crate::forge::{Forge, GroupKey};
+use crate::forge::{Forge, ForgeProfile, GroupKey};
 use crate::metrics::{ReconcileErrorLabels, ReconcileLabels};
 use crate::names::group_name_problem;
 use crate::validate::validate_spec;
@@ -83,7 +83,8 @@ async fn take_turn(group: &RunnerGroup, ctx: &Context, namespace: &str) -> Optio
     let urls = ctx
         .forges
         .for_spec(&group.spec)
-        .map(|f| f.outbound_urls(&group.spec))
+        .and_then(|f| f.describe(&group.spec).ok())
+        .map(|p| p.outbound_urls)
         .unwrap_or_default();
     ctx.fair_share
         .enter(&instance_key(&urls), namespace, TURN_WAIT)
@@ -167,33 +168,49 @@ pub fn retry_delay(
 /// Checks the spec: the common rules, then the forge's own rules. An error here is what the
 /// reconciler reports as `Ready=False` with reason `InvalidSpec` ([`super::status::error_conditions`]).
 pub fn check_spec(group: &RunnerGroup, forge: Option<&dyn Forge>) -> Result<(), ReconcileError> {
+    described_spec(group, forge).map(drop)
+}
+
+/// [`check_spec`], keeping what the forge makes of the valid spec (`None` without a forge).
+pub fn described_spec(
+    group: &RunnerGroup,
+    forge: Option<&dyn Forge>,
+) -> Result<Option<ForgeProfile>, ReconcileError> {
+    let described = forge.map(|f| f.describe(&group.spec));
+    let refused = match &described {
+        Some(Err(violations)) => violations.as_slice(),
+        _ => &[],
+    };
     let mut msgs: Vec<String> = validate_spec(&group.spec)
         .iter()
-        .chain(forge.map(|f| f.validate(&group.spec)).iter().flatten())
+        .chain(refused)
         .map(ToString::to_string)
         .collect();
     if let Some(problem) = group_name_problem(&group.name_any()) {
         msgs.push(format!("metadata.name: {problem}"));
     }
     if msgs.is_empty() {
-        Ok(())
+        Ok(described.and_then(Result::ok))
     } else {
         Err(ReconcileError::InvalidSpec(msgs.join("; ")))
     }
 }
 
-/// The group's forge, its spec checked (the common rules even when the forge is disabled) and
-/// its URLs inside the operator's forge host allowlist. Cleanup goes through here too, so a
-/// refused group is never sent a request, not even on deletion.
+/// The group's forge and what it makes of the spec, the spec checked (the common rules even
+/// when the forge is disabled) and its URLs inside the operator's forge host allowlist.
+/// Cleanup goes through here too, so a refused group is never sent a request, not even on
+/// deletion.
 pub(super) fn checked_forge<'a>(
     ctx: &'a Context,
     group: &RunnerGroup,
-) -> Result<&'a dyn Forge, ReconcileError> {
+) -> Result<(&'a dyn Forge, ForgeProfile), ReconcileError> {
     let forge = ctx.forges.for_spec(&group.spec);
-    check_spec(group, forge)?;
-    let forge = forge.ok_or(ReconcileError::ForgeDisabled(group.spec.forge.as_str()))?;
-    ctx.forge_hosts.check(&forge.outbound_urls(&group.spec))?;
-    Ok(forge)
+    let profile = described_spec(group, forge)?;
+    let (Some(forge), Some(profile)) = (forge, profile) else {
+        return Err(ReconcileError::ForgeDisabled(group.spec.forge.as_str()));
+    };
+    ctx.forge_hosts.check(&profile.outbound_urls)?;
+    Ok((forge, profile))
 }
 
 #[cfg(test)]

@@ -42,7 +42,7 @@ pub async fn retire_runners_without_secret(t: &Target<'_>) -> Result<Vec<String>
         // Best effort: a registration the forge keeps is a ghost its next sweep removes.
         if let Err(e) = t
             .forge
-            .remove_runner(t.group, &runner_ref(t.observed, &name))
+            .deregister(t.group, &runner_ref(t.observed, &name))
             .await
         {
             debug!(runner = %name, error = %e, "could not deregister a runner left without its Secret");

@@ -1,6 +1,6 @@
 //! Jobs the cluster killed: when a busy runner's pod was evicted, preempted or lost with its
 //! node ([`crate::runner_pod::disruption`]), its job is re-run through the forge's API
-//! ([`Forge::rerun_job`]) within the group's hourly budget (`spec.rerun`), and retried while
+//! ([`ForgeSession::rerun_job`]) within the group's hourly budget (`spec.rerun`), and retried while
 //! the forge says the job's run is still going. A job that failed on its own or was cancelled
 //! is never re-run: only a pod the cluster marked as disrupted gets here.
 
@@ -13,7 +13,7 @@ use super::context::Context;
 use super::events::publish;
 use super::forge_call::bounded;
 use crate::crd::RunnerGroup;
-use crate::forge::{Forge, GroupContext, RerunOutcome};
+use crate::forge::{ForgeSession, GroupContext, RerunOutcome};
 use crate::job_identity::JobIdentity;
 use crate::metrics::RerunLabels;
 use crate::runner_pod::disruption::Disruption;
@@ -166,7 +166,7 @@ impl RerunBook {
 pub async fn after_disruptions(
     ctx: &Context,
     group: &RunnerGroup,
-    forge: &dyn Forge,
+    forge: &dyn ForgeSession,
     forge_group: &GroupContext,
     disrupted: &[(String, Disruption, Option<JobIdentity>)],
     book: &mut RerunBook,

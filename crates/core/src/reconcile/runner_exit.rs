@@ -14,7 +14,7 @@ use kube::api::{Api, ListParams};
 use tracing::debug;
 
 use super::observe::pod_leaving;
-use crate::forge::{Forge, RunnerExit};
+use crate::forge::{ForgeProfile, RunnerExit};
 use crate::plan::ObservedRunner;
 use crate::runner_job::{GROUP_LABEL, RUNNER_CONTAINER};
 use crate::runner_pod::disruption::{Disruption, NodePresence, classify, classify_job};
@@ -40,7 +40,7 @@ pub fn runner_exit_code(pod: &Pod) -> Option<i32> {
 }
 
 /// Whether the runner of `pod` exited with a code that `meaning` (the forge's
-/// [`Forge::runner_exit_meaning`]) calls outdated.
+/// [`ForgeProfile::runner_exits`]) calls outdated.
 pub fn outdated_runner(pod: &Pod, meaning: impl Fn(i32) -> Option<RunnerExit>) -> bool {
     runner_exit_code(pod).and_then(meaning) == Some(RunnerExit::Outdated)
 }
@@ -125,7 +125,7 @@ pub async fn killed_runners(
 /// counted as such).
 pub async fn failed_runner_pod(
     pods: &Api<Pod>,
-    forge: &dyn Forge,
+    profile: &ForgeProfile,
     name: &str,
     job: Option<&Job>,
 ) -> FailedPod {
@@ -140,7 +140,7 @@ pub async fn failed_runner_pod(
     FailedPod {
         outdated: items
             .iter()
-            .any(|p| outdated_runner(p, |code| forge.runner_exit_meaning(code))),
+            .any(|p| outdated_runner(p, |code| profile.runner_exit(code))),
         disruption: disruption_of(&items, job),
     }
 }

@@ -1,5 +1,5 @@
 //! The ServiceAccount and RoleBindings of a group whose forge asks for runner permissions
-//! ([`crate::forge::Forge::runner_role_rules`], e.g. GitHub's container hooks in `kubernetes`
+//! ([`crate::forge::ForgeProfile::runner_role_rules`], e.g. GitHub's container hooks in `kubernetes`
 //! mode).
 //!
 //! The permissions live in two ClusterRoles the chart ships ([`RunnerHooks`]); the operator only

@@ -23,7 +23,7 @@ use crate::reconcile::rerun;
 pub(super) async fn act(
     ctx: &Context,
     group: &RunnerGroup,
-    found: &Found<'_>,
+    found: &Found,
     seen: &Seen,
     decided: &Decided,
     ledger: &mut Ledger,
@@ -34,7 +34,8 @@ pub(super) async fn act(
         jobs: Api::namespaced(ctx.client.clone(), &key.namespace),
         secrets: Api::namespaced(ctx.client.clone(), &key.namespace),
         pods: Api::namespaced(ctx.client.clone(), &key.namespace),
-        forge: found.forge,
+        forge: found.session.as_ref(),
+        profile: &found.profile,
         fence: &ctx.fence,
         create_permits: &ctx.create_permits,
         forge_deadline: ctx.forge_deadline,
@@ -55,7 +56,7 @@ pub(super) async fn act(
         rerun::after_disruptions(
             ctx,
             group,
-            found.forge,
+            found.session.as_ref(),
             &found.group,
             &disrupted,
             &mut ledger.reruns,
@@ -72,7 +73,7 @@ pub(super) async fn act(
     );
     report.deleted.extend(retired);
     let runner_went = !report.deleted.is_empty();
-    sweep_hook_leftovers(found, group, &target, runner_went, &mut ledger.upkeep).await;
+    sweep_hook_leftovers(found, &target, runner_went, &mut ledger.upkeep).await;
     if report.first_error.is_some() {
         ledger.upkeep.secrets_checked = false;
     }
@@ -107,13 +108,12 @@ async fn retire_once(target: &Target<'_>, upkeep: &mut Upkeep) -> Vec<String> {
 /// runners permissions), deletes what the hooks left of runner pods that are gone: at once when
 /// a runner went this pass, otherwise every [`hook_leftovers::SWEEP_EVERY`].
 async fn sweep_hook_leftovers(
-    found: &Found<'_>,
-    group: &RunnerGroup,
+    found: &Found,
     target: &Target<'_>,
     runner_went: bool,
     upkeep: &mut Upkeep,
 ) {
-    if found.forge.runner_role_rules(&group.spec).is_empty() {
+    if found.profile.runner_role_rules.is_empty() {
         return;
     }
     let now = Instant::now();

@@ -11,20 +11,25 @@ use kube::api::Api;
 use tracing::warn;
 
 use crate::crd::RunnerGroup;
+use std::sync::Arc;
+
 use crate::forge::{
-    CA_BUNDLE_KEY, ClusterRefs, Credentials, Forge, GroupContext, GroupKey, SecretValue, WEBHOOK_SECRET_KEY,
+    CA_BUNDLE_KEY, ClusterRefs, Credentials, ForgeProfile, ForgeSession, GroupContext, GroupKey, SecretValue,
+    WEBHOOK_SECRET_KEY,
 };
 use crate::reconcile::cache_server::keep_cache;
 use crate::reconcile::context::Context;
 use crate::reconcile::error::ReconcileError;
-use crate::reconcile::ledger::{ReadRefs, Upkeep};
+use crate::reconcile::ledger::{Ledger, ReadRefs, Upkeep};
 use crate::reconcile::pipeline::{checked_forge, group_key};
 use crate::reconcile::runner_rbac::keep_runner_rbac;
 
 /// What the dereference step found.
-pub(super) struct Found<'a> {
-    /// The group's forge.
-    pub forge: &'a dyn Forge,
+pub(super) struct Found {
+    /// The group's session at its forge, kept in its books.
+    pub session: Arc<dyn ForgeSession>,
+    /// What the forge makes of the group's spec.
+    pub profile: ForgeProfile,
     /// The group as the forge sees it.
     pub group: GroupContext,
     /// The group's shared cache as kept (`None` without `spec.cache`).
@@ -33,26 +38,28 @@ pub(super) struct Found<'a> {
 
 /// The group's forge and context, its runner permissions applied. What the spec names in the
 /// cluster is read again only when `refs` is older than [`crate::reconcile::ledger::REFS_TTL`] or names other objects.
-pub(super) async fn dereference<'a>(
-    ctx: &'a Context,
+pub(super) async fn dereference(
+    ctx: &Context,
     group: &RunnerGroup,
-    upkeep: &mut Upkeep,
-    refs: &mut Option<ReadRefs>,
-) -> Result<Found<'a>, ReconcileError> {
-    let forge = checked_forge(ctx, group)?;
-    let names = forge.cluster_refs(&group.spec);
+    ledger: &mut Ledger,
+) -> Result<Found, ReconcileError> {
+    let (forge, profile) = checked_forge(ctx, group)?;
+    let session = ledger.session(forge, &group_key(group));
+    let names = profile.cluster_refs.clone();
+    let (upkeep, refs) = (&mut ledger.upkeep, &mut ledger.refs);
     let read = match refs.take() {
         Some(read) if read.fresh(&names, Instant::now()) => read,
         _ => read_refs(ctx, &group_key(group), names).await?,
     };
     let gctx = context_of(group, &read);
     *refs = Some(read);
-    ensure_runner_permissions(ctx, forge, group, upkeep).await?;
+    ensure_runner_permissions(ctx, &profile, group, upkeep).await?;
     // Before any runner is made: a runner pod of a group with a cache mounts its Secret.
-    let cache = keep_cache(ctx, forge, group, upkeep).await?;
+    let cache = keep_cache(ctx, session.as_ref(), group, upkeep).await?;
     crate::reconcile::docker_cache::keep_docker_cache(ctx, group, upkeep).await?;
     Ok(Found {
-        forge,
+        session,
+        profile,
         group: gctx,
         cache,
     })
@@ -64,11 +71,11 @@ pub(super) async fn dereference<'a>(
 /// observe step then forgets it), not on every pass.
 pub(super) async fn ensure_runner_permissions(
     ctx: &Context,
-    forge: &dyn Forge,
+    profile: &ForgeProfile,
     group: &RunnerGroup,
     upkeep: &mut Upkeep,
 ) -> Result<(), ReconcileError> {
-    let wanted = !forge.runner_role_rules(&group.spec).is_empty();
+    let wanted = !profile.runner_role_rules.is_empty();
     keep_runner_rbac(ctx, group, wanted, upkeep).await
 }
 
@@ -76,10 +83,10 @@ pub(super) async fn ensure_runner_permissions(
 /// forge's group context.
 pub(in crate::reconcile) async fn group_context(
     ctx: &Context,
-    forge: &dyn Forge,
+    profile: &ForgeProfile,
     group: &RunnerGroup,
 ) -> Result<GroupContext, ReconcileError> {
-    let read = read_refs(ctx, &group_key(group), forge.cluster_refs(&group.spec)).await?;
+    let read = read_refs(ctx, &group_key(group), profile.cluster_refs.clone()).await?;
     Ok(context_of(group, &read))
 }
 

@@ -45,7 +45,7 @@ pub(super) struct Seen {
 pub(super) async fn observe(
     ctx: &Context,
     group: &RunnerGroup,
-    found: &Found<'_>,
+    found: &Found,
     ledger: &mut Ledger,
 ) -> Result<Seen, ReconcileError> {
     let jobs: Vec<Arc<Job>> = ctx
@@ -64,7 +64,7 @@ pub(super) async fn observe(
     let killed = killed_runners(&pods, &found.group.key.name, &jobs, &runners).await;
     mark_killed(&mut runners, &killed);
     let refs = runner_refs(&jobs, &runners);
-    let observed = found.forge.observe(&found.group, &refs);
+    let observed = found.session.snapshot(&found.group, &refs);
     let mut view = bounded(ctx.forge_deadline, "observe", &found.group, observed).await?;
     let runners = with_forge_states(runners, &view);
     ledger.net_waiting_jobs(&mut view, &runners, std::time::Instant::now());
@@ -81,7 +81,7 @@ pub(super) async fn observe(
 async fn mark_stuck(
     ctx: &Context,
     group: &RunnerGroup,
-    found: &Found<'_>,
+    found: &Found,
     runners: &mut [ObservedRunner],
     ledger: &mut Ledger,
 ) -> Result<(), ReconcileError> {
@@ -95,7 +95,7 @@ async fn mark_stuck(
         // until it is back, so create it (and check its RoleBindings) again now.
         info!(group = %key, "runner ServiceAccount missing; applying the runner RBAC again");
         ledger.upkeep.runner_rbac = None;
-        ensure_runner_permissions(ctx, found.forge, group, &mut ledger.upkeep).await?;
+        ensure_runner_permissions(ctx, &found.profile, group, &mut ledger.upkeep).await?;
     }
     for r in runners.iter_mut() {
         r.stuck = stuck.remove(&r.name);

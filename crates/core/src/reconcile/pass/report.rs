@@ -38,7 +38,7 @@ use crate::runner_version::{currency, outdated_condition};
 pub(super) async fn report(
     ctx: &Context,
     group: &RunnerGroup,
-    found: &Found<'_>,
+    found: &Found,
     seen: &Seen,
     decided: Decided,
     mut done: ApplyReport,
@@ -73,7 +73,7 @@ pub(super) async fn report(
     .await;
     match done.first_error.take() {
         Some(e) => Err(e),
-        None => Ok(next_pass(found, group, &decided, deferred, ledger)),
+        None => Ok(next_pass(found, &decided, deferred, ledger)),
     }
 }
 
@@ -136,13 +136,12 @@ async fn publish_events(
 /// When the next pass is due: the forge's resync, or sooner for a deferred status write, a
 /// surplus runner's quiet period, a schedule change or a re-run to ask again.
 fn next_pass(
-    found: &Found<'_>,
-    group: &RunnerGroup,
+    found: &Found,
     decided: &Decided,
     deferred: Option<Duration>,
     ledger: &Ledger,
 ) -> Action {
-    let regular = found.forge.resync_interval(&group.spec);
+    let regular = found.profile.resync_interval;
     let rerun_due = ledger.reruns.next_due(std::time::Instant::now());
     let sooner = [
         deferred,

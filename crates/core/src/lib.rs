@@ -32,4 +32,4 @@ pub mod webhook;
 pub use crd::{ForgeKind, RunnerGroup, RunnerGroupSpec, RunnerGroupStatus};
 pub use error::ErrorCategory;
 pub use fence::{Fence, Fenced};
-pub use forge::{Forge, ForgeError, GroupContext, GroupKey};
+pub use forge::{Forge, ForgeError, ForgeProfile, ForgeSession, GroupContext, GroupKey};

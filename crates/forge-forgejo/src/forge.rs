@@ -15,8 +15,8 @@ use forgerunner_core::crd::{
     DEFAULT_FORGEJO_POLL_INTERVAL_SECONDS, ForgeKind, ForgejoScope, ForgejoSpec, RunnerGroup, RunnerGroupSpec,
 };
 use forgerunner_core::forge::{
-    ClusterRefs, Forge, ForgeError, ForgeFacts, ForgeView, GroupContext, GroupKey, OutboundUrl,
-    ReconcileTrigger, RemoveOutcome, RunnerCredentials, RunnerRef, SecretValue, WaitingJob,
+    ClusterRefs, Forge, ForgeError, ForgeFacts, ForgeProfile, ForgeSession, ForgeView, GroupContext, GroupKey,
+    OutboundUrl, ReconcileTrigger, RemoveOutcome, RunnerCredentials, RunnerRef, SecretValue, WaitingJob,
 };
 use forgerunner_core::metrics::Metrics;
 use forgerunner_core::validate::SpecViolation;
@@ -121,7 +121,11 @@ pub(crate) struct Resolved<'a> {
 }
 
 /// The Forgejo backend. Cheap to share (`Arc`); all state is behind locks.
-pub struct ForgejoForge {
+#[derive(Clone)]
+pub struct ForgejoForge(Arc<SharedjoShared>);
+
+/// What a [`ForgejoForge`] and the sessions it opens share.
+pub struct SharedjoShared {
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) opts: ForgejoOptions,
     /// Wakes a listing's groups when it expires.
@@ -136,6 +140,14 @@ pub struct ForgejoForge {
     pub(crate) books: Mutex<HashMap<GroupKey, GroupBook>>,
     /// Per group, the listing it uses (and with it its scope and instance).
     users: Mutex<HashMap<GroupKey, JobsKey>>,
+}
+
+impl std::ops::Deref for ForgejoForge {
+    type Target = SharedjoShared;
+
+    fn deref(&self) -> &SharedjoShared {
+        &self.0
+    }
 }
 
 impl ForgejoForge {
@@ -154,7 +166,7 @@ impl ForgejoForge {
             .listing_memory
             .clone()
             .unwrap_or_else(|| ListingMemory::new(ListingMemory::DEFAULT_ENTRIES, metrics.clone()));
-        ForgejoForge {
+        ForgejoForge(Arc::new(SharedjoShared {
             listing_memory,
             metrics,
             opts,
@@ -165,7 +177,7 @@ impl ForgejoForge {
             tokens: Pool::default(),
             books: Mutex::default(),
             users: Mutex::default(),
-        }
+        }))
     }
 
     /// Reads the group's block, finds (or makes) its instance and checks the server version.
@@ -452,13 +464,11 @@ impl ForgejoForge {
 }
 
 // No `rerun_job` (`Unsupported`): no Forgejo, v11 to v17-dev, has a re-run API route; only its UI.
-#[async_trait]
-impl Forge for ForgejoForge {
-    fn kind(&self) -> ForgeKind {
-        ForgeKind::Forgejo
-    }
-
-    fn validate(&self, spec: &RunnerGroupSpec) -> Vec<SpecViolation> {
+/// What [`Forge::describe`] and the sessions ([`crate::session::Session`]) are made of;
+/// tests call them directly.
+impl ForgejoForge {
+    /// What the forge refuses in `spec` (the error side of [`Forge::describe`]).
+    pub fn validate(&self, spec: &RunnerGroupSpec) -> Vec<SpecViolation> {
         let mut out = spec
             .forgejo
             .as_ref()
@@ -470,7 +480,8 @@ impl Forge for ForgejoForge {
         out
     }
 
-    fn cluster_refs(&self, spec: &RunnerGroupSpec) -> ClusterRefs {
+    /// What `spec` names in the cluster ([`ForgeProfile::cluster_refs`]).
+    pub fn cluster_refs(&self, spec: &RunnerGroupSpec) -> ClusterRefs {
         let fj = spec.forgejo.as_ref();
         ClusterRefs {
             credentials_secret: fj.map(|f| f.credentials.clone()).unwrap_or_default(),
@@ -482,7 +493,8 @@ impl Forge for ForgejoForge {
         }
     }
 
-    fn outbound_urls(&self, spec: &RunnerGroupSpec) -> Vec<OutboundUrl> {
+    /// The URLs of `spec` the operator connects to ([`ForgeProfile::outbound_urls`]).
+    pub fn outbound_urls(&self, spec: &RunnerGroupSpec) -> Vec<OutboundUrl> {
         let Some(fj) = spec.forgejo.as_ref() else {
             return Vec::new();
         };
@@ -497,7 +509,8 @@ impl Forge for ForgejoForge {
         urls
     }
 
-    fn resync_interval(&self, spec: &RunnerGroupSpec) -> Duration {
+    /// How long a group may go without a pass ([`ForgeProfile::resync_interval`]).
+    pub fn resync_interval(&self, spec: &RunnerGroupSpec) -> Duration {
         let seconds = spec.forgejo.as_ref().map_or(
             DEFAULT_FORGEJO_POLL_INTERVAL_SECONDS,
             ForgejoSpec::poll_interval_seconds,
@@ -505,7 +518,8 @@ impl Forge for ForgejoForge {
         Duration::from_secs(u64::from(seconds))
     }
 
-    fn default_runner_pod(
+    /// The default pod of one new runner ([`ForgeSession::runner_pod`]).
+    pub fn default_runner_pod(
         &self,
         group: &RunnerGroup,
         _runner_name: &str,
@@ -533,11 +547,13 @@ impl Forge for ForgejoForge {
         pod
     }
 
-    async fn observe(&self, group: &GroupContext, runners: &[RunnerRef]) -> Result<ForgeView, ForgeError> {
+    /// The forge's view of the group ([`ForgeSession::snapshot`]).
+    pub async fn observe(&self, group: &GroupContext, runners: &[RunnerRef]) -> Result<ForgeView, ForgeError> {
         Ok(self.observe_inner(group, runners).await?)
     }
 
-    async fn runner_credentials(
+    /// What a new runner of the group's own needs to join ([`ForgeSession::register`]).
+    pub async fn runner_credentials(
         &self,
         group: &GroupContext,
         runner_name: &str,
@@ -546,7 +562,7 @@ impl Forge for ForgejoForge {
     }
 
     /// Forgejo 15 binds the runner to a waiting job of its class (see `create_ephemeral`).
-    async fn runner_credentials_of_class(
+    pub async fn runner_credentials_of_class(
         &self,
         group: &GroupContext,
         runner_name: &str,
@@ -555,7 +571,8 @@ impl Forge for ForgejoForge {
         Ok(self.credentials_inner(group, runner_name, class).await?)
     }
 
-    async fn remove_runner(
+    /// Deregisters a runner ([`ForgeSession::deregister`]).
+    pub async fn remove_runner(
         &self,
         group: &GroupContext,
         runner: &RunnerRef,
@@ -563,16 +580,19 @@ impl Forge for ForgejoForge {
         Ok(self.remove_inner(group, runner).await?)
     }
 
-    async fn shutdown(&self, group: &GroupContext) -> Result<(), ForgeError> {
+    /// Deletes the group's forge-side resources ([`ForgeSession::delete_group`]).
+    pub async fn shutdown(&self, group: &GroupContext) -> Result<(), ForgeError> {
         self.release_group(&group.key);
         Ok(())
     }
 
-    async fn release(&self, key: &GroupKey) {
+    /// Stops the group's background work and forgets its state ([`ForgeSession::close`]).
+    pub async fn release(&self, key: &GroupKey) {
         self.release_group(key);
     }
 
-    fn cleanup_hint(&self, spec: &RunnerGroupSpec) -> String {
+    /// What a failed cleanup may leave ([`ForgeProfile::cleanup_hint`]).
+    pub fn cleanup_hint(&self, spec: &RunnerGroupSpec) -> String {
         // Forgejo's own cleanup of offline runners (`services/cron/tasks_actions.go`
         // `registerOfflineRunnersCleanup`) exists from 12, is off by default, and by default
         // deletes only instance-wide runners (`GLOBAL_SCOPE_ONLY`); 11 has none, and there is no
@@ -595,13 +615,40 @@ impl Forge for ForgejoForge {
     }
 
     /// forgejo-runner's own `cache-server` ([`crate::cache`]).
-    fn cache_server(
+    pub fn cache_server(
         &self,
         group: &RunnerGroup,
         service_host: &str,
         secret: &forgerunner_core::forge::SecretValue,
     ) -> Option<forgerunner_core::cache_server::CacheServer> {
         Some(crate::cache::cache_server(group, service_host, secret))
+    }
+
+}
+
+#[async_trait]
+impl Forge for ForgejoForge {
+    fn kind(&self) -> ForgeKind {
+        ForgeKind::Forgejo
+    }
+
+    fn describe(&self, spec: &RunnerGroupSpec) -> Result<ForgeProfile, Vec<SpecViolation>> {
+        let violations = self.validate(spec);
+        if !violations.is_empty() {
+            return Err(violations);
+        }
+        Ok(ForgeProfile {
+            cluster_refs: self.cluster_refs(spec),
+            outbound_urls: self.outbound_urls(spec),
+            resync_interval: self.resync_interval(spec),
+            cleanup_hint: self.cleanup_hint(spec),
+            runner_role_rules: Vec::new(),
+            runner_exits: BTreeMap::new(),
+        })
+    }
+
+    fn open(&self, key: &GroupKey) -> Box<dyn ForgeSession> {
+        Box::new(crate::session::Session::new(self.clone(), key.clone()))
     }
 
     async fn shutdown_all(&self) {

@@ -37,6 +37,7 @@ pub mod pod_security;
 mod requests;
 mod runner_versions;
 pub mod scope;
+mod session;
 pub mod state;
 pub mod types;
 pub mod validate;

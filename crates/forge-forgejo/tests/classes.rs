@@ -15,7 +15,7 @@ mod common;
 
 use common::{ctx, fake, forge, runner_ref};
 use forgerunner_core::crd::ForgejoScope;
-use forgerunner_core::forge::{Forge, GroupContext, RunnerCredentials};
+use forgerunner_core::forge::{GroupContext, RunnerCredentials};
 use forgerunner_core::plan::RunnerPhase;
 use forgerunner_forgejo::pod::{ENV_JOB_HANDLE, ENV_RUNNER_LABELS, TOKEN_KEY};
 use forgerunner_testkit::forge_common::rpc::RunnerClient;

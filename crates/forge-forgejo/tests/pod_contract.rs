@@ -13,7 +13,8 @@ use std::time::Duration;
 use common::{ctx, fake, forge};
 use forgerunner_core::crd::{ContainerMode, ContainerModeType, ForgejoScope};
 use forgerunner_core::embedded::Embedded;
-use forgerunner_core::forge::{Forge, GroupContext, RunnerCredentials};
+use forgerunner_core::forge::{GroupContext, RunnerCredentials};
+use forgerunner_forgejo::forge::ForgejoForge;
 use forgerunner_core::runner_job::{RunnerJobInput, build_runner_job};
 use forgerunner_testkit::forgejo::{ADMIN_TOKEN, Conclusion, JobStatus, RunnerOptions, runner_behaviour};
 use forgerunner_testkit::sim::PodInfo;
@@ -25,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 /// Secret's keys mounted as files.
 fn pod_info(
     c: &forgerunner_core::forge::GroupContext,
-    f: &dyn Forge,
+    f: &ForgejoForge,
     name: &str,
     creds: &RunnerCredentials,
 ) -> PodInfo {

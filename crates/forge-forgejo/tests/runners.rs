@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::{ctx, declared, fake, forge, runner_ref, web};
 use forgerunner_core::crd::{ContainerMode, ContainerModeType, ForgejoScope};
-use forgerunner_core::forge::{Forge, ForgeRunnerState, RemoveOutcome, SecretValue};
+use forgerunner_core::forge::{ForgeRunnerState, RemoveOutcome, SecretValue};
 use forgerunner_core::plan::RunnerPhase;
 use forgerunner_forgejo::HeldBackoff;
 use forgerunner_forgejo::state::{JOB_HANDLE_ANNOTATION, RUNNER_ID_ANNOTATION};

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use common::{declared, fake, forge, runner_ref, web};
 use forgerunner_core::crd::ForgejoScope;
-use forgerunner_core::forge::{Forge, GroupContext, RunnerRef};
+use forgerunner_core::forge::{GroupContext, RunnerRef};
 use forgerunner_core::plan::RunnerPhase;
 use forgerunner_core::runner_version::RunnerRelease;
 use forgerunner_forgejo::ForgejoForge;

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use common::{ctx, fake, forge, forge_and_wakes, group_context, spec};
 use forgerunner_core::ErrorCategory;
 use forgerunner_core::crd::{ContainerMode, ContainerModeType, ForgejoScope};
-use forgerunner_core::forge::{Forge, ForgeError, GroupContext};
+use forgerunner_core::forge::{ForgeError, GroupContext};
 use forgerunner_testkit::forgejo::{ADMIN_TOKEN, Fault, ForgejoFakeHandle};
 
 fn count(fake: &ForgejoFakeHandle, path_part: &str) -> usize {

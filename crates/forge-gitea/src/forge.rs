@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use forgerunner_core::crd::{ForgeKind, GiteaSpec, RunnerClass, RunnerGroup, RunnerGroupSpec};
 use forgerunner_core::forge::{
-    ClusterRefs, Forge, ForgeError, ForgeFacts, ForgeRunnerState, ForgeView, GroupContext, GroupKey,
-    OutboundUrl, ReconcileTrigger, RemoveOutcome, RunnerCredentials, RunnerExit, RunnerRef, SecretValue,
+    ClusterRefs, Forge, ForgeError, ForgeFacts, ForgeProfile, ForgeRunnerState, ForgeSession, ForgeView,
+    GroupContext, GroupKey, OutboundUrl, ReconcileTrigger, RemoveOutcome, RunnerCredentials, RunnerExit, RunnerRef, SecretValue,
     UnmatchedJob, WaitingJob,
 };
 use forgerunner_core::metrics::{Metrics, UnmatchedBook};
@@ -113,7 +113,11 @@ struct Resolved<'a> {
 }
 
 /// The Gitea backend. Cheap to share (`Arc`); all state is behind locks.
-pub struct GiteaForge {
+#[derive(Clone)]
+pub struct GiteaForge(Arc<GiteaShared>);
+
+/// What a [`GiteaForge`] and the sessions it opens share.
+pub struct GiteaShared {
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) trigger: ReconcileTrigger,
     pub(crate) opts: GiteaOptions,
@@ -137,6 +141,14 @@ pub struct GiteaForge {
     pub(crate) unmatched_scans: Scans<ListingKey>,
 }
 
+impl std::ops::Deref for GiteaForge {
+    type Target = GiteaShared;
+
+    fn deref(&self) -> &GiteaShared {
+        &self.0
+    }
+}
+
 impl GiteaForge {
     /// A backend with default options. `trigger` wakes groups when a webhook arrives.
     pub fn new(metrics: Arc<Metrics>, trigger: ReconcileTrigger) -> GiteaForge {
@@ -149,7 +161,7 @@ impl GiteaForge {
             .listing_memory
             .clone()
             .unwrap_or_else(|| ListingMemory::new(ListingMemory::DEFAULT_ENTRIES, metrics.clone()));
-        GiteaForge {
+        GiteaForge(Arc::new(GiteaShared {
             listing_memory,
             metrics,
             trigger,
@@ -164,7 +176,7 @@ impl GiteaForge {
             deliveries: RecentDeliveries::default(),
             unmatched: UnmatchedBook::new("gitea"),
             unmatched_scans: Scans::default(),
-        }
+        }))
     }
 
     fn resolve<'a>(&self, ctx: &'a GroupContext) -> Result<Resolved<'a>, GiteaError> {
@@ -570,13 +582,11 @@ impl GiteaForge {
     }
 }
 
-#[async_trait]
-impl Forge for GiteaForge {
-    fn kind(&self) -> ForgeKind {
-        ForgeKind::Gitea
-    }
-
-    fn validate(&self, spec: &RunnerGroupSpec) -> Vec<SpecViolation> {
+/// What [`Forge::describe`] and the sessions ([`crate::session::Session`]) are made of;
+/// tests call them directly.
+impl GiteaForge {
+    /// What the forge refuses in `spec` (the error side of [`Forge::describe`]).
+    pub fn validate(&self, spec: &RunnerGroupSpec) -> Vec<SpecViolation> {
         let mut out = spec
             .gitea
             .as_ref()
@@ -586,7 +596,8 @@ impl Forge for GiteaForge {
         out
     }
 
-    fn cluster_refs(&self, spec: &RunnerGroupSpec) -> ClusterRefs {
+    /// What `spec` names in the cluster ([`ForgeProfile::cluster_refs`]).
+    pub fn cluster_refs(&self, spec: &RunnerGroupSpec) -> ClusterRefs {
         let gitea = spec.gitea.as_ref();
         ClusterRefs {
             credentials_secret: gitea.map(|g| g.credentials.clone()).unwrap_or_default(),
@@ -599,7 +610,8 @@ impl Forge for GiteaForge {
         }
     }
 
-    fn outbound_urls(&self, spec: &RunnerGroupSpec) -> Vec<OutboundUrl> {
+    /// The URLs of `spec` the operator connects to ([`ForgeProfile::outbound_urls`]).
+    pub fn outbound_urls(&self, spec: &RunnerGroupSpec) -> Vec<OutboundUrl> {
         let Some(gt) = spec.gitea.as_ref() else {
             return Vec::new();
         };
@@ -614,12 +626,14 @@ impl Forge for GiteaForge {
         urls
     }
 
-    fn resync_interval(&self, spec: &RunnerGroupSpec) -> Duration {
+    /// How long a group may go without a pass ([`ForgeProfile::resync_interval`]).
+    pub fn resync_interval(&self, spec: &RunnerGroupSpec) -> Duration {
         let seconds = spec.gitea.as_ref().map_or(5, GiteaSpec::poll_interval_seconds);
         Duration::from_secs(u64::from(seconds))
     }
 
-    fn default_runner_pod(
+    /// The default pod of one new runner ([`ForgeSession::runner_pod`]).
+    pub fn default_runner_pod(
         &self,
         group: &RunnerGroup,
         runner_name: &str,
@@ -668,15 +682,17 @@ impl Forge for GiteaForge {
     /// version message is the runner's own "Gitea too old to declare", about the server). An
     /// outdated runner therefore shows as an ordinary failed runner; the default image is
     /// pinned ([`pod::DEFAULT_IMAGE`]) so it does not drift.
-    fn runner_exit_meaning(&self, _exit_code: i32) -> Option<RunnerExit> {
+    pub fn runner_exit_meaning(&self, _exit_code: i32) -> Option<RunnerExit> {
         None
     }
 
-    async fn observe(&self, group: &GroupContext, runners: &[RunnerRef]) -> Result<ForgeView, ForgeError> {
+    /// The forge's view of the group ([`ForgeSession::snapshot`]).
+    pub async fn observe(&self, group: &GroupContext, runners: &[RunnerRef]) -> Result<ForgeView, ForgeError> {
         Ok(self.observe_inner(group, runners).await?)
     }
 
-    async fn runner_credentials(
+    /// What a new runner of the group's own needs to join ([`ForgeSession::register`]).
+    pub async fn runner_credentials(
         &self,
         group: &GroupContext,
         runner_name: &str,
@@ -684,7 +700,8 @@ impl Forge for GiteaForge {
         Ok(self.credentials_inner(group, runner_name).await?)
     }
 
-    async fn remove_runner(
+    /// Deregisters a runner ([`ForgeSession::deregister`]).
+    pub async fn remove_runner(
         &self,
         group: &GroupContext,
         runner: &RunnerRef,
@@ -693,7 +710,7 @@ impl Forge for GiteaForge {
     }
 
     /// Gitea 1.26+ only (see `crate::rerun`); older servers answer `Unsupported` unasked.
-    async fn rerun_job(
+    pub async fn rerun_job(
         &self,
         group: &GroupContext,
         runner: &str,
@@ -705,17 +722,20 @@ impl Forge for GiteaForge {
         crate::rerun::rerun_job(&r.instance.client, &r.scope, version, runner, job, ask).await
     }
 
-    async fn shutdown(&self, group: &GroupContext) -> Result<(), ForgeError> {
+    /// Deletes the group's forge-side resources ([`ForgeSession::delete_group`]).
+    pub async fn shutdown(&self, group: &GroupContext) -> Result<(), ForgeError> {
         self.release_group(&group.key);
         Ok(())
     }
 
-    async fn release(&self, key: &GroupKey) {
+    /// Stops the group's background work and forgets its state ([`ForgeSession::close`]).
+    pub async fn release(&self, key: &GroupKey) {
         self.release_group(key);
         self.unmatched.forget(&self.metrics, key);
     }
 
-    fn cleanup_hint(&self, _spec: &RunnerGroupSpec) -> String {
+    /// What a failed cleanup may leave ([`ForgeProfile::cleanup_hint`]).
+    pub fn cleanup_hint(&self, _spec: &RunnerGroupSpec) -> String {
         "runners named after the group may stay registered at Gitea: delete them under Settings → \
          Actions → Runners of the group's scope (site administration, organization, user or \
          repository)"
@@ -723,13 +743,40 @@ impl Forge for GiteaForge {
     }
 
     /// Gitea Runner's own `cache-server` ([`crate::cache`]).
-    fn cache_server(
+    pub fn cache_server(
         &self,
         group: &RunnerGroup,
         service_host: &str,
         secret: &forgerunner_core::forge::SecretValue,
     ) -> Option<forgerunner_core::cache_server::CacheServer> {
         Some(crate::cache::cache_server(group, service_host, secret))
+    }
+
+}
+
+#[async_trait]
+impl Forge for GiteaForge {
+    fn kind(&self) -> ForgeKind {
+        ForgeKind::Gitea
+    }
+
+    fn describe(&self, spec: &RunnerGroupSpec) -> Result<ForgeProfile, Vec<SpecViolation>> {
+        let violations = self.validate(spec);
+        if !violations.is_empty() {
+            return Err(violations);
+        }
+        Ok(ForgeProfile {
+            cluster_refs: self.cluster_refs(spec),
+            outbound_urls: self.outbound_urls(spec),
+            resync_interval: self.resync_interval(spec),
+            cleanup_hint: self.cleanup_hint(spec),
+            runner_role_rules: Vec::new(),
+            runner_exits: BTreeMap::new(),
+        })
+    }
+
+    fn open(&self, key: &GroupKey) -> Box<dyn ForgeSession> {
+        Box::new(crate::session::Session::new(self.clone(), key.clone()))
     }
 
     fn receive_webhook(

@@ -18,6 +18,7 @@ pub mod pod_security;
 mod release;
 mod rerun;
 mod runner_names;
+mod session;
 pub mod scope;
 pub mod types;
 mod unmatched;

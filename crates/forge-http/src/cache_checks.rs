@@ -5,7 +5,7 @@ use forgerunner_core::RunnerGroup;
 use forgerunner_core::cache_server::{
     CONFIG_DIR, CacheServer, RUNNER_CONFIG_KEY, RUNNER_CONFIG_VOLUME, service_host,
 };
-use forgerunner_core::forge::{Forge, SecretValue};
+use forgerunner_core::forge::{Forge, GroupKey, SecretValue};
 use forgerunner_core::runner_pod::restricted_violations;
 use k8s_openapi::api::core::v1::{Container, PodSpec};
 
@@ -48,6 +48,10 @@ pub fn default_server(
     let host = service_host(&g);
     assert_eq!(host, "web-actions-cache.ci.svc.cluster.local");
     let s = forge
+        .open(&GroupKey {
+            namespace: "ci".into(),
+            name: "web".into(),
+        })
         .cache_server(&g, &host, &SecretValue::new(SECRET))
         .expect("the forge runs a cache server");
     assert_eq!(s.command, [command]);

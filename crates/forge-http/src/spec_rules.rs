@@ -559,14 +559,19 @@ pub mod testing {
             assert!(self.fields_with(&good).is_empty());
         }
 
-        /// `dind` and no mode pass the forge's rules (`forge.validate`); with no mode the group
+        /// What `forge` refuses in `spec` (nothing when it describes it).
+        fn refused(forge: &dyn Forge, spec: &RunnerGroupSpec) -> Vec<SpecViolation> {
+            forge.describe(spec).err().unwrap_or_default()
+        }
+
+        /// `dind` and no mode pass the forge's rules (`forge.describe`); with no mode the group
         /// has `no_mode_labels`, since a forge may need a daemon for docker labels.
         pub fn dind_and_no_mode_are_valid(&self, forge: &dyn Forge, no_mode_labels: &[&str]) {
             assert_eq!(
-                forge.validate(&self.in_mode(Some(ContainerModeType::Dind), &[DOCKER_LABEL])),
+                Self::refused(forge, &self.in_mode(Some(ContainerModeType::Dind), &[DOCKER_LABEL])),
                 []
             );
-            assert_eq!(forge.validate(&self.in_mode(None, no_mode_labels)), []);
+            assert_eq!(Self::refused(forge, &self.in_mode(None, no_mode_labels)), []);
         }
 
         /// Each `kubernetes` mode is the one violation of a group with `labels`, naming the
@@ -576,7 +581,7 @@ pub mod testing {
                 ContainerModeType::Kubernetes,
                 ContainerModeType::KubernetesNoVolume,
             ] {
-                let v = forge.validate(&self.in_mode(Some(mode), labels));
+                let v = Self::refused(forge, &self.in_mode(Some(mode), labels));
                 assert_eq!(v.len(), 1, "{mode:?}: {v:?}");
                 assert_eq!(v[0].field, "spec.containerMode.type");
                 assert_eq!(

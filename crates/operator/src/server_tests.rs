@@ -9,10 +9,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use forgerunner_core::crd::{ForgeKind, RunnerGroup, RunnerGroupSpec};
+use forgerunner_core::crd::{ForgeKind, RunnerGroupSpec};
 use forgerunner_core::forge::{
-    ClusterRefs, Forge, ForgeError, ForgeView, GroupContext, RemoveOutcome, RunnerCredentials, RunnerRef,
-    WebhookReply,
+    Forge, ForgeError, ForgeProfile, ForgeSession, ForgeView, GroupContext, GroupKey, RemoveOutcome,
+    RunnerCredentials, RunnerPodRequest, RunnerRef, WebhookReply,
 };
 use forgerunner_core::metrics::Metrics;
 use forgerunner_core::validate::SpecViolation;
@@ -41,36 +41,14 @@ impl Forge for CostlyForge {
     fn kind(&self) -> ForgeKind {
         ForgeKind::Gitea
     }
-    fn validate(&self, _spec: &RunnerGroupSpec) -> Vec<SpecViolation> {
-        Vec::new()
+    fn describe(&self, _spec: &RunnerGroupSpec) -> Result<ForgeProfile, Vec<SpecViolation>> {
+        Ok(ForgeProfile {
+            resync_interval: Duration::from_secs(60),
+            ..ForgeProfile::default()
+        })
     }
-    fn cluster_refs(&self, _spec: &RunnerGroupSpec) -> ClusterRefs {
-        ClusterRefs::default()
-    }
-    fn resync_interval(&self, _spec: &RunnerGroupSpec) -> Duration {
-        Duration::from_secs(60)
-    }
-    fn default_runner_pod(
-        &self,
-        _: &RunnerGroup,
-        _: &str,
-        _: &str,
-        _: &RunnerCredentials,
-        _: Option<&forgerunner_core::crd::RunnerClass>,
-    ) -> PodSpec {
-        PodSpec::default()
-    }
-    async fn observe(&self, _: &GroupContext, _: &[RunnerRef]) -> Result<ForgeView, ForgeError> {
-        Err(ForgeError::Config("test forge".into()))
-    }
-    async fn runner_credentials(&self, _: &GroupContext, _: &str) -> Result<RunnerCredentials, ForgeError> {
-        Err(ForgeError::Config("test forge".into()))
-    }
-    async fn remove_runner(&self, _: &GroupContext, _: &RunnerRef) -> Result<RemoveOutcome, ForgeError> {
-        Err(ForgeError::Config("test forge".into()))
-    }
-    async fn shutdown(&self, _: &GroupContext) -> Result<(), ForgeError> {
-        Ok(())
+    fn open(&self, _key: &GroupKey) -> Box<dyn ForgeSession> {
+        Box::new(NoSession)
     }
     fn receive_webhook(&self, _headers: &::http::HeaderMap, _body: &[u8]) -> Option<WebhookReply> {
         self.calls.fetch_add(1, Ordering::SeqCst);
@@ -82,6 +60,33 @@ impl Forge for CostlyForge {
             status: ::http::StatusCode::UNAUTHORIZED,
             body: "signature missing or not valid\n".into(),
         })
+    }
+}
+
+/// The session of a forge that only takes webhooks: every call fails.
+struct NoSession;
+
+#[async_trait]
+impl ForgeSession for NoSession {
+    async fn snapshot(&self, _: &GroupContext, _: &[RunnerRef]) -> Result<ForgeView, ForgeError> {
+        Err(ForgeError::Config("test forge".into()))
+    }
+    async fn register(
+        &self,
+        _: &GroupContext,
+        _: &str,
+        _: Option<&forgerunner_core::crd::RunnerClass>,
+    ) -> Result<RunnerCredentials, ForgeError> {
+        Err(ForgeError::Config("test forge".into()))
+    }
+    fn runner_pod(&self, _: &RunnerPodRequest<'_>) -> PodSpec {
+        PodSpec::default()
+    }
+    async fn deregister(&self, _: &GroupContext, _: &RunnerRef) -> Result<RemoveOutcome, ForgeError> {
+        Err(ForgeError::Config("test forge".into()))
+    }
+    async fn delete_group(&self, _: &GroupContext) -> Result<(), ForgeError> {
+        Ok(())
     }
 }
 

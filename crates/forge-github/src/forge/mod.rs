@@ -4,6 +4,7 @@
 mod classes;
 mod ensure;
 mod options;
+mod session;
 mod transports;
 
 use std::collections::{BTreeMap, HashMap};
@@ -12,7 +13,8 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use forgerunner_core::crd::{RunnerClass, RunnerGroupSpec};
 use forgerunner_core::forge::{
-    ClusterRefs, ForgeFacts, ForgeRunnerState, ForgeView, GroupContext, GroupKey, OutboundUrl,
+    ClusterRefs, ForgeFacts, ForgeProfile, ForgeRunnerState, ForgeSession, ForgeView, GroupContext, GroupKey,
+    OutboundUrl,
     ReconcileTrigger, RemoveOutcome, RerunOutcome, RunnerCredentials, RunnerExit, RunnerRef, WaitingJob,
 };
 use forgerunner_core::job_identity::JobIdentity;
@@ -104,7 +106,11 @@ const RELEASE_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5)
 pub const RESYNC: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The GitHub runner scale set backend.
-pub struct GithubForge {
+#[derive(Clone)]
+pub struct GithubForge(Arc<GithubShared>);
+
+/// What a [`GithubForge`] and the sessions it opens share.
+pub struct GithubShared {
     metrics: Arc<Metrics>,
     trigger: ReconcileTrigger,
     opts: GithubOptions,
@@ -121,6 +127,14 @@ impl std::fmt::Debug for GithubForge {
     }
 }
 
+impl std::ops::Deref for GithubForge {
+    type Target = GithubShared;
+
+    fn deref(&self) -> &GithubShared {
+        &self.0
+    }
+}
+
 impl GithubForge {
     /// A backend with default options; `trigger` wakes a group's reconcile after each poll.
     pub fn new(metrics: Arc<Metrics>, trigger: ReconcileTrigger) -> GithubForge {
@@ -133,14 +147,14 @@ impl GithubForge {
         trigger: ReconcileTrigger,
         opts: GithubOptions,
     ) -> GithubForge {
-        GithubForge {
+        GithubForge(Arc::new(GithubShared {
             metrics,
             trigger,
             opts,
             groups: Mutex::default(),
             transports: Mutex::default(),
             served: SharedReleases::default(),
-        }
+        }))
     }
 
     fn entry(&self, key: &GroupKey) -> Arc<tokio::sync::Mutex<GroupState>> {
@@ -529,13 +543,11 @@ fn map_err(e: ApiError) -> ForgeError {
     e.into()
 }
 
-#[async_trait]
-impl Forge for GithubForge {
-    fn kind(&self) -> ForgeKind {
-        ForgeKind::Github
-    }
-
-    fn validate(&self, spec: &RunnerGroupSpec) -> Vec<SpecViolation> {
+/// What [`Forge::describe`] and the sessions ([`session::GithubSession`]) are made of; tests
+/// call them directly.
+impl GithubForge {
+    /// What the forge refuses in `spec` (the error side of [`Forge::describe`]).
+    pub fn validate(&self, spec: &RunnerGroupSpec) -> Vec<SpecViolation> {
         let mut out: Vec<SpecViolation> = spec
             .github
             .as_ref()
@@ -546,7 +558,8 @@ impl Forge for GithubForge {
         out
     }
 
-    fn cluster_refs(&self, spec: &RunnerGroupSpec) -> ClusterRefs {
+    /// What `spec` names in the cluster ([`ForgeProfile::cluster_refs`]).
+    pub fn cluster_refs(&self, spec: &RunnerGroupSpec) -> ClusterRefs {
         ClusterRefs {
             credentials_secret: spec
                 .github
@@ -558,7 +571,8 @@ impl Forge for GithubForge {
         }
     }
 
-    fn outbound_urls(&self, spec: &RunnerGroupSpec) -> Vec<OutboundUrl> {
+    /// The URLs of `spec` the operator connects to ([`ForgeProfile::outbound_urls`]).
+    pub fn outbound_urls(&self, spec: &RunnerGroupSpec) -> Vec<OutboundUrl> {
         let Some(gh) = spec.github.as_ref() else {
             return Vec::new();
         };
@@ -575,11 +589,13 @@ impl Forge for GithubForge {
         urls
     }
 
-    fn resync_interval(&self, _spec: &RunnerGroupSpec) -> std::time::Duration {
+    /// How long a group may go without a pass ([`ForgeProfile::resync_interval`]).
+    pub fn resync_interval(&self, _spec: &RunnerGroupSpec) -> std::time::Duration {
         RESYNC
     }
 
-    fn default_runner_pod(
+    /// The default pod of one new runner ([`ForgeSession::runner_pod`]).
+    pub fn default_runner_pod(
         &self,
         group: &RunnerGroup,
         _runner_name: &str,
@@ -591,20 +607,24 @@ impl Forge for GithubForge {
         pod::default_runner_pod(group, secret_name)
     }
 
-    fn runner_role_rules(&self, spec: &RunnerGroupSpec) -> Vec<k8s_openapi::api::rbac::v1::PolicyRule> {
+    /// What the runner pods may do ([`ForgeProfile::runner_role_rules`]).
+    pub fn runner_role_rules(&self, spec: &RunnerGroupSpec) -> Vec<k8s_openapi::api::rbac::v1::PolicyRule> {
         crate::container_mode::runner_role_rules(spec)
     }
 
-    fn runner_exit_meaning(&self, exit_code: i32) -> Option<RunnerExit> {
+    /// What a failed runner's exit code means ([`ForgeProfile::runner_exits`]).
+    pub fn runner_exit_meaning(&self, exit_code: i32) -> Option<RunnerExit> {
         // The default pod asks the runner to exit with this code when its version is deprecated.
         (exit_code == pod::RUNNER_EXIT_OUTDATED).then_some(RunnerExit::Outdated)
     }
 
-    async fn observe(&self, group: &GroupContext, runners: &[RunnerRef]) -> Result<ForgeView, ForgeError> {
+    /// The forge's view of the group ([`ForgeSession::snapshot`]).
+    pub async fn observe(&self, group: &GroupContext, runners: &[RunnerRef]) -> Result<ForgeView, ForgeError> {
         self.observe_inner(group, runners).await.map_err(map_err)
     }
 
-    async fn runner_credentials(
+    /// What a new runner of the group's own needs to join ([`ForgeSession::register`]).
+    pub async fn runner_credentials(
         &self,
         group: &GroupContext,
         runner_name: &str,
@@ -614,7 +634,8 @@ impl Forge for GithubForge {
             .map_err(map_err)
     }
 
-    async fn runner_credentials_of_class(
+    /// What a new runner of `class` needs to join ([`ForgeSession::register`]).
+    pub async fn runner_credentials_of_class(
         &self,
         group: &GroupContext,
         runner_name: &str,
@@ -625,7 +646,8 @@ impl Forge for GithubForge {
             .map_err(map_err)
     }
 
-    async fn remove_runner(
+    /// Deregisters a runner ([`ForgeSession::deregister`]).
+    pub async fn remove_runner(
         &self,
         group: &GroupContext,
         runner: &RunnerRef,
@@ -633,7 +655,8 @@ impl Forge for GithubForge {
         self.remove_inner(group, runner).await.map_err(map_err)
     }
 
-    async fn rerun_job(
+    /// Asks the forge to re-run a killed runner's job ([`ForgeSession::rerun_job`]).
+    pub async fn rerun_job(
         &self,
         group: &GroupContext,
         runner: &str,
@@ -647,7 +670,8 @@ impl Forge for GithubForge {
         crate::rerun::rerun_job(&client, runner, job).await
     }
 
-    async fn shutdown(&self, group: &GroupContext) -> Result<(), ForgeError> {
+    /// Deletes the group's forge-side resources ([`ForgeSession::delete_group`]).
+    pub async fn shutdown(&self, group: &GroupContext) -> Result<(), ForgeError> {
         // Errors go to the reconciler, which bounds the retries and tells the user what is
         // left (the finalizer is never held beyond its cleanup budget).
         match self.shutdown_inner(group).await {
@@ -657,11 +681,13 @@ impl Forge for GithubForge {
         }
     }
 
-    async fn release(&self, key: &GroupKey) {
+    /// Stops the group's background work and forgets its state ([`ForgeSession::close`]).
+    pub async fn release(&self, key: &GroupKey) {
         self.release_inner(key).await;
     }
 
-    fn cleanup_hint(&self, spec: &RunnerGroupSpec) -> String {
+    /// What a failed cleanup may leave ([`ForgeProfile::cleanup_hint`]).
+    pub fn cleanup_hint(&self, spec: &RunnerGroupSpec) -> String {
         let name = spec
             .github
             .as_ref()
@@ -678,6 +704,34 @@ impl Forge for GithubForge {
              Settings → Actions → Runners of the configUrl's repository, organization or \
              enterprise (GitHub also drops ephemeral runners that never connect)"
         )
+    }
+}
+
+#[async_trait]
+impl Forge for GithubForge {
+    fn kind(&self) -> ForgeKind {
+        ForgeKind::Github
+    }
+
+    fn describe(&self, spec: &RunnerGroupSpec) -> Result<ForgeProfile, Vec<SpecViolation>> {
+        let violations = self.validate(spec);
+        if !violations.is_empty() {
+            return Err(violations);
+        }
+        Ok(ForgeProfile {
+            cluster_refs: self.cluster_refs(spec),
+            outbound_urls: self.outbound_urls(spec),
+            resync_interval: self.resync_interval(spec),
+            cleanup_hint: self.cleanup_hint(spec),
+            runner_role_rules: self.runner_role_rules(spec),
+            // The default pod asks the runner to exit with this code when its version is
+            // deprecated.
+            runner_exits: BTreeMap::from([(pod::RUNNER_EXIT_OUTDATED, RunnerExit::Outdated)]),
+        })
+    }
+
+    fn open(&self, key: &GroupKey) -> Box<dyn ForgeSession> {
+        Box::new(session::GithubSession::new(self.clone(), key.clone()))
     }
 
     async fn shutdown_all(&self) {

@@ -511,7 +511,8 @@ pub trait ForgeSession: Send + Sync {
     }
 
     /// Deregisters a runner that will never run a job.
-    async fn deregister(&self, group: &GroupContext, runner: &RunnerRef) -> Result<RemoveOutcome, ForgeError>;
+    async fn deregister(&self, group: &GroupContext, runner: &RunnerRef)
+    -> Result<RemoveOutcome, ForgeError>;
 
     /// Asks the forge to run again the job that `runner` (its name) was running when the
     /// cluster killed its pod ([`crate::runner_pod::disruption`]), and only that job and the

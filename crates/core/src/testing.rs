@@ -569,7 +569,9 @@ impl Forge for FakeForge {
     }
 
     fn open(&self, _key: &GroupKey) -> Box<dyn ForgeSession> {
-        Box::new(FakeSession(self.this.upgrade().expect("the fake lives in an Arc")))
+        Box::new(FakeSession(
+            self.this.upgrade().expect("the fake lives in an Arc"),
+        ))
     }
 }
 
@@ -646,8 +648,7 @@ impl ForgeSession for FakeSession {
         name: &str,
         _class: Option<&crate::crd::RunnerClass>,
     ) -> Result<RunnerCredentials, ForgeError> {
-        self.0
-            .issued.lock().expect("lock").push(name.to_owned());
+        self.0.issued.lock().expect("lock").push(name.to_owned());
         Ok(RunnerCredentials {
             secret_data: BTreeMap::from([("token".to_owned(), SecretValue::new(SECRET_VALUE))]),
             env: BTreeMap::from([("RUNNER_NAME".to_owned(), name.to_owned())]),

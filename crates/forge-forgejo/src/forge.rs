@@ -15,8 +15,9 @@ use forgerunner_core::crd::{
     DEFAULT_FORGEJO_POLL_INTERVAL_SECONDS, ForgeKind, ForgejoScope, ForgejoSpec, RunnerGroup, RunnerGroupSpec,
 };
 use forgerunner_core::forge::{
-    ClusterRefs, Forge, ForgeError, ForgeFacts, ForgeProfile, ForgeSession, ForgeView, GroupContext, GroupKey,
-    OutboundUrl, ReconcileTrigger, RemoveOutcome, RunnerCredentials, RunnerRef, SecretValue, WaitingJob,
+    ClusterRefs, Forge, ForgeError, ForgeFacts, ForgeProfile, ForgeSession, ForgeView, GroupContext,
+    GroupKey, OutboundUrl, ReconcileTrigger, RemoveOutcome, RunnerCredentials, RunnerRef, SecretValue,
+    WaitingJob,
 };
 use forgerunner_core::metrics::Metrics;
 use forgerunner_core::validate::SpecViolation;
@@ -548,7 +549,11 @@ impl ForgejoForge {
     }
 
     /// The forge's view of the group ([`ForgeSession::snapshot`]).
-    pub async fn observe(&self, group: &GroupContext, runners: &[RunnerRef]) -> Result<ForgeView, ForgeError> {
+    pub async fn observe(
+        &self,
+        group: &GroupContext,
+        runners: &[RunnerRef],
+    ) -> Result<ForgeView, ForgeError> {
         Ok(self.observe_inner(group, runners).await?)
     }
 
@@ -623,7 +628,6 @@ impl ForgejoForge {
     ) -> Option<forgerunner_core::cache_server::CacheServer> {
         Some(crate::cache::cache_server(group, service_host, secret))
     }
-
 }
 
 #[async_trait]

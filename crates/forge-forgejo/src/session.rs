@@ -5,8 +5,8 @@ use async_trait::async_trait;
 use forgerunner_core::cache_server::CacheServer;
 use forgerunner_core::crd::RunnerClass;
 use forgerunner_core::forge::{
-    ForgeSession, GroupContext, GroupKey, RemoveOutcome, RunnerCredentials, RunnerPodRequest,
-    ForgeView, RunnerRef, SecretValue,
+    ForgeSession, ForgeView, GroupContext, GroupKey, RemoveOutcome, RunnerCredentials, RunnerPodRequest,
+    RunnerRef, SecretValue,
 };
 use forgerunner_core::{ForgeError, RunnerGroup};
 use k8s_openapi::api::core::v1::PodSpec;
@@ -48,11 +48,20 @@ impl ForgeSession for Session {
             .default_runner_pod(r.group, r.runner_name, r.secret_name, r.credentials, r.class)
     }
 
-    fn cache_server(&self, group: &RunnerGroup, service_host: &str, secret: &SecretValue) -> Option<CacheServer> {
+    fn cache_server(
+        &self,
+        group: &RunnerGroup,
+        service_host: &str,
+        secret: &SecretValue,
+    ) -> Option<CacheServer> {
         self.forge.cache_server(group, service_host, secret)
     }
 
-    async fn deregister(&self, group: &GroupContext, runner: &RunnerRef) -> Result<RemoveOutcome, ForgeError> {
+    async fn deregister(
+        &self,
+        group: &GroupContext,
+        runner: &RunnerRef,
+    ) -> Result<RemoveOutcome, ForgeError> {
         self.forge.remove_runner(group, runner).await
     }
 
@@ -64,4 +73,3 @@ impl ForgeSession for Session {
         self.forge.release(&self.key).await;
     }
 }
-

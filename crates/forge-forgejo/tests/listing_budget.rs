@@ -7,7 +7,7 @@ mod common;
 use std::sync::Arc;
 
 use forgerunner_core::crd::ForgejoScope;
-use forgerunner_core::forge::{Forge, GroupContext};
+use forgerunner_core::forge::GroupContext;
 use forgerunner_core::metrics::Metrics;
 use forgerunner_forgejo::ForgejoForge;
 use forgerunner_http::ListingMemory;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use common::{fake, group_context, spec};
 use forgerunner_core::crd::ForgejoScope;
-use forgerunner_core::forge::{Forge, GroupContext, ReconcileTrigger};
+use forgerunner_core::forge::{GroupContext, ReconcileTrigger};
 use forgerunner_core::metrics::{CacheLabels, Metrics};
 use forgerunner_forgejo::ForgejoForge;
 use forgerunner_testkit::forgejo::ADMIN_TOKEN;

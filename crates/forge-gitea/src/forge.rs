@@ -12,8 +12,8 @@ use async_trait::async_trait;
 use forgerunner_core::crd::{ForgeKind, GiteaSpec, RunnerClass, RunnerGroup, RunnerGroupSpec};
 use forgerunner_core::forge::{
     ClusterRefs, Forge, ForgeError, ForgeFacts, ForgeProfile, ForgeRunnerState, ForgeSession, ForgeView,
-    GroupContext, GroupKey, OutboundUrl, ReconcileTrigger, RemoveOutcome, RunnerCredentials, RunnerExit, RunnerRef, SecretValue,
-    UnmatchedJob, WaitingJob,
+    GroupContext, GroupKey, OutboundUrl, ReconcileTrigger, RemoveOutcome, RunnerCredentials, RunnerExit,
+    RunnerRef, SecretValue, UnmatchedJob, WaitingJob,
 };
 use forgerunner_core::metrics::{Metrics, UnmatchedBook};
 use forgerunner_core::runner_class::runner_labels;
@@ -687,7 +687,11 @@ impl GiteaForge {
     }
 
     /// The forge's view of the group ([`ForgeSession::snapshot`]).
-    pub async fn observe(&self, group: &GroupContext, runners: &[RunnerRef]) -> Result<ForgeView, ForgeError> {
+    pub async fn observe(
+        &self,
+        group: &GroupContext,
+        runners: &[RunnerRef],
+    ) -> Result<ForgeView, ForgeError> {
         Ok(self.observe_inner(group, runners).await?)
     }
 
@@ -751,7 +755,6 @@ impl GiteaForge {
     ) -> Option<forgerunner_core::cache_server::CacheServer> {
         Some(crate::cache::cache_server(group, service_host, secret))
     }
-
 }
 
 #[async_trait]

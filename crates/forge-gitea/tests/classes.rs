@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use forgerunner_core::crd::{GiteaScope, GiteaSpec, RunnerClass};
-use forgerunner_core::forge::{Forge, ReconcileTrigger, RunnerCredentials};
+use forgerunner_core::forge::{ReconcileTrigger, RunnerCredentials};
 use forgerunner_core::metrics::Metrics;
 use forgerunner_gitea::GiteaForge;
 use forgerunner_testkit::gitea::{ADMIN_TOKEN, FakeConfig, GiteaFakeHandle};

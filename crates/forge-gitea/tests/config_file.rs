@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use forgerunner_core::crd::{GiteaScope, GiteaSpec};
-use forgerunner_core::forge::{Forge, ReconcileTrigger, RunnerCredentials, SecretValue};
+use forgerunner_core::forge::{ReconcileTrigger, RunnerCredentials, SecretValue};
 use forgerunner_core::metrics::Metrics;
 use forgerunner_core::runner_job::{RunnerJobInput, build_runner_job};
 use forgerunner_gitea::GiteaForge;

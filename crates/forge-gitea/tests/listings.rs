@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use forgerunner_core::crd::{GiteaScope, GiteaSpec};
-use forgerunner_core::forge::{Forge, GroupContext, ReconcileTrigger, RemoveOutcome};
+use forgerunner_core::forge::{GroupContext, ReconcileTrigger, RemoveOutcome};
 use forgerunner_core::metrics::Metrics;
 use forgerunner_gitea::{ClientOptions, GiteaForge, GiteaOptions};
 use forgerunner_testkit::gitea::{ADMIN_TOKEN, FakeConfig, FakeScope, GiteaFakeHandle, JobState};

@@ -7,7 +7,7 @@ mod common;
 use std::sync::Arc;
 
 use forgerunner_core::crd::{GiteaScope, GiteaSpec};
-use forgerunner_core::forge::{Forge, GroupContext, ReconcileTrigger};
+use forgerunner_core::forge::{GroupContext, ReconcileTrigger};
 use forgerunner_core::metrics::{CacheLabels, Metrics};
 use forgerunner_gitea::GiteaForge;
 use forgerunner_testkit::gitea::{ADMIN_TOKEN, FakeConfig, GiteaFakeHandle};

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use forgerunner_core::crd::{GiteaScope, GiteaSpec};
-use forgerunner_core::forge::{Forge, ForgeError, GroupContext, ReconcileTrigger, RerunOutcome};
+use forgerunner_core::forge::{ForgeError, GroupContext, ReconcileTrigger, RerunOutcome};
 use forgerunner_core::job_identity::JobIdentity;
 use forgerunner_core::metrics::Metrics;
 use forgerunner_gitea::{ClientOptions, GiteaForge, GiteaOptions};

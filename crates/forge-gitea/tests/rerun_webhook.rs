@@ -14,7 +14,7 @@ mod common;
 use std::sync::Arc;
 
 use forgerunner_core::crd::{GiteaScope, GiteaSpec};
-use forgerunner_core::forge::{Forge, GroupContext, GroupKey, RerunOutcome, SecretValue};
+use forgerunner_core::forge::{GroupContext, GroupKey, RerunOutcome, SecretValue};
 use forgerunner_core::metrics::Metrics;
 use forgerunner_gitea::{ClientOptions, GiteaClient, GiteaForge, parse_workflow_job, sign};
 use forgerunner_testkit::gitea::{ADMIN_TOKEN, FakeConfig, FakeScope, GiteaFakeHandle};

@@ -12,9 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use forgerunner_core::crd::{GiteaScope, GiteaSpec};
-use forgerunner_core::forge::{
-    Forge, ForgeRunnerState, GroupContext, GroupKey, ReconcileTrigger, SecretValue,
-};
+use forgerunner_core::forge::{ForgeRunnerState, GroupContext, GroupKey, ReconcileTrigger, SecretValue};
 use forgerunner_core::metrics::Metrics;
 use forgerunner_core::reconcile::ledger::Ledger;
 use forgerunner_gitea::{ClientOptions, GiteaForge, GiteaOptions, parse_workflow_job, sign};
@@ -392,7 +390,6 @@ async fn netted_view(
     refs: &[forgerunner_core::forge::RunnerRef],
     books: &mut forgerunner_core::reconcile::ledger::Ledger,
 ) -> forgerunner_core::forge::ForgeView {
-    use forgerunner_core::Forge;
     let mut view = f.observe(c, refs).await.expect("observe");
     let runners: Vec<forgerunner_core::plan::ObservedRunner> = refs
         .iter()

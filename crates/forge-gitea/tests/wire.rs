@@ -8,8 +8,7 @@ use std::time::Duration;
 
 use forgerunner_core::crd::{GiteaScope, GiteaSpec};
 use forgerunner_core::forge::{
-    Forge, ForgeError, ForgeRunnerState, GroupContext, ReconcileTrigger, RemoveOutcome, RunnerRef,
-    SecretValue,
+    ForgeError, ForgeRunnerState, GroupContext, ReconcileTrigger, RemoveOutcome, RunnerRef, SecretValue,
 };
 use forgerunner_core::metrics::Metrics;
 use forgerunner_gitea::{ClientOptions, GiteaClient, GiteaError, GiteaForge, GiteaOptions, Scope};

@@ -5,9 +5,9 @@
 mod common;
 
 use common::{PKCS1, context, credentials, group, harness, pat_credentials};
+use forgerunner_core::ForgeError;
 use forgerunner_core::forge::{GroupContext, RerunOutcome};
 use forgerunner_core::job_identity::JobIdentity;
-use forgerunner_core::{Forge, ForgeError};
 use forgerunner_github::rerun::NOT_CONCLUDED_RETRY;
 use forgerunner_testkit::github::rest_jobs::{FakeRestJob, RestJobsFake};
 

@@ -7,7 +7,6 @@
 mod common;
 
 use common::{context, demand, emulator, group, harness, pat_credentials};
-use forgerunner_core::Forge;
 use forgerunner_core::forge::GroupContext;
 use forgerunner_core::runner_version::RunnerRelease;
 use forgerunner_github::DEFAULT_RUNNER_IMAGE;

@@ -568,7 +568,10 @@ pub mod testing {
         /// has `no_mode_labels`, since a forge may need a daemon for docker labels.
         pub fn dind_and_no_mode_are_valid(&self, forge: &dyn Forge, no_mode_labels: &[&str]) {
             assert_eq!(
-                Self::refused(forge, &self.in_mode(Some(ContainerModeType::Dind), &[DOCKER_LABEL])),
+                Self::refused(
+                    forge,
+                    &self.in_mode(Some(ContainerModeType::Dind), &[DOCKER_LABEL])
+                ),
                 []
             );
             assert_eq!(Self::refused(forge, &self.in_mode(None, no_mode_labels)), []);

@@ -19,7 +19,9 @@ use super::forge_call::bounded;
 use super::runner_exit::{FailedPod, failed_runner_pod};
 use crate::crd::RunnerClass;
 use crate::fence::Fence;
-use crate::forge::{ForgeProfile, ForgeSession, GroupContext, RemoveOutcome, RunnerCredentials, RunnerPodRequest, RunnerRef};
+use crate::forge::{
+    ForgeProfile, ForgeSession, GroupContext, RemoveOutcome, RunnerCredentials, RunnerPodRequest, RunnerRef,
+};
 use crate::names::runner_name;
 use crate::plan::{Plan, Removal, RemovalReason, RunnerPhase};
 use crate::runner_class::dress_job;

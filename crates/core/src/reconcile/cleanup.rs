@@ -29,7 +29,9 @@ use super::pass_metrics::clear_runner_gauges;
 use super::pipeline::{described_spec, group_key};
 use super::spans::forge_call;
 use crate::crd::RunnerGroup;
-use crate::forge::{DEFAULT_CLEANUP_HINT, Forge, ForgeError, ForgeSession, GroupContext, GroupKey, RunnerRef};
+use crate::forge::{
+    DEFAULT_CLEANUP_HINT, Forge, ForgeError, ForgeSession, GroupContext, GroupKey, RunnerRef,
+};
 use crate::names::is_label_value;
 use crate::runner_job::GROUP_LABEL;
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use forgerunner_core::crd::{ContainerModeType, RunnerGroupSpec};
 use forgerunner_core::embedded::Embedded;
-use forgerunner_core::forge::{Forge, ReconcileTrigger};
+use forgerunner_core::forge::ReconcileTrigger;
 use forgerunner_core::metrics::Metrics;
 use forgerunner_http::spec_rules::testing::assert_not_ready_with_invalid_spec;
 

@@ -1,6 +1,6 @@
 use super::*;
 use forgerunner_core::crd::{ForgeKind, GiteaScope, RunnerGroup};
-use forgerunner_core::forge::{Forge, ReconcileTrigger, RunnerCredentials};
+use forgerunner_core::forge::{ReconcileTrigger, RunnerCredentials};
 use forgerunner_core::metrics::Metrics;
 use forgerunner_core::runner_pod::trust::GO_CA_FILE;
 use std::sync::Arc;

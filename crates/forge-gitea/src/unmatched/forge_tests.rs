@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use forgerunner_core::crd::{ForgeKind, GiteaScope, GiteaSpec, RunnerGroup};
-use forgerunner_core::forge::{Credentials, Forge, GroupContext, GroupKey, ReconcileTrigger, SecretValue};
+use forgerunner_core::forge::{Credentials, GroupContext, GroupKey, ReconcileTrigger, SecretValue};
 use forgerunner_core::metrics::Metrics;
 use forgerunner_testkit::gitea::{ADMIN_TOKEN, FakeConfig, GiteaFakeHandle};
 

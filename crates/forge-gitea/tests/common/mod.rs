@@ -44,7 +44,6 @@ pub async fn view(
     f: &forgerunner_gitea::GiteaForge,
     c: &GroupContext,
 ) -> Result<forgerunner_core::forge::ForgeView, forgerunner_core::ForgeError> {
-    use forgerunner_core::Forge;
     f.observe(c, &[]).await
 }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use forgerunner_core::crd::{ContainerMode, RunnerGroupSpec};
 use forgerunner_core::embedded::Embedded;
-use forgerunner_core::forge::{Forge, ReconcileTrigger, RunnerCredentials, SecretValue};
+use forgerunner_core::forge::{ReconcileTrigger, RunnerCredentials, SecretValue};
 use forgerunner_core::metrics::Metrics;
 use forgerunner_core::runner_pod::{PssRule, default_work_volume_claim, restricted_violations};
 use forgerunner_core::testing::{runner_container, runner_env};

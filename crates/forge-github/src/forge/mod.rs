@@ -14,8 +14,8 @@ use async_trait::async_trait;
 use forgerunner_core::crd::{RunnerClass, RunnerGroupSpec};
 use forgerunner_core::forge::{
     ClusterRefs, ForgeFacts, ForgeProfile, ForgeRunnerState, ForgeSession, ForgeView, GroupContext, GroupKey,
-    OutboundUrl,
-    ReconcileTrigger, RemoveOutcome, RerunOutcome, RunnerCredentials, RunnerExit, RunnerRef, WaitingJob,
+    OutboundUrl, ReconcileTrigger, RemoveOutcome, RerunOutcome, RunnerCredentials, RunnerExit, RunnerRef,
+    WaitingJob,
 };
 use forgerunner_core::job_identity::JobIdentity;
 use forgerunner_core::metrics::Metrics;
@@ -619,7 +619,11 @@ impl GithubForge {
     }
 
     /// The forge's view of the group ([`ForgeSession::snapshot`]).
-    pub async fn observe(&self, group: &GroupContext, runners: &[RunnerRef]) -> Result<ForgeView, ForgeError> {
+    pub async fn observe(
+        &self,
+        group: &GroupContext,
+        runners: &[RunnerRef],
+    ) -> Result<ForgeView, ForgeError> {
         self.observe_inner(group, runners).await.map_err(map_err)
     }
 

@@ -2,13 +2,13 @@
 //! goes to the backend's method of the same job.
 
 use async_trait::async_trait;
+use forgerunner_core::ForgeError;
 use forgerunner_core::crd::RunnerClass;
 use forgerunner_core::forge::{
-    ForgeSession, GroupContext, GroupKey, RemoveOutcome, RerunOutcome, RunnerCredentials, RunnerPodRequest,
-    ForgeView, RunnerRef,
+    ForgeSession, ForgeView, GroupContext, GroupKey, RemoveOutcome, RerunOutcome, RunnerCredentials,
+    RunnerPodRequest, RunnerRef,
 };
 use forgerunner_core::job_identity::JobIdentity;
-use forgerunner_core::{ForgeError};
 use k8s_openapi::api::core::v1::PodSpec;
 
 use super::GithubForge;
@@ -48,7 +48,11 @@ impl ForgeSession for GithubSession {
             .default_runner_pod(r.group, r.runner_name, r.secret_name, r.credentials, r.class)
     }
 
-    async fn deregister(&self, group: &GroupContext, runner: &RunnerRef) -> Result<RemoveOutcome, ForgeError> {
+    async fn deregister(
+        &self,
+        group: &GroupContext,
+        runner: &RunnerRef,
+    ) -> Result<RemoveOutcome, ForgeError> {
         self.forge.remove_runner(group, runner).await
     }
 
@@ -69,4 +73,3 @@ impl ForgeSession for GithubSession {
         self.forge.release(&self.key).await;
     }
 }
-

@@ -151,7 +151,6 @@ where
 
 /// The forge's view with no runners, retrying while the backend reports `NotReady`.
 pub async fn demand(forge: &GithubForge, ctx: &GroupContext) -> forgerunner_core::forge::ForgeView {
-    use forgerunner_core::Forge;
     eventually(Duration::from_secs(10), "demand", || async {
         match forge.observe(ctx, &[]).await {
             Ok(d) => Some(d),

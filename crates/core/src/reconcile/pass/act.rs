@@ -107,12 +107,7 @@ async fn retire_once(target: &Target<'_>, upkeep: &mut Upkeep) -> Vec<String> {
 /// In the container modes where runner pods make job pods of their own (the forge gives the
 /// runners permissions), deletes what the hooks left of runner pods that are gone: at once when
 /// a runner went this pass, otherwise every [`hook_leftovers::SWEEP_EVERY`].
-async fn sweep_hook_leftovers(
-    found: &Found,
-    target: &Target<'_>,
-    runner_went: bool,
-    upkeep: &mut Upkeep,
-) {
+async fn sweep_hook_leftovers(found: &Found, target: &Target<'_>, runner_went: bool, upkeep: &mut Upkeep) {
     if found.profile.runner_role_rules.is_empty() {
         return;
     }

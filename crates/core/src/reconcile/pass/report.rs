@@ -135,12 +135,7 @@ async fn publish_events(
 
 /// When the next pass is due: the forge's resync, or sooner for a deferred status write, a
 /// surplus runner's quiet period, a schedule change or a re-run to ask again.
-fn next_pass(
-    found: &Found,
-    decided: &Decided,
-    deferred: Option<Duration>,
-    ledger: &Ledger,
-) -> Action {
+fn next_pass(found: &Found, decided: &Decided, deferred: Option<Duration>, ledger: &Ledger) -> Action {
     let regular = found.profile.resync_interval;
     let rerun_due = ledger.reruns.next_due(std::time::Instant::now());
     let sooner = [

@@ -1,7 +1,9 @@
-//! The `Forge` trait: what the generic reconciler needs from a forge backend.
+//! The `Forge` and `ForgeSession` traits: what the generic reconciler needs from a forge backend,
+//! once per process and once per group.
 //!
-//! Backends (`forgerunner-github`, `forgerunner-gitea`) implement it; the operator binary
-//! dispatches over the enabled ones. No HTTP here: the trait speaks in domain types.
+//! Backends (`forgerunner-github`, `forgerunner-gitea`, `forgerunner-forgejo`) implement them;
+//! the operator binary dispatches over the enabled ones. No HTTP here: the traits speak in
+//! domain types.
 
 use std::collections::BTreeMap;
 use std::fmt;

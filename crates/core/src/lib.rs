@@ -1,5 +1,5 @@
-//! forgerunner core: the `RunnerGroup` resource, the `Forge` trait, the pure planner and the
-//! generic reconcile pipeline. Knows nothing of HTTP or of any particular forge.
+//! forgerunner core: the `RunnerGroup` resource, the `Forge` and `ForgeSession` traits, the pure
+//! planner and the generic reconcile pipeline. Knows nothing of HTTP or of any particular forge.
 
 pub mod budget;
 pub mod cache_server;

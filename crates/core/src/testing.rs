@@ -503,6 +503,8 @@ pub struct FakeForge {
     pub removed: Mutex<Vec<String>>,
     /// How many times a group was shut down.
     pub shutdowns: AtomicU32,
+    /// How many times a group's session was closed.
+    pub closes: AtomicU32,
     /// The API budget the forge reports with each view.
     pub budget: Mutex<Option<RateBudget>>,
     /// The job each runner runs, as the forge reports it.
@@ -530,6 +532,7 @@ impl FakeForge {
             issued: Mutex::new(Vec::new()),
             removed: Mutex::new(Vec::new()),
             shutdowns: AtomicU32::new(0),
+            closes: AtomicU32::new(0),
             budget: Mutex::new(None),
             identities: Mutex::new(BTreeMap::new()),
             role_rules: Mutex::new(Vec::new()),
@@ -682,6 +685,10 @@ impl ForgeSession for FakeSession {
     async fn delete_group(&self, _group: &GroupContext) -> Result<(), ForgeError> {
         self.0.shutdowns.fetch_add(1, Ordering::SeqCst);
         Ok(())
+    }
+
+    async fn close(&self) {
+        self.0.closes.fetch_add(1, Ordering::SeqCst);
     }
 }
 

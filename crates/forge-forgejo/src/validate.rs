@@ -1,4 +1,4 @@
-//! The rules of `spec.forgejo` (`Forge::validate`), twins of the CRD schema's. Where a field
+//! The rules of `spec.forgejo` (`Forge::describe`), twins of the CRD schema's. Where a field
 //! means what it means in `spec.gitea` (or `spec.github` for the CA bundle and proxy), the rule
 //! and its message are the same: [`forgerunner_http::spec_rules`], which both blocks call.
 //!

@@ -1,7 +1,7 @@
 //! The default pod, as built, played by the testkit's simulated forgejo-runner against the
 //! fake Forgejo: the v15 one-job shape (bound and unbound) and the 11–14 register shape (init
 //! container, then one-job from the state file) must each take a job and exit 0. And validation
-//! agrees with the runner: every spec `Forge::validate` accepts makes a pod that starts and runs
+//! agrees with the runner: every spec `Forge::describe` accepts makes a pod that starts and runs
 //! its job, every docker or lxc setup it refuses would have made pods that cannot.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on broken setup
 
@@ -228,7 +228,7 @@ fn docker_host_template(value: &str) -> PodTemplateSpec {
 /// config was invalid") when a label is docker and neither `DOCKER_HOST` nor a socket is there;
 /// `configCheck` ignores `lxc`, so an `lxc` label's job is taken and fails (no LXC in the image).
 /// For each setup the group's whole runner pod (default pod, container mode, template) is played
-/// by the simulated runner: a spec `Forge::validate` accepts must run its job to success.
+/// by the simulated runner: a spec `Forge::describe` accepts must run its job to success.
 #[tokio::test]
 async fn validation_accepts_exactly_the_setups_forgejo_runner_can_run() {
     struct Case {

@@ -1,5 +1,5 @@
 //! Re-running the one job a runner was running when the cluster killed its pod, through
-//! Gitea's REST API with the group's API token ([`forgerunner_core::Forge::rerun_job`]).
+//! Gitea's REST API with the group's API token ([`forgerunner_core::ForgeSession::rerun_job`]).
 //!
 //! Facts this rests on (bircni/gitea; `research-28.md` of issue 28, section A2):
 //!
@@ -133,7 +133,7 @@ fn outcome_of(answer: Result<(), GiteaError>, target: &Target) -> Result<RerunOu
 }
 
 /// Re-runs the job `runner` was running, on a server of `version`
-/// ([`forgerunner_core::Forge::rerun_job`]). `ask` is told the job's id just before the
+/// ([`forgerunner_core::ForgeSession::rerun_job`]). `ask` is told the job's id just before the
 /// request goes out, and its note the answer.
 pub(crate) async fn rerun_job<'a>(
     client: &GiteaClient,

@@ -1,4 +1,4 @@
-//! The rules of `spec.gitea` (`Forge::validate`), twins of the CRD schema's. The rules it shares
+//! The rules of `spec.gitea` (`Forge::describe`), twins of the CRD schema's. The rules it shares
 //! with `spec.forgejo` are [`forgerunner_http::spec_rules`]'; only the webhook Secret and the label
 //! forms are Gitea's own.
 

@@ -147,7 +147,7 @@ fn repository_of(job: &JobIdentity, scope: &Scope) -> Option<(String, String)> {
     (fits(&owner) && fits(&repo)).then_some((owner, repo))
 }
 
-/// Re-runs the job `runner` was running ([`forgerunner_core::Forge::rerun_job`]).
+/// Re-runs the job `runner` was running ([`forgerunner_core::ForgeSession::rerun_job`]).
 pub async fn rerun_job(
     client: &GithubClient,
     runner: &str,

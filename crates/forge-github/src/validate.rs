@@ -1,4 +1,4 @@
-//! The rules of `spec.github` (`Forge::validate`), twins of the CRD schema's.
+//! The rules of `spec.github` (`Forge::describe`), twins of the CRD schema's.
 
 use forgerunner_core::crd::{GithubSpec, RunnerGroupSpec};
 use forgerunner_core::runner_class::{ClassMatch, Wanted, group_label_names, wanted};

@@ -1,7 +1,7 @@
 //! Every CEL rule (`x-kubernetes-validations`) of the checked-in CRD has a bad example: a
 //! RunnerGroup that breaks just that rule. The fake cluster refuses it at `kubectl apply` (the
 //! real kubectl) naming the rule's field and message, and the reconciler's own validation (the
-//! rule's twin in `validate_spec` or `Forge::validate`) refuses it too. A good example per forge
+//! rule's twin in `validate_spec` or `Forge::describe`) refuses it too. A good example per forge
 //! passes both.
 //!
 //! The rules are read from `charts/forgerunner/crds/runnergroups.yaml`, so a rule added without

@@ -1,6 +1,6 @@
 //! Every size bound of the CRD schema (`minLength`, `maxLength`, `minItems`, `maxItems`,
 //! `minimum`, `maximum`) has a twin in the reconciler's validation (core's `validate_spec` plus
-//! the forge's `Forge::validate`, as `check_spec` runs them): on the same example, right at each
+//! the forge's `Forge::describe`, as `check_spec` runs them): on the same example, right at each
 //! bound and one past it, the API server (the testkit's, which enforces the structural schema)
 //! and the reconciler accept or refuse together. Every example keeps the field's format valid (a
 //! URL stays a URL, so the fake's CEL rules hold) and differs from a valid spec only in size; the

@@ -309,3 +309,63 @@ mod tests {
         assert!(book.written.is_none());
     }
 }
+
+#[cfg(test)]
+mod session_tests {
+    use super::*;
+    use crate::testing::FakeForge;
+    use std::sync::atomic::Ordering;
+
+    fn key() -> GroupKey {
+        GroupKey {
+            namespace: "ci".into(),
+            name: "g".into(),
+        }
+    }
+
+    async fn settle() {
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    #[tokio::test]
+    async fn a_group_keeps_its_session_until_it_moves_to_another_forge() {
+        let gitea = FakeForge::new(ForgeKind::Gitea);
+        let forgejo = FakeForge::new(ForgeKind::Forgejo);
+        let mut ledger = Ledger::default();
+        let first = ledger.session(gitea.as_ref(), &key());
+        let again = ledger.session(gitea.as_ref(), &key());
+        assert!(Arc::ptr_eq(&first, &again), "one session per group");
+        let moved = ledger.session(forgejo.as_ref(), &key());
+        assert!(!Arc::ptr_eq(&first, &moved));
+        settle().await;
+        assert_eq!(
+            gitea.closes.load(Ordering::SeqCst),
+            1,
+            "the old forge's session is closed"
+        );
+        assert_eq!(forgejo.closes.load(Ordering::SeqCst), 0);
+    }
+
+    #[tokio::test]
+    async fn dropping_books_closes_only_a_session_nobody_closed() {
+        let forge = FakeForge::new(ForgeKind::Gitea);
+        let mut ledger = Ledger::default();
+        ledger.session(forge.as_ref(), &key());
+        drop(ledger);
+        settle().await;
+        assert_eq!(forge.closes.load(Ordering::SeqCst), 1, "the safety net closed it");
+
+        let mut deleted = Ledger::default();
+        let session = deleted.session_to_close(forge.as_ref(), &key());
+        session.close().await;
+        drop(deleted);
+        settle().await;
+        assert_eq!(
+            forge.closes.load(Ordering::SeqCst),
+            2,
+            "a session its owner closed is not closed again on drop"
+        );
+    }
+}

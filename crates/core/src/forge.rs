@@ -134,6 +134,11 @@ pub struct ForgeView {
     /// Runners whose job the forge's data already shows taken (in progress in the listing, or
     /// named by a delivery since): `waiting_jobs` does not count their jobs.
     pub accounted: std::collections::BTreeSet<String>,
+    /// A Busy state in `runners` does not tell when the runner took its job (Forgejo guesses
+    /// busy runners from the count of running jobs, or nets a bound runner's job by its handle
+    /// itself): core's ledger then dates a take from the first pass that sees the runner's Job
+    /// succeed, not from its first Busy state.
+    pub takes_by_success_only: bool,
     /// Jobs waiting in the group's scope that no group this process knows can take, with the
     /// labels they ask for (a typo in `runs-on`); empty where the forge cannot tell.
     pub unmatched: Vec<UnmatchedJob>,

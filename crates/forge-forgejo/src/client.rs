@@ -10,6 +10,7 @@ use forgerunner_core::metrics::Metrics;
 pub use forgerunner_http::rest::ClientOptions;
 use forgerunner_http::rest::{Api, Call, CallError, Reply, RestClient};
 pub use forgerunner_http::rest::{MAX_LIST_BYTES, MAX_SMALL_BYTES};
+use forgerunner_http::{Asked, RequestError};
 use reqwest::Method;
 use url::Url;
 
@@ -125,42 +126,19 @@ impl Target<'_> {
     /// A failed exchange in Forgejo's words: what was done, where, and what is missing.
     pub(crate) fn error(self, e: CallError) -> ForgejoError {
         let op = self.op;
-        let where_ = || Scope::describe(self.scope);
-        match e {
-            CallError::Unauthenticated => ForgejoError::Unauthenticated { scope: where_() },
-            CallError::Forbidden => ForgejoError::Forbidden {
-                operation: op.words(),
-                scope: where_(),
-                needs: self.scope.map_or("a valid token", |s| s.rights_hint(op.writes())),
-            },
-            CallError::NotFound => ForgejoError::NotFound {
-                what: self.missing.map_or_else(
-                    || format!("{} (or its Actions are disabled)", where_()),
-                    str::to_string,
-                ),
-                operation: op.words(),
-            },
-            CallError::RateLimited(secs) => ForgejoError::RateLimited(secs),
-            CallError::Server(code) => ForgejoError::Server(code, op.as_str()),
-            CallError::Rejected(code) => ForgejoError::Rejected(code, op.as_str()),
-            // Every address refused (`forgeHosts.refusePrivateAddresses`): the configuration's to fix.
-            CallError::Transport(f) if f.is_address_refused() => {
-                ForgejoError::Spec(format!("{}: {f}", op.as_str()))
-            }
-            CallError::Transport(f) => ForgejoError::Transport {
-                operation: op.as_str(),
-                detail: f.to_string(),
-            },
-            CallError::Redirect(detail) => ForgejoError::Redirect {
-                operation: op.words(),
-                detail,
-            },
-            CallError::BadResponse => ForgejoError::BadResponse(op.as_str()),
-            CallError::TooLarge(what) => ForgejoError::TooLarge {
-                operation: op.words(),
-                what,
-            },
-        }
+        let where_ = Scope::describe(self.scope);
+        let missing = self.missing.map_or_else(
+            || format!("{where_} (or its Actions are disabled)"),
+            str::to_string,
+        );
+        let asked = Asked {
+            operation: op.as_str(),
+            words: op.words(),
+            needs: self.scope.map_or("a valid token", |s| s.rights_hint(op.writes())),
+            not_found: format!("{missing} not found at Forgejo (404 to {})", op.words()),
+            scope: where_,
+        };
+        ForgejoError::Request(RequestError::new(FORGEJO, asked, e))
     }
 }
 

@@ -2,7 +2,7 @@
 
 use forgerunner_core::ForgeError;
 use forgerunner_core::labels::LabelError;
-use forgerunner_core::metrics::Outcome;
+use forgerunner_http::RequestError;
 
 use crate::scope::ScopeError;
 use crate::version::VersionError;
@@ -10,69 +10,9 @@ use crate::version::VersionError;
 /// What went wrong talking to Forgejo, or with a group's Forgejo settings.
 #[derive(Clone, Debug, thiserror::Error)]
 pub enum ForgejoError {
-    /// 401: the token is unknown or expired.
-    #[error("Forgejo rejected the API token (401) at {scope}; check the Secret's token key")]
-    Unauthenticated {
-        /// Where it happened (scope display).
-        scope: String,
-    },
-    /// 403: the token lacks a right.
-    #[error("the API token may not {operation} at {scope} (403); it needs {needs}")]
-    Forbidden {
-        /// The operation, in words.
-        operation: &'static str,
-        /// Where.
-        scope: String,
-        /// Which token right is missing.
-        needs: &'static str,
-    },
-    /// 404: what was asked for does not exist (or Actions are disabled there).
-    #[error("{what} not found at Forgejo (404 to {operation})")]
-    NotFound {
-        /// What is missing, in words.
-        what: String,
-        /// The operation, in words.
-        operation: &'static str,
-    },
-    /// 429: retry after this many seconds.
-    #[error("Forgejo rate limited the request; retry after {0}s")]
-    RateLimited(u64),
-    /// 5xx.
-    #[error("Forgejo answered {0} to {1}")]
-    Server(u16, &'static str),
-    /// Another 4xx.
-    #[error("Forgejo refused {1} with {0}")]
-    Rejected(u16, &'static str),
-    /// Connection failure or timeout.
-    #[error("cannot reach Forgejo for {operation}: {detail}")]
-    Transport {
-        /// The operation.
-        operation: &'static str,
-        /// What failed: kind, origin and causes, never the URL's path or query.
-        detail: String,
-    },
-    /// A 3xx: no forge client follows redirects (they would lead past `forgeHosts.allowed`).
-    #[error(
-        "Forgejo answered the request to {operation} with {detail}; forgerunner does not follow \
-         redirects: set spec.forgejo.url to the final address"
-    )]
-    Redirect {
-        /// The operation, in words.
-        operation: &'static str,
-        /// The status and the target's origin, never its path or query.
-        detail: forgerunner_http::Redirected,
-    },
-    /// A 2xx body that does not decode.
-    #[error("Forgejo sent a malformed response to {0}")]
-    BadResponse(&'static str),
-    /// A body or a paged listing over its cap; refused whole, never truncated.
-    #[error("Forgejo returned a response too large to {operation}: {what}")]
-    TooLarge {
-        /// The operation, in words.
-        operation: &'static str,
-        /// Which cap it passed (never the body).
-        what: String,
-    },
+    /// A request failed: the answer, or none, in Forgejo's words.
+    #[error(transparent)]
+    Request(#[from] RequestError),
     /// The server version cannot be used.
     #[error(transparent)]
     Version(#[from] VersionError),
@@ -101,48 +41,13 @@ pub enum ForgejoError {
     },
 }
 
-impl ForgejoError {
-    /// The metric outcome of a failed request.
-    pub fn outcome(&self) -> Outcome {
-        match self {
-            ForgejoError::Unauthenticated { .. } | ForgejoError::Forbidden { .. } => Outcome::Unauthorized,
-            ForgejoError::NotFound { .. } => Outcome::NotFound,
-            ForgejoError::RateLimited(_) => Outcome::RateLimited,
-            ForgejoError::Server(..) => Outcome::ServerError,
-            ForgejoError::Transport { .. } => Outcome::Transport,
-            ForgejoError::BadResponse(_) | ForgejoError::TooLarge { .. } => Outcome::BadResponse,
-            _ => Outcome::ClientError,
-        }
-    }
-
-    /// Whether a retry of the same request may succeed soon. An over-cap answer is not: the
-    /// same server would send it again, and each retry costs a cap's worth of download.
-    pub fn is_transient(&self) -> bool {
-        matches!(
-            self,
-            ForgejoError::Server(..) | ForgejoError::Transport { .. } | ForgejoError::BadResponse(_)
-        )
-    }
-}
-
 impl From<ForgejoError> for ForgeError {
     fn from(e: ForgejoError) -> ForgeError {
         let msg = e.to_string();
         match e {
-            ForgejoError::Unauthenticated { .. }
-            | ForgejoError::Forbidden { .. }
-            | ForgejoError::WrongUser { .. } => ForgeError::Unauthorized(msg),
-            ForgejoError::NotFound { .. } => ForgeError::NotFound(msg),
-            ForgejoError::RateLimited(s) => ForgeError::RateLimited {
-                retry_after_seconds: s,
-            },
-            ForgejoError::Server(..)
-            | ForgejoError::Transport { .. }
-            | ForgejoError::BadResponse(_)
-            | ForgejoError::TooLarge { .. } => ForgeError::Unavailable(msg),
-            ForgejoError::Rejected(..)
-            | ForgejoError::Redirect { .. }
-            | ForgejoError::Version(_)
+            ForgejoError::Request(e) => e.into(),
+            ForgejoError::WrongUser { .. } => ForgeError::Unauthorized(msg),
+            ForgejoError::Version(_)
             | ForgejoError::Label(_)
             | ForgejoError::Scope(_)
             | ForgejoError::Spec(_) => ForgeError::Config(msg),

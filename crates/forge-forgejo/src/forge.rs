@@ -451,9 +451,12 @@ impl ForgejoForge {
             job_identities: BTreeMap::new(),
             budget: None,
             stranded: seen.stranded,
-            // `waiting_jobs` is netted by this crate's own book (`state.rs`) still.
-            listed_at: None,
-            accounted: Default::default(),
+            // Core's ledger nets runners bound to no job that succeeded after the jobs listing;
+            // bound ones are netted by their handle here (`accounted`). Only a success dates a
+            // take: 11–14 guess busy runners from the count of running jobs.
+            listed_at: Some(jobs.at),
+            accounted: seen.accounted,
+            takes_by_success_only: true,
             // The jobs listing is filtered by the group's and its classes' labels on the server
             // (`labels` query, `GetActionRunJobs` in `routers/api/v1/shared/runners.go`): jobs
             // no group matches are never in it. Naming them needs an unfiltered listing per scope, not made yet.

@@ -59,6 +59,17 @@ pub(crate) struct Seen {
     pub(crate) ghosts: Vec<String>,
     /// Bound runners whose job is gone ([`is_stranded`]): the planner removes them at once.
     pub(crate) stranded: BTreeSet<String>,
+    /// Runners bound to a job: the book nets their job by its handle, so core's ledger does
+    /// not net them again (`ForgeView::accounted`); it nets the others, which took some job.
+    pub(crate) accounted: BTreeSet<String>,
+}
+
+/// Our runners bound to a job handle ([`Seen::accounted`]).
+fn bound(refs: &[RunnerRef]) -> BTreeSet<String> {
+    refs.iter()
+        .filter(|r| job_handle(r).is_some())
+        .map(|r| r.name.clone())
+        .collect()
 }
 
 /// The group being observed: its name (runner name prefix) and the jobs it serves.
@@ -89,8 +100,9 @@ pub(crate) fn waiting<'a>(jobs: &'a [RunJob], claim: &Claim) -> Vec<&'a RunJob> 
     w
 }
 
-/// Waiting jobs not already done by one of our runners the listing predates, nor held back
-/// by Forgejo ([`GroupBook::note_held`]).
+/// Waiting jobs not already done by one of our bound runners the listing predates, nor held
+/// back by Forgejo ([`GroupBook::note_held`]). Unbound runners that finished after the listing
+/// are netted by core's ledger (the view's `listed_at`).
 fn demand(book: &mut GroupBook, waiting: &[&RunJob], jobs_at: Instant, now: Instant) -> u32 {
     let handles: BTreeSet<&str> = waiting.iter().map(|j| j.handle.as_str()).collect();
     let covered = book.covered(&handles, jobs_at, now);
@@ -202,6 +214,7 @@ pub(crate) fn view_v15(
         runners: states,
         ghosts: ghosts.into_iter().collect(),
         stranded,
+        accounted: bound(refs),
     }
 }
 
@@ -262,6 +275,7 @@ pub(crate) fn view_token(
         runners,
         ghosts: Vec::new(),
         stranded: BTreeSet::new(),
+        accounted: bound(refs),
     }
 }
 

@@ -28,25 +28,28 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{
-    Container, EmptyDirVolumeSource, EnvVar, KeyToPath, PodSpec, SecretVolumeSource, Volume, VolumeMount,
-};
+use k8s_openapi::api::core::v1::{Container, EnvVar, PodSpec, VolumeMount};
 
 use forgerunner_core::crd::RunnerGroupSpec;
 use forgerunner_core::forge::RunnerCredentials;
+pub use forgerunner_core::runner_pod::RUNNER_CONTAINER;
 use forgerunner_core::runner_pod::trust::{RunnerTrust, TrustStyle};
+// `DATA_DIR` is forgejo-runner's home and work directory; `REGISTER_CONTAINER` registers a
+// token-path runner.
+pub use forgerunner_http::act_runner::{DATA_DIR, REGISTER_CONTAINER};
+use forgerunner_http::act_runner::{data_mount, data_volume, secret_key_volume};
 
 /// The runner image used when `spec.image` is empty: forgejo-runner 12.8.2, the first with
 /// `one-job --handle` and `--token-url`.
 pub const RUNNER_IMAGE: &str = "code.forgejo.org/forgejo/runner:12.8.2";
-/// Name of the runner container (the template merge key).
-pub const RUNNER_CONTAINER: &str = "runner";
 /// Runner Secret key of a v15 runner's own token.
 pub const TOKEN_KEY: &str = "token";
 /// Runner Secret key of the registration token (Forgejo 11–14).
 pub const REGISTRATION_TOKEN_KEY: &str = "registration-token";
 /// Where the runner Secret is mounted.
 pub const SECRET_DIR: &str = "/var/run/forgejo-runner";
+/// The volume of the runner Secret.
+const SECRET_VOLUME: &str = "forgejo-runner-secret";
 /// Env: the instance URL.
 pub const ENV_INSTANCE_URL: &str = "FORGEJO_INSTANCE_URL";
 /// Env: the runner's UUID (v15).
@@ -57,14 +60,9 @@ pub const ENV_JOB_HANDLE: &str = "FORGEJO_JOB_HANDLE";
 pub const ENV_RUNNER_NAME: &str = "FORGEJO_RUNNER_NAME";
 /// Env: the labels, comma-separated (token path).
 pub const ENV_RUNNER_LABELS: &str = "FORGEJO_RUNNER_LABELS";
-/// forgejo-runner's home and work directory; an emptyDir so every runner starts fresh.
-pub const DATA_DIR: &str = forgerunner_http::act_runner::DATA_DIR;
 
 /// Env: the path of a forgejo-runner config file, when `spec.template` sets it.
 pub const ENV_CONFIG_FILE: &str = "CONFIG_FILE";
-
-/// Name of the init container that registers a token-path runner.
-pub const REGISTER_CONTAINER: &str = "register";
 
 /// The token-path registration, run in `/data` by the init container: the token is read from
 /// the mounted file, so it is never in the pod spec or any environment. `--config` only when
@@ -94,34 +92,9 @@ pub fn one_job_args(labels: &[String], bound: bool) -> Vec<String> {
     args
 }
 
-fn secret_volume(secret_name: &str, key: &str) -> Volume {
-    Volume {
-        name: "forgejo-runner-secret".to_string(),
-        secret: Some(SecretVolumeSource {
-            secret_name: Some(secret_name.to_string()),
-            items: Some(vec![KeyToPath {
-                key: key.to_string(),
-                path: key.to_string(),
-                ..KeyToPath::default()
-            }]),
-            optional: Some(false),
-            ..SecretVolumeSource::default()
-        }),
-        ..Volume::default()
-    }
-}
-
-fn data_mount() -> VolumeMount {
-    VolumeMount {
-        name: "data".to_string(),
-        mount_path: DATA_DIR.to_string(),
-        ..VolumeMount::default()
-    }
-}
-
 fn secret_mount() -> VolumeMount {
     VolumeMount {
-        name: "forgejo-runner-secret".to_string(),
+        name: SECRET_VOLUME.to_string(),
         mount_path: SECRET_DIR.to_string(),
         read_only: Some(true),
         ..VolumeMount::default()
@@ -188,12 +161,8 @@ pub fn default_runner_pod(
         init_containers: init,
         containers,
         volumes: Some(vec![
-            secret_volume(secret_name, key),
-            Volume {
-                name: "data".to_string(),
-                empty_dir: Some(EmptyDirVolumeSource::default()),
-                ..Volume::default()
-            },
+            secret_key_volume(SECRET_VOLUME, secret_name, key),
+            data_volume(),
         ]),
         restart_policy: Some("Never".to_string()),
         ..PodSpec::default()

@@ -6,7 +6,7 @@ use serde::de::DeserializeOwned;
 use forgerunner_core::forge::SecretValue;
 use forgerunner_http::rest::{CallError, json};
 use forgerunner_http::wire::{self, ServerVersion};
-use forgerunner_http::{ListingBudget, ListingError, ListingLimits, Page, PageShape};
+use forgerunner_http::{ListingBudget, ListingError, ListingLimits, Page, PageShape, RequestError};
 
 use crate::client::{DeleteOutcome, ForgejoClient, Operation, Target};
 use crate::error::ForgejoError;
@@ -74,7 +74,7 @@ impl ForgejoClient {
             .await
         {
             Ok((v, _)) => Ok(Some(v.version)),
-            Err(ForgejoError::NotFound { .. }) => Ok(None),
+            Err(ForgejoError::Request(RequestError::NotFound(_))) => Ok(None),
             Err(e) => Err(e),
         }
     }
@@ -175,7 +175,7 @@ impl ForgejoClient {
         segs.push(&id);
         match self.get::<Runner>(t, &API, &segs, &[]).await {
             Ok((r, _)) => Ok(Some(r)),
-            Err(ForgejoError::NotFound { .. }) => Ok(None),
+            Err(ForgejoError::Request(RequestError::NotFound(_))) => Ok(None),
             Err(e) => Err(e),
         }
     }
@@ -229,7 +229,7 @@ impl ForgejoClient {
         let url = self.url(&API, &segs, &[]);
         match self.request(t, Method::DELETE, url, None, &|_| Some(())).await {
             Ok(_) => Ok(DeleteOutcome::Deleted),
-            Err(ForgejoError::NotFound { .. }) => Ok(DeleteOutcome::AlreadyGone),
+            Err(ForgejoError::Request(RequestError::NotFound(_))) => Ok(DeleteOutcome::AlreadyGone),
             Err(e) => Err(e),
         }
     }

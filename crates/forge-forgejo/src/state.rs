@@ -1,7 +1,11 @@
-//! Per-group bookkeeping for the moments when Forgejo's listings and the cluster disagree
-//! (pure, no I/O): which job handles are bound to our runners, which runners finished after
-//! the cached listing was fetched, which runners this process created and when, and since when
-//! each runner has looked offline.
+//! Per-group bookkeeping of Forgejo's job handles (pure, no I/O): which handles are bound to
+//! our runners, which bound runners finished or failed while a cached listing may still show
+//! their job waiting, which jobs Forgejo holds back, which runners this process created and
+//! when, and since when each runner has looked offline or connected.
+//!
+//! Runners bound to no job are core's to net: a listing older than such a runner's success is
+//! covered by core's ledger (`forgerunner_core::reconcile::ledger::TakenSinceListing`), from the
+//! view's `listed_at`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -75,8 +79,6 @@ pub struct GroupBook {
     /// taken its job before failing, so only a job listing fetched after that can tell whether
     /// the job still waits for a runner.
     failed_handles: BTreeMap<String, Instant>,
-    /// Unbound runners that succeeded, with when a pass first saw it.
-    finished_unbound: BTreeMap<String, Instant>,
     /// Runners this process created, with when.
     created: BTreeMap<String, Instant>,
     /// Since when each runner has looked offline.
@@ -117,15 +119,13 @@ impl GroupBook {
         }
         self.failed_handles
             .retain(|_, at| now.duration_since(*at) < CREATED_MEMORY);
-        for r in refs.iter().filter(|r| r.phase == RunnerPhase::Succeeded) {
-            match job_handle(r) {
-                Some(h) => {
-                    self.finished_handles.insert(h.to_string());
-                }
-                None => {
-                    self.finished_unbound.entry(r.name.clone()).or_insert(now);
-                }
-            }
+        // Unbound runners that succeeded are core's to net (the view's `listed_at`).
+        for h in refs
+            .iter()
+            .filter(|r| r.phase == RunnerPhase::Succeeded)
+            .filter_map(job_handle)
+        {
+            self.finished_handles.insert(h.to_string());
         }
         self.created
             .retain(|name, at| seen.contains(name.as_str()) || now.duration_since(*at) < CREATED_MEMORY);
@@ -135,22 +135,20 @@ impl GroupBook {
     }
 
     /// Forgets what a listing fetched at `listing_at`, showing `waiting` handles, accounts for:
-    /// finished handles it no longer shows waiting, unbound runners that finished before it
-    /// was fetched, and held jobs it no longer shows waiting. Returns how many waiting jobs
-    /// need no new runner now: covered by a runner, or held back ([`GroupBook::note_held`]).
+    /// finished handles it no longer shows waiting, and held jobs it no longer shows waiting.
+    /// Returns how many waiting jobs need no new runner now: covered by a bound runner, or held
+    /// back ([`GroupBook::note_held`]).
     pub fn covered(&mut self, waiting: &BTreeSet<&str>, listing_at: Instant, now: Instant) -> u32 {
         self.finished_handles.retain(|h| waiting.contains(h.as_str()));
-        self.finished_unbound.retain(|_, at| *at >= listing_at);
         // A held job that a listing fetched after the removal no longer shows waiting ran or
         // ended: its backoff is over.
         self.held.retain(|h, e| {
             (waiting.contains(h.as_str()) || listing_at <= e.at) && now.duration_since(e.at) < HELD_MEMORY
         });
-        let discounted = waiting
+        let n = waiting
             .iter()
             .filter(|h| self.discounted(h, listing_at, now))
             .count();
-        let n = discounted + self.finished_unbound.len();
         u32::try_from(n).unwrap_or(u32::MAX)
     }
 
@@ -378,17 +376,9 @@ mod tests {
         b.sync(&[], now);
         assert_eq!(b.covered(&waiting, listing, listing), 1);
         assert_eq!(b.covered(&["h2"].into(), now, now), 0);
-        // An unbound runner covers one job until a listing fetched after it finished.
+        // An unbound runner is core's to net (`TakenSinceListing`, the view's `listed_at`).
         b.sync(&[r("g-ccccc", RunnerPhase::Succeeded, None)], now);
-        assert_eq!(b.covered(&BTreeSet::new(), listing, listing), 1);
-        assert_eq!(
-            b.covered(
-                &BTreeSet::new(),
-                now + Duration::from_millis(1),
-                now + Duration::from_millis(1)
-            ),
-            0
-        );
+        assert_eq!(b.covered(&BTreeSet::new(), listing, listing), 0);
     }
 
     /// A job a connected bound runner did not get is held back, doubling, up to the cap;

@@ -287,6 +287,97 @@ async fn token_path_on_forgejo_14() {
     assert!(fake.requests().is_empty(), "no runner API before 15");
 }
 
+/// 11–14: a runner (bound to no job) whose Job succeeded after the cached jobs listing was
+/// fetched took a job that listing may still show waiting. Forgejo reports the listing's count
+/// and when it was fetched; core's ledger nets the runner out until a newer listing.
+#[tokio::test]
+async fn token_path_a_runner_that_finished_after_the_listing_is_netted_by_core() {
+    let fake = fake("14.0.4+gitea-1.22.0").await;
+    fake.queue_job("o/r", "a", &["debian"]);
+    fake.queue_job("o/r", "b", &["debian"]);
+    let f = forge();
+    let mut spec = common::spec(&fake.url(), ForgejoScope::Global, None, &["debian:host"]);
+    spec.poll_interval_seconds = Some(1);
+    let c = common::group_context("web", spec, ADMIN_TOKEN);
+    let mut books = forgerunner_core::reconcile::ledger::Ledger::default();
+    let view = netted_view(&f, &c, &[], &mut books).await;
+    assert_eq!(view.waiting_jobs, 2);
+    assert!(view.listed_at.is_some() && view.takes_by_success_only);
+
+    // A runner registers with the token, runs one job and its Job succeeds; the cached listing
+    // still shows both jobs waiting.
+    let row = fake.add_runner(FakeScope::Global, "web-aaaaa", &["debian"], false);
+    take_task(&fake, &row.uuid, &row.token, None, true).await;
+    let done = [forgerunner_core::forge::RunnerRef {
+        stored: true,
+        ..runner_ref("web-aaaaa", RunnerPhase::Succeeded, &BTreeMap::new())
+    }];
+    let view = netted_view(&f, &c, &done, &mut books).await;
+    assert_eq!(view.waiting_jobs, 1, "the finished runner covers one job");
+    assert!(
+        view.accounted.is_empty(),
+        "a runner bound to no job is core's to net"
+    );
+    // Its Job is cleaned up: still covered while the old listing is in use.
+    assert_eq!(netted_view(&f, &c, &[], &mut books).await.waiting_jobs, 1);
+    // A newer listing shows the job taken: the one still waiting counts in full.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert_eq!(netted_view(&f, &c, &[], &mut books).await.waiting_jobs, 1);
+}
+
+/// 15+: a bound runner that finished after the cached listing covers its own job by its handle
+/// here; core's ledger must not net it a second time (it is `accounted`).
+#[tokio::test]
+async fn v15_a_finished_bound_runner_is_netted_once() {
+    let fake = fake("15.0.3+gitea-1.22.0").await;
+    fake.queue_job("o/r", "a", &["debian"]);
+    fake.queue_job("o/r", "b", &["debian"]);
+    let f = forge();
+    let c = web(&fake, ForgejoScope::Repo, Some("o/r"));
+    let mut books = forgerunner_core::reconcile::ledger::Ledger::default();
+    let creds = f.runner_credentials(&c, "web-aaaaa").await.unwrap();
+    let running = [runner_ref("web-aaaaa", RunnerPhase::Running, &creds.annotations)];
+    assert_eq!(netted_view(&f, &c, &running, &mut books).await.waiting_jobs, 2);
+    let id: i64 = creds.annotations[RUNNER_ID_ANNOTATION].parse().unwrap();
+    let row = fake.runner(id).unwrap();
+    let handle = creds.annotations.get(JOB_HANDLE_ANNOTATION).cloned();
+    take_task(&fake, &row.uuid, &row.token, handle.as_deref(), true).await;
+    let done = [runner_ref(
+        "web-aaaaa",
+        RunnerPhase::Succeeded,
+        &creds.annotations,
+    )];
+    let view = netted_view(&f, &c, &done, &mut books).await;
+    assert_eq!(view.accounted, BTreeSet::from(["web-aaaaa".to_owned()]));
+    assert_eq!(view.waiting_jobs, 1, "b still waits for a runner");
+}
+
+/// The view the reconciler plans on: `observe`, then netted by the group's books in core for
+/// runners that took a job after the cached jobs listing (`Ledger::net_waiting_jobs`).
+async fn netted_view(
+    f: &forgerunner_forgejo::ForgejoForge,
+    c: &forgerunner_core::forge::GroupContext,
+    refs: &[forgerunner_core::forge::RunnerRef],
+    books: &mut forgerunner_core::reconcile::ledger::Ledger,
+) -> forgerunner_core::forge::ForgeView {
+    let mut view = f.observe(c, refs).await.expect("observe");
+    let runners: Vec<forgerunner_core::plan::ObservedRunner> = refs
+        .iter()
+        .map(|r| forgerunner_core::plan::ObservedRunner {
+            name: r.name.clone(),
+            phase: r.phase,
+            forge_state: view.runners.get(&r.name).copied().unwrap_or_default(),
+            age_seconds: 0,
+            running_seconds: 0,
+            ever_busy: false,
+            stuck: None,
+            outdated: false,
+        })
+        .collect();
+    books.net_waiting_jobs(&mut view, &runners, std::time::Instant::now());
+    view
+}
+
 /// Forgejo lists runners by `last_online DESC` (`models/actions/runner.go`
 /// `FindRunnerOptions.ToOrders@v15.0.0`), rewritten on every runner call
 /// (`routers/api/actions/runner/interceptor.go` `withRunner`), and caps `limit` at

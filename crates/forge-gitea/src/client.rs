@@ -9,7 +9,9 @@ use forgerunner_core::forge::SecretValue;
 use forgerunner_core::metrics::Metrics;
 pub use forgerunner_http::rest::ClientOptions;
 use forgerunner_http::rest::{Api, Call, CallError, MAX_LIST_BYTES, MAX_SMALL_BYTES, RestClient, json};
-use forgerunner_http::{Entries, ListingBudget, ListingError, ListingLimits, Page, PageShape, wire};
+use forgerunner_http::{
+    Asked, Entries, ListingBudget, ListingError, ListingLimits, Page, PageShape, RequestError, wire,
+};
 use reqwest::Method;
 use serde::de::DeserializeOwned;
 use url::Url;
@@ -107,36 +109,15 @@ impl Operation {
 
     /// A failed exchange in Gitea's words: what was done, where, and which right is missing.
     fn error(self, scope: Option<&Scope>, e: CallError) -> GiteaError {
-        let where_ = || Scope::describe(scope);
-        match e {
-            CallError::Unauthenticated => GiteaError::Unauthenticated { scope: where_() },
-            CallError::Forbidden => GiteaError::Forbidden {
-                operation: self.words(),
-                scope: where_(),
-                needs: scope.map_or("a valid token", |s| s.rights_hint(self.access())),
-            },
-            CallError::NotFound => GiteaError::NotFound(where_()),
-            CallError::RateLimited(secs) => GiteaError::RateLimited(secs),
-            CallError::Server(code) => GiteaError::Server(code, self.as_str()),
-            CallError::Rejected(code) => GiteaError::Rejected(code, self.as_str()),
-            // Every address refused (`forgeHosts.refusePrivateAddresses`): the configuration's to fix.
-            CallError::Transport(f) if f.is_address_refused() => {
-                GiteaError::Spec(format!("{}: {f}", self.as_str()))
-            }
-            CallError::Transport(f) => GiteaError::Transport {
-                operation: self.as_str(),
-                detail: f.to_string(),
-            },
-            CallError::Redirect(detail) => GiteaError::Redirect {
-                operation: self.words(),
-                detail,
-            },
-            CallError::BadResponse => GiteaError::BadResponse(self.as_str()),
-            CallError::TooLarge(what) => GiteaError::TooLarge {
-                operation: self.words(),
-                what,
-            },
-        }
+        let where_ = Scope::describe(scope);
+        let asked = Asked {
+            operation: self.as_str(),
+            words: self.words(),
+            needs: scope.map_or("a valid token", |s| s.rights_hint(self.access())),
+            not_found: format!("{where_} does not exist at Gitea, or its Actions are disabled (404)"),
+            scope: where_,
+        };
+        GiteaError::Request(RequestError::new(GITEA, asked, e))
     }
 }
 
@@ -399,7 +380,7 @@ impl GiteaClient {
             .await
         {
             Ok(_) => Ok(DeleteOutcome::Deleted),
-            Err(GiteaError::NotFound(_)) => Ok(DeleteOutcome::AlreadyGone),
+            Err(GiteaError::Request(RequestError::NotFound(_))) => Ok(DeleteOutcome::AlreadyGone),
             Err(e) => Err(e),
         }
     }

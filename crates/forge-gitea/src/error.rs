@@ -1,6 +1,7 @@
 //! The Gitea client's typed errors and their mapping onto core's `ForgeError`.
 
 use forgerunner_core::ForgeError;
+use forgerunner_http::RequestError;
 
 use crate::labels::LabelError;
 use crate::scope::ScopeError;
@@ -9,64 +10,9 @@ use crate::version::VersionError;
 /// What went wrong talking to Gitea, or with a group's Gitea settings.
 #[derive(Clone, Debug, thiserror::Error)]
 pub enum GiteaError {
-    /// 401: the token is unknown or expired.
-    #[error("Gitea rejected the API token (401) at {scope}; check the Secret's token key")]
-    Unauthenticated {
-        /// Where it happened (scope display).
-        scope: String,
-    },
-    /// 403: the token lacks a right.
-    #[error("the API token may not {operation} at {scope} (403); it needs {needs}")]
-    Forbidden {
-        /// The operation, in words.
-        operation: &'static str,
-        /// Where.
-        scope: String,
-        /// Which token right is missing.
-        needs: &'static str,
-    },
-    /// 404 for the scope itself (unknown org, user or repo, or Actions disabled).
-    #[error("{0} does not exist at Gitea, or its Actions are disabled (404)")]
-    NotFound(String),
-    /// 429.
-    #[error("Gitea rate limited the request; retry after {0}s")]
-    RateLimited(u64),
-    /// 5xx.
-    #[error("Gitea answered {0} to {1}")]
-    Server(u16, &'static str),
-    /// Another 4xx.
-    #[error("Gitea refused {1} with {0}")]
-    Rejected(u16, &'static str),
-    /// Connection failure or timeout.
-    #[error("cannot reach Gitea for {operation}: {detail}")]
-    Transport {
-        /// The operation.
-        operation: &'static str,
-        /// What failed: kind, origin and causes, never the URL's path or query.
-        detail: String,
-    },
-    /// A 3xx: no forge client follows redirects (they would lead past `forgeHosts.allowed`).
-    #[error(
-        "Gitea answered the request to {operation} with {detail}; forgerunner does not follow \
-         redirects: set spec.gitea.url to the final address"
-    )]
-    Redirect {
-        /// The operation, in words.
-        operation: &'static str,
-        /// The status and the target's origin, never its path or query.
-        detail: forgerunner_http::Redirected,
-    },
-    /// A 2xx body that does not decode.
-    #[error("Gitea sent a malformed response to {0}")]
-    BadResponse(&'static str),
-    /// A body or a paged listing over its cap; refused whole, never truncated.
-    #[error("Gitea returned a response too large to {operation}: {what}")]
-    TooLarge {
-        /// The operation, in words.
-        operation: &'static str,
-        /// Which cap it passed (never the body).
-        what: String,
-    },
+    /// A request failed: the answer, or none, in Gitea's words.
+    #[error(transparent)]
+    Request(#[from] RequestError),
     /// The server version cannot be used.
     #[error(transparent)]
     Version(#[from] VersionError),
@@ -119,23 +65,11 @@ impl From<GiteaError> for ForgeError {
     fn from(e: GiteaError) -> ForgeError {
         let msg = e.to_string();
         match e {
-            GiteaError::Unauthenticated { .. }
-            | GiteaError::Forbidden { .. }
-            | GiteaError::WrongUser { .. } => ForgeError::Unauthorized(msg),
-            GiteaError::NotFound(_) => ForgeError::NotFound(msg),
-            GiteaError::RateLimited(s) => ForgeError::RateLimited {
-                retry_after_seconds: s,
-            },
-            GiteaError::Server(..)
-            | GiteaError::Transport { .. }
-            | GiteaError::BadResponse(_)
-            | GiteaError::TooLarge { .. } => ForgeError::Unavailable(msg),
-            GiteaError::Rejected(..)
-            | GiteaError::Redirect { .. }
-            | GiteaError::Version(_)
-            | GiteaError::Label(_)
-            | GiteaError::Scope(_)
-            | GiteaError::Spec(_) => ForgeError::Config(msg),
+            GiteaError::Request(e) => e.into(),
+            GiteaError::WrongUser { .. } => ForgeError::Unauthorized(msg),
+            GiteaError::Version(_) | GiteaError::Label(_) | GiteaError::Scope(_) | GiteaError::Spec(_) => {
+                ForgeError::Config(msg)
+            }
             GiteaError::MissingToken(_) | GiteaError::FixedTokenOutsideGlobal { .. } => {
                 ForgeError::InvalidCredentials(msg)
             }

@@ -502,6 +502,8 @@ impl GiteaForge {
             stranded: Default::default(),
             listed_at: Some(fetched_at),
             accounted,
+            // A runner seen busy took its job by then (its own runner row, or a delivery).
+            takes_by_success_only: false,
             unmatched,
             versions: pod::runner_versions(&ctx.group.spec),
         })

@@ -28,25 +28,20 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::core::v1::{
-    Container, EmptyDirVolumeSource, EnvVar, KeyToPath, PodSpec, SecretVolumeSource, Volume, VolumeMount,
-};
+use k8s_openapi::api::core::v1::{Container, EnvVar, PodSpec, VolumeMount};
 
 use forgerunner_core::crd::{GiteaSpec, RunnerGroupSpec};
+pub use forgerunner_core::runner_pod::RUNNER_CONTAINER;
 use forgerunner_core::runner_pod::trust::{RunnerTrust, TrustStyle};
 use forgerunner_core::runner_version::{RunnerVersions, pinned_release, runner_image};
+// The runner's `.runner` state lives in `DATA_DIR`, shared by the two containers.
+pub use forgerunner_http::act_runner::{DATA_DIR, REGISTER_CONTAINER};
+use forgerunner_http::act_runner::{data_mount, data_volume, secret_key_volume};
 
 /// The image used when `spec.image` is empty.
 pub const DEFAULT_IMAGE: &str = "gitea/runner:1.0.8";
-/// Name of the runner container (the template merge key).
-pub const RUNNER_CONTAINER: &str = "runner";
-/// Name of the init container that registers the runner.
-pub const REGISTER_CONTAINER: &str = "register";
 /// Secret key of the registration token in the runner's Secret.
 pub const REGISTRATION_TOKEN_KEY: &str = "registration_token";
-/// Where the runner keeps its `.runner` state; an emptyDir so every runner starts fresh, shared
-/// by the two containers.
-pub const DATA_DIR: &str = forgerunner_http::act_runner::DATA_DIR;
 /// Where the register container finds the runner Secret.
 pub const TOKEN_DIR: &str = "/var/run/gitea-runner";
 /// Binary of Gitea Runner ≥ 1.0.
@@ -58,7 +53,6 @@ pub const LEGACY_RUNNER_BINARY: &str = "act_runner";
 /// runner images' entrypoint uses).
 pub const CONFIG_FILE_ENV: &str = "CONFIG_FILE";
 
-const DATA_VOLUME: &str = "data";
 const TOKEN_VOLUME: &str = "registration-token";
 
 /// Repository names (last path segment) of Gitea's runner images: `gitea/runner` (Gitea Runner
@@ -168,10 +162,7 @@ pub fn default_runner_pod(
         command: Some(vec!["sh".to_string(), "-c".to_string(), register_script(binary)]),
         env: Some(plain_env(spec, runner_name)),
         working_dir: Some(DATA_DIR.to_string()),
-        volume_mounts: Some(vec![
-            mount(DATA_VOLUME, DATA_DIR, false),
-            mount(TOKEN_VOLUME, TOKEN_DIR, true),
-        ]),
+        volume_mounts: Some(vec![data_mount(), mount(TOKEN_VOLUME, TOKEN_DIR, true)]),
         ..Container::default()
     };
     let runner = Container {
@@ -180,32 +171,15 @@ pub fn default_runner_pod(
         command: Some(vec![binary.to_string(), "daemon".to_string()]),
         env: Some(plain_env(spec, runner_name)),
         working_dir: Some(DATA_DIR.to_string()),
-        volume_mounts: Some(vec![mount(DATA_VOLUME, DATA_DIR, false)]),
+        volume_mounts: Some(vec![data_mount()]),
         ..Container::default()
     };
     PodSpec {
         init_containers: Some(vec![register]),
         containers: vec![runner],
         volumes: Some(vec![
-            Volume {
-                name: DATA_VOLUME.to_string(),
-                empty_dir: Some(EmptyDirVolumeSource::default()),
-                ..Volume::default()
-            },
-            Volume {
-                name: TOKEN_VOLUME.to_string(),
-                secret: Some(SecretVolumeSource {
-                    secret_name: Some(secret_name.to_string()),
-                    items: Some(vec![KeyToPath {
-                        key: REGISTRATION_TOKEN_KEY.to_string(),
-                        path: REGISTRATION_TOKEN_KEY.to_string(),
-                        ..KeyToPath::default()
-                    }]),
-                    optional: Some(false),
-                    ..SecretVolumeSource::default()
-                }),
-                ..Volume::default()
-            },
+            data_volume(),
+            secret_key_volume(TOKEN_VOLUME, secret_name, REGISTRATION_TOKEN_KEY),
         ]),
         restart_policy: Some("Never".to_string()),
         ..PodSpec::default()

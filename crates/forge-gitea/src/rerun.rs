@@ -33,6 +33,7 @@ use std::time::Duration;
 use forgerunner_core::ForgeError;
 use forgerunner_core::forge::RerunOutcome;
 use forgerunner_core::job_identity::JobIdentity;
+use forgerunner_http::RequestError;
 
 use crate::client::GiteaClient;
 use crate::error::GiteaError;
@@ -99,10 +100,12 @@ fn may_have_queued(answer: &Result<(), GiteaError>) -> bool {
         Ok(()) => true,
         Err(e) => matches!(
             e,
-            GiteaError::Server(..)
-                | GiteaError::Transport { .. }
-                | GiteaError::BadResponse(_)
-                | GiteaError::TooLarge { .. }
+            GiteaError::Request(
+                RequestError::Server { .. }
+                    | RequestError::Transport { .. }
+                    | RequestError::BadResponse { .. }
+                    | RequestError::TooLarge { .. }
+            )
         ),
     }
 }
@@ -111,14 +114,18 @@ fn may_have_queued(answer: &Result<(), GiteaError>) -> bool {
 fn outcome_of(answer: Result<(), GiteaError>, target: &Target) -> Result<RerunOutcome, ForgeError> {
     match answer {
         Ok(()) => Ok(RerunOutcome::Requested),
-        Err(GiteaError::Rejected(400, _)) => Err(ForgeError::Config(format!(
-            "Gitea refused to re-run {target} although its run is done (400): the workflow may \
+        Err(GiteaError::Request(RequestError::Rejected { status: 400, .. })) => {
+            Err(ForgeError::Config(format!(
+                "Gitea refused to re-run {target} although its run is done (400): the workflow may \
              be disabled, or the run out of re-run attempts"
-        ))),
+            )))
+        }
         // The run, the job or the repository is gone (or the token may not see it).
-        Err(GiteaError::NotFound(_)) => Ok(RerunOutcome::Gone),
-        Err(e @ (GiteaError::Unauthenticated { .. } | GiteaError::Forbidden { .. })) => {
-            let status = if matches!(e, GiteaError::Unauthenticated { .. }) {
+        Err(GiteaError::Request(RequestError::NotFound(_))) => Ok(RerunOutcome::Gone),
+        Err(GiteaError::Request(
+            e @ (RequestError::Unauthenticated { .. } | RequestError::Forbidden { .. }),
+        )) => {
+            let status = if matches!(e, RequestError::Unauthenticated { .. }) {
                 401
             } else {
                 403
@@ -173,6 +180,30 @@ pub(crate) async fn rerun_job<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::client::GITEA;
+
+    fn server(status: u16) -> RequestError {
+        RequestError::Server {
+            api: GITEA,
+            status,
+            operation: "rerun_job",
+        }
+    }
+
+    fn rejected(status: u16) -> RequestError {
+        RequestError::Rejected {
+            api: GITEA,
+            status,
+            operation: "rerun_job",
+        }
+    }
+
+    fn unauthenticated() -> RequestError {
+        RequestError::Unauthenticated {
+            api: GITEA,
+            scope: "x".into(),
+        }
+    }
 
     fn identity(repository: &str, run: &str, job: &str) -> JobIdentity {
         JobIdentity {
@@ -222,22 +253,29 @@ mod tests {
     fn only_a_refusal_queues_nothing() {
         assert!(may_have_queued(&Ok(())));
         for maybe in [
-            GiteaError::Server(502, "rerun_job"),
-            GiteaError::Transport {
+            server(502),
+            RequestError::Transport {
+                api: GITEA,
                 operation: "rerun_job",
                 detail: "timeout".into(),
             },
-            GiteaError::BadResponse("rerun_job"),
+            RequestError::BadResponse {
+                api: GITEA,
+                operation: "rerun_job",
+            },
         ] {
-            assert!(may_have_queued(&Err(maybe.clone())), "{maybe:?}");
+            assert!(may_have_queued(&Err(maybe.clone().into())), "{maybe:?}");
         }
         for refused in [
-            GiteaError::Rejected(400, "rerun_job"),
-            GiteaError::NotFound("job".into()),
-            GiteaError::Unauthenticated { scope: "x".into() },
-            GiteaError::RateLimited(5),
+            rejected(400),
+            RequestError::NotFound("job".into()),
+            unauthenticated(),
+            RequestError::RateLimited {
+                api: GITEA,
+                seconds: 5,
+            },
         ] {
-            assert!(!may_have_queued(&Err(refused.clone())), "{refused:?}");
+            assert!(!may_have_queued(&Err(refused.clone().into())), "{refused:?}");
         }
     }
 
@@ -251,25 +289,25 @@ mod tests {
         };
         assert_eq!(outcome_of(Ok(()), &t).unwrap(), RerunOutcome::Requested);
         assert_eq!(
-            outcome_of(Err(GiteaError::Rejected(400, "rerun_job")), &t).map_err(|e| e.category()),
+            outcome_of(Err(rejected(400).into()), &t).map_err(|e| e.category()),
             Err(forgerunner_core::error::ErrorCategory::ForgeConfig),
             "a 400 once the run is done is a refusal, not a wait"
         );
         assert_eq!(
-            outcome_of(Err(GiteaError::NotFound("repository o/r".into())), &t).unwrap(),
+            outcome_of(Err(RequestError::NotFound("repository o/r".into()).into()), &t).unwrap(),
             RerunOutcome::Gone
         );
-        let refused = outcome_of(Err(GiteaError::Unauthenticated { scope: "x".into() }), &t);
+        let refused = outcome_of(Err(unauthenticated().into()), &t);
         assert!(
             matches!(&refused, Err(ForgeError::Unauthorized(m)) if m.contains("(401)") && m.contains("job 2 of run 1 in o/r")),
             "{refused:?}"
         );
         assert!(matches!(
-            outcome_of(Err(GiteaError::Server(502, "rerun_job")), &t),
+            outcome_of(Err(server(502).into()), &t),
             Err(ForgeError::Unavailable(_))
         ));
         assert!(matches!(
-            outcome_of(Err(GiteaError::Rejected(409, "rerun_job")), &t),
+            outcome_of(Err(rejected(409).into()), &t),
             Err(ForgeError::Config(_))
         ));
     }

@@ -633,7 +633,10 @@ async fn delete_of_unknown_runner_is_already_gone() {
         .registration_token(&Scope::Org("ghost".into()))
         .await
         .unwrap_err();
-    assert!(matches!(err, GiteaError::NotFound(_)));
+    assert!(matches!(
+        err,
+        GiteaError::Request(forgerunner_http::RequestError::NotFound(_))
+    ));
 }
 
 /// A self-signed CA (P-256, made for this test only); valid PEM the client must accept.

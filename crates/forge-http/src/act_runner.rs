@@ -5,10 +5,17 @@
 
 use forgerunner_core::crd::RunnerGroupSpec;
 use forgerunner_core::runner_pod::{DindProfile, RunAs, RunnerPodProfile, finish_default_pod};
-use k8s_openapi::api::core::v1::PodSpec;
+use k8s_openapi::api::core::v1::{
+    EmptyDirVolumeSource, KeyToPath, PodSpec, SecretVolumeSource, Volume, VolumeMount,
+};
 
 /// Where the runner keeps its state and work (an emptyDir, so every runner starts fresh).
 pub const DATA_DIR: &str = "/data";
+/// The volume at [`DATA_DIR`].
+pub const DATA_VOLUME: &str = "data";
+/// Name of the init container that registers a runner with a registration token, leaving its
+/// `.runner` file in [`DATA_DIR`] for the runner container.
+pub const REGISTER_CONTAINER: &str = "register";
 
 /// uid and gid 1000, numeric so that the kubelet can enforce `runAsNonRoot`: forgejo-runner's
 /// `USER 1000:1000` and the rootless `gitea/runner` flavour's user. The basic Gitea flavour has
@@ -37,4 +44,41 @@ pub const PROFILE: RunnerPodProfile<'static> = RunnerPodProfile {
 /// Adds the group's container mode to a default runner pod and hardens it.
 pub fn finish_pod(pod: &mut PodSpec, spec: &RunnerGroupSpec) {
     finish_default_pod(pod, &PROFILE, spec.container_mode_type());
+}
+
+/// The data volume: an emptyDir, so every runner starts fresh.
+pub fn data_volume() -> Volume {
+    Volume {
+        name: DATA_VOLUME.to_string(),
+        empty_dir: Some(EmptyDirVolumeSource::default()),
+        ..Volume::default()
+    }
+}
+
+/// The data volume mounted at [`DATA_DIR`], writable.
+pub fn data_mount() -> VolumeMount {
+    VolumeMount {
+        name: DATA_VOLUME.to_string(),
+        mount_path: DATA_DIR.to_string(),
+        ..VolumeMount::default()
+    }
+}
+
+/// Volume `name` holding the one key `key` of Secret `secret_name`, as a file named after the
+/// key; the pod does not start without it (a runner without its token could only fail).
+pub fn secret_key_volume(name: &str, secret_name: &str, key: &str) -> Volume {
+    Volume {
+        name: name.to_string(),
+        secret: Some(SecretVolumeSource {
+            secret_name: Some(secret_name.to_string()),
+            items: Some(vec![KeyToPath {
+                key: key.to_string(),
+                path: key.to_string(),
+                ..KeyToPath::default()
+            }]),
+            optional: Some(false),
+            ..SecretVolumeSource::default()
+        }),
+        ..Volume::default()
+    }
 }

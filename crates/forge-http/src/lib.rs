@@ -6,7 +6,8 @@
 //! failures without the request URL, refusing redirects ([`redirect`]) and, when configured,
 //! private addresses ([`address_policy`]).
 //!
-//! Gitea and Forgejo (a fork of Gitea) beyond that: the REST client skeleton ([`rest`]), the
+//! Gitea and Forgejo (a fork of Gitea) beyond that: the REST client skeleton ([`rest`]) and how
+//! its failures read ([`request_error`]), the
 //! single-flight listing cache ([`single_flight`]) under one
 //! budget for every cached listing ([`listing_memory`]), the pool of clients per instance and
 //! credentials ([`pool`]), scopes ([`scope`]), version numbers ([`version`]), shared wire
@@ -29,6 +30,7 @@ pub mod listing_memory;
 pub mod pod_checks;
 pub mod pool;
 pub mod redirect;
+pub mod request_error;
 pub mod rest;
 pub mod retry_after;
 pub mod scope;
@@ -47,6 +49,7 @@ pub use listing::{ListingBudget, ListingError, ListingLimits};
 pub use listing_memory::{Charge, ListingMemory, entries_of};
 pub use pool::{Connection, Instance, InstanceKey, Pool, PoolError};
 pub use redirect::{Redirected, no_redirects};
+pub use request_error::{Asked, RequestError};
 pub use rest::{CallError, ClientOptions, RestClient};
 pub use retry_after::{MAX_RETRY_AFTER, retry_after_secs};
 pub use scope::{Scope, ScopeError};

@@ -15,6 +15,8 @@ use forgerunner_core::testing::{runner_container, runner_env};
 use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
+use crate::act_runner::REGISTER_CONTAINER;
+
 /// The pods of a group in `mode` with `template`, one per credential shape the forge hands out.
 pub type Pods<'a> = &'a dyn Fn(Option<ContainerModeType>, Option<PodTemplateSpec>) -> Vec<PodSpec>;
 
@@ -42,6 +44,29 @@ pub fn built_pod(forge: &impl Forge, g: &RunnerGroup, creds: &RunnerCredentials)
     forgerunner_core::testing::built_pod(forge, g, creds)
 }
 
+/// The runner pods `forge` would have the reconciler create for a group of `spec` (see
+/// [`group`]) in `mode` with `template`, one per credential shape in `credentials`.
+pub fn built_pods(
+    forge: &impl Forge,
+    spec: serde_json::Value,
+    credentials: &[RunnerCredentials],
+    mode: Option<ContainerModeType>,
+    template: Option<PodTemplateSpec>,
+) -> Vec<PodSpec> {
+    let g = group(spec, mode, template);
+    credentials
+        .iter()
+        .map(|creds| built_pod(forge, &g, creds))
+        .collect()
+}
+
+/// Every check here, each forge's pods must pass them all.
+pub fn all(pods: Pods<'_>) {
+    no_mode_passes_restricted_as_uid_1000(pods);
+    dind_breaks_restricted_only_through_its_privileged_sidecar(pods);
+    template_resources_reach_the_hardened_runner(pods);
+}
+
 /// Without a container mode the pod passes restricted, as uid 1000 with `HOME=/data`.
 pub fn no_mode_passes_restricted_as_uid_1000(pods: Pods<'_>) {
     for p in pods(None, None) {
@@ -59,7 +84,7 @@ pub fn no_mode_passes_restricted_as_uid_1000(pods: Pods<'_>) {
             .flatten()
             .map(|c| c.name.as_str())
             .collect();
-        assert!(init.iter().all(|n| *n == "register"), "{init:?}");
+        assert!(init.iter().all(|n| *n == REGISTER_CONTAINER), "{init:?}");
         // forgejo-runner's `Dockerfile` sets `HOME=/data`; a custom image may not, and
         // `internal/pkg/config/config.go` `New` puts the cache under `os.UserHomeDir()`.
         assert_eq!(runner_env(&p, "HOME").as_deref(), Some("/data"));
@@ -80,7 +105,7 @@ pub fn dind_breaks_restricted_only_through_its_privileged_sidecar(pods: Pods<'_>
             .iter()
             .flatten()
             .map(|c| c.name.as_str())
-            .filter(|n| *n != "register")
+            .filter(|n| *n != REGISTER_CONTAINER)
             .collect();
         assert_eq!(init, ["dind"]);
         let dind = p

@@ -97,6 +97,16 @@ pub async fn serve_redirect(
     .await
 }
 
+/// The `page` query parameter of a request target (`/api/…?page=3&limit=50`); 1, the first
+/// page, when absent or unreadable, as the forges read it.
+pub fn page_number(target: &str) -> usize {
+    target
+        .split(['?', '&'])
+        .find_map(|kv| kv.strip_prefix("page="))
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(1)
+}
+
 /// The server of [`serve_json`] and [`serve_redirect`]: `handler` returns status, extra headers
 /// and a JSON body.
 async fn serve<F>(handler: F) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>)

@@ -11,9 +11,9 @@ mod common;
 use std::time::Duration;
 
 use common::e2e::{assert_healthz, assert_peak_rss_under, start_operator};
-use common::gitea_world::{gitea_group, gitea_world, wait_or_fail};
+use common::gitea_world::{gitea_world, wait_or_fail};
+use common::group::Group;
 use forgerunner_sandbox::world::World;
-use forgerunner_sandbox::world::groups::GroupSize;
 use forgerunner_testkit::gitea::{Fault, Repeated};
 
 const NS: &str = "bounded";
@@ -43,17 +43,11 @@ async fn a_huge_forge_answer_is_a_condition_not_an_oom() {
     let fake = world.gitea.as_ref().expect("Gitea fake");
     fake.inject_fault(Fault::huge_body("/actions/jobs", BODY));
     let op = start_operator(&world, "gitea", "forgerunner-e2e-bounded");
-    let size = GroupSize {
-        min: 0,
-        max: 2,
-        idle_timeout_seconds: None,
-        startup_timeout_seconds: None,
-        scale_down_delay_seconds: None,
-    };
-    world
-        .add_gitea_group_with(NS, GROUP, &gitea_group(GROUP), &size)
-        .await
-        .expect("group");
+    Group::gitea(GROUP)
+        .host_label(GROUP)
+        .max(2)
+        .create(&world, NS)
+        .await;
 
     wait_or_fail(&op, "a condition saying the answer was too large", || async {
         condition_messages(&world)
@@ -137,17 +131,11 @@ async fn a_listing_of_empty_labels_stays_small_when_decoded() {
         fake.inject_fault(Fault::repeated("/actions/jobs", body).query_pair(&format!("page={page}")));
     }
     let op = start_operator(&world, "gitea", "forgerunner-e2e-bounded-labels");
-    let size = GroupSize {
-        min: 0,
-        max: 1,
-        idle_timeout_seconds: None,
-        startup_timeout_seconds: None,
-        scale_down_delay_seconds: None,
-    };
-    world
-        .add_gitea_group_with(LABELS_NS, LABELS_GROUP, &gitea_group(LABELS_GROUP), &size)
-        .await
-        .expect("group");
+    Group::gitea(LABELS_GROUP)
+        .host_label(LABELS_GROUP)
+        .max(1)
+        .create(&world, LABELS_NS)
+        .await;
 
     let served = LABELS_PAGES as u32;
     wait_or_fail(

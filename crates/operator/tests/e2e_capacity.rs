@@ -13,9 +13,10 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::e2e::start_operator;
-use common::gitea_world::{condition, gitea_group, gitea_world as world, patch_spec, wait_or_fail};
+use common::gitea_world::{condition, gitea_world as world, patch_spec, wait_or_fail};
+use common::group::Group;
 use forgerunner_core::runner_job::TEMPLATE_HASH_ANNOTATION;
-use forgerunner_sandbox::world::groups::{GITEA_RUNNER_IMAGES, GroupSize};
+use forgerunner_sandbox::world::groups::GITEA_RUNNER_IMAGES;
 use forgerunner_sandbox::world::watch::JobWatch;
 use k8s_openapi::api::events::v1::Event;
 use kube::Api;
@@ -32,24 +33,14 @@ async fn unpullable_image_degrades_backs_off_and_recovers() {
         .fail_image_pulls(BROKEN_REGISTRY)
         .expect("pull failures");
     let watch = JobWatch::start(world.client.clone(), NS);
-    let size = GroupSize {
-        min: 0,
-        max: 3,
-        idle_timeout_seconds: Some(600),
-        startup_timeout_seconds: Some(90),
-        scale_down_delay_seconds: None,
-    };
-    world
-        .add_gitea_group_with(NS, "pull", &gitea_group("pull"), &size)
-        .await
-        .expect("group");
-    patch_spec(
-        &world,
-        NS,
-        "pull",
-        serde_json::json!({"image": format!("{BROKEN_REGISTRY}runner:1")}),
-    )
-    .await;
+    Group::gitea("pull")
+        .host_label("pull")
+        .max(3)
+        .idle_timeout(600)
+        .startup_timeout(90)
+        .spec(serde_json::json!({"image": format!("{BROKEN_REGISTRY}runner:1")}))
+        .create(&world, NS)
+        .await;
     let started = Instant::now();
     let op = start_operator(&world, "gitea", "forgerunner-e2e-pull");
     let jobs: Vec<i64> = (0..3)
@@ -131,17 +122,13 @@ async fn warm_pool_outlives_two_idle_timeouts() {
     const IDLE_TIMEOUT: u32 = 4;
     let world = world(NS, Duration::from_millis(300)).await;
     let watch = JobWatch::start(world.client.clone(), NS);
-    let size = GroupSize {
-        min: 3,
-        max: 5,
-        idle_timeout_seconds: Some(IDLE_TIMEOUT),
-        startup_timeout_seconds: None,
-        scale_down_delay_seconds: None,
-    };
-    world
-        .add_gitea_group_with(NS, "warm", &gitea_group("warm"), &size)
-        .await
-        .expect("group");
+    Group::gitea("warm")
+        .host_label("warm")
+        .min(3)
+        .max(5)
+        .idle_timeout(IDLE_TIMEOUT)
+        .create(&world, NS)
+        .await;
     let op = start_operator(&world, "gitea", "forgerunner-e2e-warm");
     wait_or_fail(&op, "three idle runners registered", || async {
         world.gitea_progress(&["warm"]).registered_runners == 3
@@ -181,17 +168,13 @@ async fn image_change_replaces_idle_runners_and_busy_ones_finish() {
     const NS: &str = "e2e-roll";
     let world = world(NS, Duration::from_secs(15)).await;
     let watch = JobWatch::start(world.client.clone(), NS);
-    let size = GroupSize {
-        min: 2,
-        max: 4,
-        idle_timeout_seconds: Some(600),
-        startup_timeout_seconds: None,
-        scale_down_delay_seconds: None,
-    };
-    world
-        .add_gitea_group_with(NS, "roll", &gitea_group("roll"), &size)
-        .await
-        .expect("group");
+    Group::gitea("roll")
+        .host_label("roll")
+        .min(2)
+        .max(4)
+        .idle_timeout(600)
+        .create(&world, NS)
+        .await;
     let op = start_operator(&world, "gitea", "forgerunner-e2e-roll");
     let job = world.queue_gitea_job(&["roll"]).expect("queue").id;
 
@@ -293,24 +276,13 @@ async fn restricted_namespace_refuses_dind_and_says_so() {
         )
         .await
         .expect("label namespace");
-    let size = GroupSize {
-        min: 0,
-        max: 2,
-        idle_timeout_seconds: Some(600),
-        startup_timeout_seconds: None,
-        scale_down_delay_seconds: None,
-    };
-    world
-        .add_gitea_group_with(NS, "psa", &gitea_group("psa"), &size)
-        .await
-        .expect("group");
-    patch_spec(
-        &world,
-        NS,
-        "psa",
-        serde_json::json!({"containerMode": {"type": "dind"}}),
-    )
-    .await;
+    Group::gitea("psa")
+        .host_label("psa")
+        .max(2)
+        .idle_timeout(600)
+        .spec(serde_json::json!({"containerMode": {"type": "dind"}}))
+        .create(&world, NS)
+        .await;
     let op = start_operator(&world, "gitea", "forgerunner-e2e-psa");
     let jobs: Vec<i64> = (0..2)
         .map(|_| world.queue_gitea_job(&["psa"]).expect("queue").id)

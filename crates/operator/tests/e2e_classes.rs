@@ -21,8 +21,9 @@ use std::time::Duration;
 
 use common::e2e::{fail_with_output, start_operator, wait_nothing_left};
 use common::gitea_world::{DEADLINE, gitea_world, patch_spec, wait_or_fail};
+use common::group::Group;
 use common::scrape::scrape;
-use forgerunner_sandbox::world::groups::{GiteaGroup, GiteaRunnerScope, GroupSize};
+use forgerunner_sandbox::world::operator::OperatorProcess;
 use forgerunner_testkit::gitea::{Conclusion, JobState};
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::ListParams;
@@ -56,40 +57,57 @@ fn seen(job: &Job) -> Seen {
     Seen { class, cpu }
 }
 
+/// The two classes of the Gitea and Forgejo cases: `small` (`linux`) and `large` (`linux`,
+/// `large`, at most 2 runners, 4 CPUs requested).
+fn small_and_large() -> serde_json::Value {
+    serde_json::json!([
+        {"name": "small", "labels": ["linux:host"]},
+        {"name": "large", "labels": ["linux:host", "large:host"], "maxRunners": 2,
+         "resources": {"requests": {"cpu": "4"}}}
+    ])
+}
+
+/// The names of the small and the large runner among `runners`, failing unless there is one
+/// of each class, the large one's pod requesting 4 CPUs and the small one's nothing.
+fn one_runner_of_each_class<'a>(
+    op: &OperatorProcess,
+    runners: &'a BTreeMap<String, Seen>,
+) -> (&'a String, &'a String) {
+    let by_class = |class: &str| -> Vec<(&'a String, &'a Seen)> {
+        runners
+            .iter()
+            .filter(|(_, s)| s.class.as_deref() == Some(class))
+            .collect()
+    };
+    let (small_runners, large_runners) = (by_class("small"), by_class("large"));
+    if runners.len() != 2 || small_runners.len() != 1 || large_runners.len() != 1 {
+        fail_with_output(op, &format!("one runner of each class, not {runners:?}"));
+    }
+    assert_eq!(
+        large_runners[0].1.cpu.as_deref(),
+        Some("4"),
+        "the large runner's pod requests 4 CPUs"
+    );
+    assert_eq!(
+        small_runners[0].1.cpu, None,
+        "the small runner's pod requests nothing"
+    );
+    (small_runners[0].0, large_runners[0].0)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jobs_of_two_sizes_get_runners_of_two_sizes() {
     // Long enough that the status, written at most once a second for counts alone, shows the
     // runners at work.
     let world = gitea_world(NS, Duration::from_secs(3)).await;
     let gitea = world.gitea.clone().expect("gitea fake");
-    let group = GiteaGroup {
-        scope: GiteaRunnerScope::Global,
-        labels: vec!["self-hosted:host".to_owned()],
-        poll_interval_seconds: 1,
-        webhook_secret: None,
-    };
-    let size = GroupSize {
-        min: 0,
-        max: 4,
-        idle_timeout_seconds: Some(60),
-        startup_timeout_seconds: None,
-        scale_down_delay_seconds: None,
-    };
-    world
-        .add_gitea_group_with(NS, GROUP, &group, &size)
-        .await
-        .expect("group");
-    patch_spec(
-        &world,
-        NS,
-        GROUP,
-        serde_json::json!({"classes": [
-            {"name": "small", "labels": ["linux:host"]},
-            {"name": "large", "labels": ["linux:host", "large:host"], "maxRunners": 2,
-             "resources": {"requests": {"cpu": "4"}}}
-        ]}),
-    )
-    .await;
+    Group::gitea(GROUP)
+        .host_label("self-hosted")
+        .max(4)
+        .idle_timeout(60)
+        .classes(small_and_large())
+        .create(&world, NS)
+        .await;
     let op = start_operator(&world, "gitea", "forgerunner-e2e-classes");
 
     // Gitea hands a job to any runner whose labels hold all its `runs-on`: a large runner can
@@ -129,29 +147,11 @@ async fn jobs_of_two_sizes_get_runners_of_two_sizes() {
     .await;
 
     let runners = runners.into_inner().expect("lock");
-    let by_class = |class: &str| -> Vec<(&String, &Seen)> {
-        runners
-            .iter()
-            .filter(|(_, s)| s.class.as_deref() == Some(class))
-            .collect()
-    };
-    let (small_runners, large_runners) = (by_class("small"), by_class("large"));
-    if runners.len() != 2 || small_runners.len() != 1 || large_runners.len() != 1 {
-        fail_with_output(&op, &format!("one runner of each class, not {runners:?}"));
-    }
-    assert_eq!(
-        large_runners[0].1.cpu.as_deref(),
-        Some("4"),
-        "the large runner's pod requests 4 CPUs"
-    );
-    assert_eq!(
-        small_runners[0].1.cpu, None,
-        "the small runner's pod requests nothing"
-    );
+    let (small_runner, large_runner) = one_runner_of_each_class(&op, &runners);
 
     let large_job = gitea.job(large).expect("large job");
     assert_eq!(
-        &large_job.runner_name, large_runners[0].0,
+        &large_job.runner_name, large_runner,
         "the large job ran on the large runner"
     );
     assert!(
@@ -161,7 +161,7 @@ async fn jobs_of_two_sizes_get_runners_of_two_sizes() {
     );
     let small_job = gitea.job(small).expect("small job");
     assert_eq!(
-        &small_job.runner_name, small_runners[0].0,
+        &small_job.runner_name, small_runner,
         "the small job ran on the small runner"
     );
     assert_eq!(
@@ -209,33 +209,16 @@ async fn an_idle_small_runner_does_not_hold_back_a_large_job() {
     };
     let world = common::e2e::start_world(opts, NS_IDLE).await;
     let gitea = world.gitea.clone().expect("gitea fake");
-    let group = GiteaGroup {
-        scope: GiteaRunnerScope::Global,
-        labels: vec!["self-hosted:host".to_owned()],
-        poll_interval_seconds: 1,
-        webhook_secret: None,
-    };
-    let size = GroupSize {
-        min: 0,
-        max: 4,
-        idle_timeout_seconds: Some(600),
-        startup_timeout_seconds: None,
-        scale_down_delay_seconds: None,
-    };
-    world
-        .add_gitea_group_with(NS_IDLE, GROUP, &group, &size)
-        .await
-        .expect("group");
-    patch_spec(
-        &world,
-        NS_IDLE,
-        GROUP,
-        serde_json::json!({"classes": [
+    Group::gitea(GROUP)
+        .host_label("self-hosted")
+        .max(4)
+        .idle_timeout(600)
+        .classes(serde_json::json!([
             {"name": "small", "labels": ["linux:host"]},
             {"name": "large", "labels": ["linux:host", "large:host"]}
-        ]}),
-    )
-    .await;
+        ]))
+        .create(&world, NS_IDLE)
+        .await;
     let op = start_operator(&world, "gitea", "forgerunner-e2e-classes-idle");
 
     let runners_of = |class: &'static str| {
@@ -309,7 +292,6 @@ async fn an_idle_small_runner_does_not_hold_back_a_large_job() {
 async fn forgejo_jobs_of_two_sizes_get_runners_of_two_sizes() {
     use common::e2e::start_world;
     use forgerunner_sandbox::world::WorldOptions;
-    use forgerunner_sandbox::world::groups::{ForgejoGroup, ForgejoRunnerScope};
     use forgerunner_testkit::forgejo::{Conclusion as FjConclusion, JobStatus};
 
     const FJ_NS: &str = "e2e-classes-fj";
@@ -323,33 +305,13 @@ async fn forgejo_jobs_of_two_sizes_get_runners_of_two_sizes() {
     };
     let world = start_world(opts, FJ_NS).await;
     let fake = world.forgejo.clone().expect("forgejo fake");
-    let group = ForgejoGroup {
-        scope: ForgejoRunnerScope::Global,
-        labels: vec!["self-hosted:host".to_owned()],
-        poll_interval_seconds: 1,
-    };
-    let size = GroupSize {
-        min: 0,
-        max: 4,
-        idle_timeout_seconds: Some(60),
-        startup_timeout_seconds: None,
-        scale_down_delay_seconds: None,
-    };
-    world
-        .add_forgejo_group_with(FJ_NS, GROUP, &group, &size)
-        .await
-        .expect("group");
-    patch_spec(
-        &world,
-        FJ_NS,
-        GROUP,
-        serde_json::json!({"classes": [
-            {"name": "small", "labels": ["linux:host"]},
-            {"name": "large", "labels": ["linux:host", "large:host"], "maxRunners": 2,
-             "resources": {"requests": {"cpu": "4"}}}
-        ]}),
-    )
-    .await;
+    Group::forgejo(GROUP)
+        .host_label("self-hosted")
+        .max(4)
+        .idle_timeout(60)
+        .classes(small_and_large())
+        .create(&world, FJ_NS)
+        .await;
     let op = start_operator(&world, "forgejo", "forgerunner-e2e-classes-fj");
 
     // The large job is the older: Forgejo 15 binds each runner to a job of the runner's own
@@ -377,32 +339,14 @@ async fn forgejo_jobs_of_two_sizes_get_runners_of_two_sizes() {
     .await;
 
     let runners = runners.into_inner().expect("lock");
-    let by_class = |class: &str| -> Vec<(&String, &Seen)> {
-        runners
-            .iter()
-            .filter(|(_, s)| s.class.as_deref() == Some(class))
-            .collect()
-    };
-    let (small_runners, large_runners) = (by_class("small"), by_class("large"));
-    if runners.len() != 2 || small_runners.len() != 1 || large_runners.len() != 1 {
-        fail_with_output(&op, &format!("one runner of each class, not {runners:?}"));
-    }
-    assert_eq!(
-        large_runners[0].1.cpu.as_deref(),
-        Some("4"),
-        "the large runner's pod requests 4 CPUs"
-    );
-    assert_eq!(
-        small_runners[0].1.cpu, None,
-        "the small runner's pod requests nothing"
-    );
+    let (small_runner, large_runner) = one_runner_of_each_class(&op, &runners);
 
     let tasks = |id: i64| fake.tasks_for_job(id);
     let (large_tasks, small_tasks) = (tasks(large), tasks(small));
     assert_eq!(large_tasks.len(), 1, "the large job ran once: {large_tasks:?}");
     assert_eq!(small_tasks.len(), 1, "the small job ran once: {small_tasks:?}");
     assert_eq!(
-        &large_tasks[0].runner_name, large_runners[0].0,
+        &large_tasks[0].runner_name, large_runner,
         "the large job ran on the large runner"
     );
     assert_eq!(
@@ -411,7 +355,7 @@ async fn forgejo_jobs_of_two_sizes_get_runners_of_two_sizes() {
         "the large runner declared the group's label and its class's"
     );
     assert_eq!(
-        &small_tasks[0].runner_name, small_runners[0].0,
+        &small_tasks[0].runner_name, small_runner,
         "the small job ran on the small runner"
     );
     assert_eq!(
@@ -464,20 +408,14 @@ mod github {
             ..WorldOptions::default()
         };
         let world = start_world(opts, NS_GH).await;
-        world
-            .add_github_group(NS_GH, GROUP, &GroupSize::up_to(4))
-            .await
-            .expect("group");
-        patch_spec(
-            &world,
-            NS_GH,
-            GROUP,
-            serde_json::json!({"classes": [
+        Group::github(GROUP)
+            .max(4)
+            .classes(serde_json::json!([
                 {"name": "large", "labels": ["large"], "maxRunners": 2,
                  "resources": {"requests": {"cpu": "4"}}}
-            ]}),
-        )
-        .await;
+            ]))
+            .create(&world, NS_GH)
+            .await;
         let op = start_operator(&world, "github", "forgerunner-e2e-classes-github");
         let emu = world.github.as_ref().expect("emulator").emu.clone();
         let own = github_scale_set_with_session(&world, &op, GROUP).await;

@@ -11,14 +11,14 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use common::e2e::{fail_with_output, start_operator, start_world};
-use common::gitea_world::{condition, gitea_group, gitea_world};
+use common::e2e::{fail_with_output, github_world, start_operator};
+use common::gitea_world::{condition, gitea_world};
+use common::group::Group;
 use forgerunner_core::RunnerGroup;
 use forgerunner_core::crd::ForgeKind;
 use forgerunner_core::reconcile::cleanup::CLEANUP_BUDGET;
-use forgerunner_sandbox::world::groups::GroupSize;
 use forgerunner_sandbox::world::operator::OperatorProcess;
-use forgerunner_sandbox::world::{World, WorldOptions, wait_until};
+use forgerunner_sandbox::world::{World, wait_until};
 use forgerunner_testkit::gitea::{Fault as GiteaFault, GiteaFakeHandle};
 use forgerunner_testkit::github::Endpoint;
 use futures::StreamExt;
@@ -82,19 +82,8 @@ async fn wait_gone(
 async fn github_group_deleted_after_its_secret_stops_listening_and_goes() {
     const NS: &str = "del-secret";
     const GROUP: &str = "gh-del";
-    let opts = WorldOptions {
-        github: true,
-        gitea: false,
-        work_time: Duration::from_millis(300),
-        github_long_poll: Duration::from_secs(1),
-        ..WorldOptions::default()
-    };
-    let world = start_world(opts, NS).await;
-    let size = GroupSize {
-        min: 1,
-        ..GroupSize::up_to(3)
-    };
-    world.add_github_group(NS, GROUP, &size).await.expect("group");
+    let world = github_world(NS, Duration::from_millis(300)).await;
+    Group::github(GROUP).min(1).max(3).create(&world, NS).await;
     let op = start_operator(&world, "github", "forgerunner-e2e-deletion");
     let emu = world.github.as_ref().expect("emulator").emu.clone();
     let Ok(set_id) = world.github_scale_set(GROUP, Duration::from_secs(90)).await else {
@@ -158,14 +147,12 @@ async fn a_forge_dropping_all_traffic_holds_deletion_no_longer_than_the_budget()
     const GROUP: &str = "drop";
     const RUNNERS: u32 = 5;
     let world = gitea_world(NS, Duration::from_millis(300)).await;
-    let size = GroupSize {
-        min: RUNNERS,
-        ..GroupSize::up_to(RUNNERS)
-    };
-    world
-        .add_gitea_group_with(NS, GROUP, &gitea_group("drop"), &size)
-        .await
-        .expect("group");
+    Group::gitea(GROUP)
+        .host_label("drop")
+        .min(RUNNERS)
+        .max(RUNNERS)
+        .create(&world, NS)
+        .await;
     let op = start_operator(&world, "gitea", "forgerunner-e2e-deletion");
     let fake = world.gitea.as_ref().expect("gitea").clone();
     let registered = || {

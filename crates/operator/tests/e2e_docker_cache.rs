@@ -20,10 +20,10 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use common::e2e::{fail_with_output, start_operator};
-use common::gitea_world::{DEADLINE, gitea_group, gitea_world, patch_spec, wait_or_fail};
+use common::gitea_world::{DEADLINE, gitea_world, patch_spec, wait_or_fail};
+use common::group::Group;
 use forgerunner_core::RunnerGroup;
 use forgerunner_sandbox::world::World;
-use forgerunner_sandbox::world::groups::GroupSize;
 use forgerunner_sandbox::world::operator::OperatorProcess;
 use forgerunner_testkit::apiserver::{Fault as ApiFault, Verb};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, PodSpec};
@@ -142,24 +142,13 @@ async fn run_jobs(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runners_of_a_dind_group_lease_distinct_docker_cache_claims_and_reuse_them() {
     let world = gitea_world(NS, Duration::from_secs(3)).await;
-    let size = GroupSize {
-        min: 0,
-        max: 2,
-        idle_timeout_seconds: Some(60),
-        startup_timeout_seconds: None,
-        scale_down_delay_seconds: None,
-    };
-    world
-        .add_gitea_group_with(NS, GROUP, &gitea_group(LABEL), &size)
-        .await
-        .expect("group");
-    patch_spec(
-        &world,
-        NS,
-        GROUP,
-        serde_json::json!({"containerMode": {"type": "dind"}, "dockerCache": {"size": "1Gi"}}),
-    )
-    .await;
+    Group::gitea(GROUP)
+        .host_label(LABEL)
+        .max(2)
+        .idle_timeout(60)
+        .spec(serde_json::json!({"containerMode": {"type": "dind"}, "dockerCache": {"size": "1Gi"}}))
+        .create(&world, NS)
+        .await;
     let op = start_operator(&world, "gitea", "forgerunner-e2e-docker-cache");
     let pool = BTreeSet::from(["dc-docker-0".to_owned(), "dc-docker-1".to_owned()]);
 
@@ -253,17 +242,12 @@ async fn a_failing_claim_list_never_stops_a_group_without_a_docker_cache() {
             .verb(Verb::List)
             .resource("persistentvolumeclaims"),
     );
-    let size = GroupSize {
-        min: 0,
-        max: 2,
-        idle_timeout_seconds: Some(60),
-        startup_timeout_seconds: None,
-        scale_down_delay_seconds: None,
-    };
-    world
-        .add_gitea_group_with(ns, GROUP, &gitea_group(LABEL), &size)
-        .await
-        .expect("group");
+    Group::gitea(GROUP)
+        .host_label(LABEL)
+        .max(2)
+        .idle_timeout(60)
+        .create(&world, ns)
+        .await;
     let op = start_operator(&world, "gitea", "forgerunner-e2e-docker-cache-none");
     for _ in 0..2 {
         world.queue_gitea_job(&[LABEL]).expect("queue");

@@ -18,8 +18,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use common::e2e::{assert_healthz, fail_with_output, start_operator};
-use common::gitea_world::{condition, gitea_group, gitea_world, patch_spec, wait_or_fail, wait_within};
-use forgerunner_sandbox::world::groups::GroupSize;
+use common::gitea_world::{condition, gitea_world, wait_or_fail, wait_within};
+use common::group::Group;
 use tokio::net::TcpListener;
 
 const NS: &str = "fair-share";
@@ -53,32 +53,21 @@ async fn a_silent_forge_does_not_starve_a_healthy_group() {
     let world = gitea_world(NS, Duration::from_millis(300)).await;
     let (silent_url, accepted) = silent_server().await;
     let op = start_operator(&world, "gitea", "forgerunner-e2e-fair-share");
-    let size = |max| GroupSize {
-        min: 0,
-        max,
-        idle_timeout_seconds: Some(600),
-        startup_timeout_seconds: None,
-        scale_down_delay_seconds: None,
-    };
-
     for i in 0..SLOW_GROUPS {
-        let name = format!("slow-{i}");
-        world
-            .add_gitea_group_with(NS, &name, &gitea_group("slow"), &size(2))
-            .await
-            .expect("slow group");
-        patch_spec(
-            &world,
-            NS,
-            &name,
-            serde_json::json!({ "gitea": { "url": silent_url } }),
-        )
-        .await;
+        Group::gitea(&format!("slow-{i}"))
+            .host_label("slow")
+            .max(2)
+            .idle_timeout(600)
+            .spec(serde_json::json!({ "gitea": { "url": silent_url } }))
+            .create(&world, NS)
+            .await;
     }
-    world
-        .add_gitea_group_with(NS, "healthy", &gitea_group("healthy"), &size(JOBS as u32))
-        .await
-        .expect("healthy group");
+    Group::gitea("healthy")
+        .host_label("healthy")
+        .max(JOBS as u32)
+        .idle_timeout(600)
+        .create(&world, NS)
+        .await;
     // The slow groups share one listing of the silent forge (same URL, scope and token), so
     // one connection is enough to hold all their passes.
     wait_or_fail(&op, "the slow groups to reach the silent forge", || async {

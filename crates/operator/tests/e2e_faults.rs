@@ -9,11 +9,13 @@ mod common;
 
 use std::time::Duration;
 
-use common::e2e::{OUTPUT_LINES, fail_with_output, start_world};
+use common::e2e::{OUTPUT_LINES, assert_runners_bounded, fail_with_output, start_world};
+use common::gitea_world::wait_within;
+use common::group::Group;
 use forgerunner_sandbox::world::groups::GroupSize;
 use forgerunner_sandbox::world::operator::OperatorProcess;
 use forgerunner_sandbox::world::watch::JobWatch;
-use forgerunner_sandbox::world::{World, WorldOptions, wait_until};
+use forgerunner_sandbox::world::{World, WorldOptions};
 use forgerunner_testkit::apiserver::{Fault as ApiFault, Verb};
 use forgerunner_testkit::gitea::Fault as GiteaFault;
 use forgerunner_testkit::github::{Endpoint, Fault as GithubFault};
@@ -52,14 +54,11 @@ fn group_size() -> GroupSize {
 }
 
 async fn wait_drained(world: &World, progress: impl Fn() -> (bool, usize), op: &OperatorProcess) {
-    let drained = wait_until(DRAIN, "every job done and nothing left", || async {
+    wait_within(op, DRAIN, "every job done and nothing left", || async {
         let (done, registered) = progress();
         done && registered == 0 && world.runner_jobs(NS, None).await.is_ok_and(|j| j.is_empty())
     })
     .await;
-    if drained.is_err() {
-        fail_with_output(op, "the burst did not drain");
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -67,10 +66,7 @@ async fn github_restart_and_faults_mid_burst_lose_nothing() {
     let world = world("github").await;
     let watch = JobWatch::start(world.client.clone(), NS);
     let mut op = start_operator(&world, "github");
-    world
-        .add_github_group(NS, "gh", &group_size())
-        .await
-        .expect("group");
+    Group::github("gh").size(&group_size()).create(&world, NS).await;
     let scale_set = world
         .github_scale_set("gh", Duration::from_secs(60))
         .await
@@ -87,13 +83,10 @@ async fn github_restart_and_faults_mid_burst_lose_nothing() {
     world
         .api
         .inject(ApiFault::error(503).verb(Verb::Create).resource("jobs").times(2));
-    let some_done = wait_until(DRAIN, "a third of the jobs", || async {
+    wait_within(&op, DRAIN, "a third of the jobs", || async {
         world.github_progress(scale_set).done >= 10
     })
     .await;
-    if some_done.is_err() {
-        fail_with_output(&op, "jobs did not start completing");
-    }
     emu.expire_admin_tokens();
     emu.expire_queue_token(scale_set);
 
@@ -157,10 +150,12 @@ async fn gitea_restart_errors_and_cancellations_lose_nothing() {
     let world = world("gitea").await;
     let watch = JobWatch::start(world.client.clone(), NS);
     let mut op = start_operator(&world, "gitea");
-    world
-        .add_gitea_group(NS, "gt", &["linux"], &group_size(), 1, None)
-        .await
-        .expect("group");
+    Group::gitea("gt")
+        .in_world_org()
+        .label("linux")
+        .size(&group_size())
+        .create(&world, NS)
+        .await;
     let fake = world.gitea.as_ref().expect("gitea fake").clone();
 
     let jobs = 24;
@@ -185,35 +180,22 @@ async fn gitea_restart_errors_and_cancellations_lose_nothing() {
         let p = world.gitea_progress(&["linux"]);
         (p.all_done(), p.registered_runners)
     };
-    let some_done = wait_until(DRAIN, "a third of the jobs", || async {
+    wait_within(&op, DRAIN, "a third of the jobs", || async {
         world.gitea_progress(&["linux"]).done >= 8
     })
     .await;
-    if some_done.is_err() {
-        fail_with_output(&op, "jobs did not start completing");
-    }
     op.kill();
     let mut op = start_operator(&world, "gitea");
     wait_drained(&world, progress, &op).await;
 
-    let tally = watch.group("gt");
     assert_eq!(
         world.gitea_progress(&["linux"]).done,
         jobs,
         "cancelled jobs count as done"
     );
-    assert!(
-        tally.peak_active <= MAX as usize,
-        "peak {} > max {MAX}",
-        tally.peak_active
-    );
     // Polling can race a runner that is just picking its job; such a spare runner is bounded
     // by the idle timeout (which the drain above waited out) and never more than one per poll.
-    assert!(
-        tally.created.len() <= jobs,
-        "created {} runners for {jobs} jobs",
-        tally.created.len()
-    );
+    assert_runners_bounded(&watch.group("gt"), MAX, jobs);
     assert!(op.exit_status().is_none(), "the operator never exits on faults");
 }
 
@@ -230,10 +212,12 @@ async fn forgejo_restart_and_forge_errors_lose_nothing() {
     let world = world("forgejo").await;
     let watch = JobWatch::start(world.client.clone(), NS);
     let mut op = start_operator(&world, "forgejo");
-    world
-        .add_forgejo_group(NS, "fj", &["linux"], &group_size(), 1)
-        .await
-        .expect("group");
+    Group::forgejo("fj")
+        .in_world_org()
+        .host_label("linux")
+        .size(&group_size())
+        .create(&world, NS)
+        .await;
     let fake = world.forgejo.as_ref().expect("forgejo fake").clone();
 
     let jobs = 24;
@@ -263,13 +247,10 @@ async fn forgejo_restart_and_forge_errors_lose_nothing() {
             .times(2)
             .retry_after(1),
     );
-    let started = wait_until(DRAIN, "the first jobs", || async {
+    wait_within(&op, DRAIN, "the first jobs", || async {
         world.forgejo_progress(&["linux"]).done >= 3
     })
     .await;
-    if started.is_err() {
-        fail_with_output(&op, "jobs did not start completing");
-    }
     // While runners work (their Jobs' events keep the group reconciling; a 401 or 404 is
     // otherwise retried only after a minute): the token is refused for a while, then a listing
     // is not found. First matching rule wins, so they come in this order.
@@ -282,20 +263,14 @@ async fn forgejo_restart_and_forge_errors_lose_nothing() {
             .filter(|r| r.status == status && r.path.ends_with(jobs_list))
             .count()
     };
-    let faults_seen = wait_until(DRAIN, "the 401s and the 404", || async {
+    wait_within(&op, DRAIN, "the 401s and the 404", || async {
         answered(401) >= 2 && answered(404) >= 1
     })
     .await;
-    if faults_seen.is_err() {
-        fail_with_output(&op, "the operator stopped asking Forgejo");
-    }
-    let some_done = wait_until(DRAIN, "a third of the jobs", || async {
+    wait_within(&op, DRAIN, "a third of the jobs", || async {
         world.forgejo_progress(&["linux"]).done >= 8
     })
     .await;
-    if some_done.is_err() {
-        fail_with_output(&op, "jobs did not go on completing after the 401s and the 404");
-    }
     assert!(op.exit_status().is_none(), "the operator never exits on faults");
     // A crash mid-burst: the new process must adopt the runners (and bindings) of the old one.
     op.kill();
@@ -324,19 +299,9 @@ async fn forgejo_restart_and_forge_errors_lose_nothing() {
             assert_eq!(tasks, 1, "job {id} ran exactly once");
         }
     }
-    let tally = watch.group("fj");
-    assert!(
-        tally.peak_active <= MAX as usize,
-        "peak {} > max {MAX}",
-        tally.peak_active
-    );
     // Each runner is bound to one job's handle, so no job gets a second runner; a runner made
     // for a cancelled job (when a listing saw it waiting) idles until the idle timeout, which
     // the drain above waited out.
-    assert!(
-        tally.created.len() <= jobs,
-        "created {} runners for {jobs} jobs",
-        tally.created.len()
-    );
+    assert_runners_bounded(&watch.group("fj"), MAX, jobs);
     assert!(op.exit_status().is_none(), "the operator never exits on faults");
 }

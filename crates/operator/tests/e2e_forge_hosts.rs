@@ -13,10 +13,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use common::e2e::{fail_with_output, start_operator, start_operator_with};
-use common::gitea_world::{condition, gitea_group, gitea_world, wait_or_fail};
+use common::gitea_world::{condition, gitea_world, wait_or_fail};
+use common::group::{Group, is_ready};
 use forgerunner_core::RunnerGroup;
 use forgerunner_core::forge_hosts::url_host;
-use forgerunner_sandbox::world::groups::GroupSize;
 use forgerunner_sandbox::world::operator::OperatorSettings;
 use forgerunner_testkit::gitea::Fault;
 use kube::Api;
@@ -40,10 +40,11 @@ async fn a_group_outside_the_allowlist_is_refused_without_a_request() {
     let world = gitea_world(NS, Duration::from_millis(200)).await;
     let gitea = world.gitea.clone().expect("gitea fake");
     let host = url_host(&gitea.url()).expect("the fake's host");
-    world
-        .add_gitea_group_with(NS, "refused", &gitea_group(LABEL), &GroupSize::up_to(2))
-        .await
-        .expect("group");
+    Group::gitea("refused")
+        .host_label(LABEL)
+        .max(2)
+        .create(&world, NS)
+        .await;
     world.queue_gitea_job(&[LABEL]).expect("queue a job");
     gitea.clear_requests();
 
@@ -80,15 +81,14 @@ async fn a_group_outside_the_allowlist_is_refused_without_a_request() {
     op.stop(Duration::from_secs(10));
 
     // Control: with the fake's host allowed, the same setup reaches the forge and gets Ready.
-    world
-        .add_gitea_group_with(NS, "allowed", &gitea_group(LABEL), &GroupSize::up_to(2))
-        .await
-        .expect("group");
+    Group::gitea("allowed")
+        .host_label(LABEL)
+        .max(2)
+        .create(&world, NS)
+        .await;
     let op = start_operator_with(&world, &settings(&format!("gitea.example.com,{host}")));
-    wait_or_fail(&op, "Ready=True with the host allowed", || async {
-        condition(&world, NS, "allowed", "Ready")
-            .await
-            .is_some_and(|(s, _, _)| s == "True")
+    wait_or_fail(&op, "Ready=True with the host allowed", || {
+        is_ready(&world, NS, "allowed")
     })
     .await;
     assert!(
@@ -127,15 +127,11 @@ async fn a_forge_that_redirects_elsewhere_is_not_followed() {
     let (target, reached) = counting_server().await;
     let location = format!("http://127.0.0.1:{target}/latest/meta-data?token=hunter2");
     gitea.inject_fault(Fault::redirect("/api/v1/", 307, &location));
-    world
-        .add_gitea_group_with(
-            REDIRECT_NS,
-            "redirected",
-            &gitea_group(LABEL),
-            &GroupSize::up_to(2),
-        )
-        .await
-        .expect("group");
+    Group::gitea("redirected")
+        .host_label(LABEL)
+        .max(2)
+        .create(&world, REDIRECT_NS)
+        .await;
 
     let op = start_operator(&world, "gitea", "forgerunner-e2e-redirect");
     wait_or_fail(

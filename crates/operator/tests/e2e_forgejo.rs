@@ -16,7 +16,7 @@ use std::cell::Cell;
 use std::time::Duration;
 
 use common::e2e::{OUTPUT_LINES, fail_with_output, start_operator, start_world, wait_nothing_left};
-use forgerunner_sandbox::world::groups::{ForgejoGroup, ForgejoRunnerScope, GroupSize};
+use common::group::Group;
 use forgerunner_sandbox::world::operator::OperatorSettings;
 use forgerunner_sandbox::world::watch::JobWatch;
 use forgerunner_sandbox::world::{World, WorldOptions, wait_until};
@@ -65,23 +65,13 @@ async fn fifty_jobs_two_label_sets_two_groups_max_eight() {
     const NS: &str = "e2e-forgejo";
     let (world, fake) = forgejo_world(NS, "15.0.3+gitea-1.22.0").await;
     let watch = JobWatch::start(world.client.clone(), NS);
-    let size = GroupSize {
-        min: 0,
-        max: MAX_RUNNERS as u32,
-        idle_timeout_seconds: Some(5),
-        startup_timeout_seconds: None,
-        scale_down_delay_seconds: None,
-    };
     for (name, label) in GROUPS {
-        let group = ForgejoGroup {
-            scope: ForgejoRunnerScope::Global,
-            labels: vec![format!("{label}:host")],
-            poll_interval_seconds: 1,
-        };
-        world
-            .add_forgejo_group_with(NS, name, &group, &size)
-            .await
-            .expect("group");
+        Group::forgejo(name)
+            .host_label(label)
+            .max(MAX_RUNNERS as u32)
+            .idle_timeout(5)
+            .create(&world, NS)
+            .await;
     }
     let settings = OperatorSettings {
         forges: vec!["forgejo".to_owned()],
@@ -200,17 +190,13 @@ async fn forgejo_14_registration_token_path_small_burst() {
     const MAX: u32 = 3;
     let (world, fake) = forgejo_world(NS, "14.0.4+gitea-1.22.0").await;
     let watch = JobWatch::start(world.client.clone(), NS);
-    let size = GroupSize {
-        min: 0,
-        max: MAX,
-        idle_timeout_seconds: Some(5),
-        startup_timeout_seconds: None,
-        scale_down_delay_seconds: None,
-    };
-    world
-        .add_forgejo_group(NS, GROUP, &["linux:host"], &size, 1)
-        .await
-        .expect("group");
+    Group::forgejo(GROUP)
+        .in_world_org()
+        .host_label("linux")
+        .max(MAX)
+        .idle_timeout(5)
+        .create(&world, NS)
+        .await;
     let op = start_operator(&world, "forgejo", "forgerunner-e2e-forgejo-14");
     let queued: Vec<i64> = (0..BURST)
         .map(|_| world.queue_forgejo_job(&["linux"]).expect("queue").id)
@@ -272,10 +258,12 @@ async fn forgejo_10_is_refused_with_a_config_condition_naming_the_version() {
     const NS: &str = "e2e-forgejo-10";
     const GROUP: &str = "fj10";
     let (world, fake) = forgejo_world(NS, "10.0.1+gitea-1.22.0").await;
-    world
-        .add_forgejo_group(NS, GROUP, &["linux:host"], &GroupSize::up_to(4), 1)
-        .await
-        .expect("group");
+    Group::forgejo(GROUP)
+        .in_world_org()
+        .host_label("linux")
+        .max(4)
+        .create(&world, NS)
+        .await;
     let mut op = start_operator(&world, "forgejo", "forgerunner-e2e-forgejo-10");
     for _ in 0..3 {
         world.queue_forgejo_job(&["linux"]).expect("queue");

@@ -11,10 +11,11 @@ mod common;
 use std::cell::Cell;
 use std::time::Duration;
 
-use common::e2e::{OUTPUT_LINES, start_operator, start_world, wait_nothing_left};
-use forgerunner_sandbox::world::groups::{GiteaGroup, GiteaRunnerScope, GroupSize};
+use common::e2e::{OUTPUT_LINES, start_operator, wait_nothing_left};
+use common::gitea_world::gitea_world;
+use common::group::Group;
+use forgerunner_sandbox::world::wait_until;
 use forgerunner_sandbox::world::watch::JobWatch;
-use forgerunner_sandbox::world::{WorldOptions, wait_until};
 use forgerunner_testkit::gitea::{Conclusion, JobState};
 use kube::api::ListParams;
 
@@ -25,33 +26,16 @@ const MAX_RUNNERS: usize = 8;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifty_jobs_two_label_sets_two_groups_max_eight() {
-    let opts = WorldOptions {
-        github: false,
-        gitea: true,
-        work_time: Duration::from_millis(300),
-        ..WorldOptions::default()
-    };
-    let world = start_world(opts, NS).await;
+    let world = gitea_world(NS, Duration::from_millis(300)).await;
     let gitea = world.gitea.clone().expect("gitea fake");
     let watch = JobWatch::start(world.client.clone(), NS);
-    let size = GroupSize {
-        min: 0,
-        max: MAX_RUNNERS as u32,
-        idle_timeout_seconds: Some(5),
-        startup_timeout_seconds: None,
-        scale_down_delay_seconds: None,
-    };
     for (name, label) in GROUPS {
-        let group = GiteaGroup {
-            scope: GiteaRunnerScope::Global,
-            labels: vec![format!("{label}:host")],
-            poll_interval_seconds: 1,
-            webhook_secret: None,
-        };
-        world
-            .add_gitea_group_with(NS, name, &group, &size)
-            .await
-            .expect("group");
+        Group::gitea(name)
+            .host_label(label)
+            .max(MAX_RUNNERS as u32)
+            .idle_timeout(5)
+            .create(&world, NS)
+            .await;
     }
     let op = start_operator(&world, "gitea", "forgerunner-e2e-gitea");
 

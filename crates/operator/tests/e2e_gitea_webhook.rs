@@ -13,11 +13,11 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::e2e::{start_operator_with, start_world, wait_until_or_fail};
-use forgerunner_sandbox::world::groups::GroupSize;
+use common::e2e::{start_operator_with, wait_until_or_fail};
+use common::gitea_world::gitea_world;
+use common::group::{Group, is_ready};
 use forgerunner_sandbox::world::operator::OperatorSettings;
 use forgerunner_sandbox::world::watch::JobWatch;
-use forgerunner_sandbox::world::{World, WorldOptions};
 use forgerunner_testkit::gitea::GiteaFakeHandle;
 
 const NS: &str = "e2e-webhook";
@@ -31,16 +31,6 @@ const JOBS: usize = 5;
 const ALL_JOBS: Duration = Duration::from_secs(60);
 /// Startup: the operator's caches and the group's first poll.
 const STARTUP: Duration = Duration::from_secs(60);
-
-async fn ready(world: &World) -> bool {
-    world.group(NS, GROUP).await.is_ok_and(|g| {
-        g.status.is_some_and(|s| {
-            s.conditions
-                .iter()
-                .any(|c| c.type_ == "Ready" && c.status == "True")
-        })
-    })
-}
 
 /// Deliveries of `job_id` by action, with the status the operator answered.
 fn deliveries_of(fake: &GiteaFakeHandle, job_id: i64) -> Vec<(String, u16)> {
@@ -61,13 +51,7 @@ fn job_listings(fake: &GiteaFakeHandle) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn webhooks_serve_jobs_long_before_the_next_poll() {
-    let opts = WorldOptions {
-        github: false,
-        gitea: true,
-        work_time: Duration::from_millis(300),
-        ..WorldOptions::default()
-    };
-    let world = start_world(opts, NS).await;
+    let world = gitea_world(NS, Duration::from_millis(300)).await;
     let fake = world.gitea.clone().expect("gitea fake");
     let watch = JobWatch::start(world.client.clone(), NS);
     let settings = OperatorSettings {
@@ -76,27 +60,18 @@ async fn webhooks_serve_jobs_long_before_the_next_poll() {
         ..OperatorSettings::default()
     };
     let op = start_operator_with(&world, &settings);
-    let size = GroupSize {
-        min: 0,
-        max: 2,
-        idle_timeout_seconds: Some(600),
-        startup_timeout_seconds: None,
-        scale_down_delay_seconds: None,
-    };
-    world
-        .add_gitea_group(
-            NS,
-            GROUP,
-            &LABELS,
-            &size,
-            POLL_INTERVAL_SECONDS,
-            Some(WEBHOOK_SECRET),
-        )
-        .await
-        .expect("group");
+    Group::gitea(GROUP)
+        .in_world_org()
+        .labels(&LABELS)
+        .max(2)
+        .idle_timeout(600)
+        .poll_every(POLL_INTERVAL_SECONDS)
+        .webhook_secret(WEBHOOK_SECRET)
+        .create(&world, NS)
+        .await;
     // Ready means the first poll is done: from here on only the webhook can bring news.
     wait_until_or_fail(&op, Instant::now() + STARTUP, "the group to be Ready", || {
-        ready(&world)
+        is_ready(&world, NS, GROUP)
     })
     .await;
     assert!(world.runner_jobs(NS, Some(GROUP)).await.expect("jobs").is_empty());

@@ -10,11 +10,11 @@ use std::cell::Cell;
 use std::time::Duration;
 
 use common::e2e::{
-    OUTPUT_LINES, github_scale_set_with_session, start_operator, start_world, wait_nothing_left,
+    OUTPUT_LINES, github_scale_set_with_session, github_world, start_operator, wait_nothing_left,
 };
-use forgerunner_sandbox::world::groups::GroupSize;
+use common::group::Group;
 use forgerunner_sandbox::world::watch::JobWatch;
-use forgerunner_sandbox::world::{GROUP_LABEL, WorldOptions, wait_until};
+use forgerunner_sandbox::world::{GROUP_LABEL, wait_until};
 use forgerunner_testkit::github::Endpoint;
 use kube::api::ListParams;
 
@@ -25,19 +25,12 @@ const MAX_RUNNERS: usize = 10;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifty_jobs_with_max_ten_runners_all_complete_and_clean_up() {
-    let opts = WorldOptions {
-        github: true,
-        gitea: false,
-        work_time: Duration::from_millis(300),
-        github_long_poll: Duration::from_secs(1),
-        ..WorldOptions::default()
-    };
-    let world = start_world(opts, NS).await;
+    let world = github_world(NS, Duration::from_millis(300)).await;
     let watch = JobWatch::start(world.client.clone(), NS);
-    world
-        .add_github_group(NS, GROUP, &GroupSize::up_to(MAX_RUNNERS as u32))
-        .await
-        .expect("group");
+    Group::github(GROUP)
+        .max(MAX_RUNNERS as u32)
+        .create(&world, NS)
+        .await;
     let op = start_operator(&world, "github", "forgerunner-e2e-github");
     let emu = world.github.as_ref().expect("emulator").emu.clone();
 

@@ -12,13 +12,13 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::e2e::{fail_with_output, start_operator, start_world};
+use common::e2e::{fail_with_output, github_world, start_operator};
+use common::group::Group;
 use forgerunner_core::job_identity::{
     JOB_ID_ANNOTATION, JOB_NAME_ANNOTATION, JOB_REPOSITORY_ANNOTATION, JOB_RUN_ID_ANNOTATION,
     JOB_WORKFLOW_ANNOTATION,
 };
-use forgerunner_sandbox::world::groups::GroupSize;
-use forgerunner_sandbox::world::{GROUP_LABEL, WorldOptions, wait_until};
+use forgerunner_sandbox::world::{GROUP_LABEL, wait_until};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
@@ -29,19 +29,9 @@ const GROUP: &str = "gh-identity";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_busy_runner_pod_carries_its_job_identity() {
-    let opts = WorldOptions {
-        github: true,
-        gitea: false,
-        // Long enough for the pod to be seen busy, and annotated, before it ends.
-        work_time: Duration::from_secs(30),
-        github_long_poll: Duration::from_secs(1),
-        ..WorldOptions::default()
-    };
-    let world = start_world(opts, NS).await;
-    world
-        .add_github_group(NS, GROUP, &GroupSize::up_to(2))
-        .await
-        .expect("group");
+    // Long enough for the pod to be seen busy, and annotated, before it ends.
+    let world = github_world(NS, Duration::from_secs(30)).await;
+    Group::github(GROUP).max(2).create(&world, NS).await;
     let op = start_operator(&world, "github", "forgerunner-e2e-identity");
     let Ok(set_id) = world.github_scale_set(GROUP, Duration::from_secs(90)).await else {
         fail_with_output(&op, "no scale set");

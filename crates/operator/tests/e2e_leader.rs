@@ -9,9 +9,10 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::e2e::{fail_with_output, start_world};
+use common::e2e::{assert_runners_bounded, fail_with_output, start_world};
+use common::gitea_world::wait_within;
+use common::group::Group;
 use common::leader::{LEASE_SECONDS, lease_holder, start_candidate as start};
-use forgerunner_sandbox::world::groups::GroupSize;
 use forgerunner_sandbox::world::operator::OperatorProcess;
 use forgerunner_sandbox::world::watch::JobWatch;
 use forgerunner_sandbox::world::{World, WorldOptions, wait_until};
@@ -72,29 +73,22 @@ async fn a_deposed_leader_stops_writing_before_the_standby_leads() {
     // A slow forge: every pass spends a second listing jobs before it writes, so passes are
     // under way whenever the lease deadline passes.
     fake.inject_fault(GiteaFault::latency("/actions/jobs", Duration::from_secs(1)));
-    let size = GroupSize {
-        min: 0,
-        max: MAX,
-        idle_timeout_seconds: Some(20),
-        startup_timeout_seconds: None,
-        scale_down_delay_seconds: None,
-    };
-    world
-        .add_gitea_group(NS, "gt", LABELS, &size, 1, None)
-        .await
-        .expect("group");
+    Group::gitea("gt")
+        .in_world_org()
+        .labels(LABELS)
+        .max(MAX)
+        .idle_timeout(20)
+        .create(&world, NS)
+        .await;
     let mut jobs = 0;
     for _ in 0..MAX {
         world.queue_gitea_job(LABELS).expect("queue");
         jobs += 1;
     }
-    let working = wait_until(DRAIN, "op-a's first runners", || async {
+    wait_within(&a, DRAIN, "op-a's first runners", || async {
         !watch.group("gt").created.is_empty()
     })
     .await;
-    if working.is_err() {
-        fail_with_output(&a, "op-a created no runner");
-    }
     // More work while op-a loses the lease: only its lease calls fail from now on.
     for _ in 0..MAX {
         world.queue_gitea_job(LABELS).expect("queue");
@@ -109,16 +103,13 @@ async fn a_deposed_leader_stops_writing_before_the_standby_leads() {
         jobs += 1;
     }
 
-    let drained = wait_until(DRAIN, "every job done and nothing left", || async {
+    wait_within(&b, DRAIN, "every job done and nothing left", || async {
         let p = world.gitea_progress(LABELS);
         p.done == jobs
             && p.registered_runners == 0
             && world.runner_jobs(NS, None).await.is_ok_and(|j| j.is_empty())
     })
     .await;
-    if drained.is_err() {
-        fail_with_output(&b, "the jobs did not drain under the new leader");
-    }
 
     let log = world.api.requests().records;
     let last_lease_write = log
@@ -154,19 +145,9 @@ async fn a_deposed_leader_stops_writing_before_the_standby_leads() {
         "op-b led before op-a's lease expired"
     );
 
-    let tally = watch.group("gt");
-    assert!(
-        tally.peak_active <= MAX as usize,
-        "peak {} > max {MAX}",
-        tally.peak_active
-    );
     // One runner per job; polling may race a runner picking its job (a spare runner, removed
     // by the idle timeout the drain waited out), never a runner made twice.
-    assert!(
-        tally.created.len() <= jobs,
-        "created {} runners for {jobs} jobs",
-        tally.created.len()
-    );
+    assert_runners_bounded(&watch.group("gt"), MAX, jobs);
     assert!(lease_holder(&world).await.as_deref() == Some("op-b"));
     drop((a, b));
 }

@@ -13,8 +13,8 @@ mod common;
 use std::time::Duration;
 
 use common::e2e::start_operator_with;
-use common::gitea_world::{condition, gitea_group, gitea_world, patch_spec, wait_or_fail};
-use forgerunner_sandbox::world::groups::GroupSize;
+use common::gitea_world::{condition, gitea_world, patch_spec, wait_or_fail};
+use common::group::{Group, is_ready};
 use forgerunner_sandbox::world::operator::OperatorSettings;
 
 const NS: &str = "private-addresses";
@@ -54,10 +54,11 @@ async fn private_addresses_are_refused_when_configured() {
         gitea.url()
     );
     for name in ["literal", "named"] {
-        world
-            .add_gitea_group_with(NS, name, &gitea_group(LABEL), &GroupSize::up_to(2))
-            .await
-            .expect("group");
+        Group::gitea(name)
+            .host_label(LABEL)
+            .max(2)
+            .create(&world, NS)
+            .await;
     }
     // The same fake, by a name that passes any host check and resolves to 127.0.0.1 and ::1.
     patch_spec(
@@ -110,15 +111,9 @@ async fn private_addresses_are_refused_when_configured() {
     // Control: with the refusal off the same groups reach the fake and get ready.
     let op = start_operator_with(&world, &settings(false));
     for name in ["literal", "named"] {
-        wait_or_fail(
-            &op,
-            &format!("{name} Ready=True with the refusal off"),
-            || async {
-                condition(&world, NS, name, "Ready")
-                    .await
-                    .is_some_and(|(s, _, _)| s == "True")
-            },
-        )
+        wait_or_fail(&op, &format!("{name} Ready=True with the refusal off"), || {
+            is_ready(&world, NS, name)
+        })
         .await;
     }
     assert!(

@@ -28,12 +28,14 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::e2e::{fail_with_output, github_scale_set_with_session, start_operator, start_world};
+use common::e2e::{github_scale_set_with_session, start_operator, start_world};
+use common::gitea_world::wait_or_fail;
+use common::group::Group;
 use common::scrape::scrape;
 use forgerunner_sandbox::world::github_work::GithubJobPlay;
-use forgerunner_sandbox::world::groups::GroupSize;
 use forgerunner_sandbox::world::operator::OperatorProcess;
-use forgerunner_sandbox::world::{World, WorldOptions, wait_until};
+use forgerunner_sandbox::world::{World, WorldOptions};
+use forgerunner_testkit::github::rest_jobs::Rerun;
 use forgerunner_testkit::github::{JobState, ScaleSetId};
 use forgerunner_testkit::sim::NodeLoss;
 use k8s_openapi::api::core::v1::Pod;
@@ -42,8 +44,6 @@ use kube::Api;
 use kube::api::ListParams;
 
 const GROUP: &str = "gh-rerun";
-/// How long one step may take: the machine is shared, a step normally takes a second or two.
-const DEADLINE: Duration = Duration::from_secs(120);
 /// How a runner whose node stopped answering is reported: from its `Terminating` pod, while its
 /// Job still runs.
 const TAINT_REASON: &str = "DeletionByTaintManager";
@@ -67,27 +67,14 @@ async fn start(ns: &str, max_per_hour: Option<u32>) -> (World, OperatorProcess, 
         ..WorldOptions::default()
     };
     let world = start_world(opts, ns).await;
-    world
-        .add_github_group(ns, GROUP, &GroupSize::up_to(2))
-        .await
-        .expect("group");
-    world
-        .set_rerun(ns, GROUP, max_per_hour)
-        .await
-        .expect("spec.rerun");
+    Group::github(GROUP)
+        .max(2)
+        .rerun(max_per_hour)
+        .create(&world, ns)
+        .await;
     let op = start_operator(&world, "github", &format!("forgerunner-{ns}"));
     let set_id = github_scale_set_with_session(&world, &op, GROUP).await;
     (world, op, set_id)
-}
-
-async fn wait_or_fail<F, Fut>(op: &OperatorProcess, what: &str, check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    if wait_until(DEADLINE, what, check).await.is_err() {
-        fail_with_output(op, &format!("timed out waiting for {what}"));
-    }
 }
 
 /// Queues one job that a runner keeps working on; once the operator knows which job the runner
@@ -164,6 +151,41 @@ fn note_names(e: &Event, runner: &str) -> bool {
     e.note.as_deref().is_some_and(|n| n.contains(runner))
 }
 
+/// Waits for an Event of `reason` naming `runner`; returns the namespace's Events of `reason`.
+async fn events_naming(
+    world: &World,
+    op: &OperatorProcess,
+    ns: &str,
+    reason: &str,
+    runner: &str,
+) -> Vec<Event> {
+    wait_or_fail(op, &format!("a {reason} Event naming the runner"), || async {
+        events(world, ns, reason)
+            .await
+            .iter()
+            .any(|e| note_names(e, runner))
+    })
+    .await;
+    events(world, ns, reason).await
+}
+
+/// Waits for GitHub to be asked to re-run a job; fails unless it was asked once, for `job`.
+async fn the_one_rerun(world: &World, op: &OperatorProcess, job: i64) -> Rerun {
+    let rest = world.github_rest.as_ref().expect("GitHub REST fake");
+    wait_or_fail(op, "GitHub asked to re-run the job", || {
+        std::future::ready(!rest.reruns().is_empty())
+    })
+    .await;
+    let reruns = rest.reruns();
+    assert_eq!(reruns.len(), 1, "one re-run: {reruns:?}");
+    assert_eq!(
+        i64::try_from(reruns[0].job_id).ok(),
+        Some(job),
+        "the job the killed runner ran"
+    );
+    reruns[0].clone()
+}
+
 /// The value of `forgerunner_jobs_rerun_total` for the GitHub forge, `reason` and `outcome`.
 fn reruns_counted(scrape: &str, reason: &str, outcome: &str) -> Option<f64> {
     scrape
@@ -199,31 +221,14 @@ async fn a_runner_killed_with_its_node_gets_exactly_its_job_rerun() {
     let (runner, job, pod) = kill_busy_runner(&world, &op, NS, set_id, NodeLoss::Unreachable).await;
     let lost_at = Instant::now();
 
-    wait_or_fail(&op, "GitHub asked to re-run the job", || {
-        std::future::ready(!rest.reruns().is_empty())
-    })
-    .await;
-    let reruns = rest.reruns();
-    assert_eq!(reruns.len(), 1, "one re-run: {reruns:?}");
-    assert_eq!(reruns[0].repository, "org/repo");
-    assert_eq!(
-        i64::try_from(reruns[0].job_id).ok(),
-        Some(job),
-        "the job the killed runner ran"
-    );
+    let rerun = the_one_rerun(&world, &op, job).await;
+    assert_eq!(rerun.repository, "org/repo");
 
-    wait_or_fail(&op, "a JobRerun Event naming the runner", || async {
-        events(&world, NS, "JobRerun")
-            .await
-            .iter()
-            .any(|e| note_names(e, &runner))
-    })
-    .await;
+    let rerun_events = events_naming(&world, &op, NS, "JobRerun", &runner).await;
     eprintln!(
         "JobRerun Event {:.1} s after the node loss",
         lost_at.elapsed().as_secs_f64()
     );
-    let rerun_events = events(&world, NS, "JobRerun").await;
     let note = rerun_events[0].note.clone().unwrap_or_default();
     // Read from the Terminating pod: PodGC, had it come first, would have replaced the reason.
     assert!(
@@ -277,28 +282,10 @@ async fn a_runner_killed_with_its_node_gets_exactly_its_job_rerun() {
 async fn a_runner_whose_node_object_is_deleted_gets_its_job_rerun() {
     const NS: &str = "e2e-rerun-node-gone";
     let (world, op, set_id) = start(NS, Some(5)).await;
-    let rest = world.github_rest.as_ref().expect("GitHub REST fake");
     let (runner, job, _pod) = kill_busy_runner(&world, &op, NS, set_id, NodeLoss::NodeDeleted).await;
 
-    wait_or_fail(&op, "GitHub asked to re-run the job", || {
-        std::future::ready(!rest.reruns().is_empty())
-    })
-    .await;
-    let reruns = rest.reruns();
-    assert_eq!(reruns.len(), 1, "one re-run: {reruns:?}");
-    assert_eq!(
-        i64::try_from(reruns[0].job_id).ok(),
-        Some(job),
-        "the job the killed runner ran"
-    );
-    wait_or_fail(&op, "a JobRerun Event naming the runner", || async {
-        events(&world, NS, "JobRerun")
-            .await
-            .iter()
-            .any(|e| note_names(e, &runner))
-    })
-    .await;
-    let rerun_events = events(&world, NS, "JobRerun").await;
+    the_one_rerun(&world, &op, job).await;
+    let rerun_events = events_naming(&world, &op, NS, "JobRerun", &runner).await;
     let note = rerun_events[0].note.clone().unwrap_or_default();
     let reason = reason_in(&note, &NODE_GONE_REASONS);
     assert!(
@@ -331,14 +318,7 @@ async fn without_spec_rerun_a_killed_runner_s_job_is_reported_and_not_rerun() {
     let (world, op, set_id) = start(NS, None).await;
     let (runner, _job, _pod) = kill_busy_runner(&world, &op, NS, set_id, NodeLoss::NodeDeleted).await;
 
-    wait_or_fail(&op, "a JobNotRerun Event naming the runner", || async {
-        events(&world, NS, "JobNotRerun")
-            .await
-            .iter()
-            .any(|e| note_names(e, &runner))
-    })
-    .await;
-    let reported = events(&world, NS, "JobNotRerun").await;
+    let reported = events_naming(&world, &op, NS, "JobNotRerun", &runner).await;
     let note = reported[0].note.clone().unwrap_or_default();
     assert!(
         reason_in(&note, &NODE_GONE_REASONS).is_some() && note.contains("set spec.rerun"),

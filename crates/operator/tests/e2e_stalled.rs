@@ -12,9 +12,9 @@ mod common;
 use std::time::Duration;
 
 use common::e2e::start_operator;
-use common::gitea_world::{condition, gitea_group, gitea_world as world, patch_spec, wait_or_fail};
+use common::gitea_world::{condition, gitea_world as world, wait_or_fail};
+use common::group::Group;
 use common::scrape::scrape;
-use forgerunner_sandbox::world::groups::GroupSize;
 use forgerunner_testkit::gitea::JobState;
 use k8s_openapi::api::events::v1::Event;
 use kube::Api;
@@ -49,24 +49,13 @@ async fn stall_events(events: &Api<Event>) -> Vec<Event> {
 async fn a_job_waiting_past_the_threshold_at_max_runners_is_reported_once_and_clears() {
     let world = world(NS, WORK_TIME).await;
     let gitea = world.gitea.clone().expect("gitea fake");
-    let size = GroupSize {
-        min: 0,
-        max: 1,
-        idle_timeout_seconds: Some(600),
-        startup_timeout_seconds: None,
-        scale_down_delay_seconds: None,
-    };
-    world
-        .add_gitea_group_with(NS, GROUP, &gitea_group(GROUP), &size)
-        .await
-        .expect("group");
-    patch_spec(
-        &world,
-        NS,
-        GROUP,
-        serde_json::json!({ "stalledJobSeconds": STALLED_JOB_SECONDS }),
-    )
-    .await;
+    Group::gitea(GROUP)
+        .host_label(GROUP)
+        .max(1)
+        .idle_timeout(600)
+        .spec(serde_json::json!({ "stalledJobSeconds": STALLED_JOB_SECONDS }))
+        .create(&world, NS)
+        .await;
     let op = start_operator(&world, "gitea", "forgerunner-e2e-stalled");
     let jobs: Vec<i64> = (0..2)
         .map(|_| world.queue_gitea_job(&[GROUP]).expect("queue").id)
@@ -159,25 +148,14 @@ fn unmatched_waiting(scrape: &str, namespace: &str) -> Option<f64> {
 async fn a_job_no_group_matches_is_counted_once_and_named() {
     const NS: &str = "e2e-unmatched";
     let world = world(NS, Duration::from_millis(300)).await;
-    let size = GroupSize {
-        min: 0,
-        max: 2,
-        idle_timeout_seconds: Some(600),
-        startup_timeout_seconds: None,
-        scale_down_delay_seconds: None,
-    };
     for name in ["linux", "gpu"] {
-        world
-            .add_gitea_group_with(NS, name, &gitea_group(name), &size)
-            .await
-            .expect("group");
-        patch_spec(
-            &world,
-            NS,
-            name,
-            serde_json::json!({ "stalledJobSeconds": STALLED_JOB_SECONDS }),
-        )
-        .await;
+        Group::gitea(name)
+            .host_label(name)
+            .max(2)
+            .idle_timeout(600)
+            .spec(serde_json::json!({ "stalledJobSeconds": STALLED_JOB_SECONDS }))
+            .create(&world, NS)
+            .await;
     }
     let op = start_operator(&world, "gitea", "forgerunner-e2e-unmatched");
     let typo = world.queue_gitea_job(&["linx"]).expect("queue").id;

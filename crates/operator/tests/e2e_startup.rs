@@ -20,10 +20,11 @@ use std::time::{Duration, Instant};
 
 use common::e2e::{fail_with_output, start_operator_with, wait_nothing_left};
 use common::gitea_world::{
-    DEADLINE, gitea_group, gitea_world as world, patch_spec, wait_or_fail, wait_within,
+    DEADLINE, assert_jobs_succeeded, gitea_world as world, patch_spec, wait_or_fail, wait_within,
 };
+use common::group::Group;
 use forgerunner_core::RunnerGroup;
-use forgerunner_sandbox::world::groups::{GITEA_RUNNER_IMAGES, GroupSize};
+use forgerunner_sandbox::world::groups::GITEA_RUNNER_IMAGES;
 use forgerunner_sandbox::world::operator::{OperatorProcess, OperatorSettings};
 use forgerunner_sandbox::world::watch::JobWatch;
 use forgerunner_sandbox::world::{GROUP_LABEL, MANAGED_BY_SELECTOR, World};
@@ -116,6 +117,23 @@ impl DegradedLog {
     fn last(&self) -> Option<Degraded> {
         self.all().pop()
     }
+
+    /// Waits until the `jobs` queued at `label` are done (`what`) and `Degraded` is back to
+    /// `False`, failing with the operator's output otherwise.
+    async fn wait_recovered(
+        &self,
+        op: &OperatorProcess,
+        world: &World,
+        label: &str,
+        jobs: usize,
+        what: &str,
+    ) {
+        wait_or_fail(op, what, || async { world.gitea_progress(&[label]).done == jobs }).await;
+        wait_or_fail(op, "Degraded=False", || async {
+            self.last().is_some_and(|(s, _, _)| s == "False")
+        })
+        .await;
+    }
 }
 
 impl Drop for DegradedLog {
@@ -190,24 +208,14 @@ async fn unschedulable_runners_fail_at_startup_timeout_and_recover() {
     const STARTUP_TIMEOUT: u32 = 8;
     let world = world(NS, Duration::from_millis(300)).await;
     let watch = JobWatch::start(world.client.clone(), NS);
-    let size = GroupSize {
-        min: 0,
-        max: 2,
-        idle_timeout_seconds: Some(600),
-        startup_timeout_seconds: Some(STARTUP_TIMEOUT),
-        scale_down_delay_seconds: None,
-    };
-    world
-        .add_gitea_group_with(NS, GROUP, &gitea_group(GROUP), &size)
-        .await
-        .expect("group");
-    patch_spec(
-        &world,
-        NS,
-        GROUP,
-        serde_json::json!({"template": {"spec": {"nodeSelector": {POOL_LABEL: "ci"}}}}),
-    )
-    .await;
+    Group::gitea(GROUP)
+        .host_label(GROUP)
+        .max(2)
+        .idle_timeout(600)
+        .startup_timeout(STARTUP_TIMEOUT)
+        .spec(serde_json::json!({"template": {"spec": {"nodeSelector": {POOL_LABEL: "ci"}}}}))
+        .create(&world, NS)
+        .await;
     let degraded = DegradedLog::start(&world, NS, GROUP);
     let op = operator(&world, "forgerunner-e2e-unsched");
     let jobs: Vec<i64> = (0..2)
@@ -292,14 +300,15 @@ async fn unschedulable_runners_fail_at_startup_timeout_and_recover() {
         .sim
         .set_node_label(POOL_LABEL, Some("ci"))
         .expect("node label");
-    wait_or_fail(&op, "every job done once the node fits", || async {
-        world.gitea_progress(&[GROUP]).done == jobs.len()
-    })
-    .await;
-    wait_or_fail(&op, "Degraded=False", || async {
-        degraded.last().is_some_and(|(s, _, _)| s == "False")
-    })
-    .await;
+    degraded
+        .wait_recovered(
+            &op,
+            &world,
+            GROUP,
+            jobs.len(),
+            "every job done once the node fits",
+        )
+        .await;
     let tally = watch.group(GROUP);
     assert!(tally.peak_active <= 2, "peak {} > maxRunners", tally.peak_active);
     assert_eq!(
@@ -308,10 +317,7 @@ async fn unschedulable_runners_fail_at_startup_timeout_and_recover() {
         "the kept runners ran the jobs: {:?}",
         tally.created
     );
-    for id in &jobs {
-        let job = world.gitea.as_ref().and_then(|g| g.job(*id)).expect("job");
-        assert_eq!(job.state, JobState::Done(Conclusion::Success), "job {id}");
-    }
+    assert_jobs_succeeded(&world, &jobs);
 }
 
 /// Non-terminal runner pods of a group, sampled: the most seen at once.
@@ -367,17 +373,13 @@ async fn pod_quota_refusals_degrade_at_once_and_recover() {
     let world = world(NS, Duration::from_secs(30)).await;
     world.sim.set_pod_quota(NS, Some(1));
     let watch = JobWatch::start(world.client.clone(), NS);
-    let size = GroupSize {
-        min: 0,
-        max: 3,
-        idle_timeout_seconds: Some(600),
-        startup_timeout_seconds: Some(90),
-        scale_down_delay_seconds: None,
-    };
-    world
-        .add_gitea_group_with(NS, GROUP, &gitea_group(GROUP), &size)
-        .await
-        .expect("group");
+    Group::gitea(GROUP)
+        .host_label(GROUP)
+        .max(3)
+        .idle_timeout(600)
+        .startup_timeout(90)
+        .create(&world, NS)
+        .await;
     let degraded = DegradedLog::start(&world, NS, GROUP);
     let pods = PodPeak::start(&world, NS, GROUP);
     let started = Instant::now();
@@ -434,20 +436,18 @@ async fn pod_quota_refusals_degrade_at_once_and_recover() {
     assert_eq!(pods.get(), 1, "the admitted runner pod was seen");
 
     world.sim.set_pod_quota(NS, None);
-    wait_or_fail(&op, "every job done after the quota is lifted", || async {
-        world.gitea_progress(&[GROUP]).done == jobs.len()
-    })
-    .await;
-    wait_or_fail(&op, "Degraded=False", || async {
-        degraded.last().is_some_and(|(s, _, _)| s == "False")
-    })
-    .await;
+    degraded
+        .wait_recovered(
+            &op,
+            &world,
+            GROUP,
+            jobs.len(),
+            "every job done after the quota is lifted",
+        )
+        .await;
     let tally = watch.group(GROUP);
     assert!(tally.peak_active <= 3, "peak {} > maxRunners", tally.peak_active);
-    for id in &jobs {
-        let job = world.gitea.as_ref().and_then(|g| g.job(*id)).expect("job");
-        assert_eq!(job.state, JobState::Done(Conclusion::Success), "job {id}");
-    }
+    assert_jobs_succeeded(&world, &jobs);
 }
 
 /// Every runner image pulls slowly: containers wait `ContainerCreating` for 7 s — longer than
@@ -468,17 +468,12 @@ async fn slow_image_pulls_are_not_failures() {
         .slow_image_pulls(GITEA_RUNNER_IMAGES[0], Duration::from_secs(7))
         .expect("slow pulls");
     let watch = JobWatch::start(world.client.clone(), NS);
-    let size = GroupSize {
-        min: 0,
-        max: 2,
-        idle_timeout_seconds: Some(600),
-        startup_timeout_seconds: None,
-        scale_down_delay_seconds: None,
-    };
-    world
-        .add_gitea_group_with(NS, GROUP, &gitea_group(GROUP), &size)
-        .await
-        .expect("group");
+    Group::gitea(GROUP)
+        .host_label(GROUP)
+        .max(2)
+        .idle_timeout(600)
+        .create(&world, NS)
+        .await;
     let degraded = DegradedLog::start(&world, NS, GROUP);
     let op = operator(&world, "forgerunner-e2e-slowpull");
     let jobs: Vec<i64> = (0..4)
@@ -532,10 +527,7 @@ async fn slow_image_pulls_are_not_failures() {
         let notes = event_notes(&world, NS, reason).await;
         assert!(notes.is_empty(), "{reason} Events during slow pulls: {notes:?}");
     }
-    for id in &jobs {
-        let job = world.gitea.as_ref().and_then(|g| g.job(*id)).expect("job");
-        assert_eq!(job.state, JobState::Done(Conclusion::Success), "job {id}");
-    }
+    assert_jobs_succeeded(&world, &jobs);
 }
 
 /// Two runner pods are evicted (phase `Failed`, reason `Evicted`): one in the middle of a job,
@@ -565,17 +557,13 @@ async fn evicted_runners_leave_no_ghost_and_the_group_recovers() {
     let world = world(NS, Duration::from_secs(8)).await;
     let fake = world.gitea.clone().expect("gitea fake");
     let watch = JobWatch::start(world.client.clone(), NS);
-    let size = GroupSize {
-        min: 1,
-        max: 3,
-        idle_timeout_seconds: Some(IDLE_TIMEOUT),
-        startup_timeout_seconds: None,
-        scale_down_delay_seconds: None,
-    };
-    world
-        .add_gitea_group_with(NS, GROUP, &gitea_group(GROUP), &size)
-        .await
-        .expect("group");
+    Group::gitea(GROUP)
+        .host_label(GROUP)
+        .min(1)
+        .max(3)
+        .idle_timeout(IDLE_TIMEOUT)
+        .create(&world, NS)
+        .await;
     let op = operator(&world, "forgerunner-e2e-evict");
     let first_job = world.queue_gitea_job(&[GROUP]).expect("queue").id;
 

@@ -13,13 +13,12 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::e2e::{start_operator_with, start_world, wait_until_or_fail};
-use forgerunner_sandbox::world::groups::GroupSize;
+use common::e2e::{start_operator_with, wait_until_or_fail};
+use common::gitea_world::gitea_world;
+use common::group::{Group, is_ready};
+use common::leader::lease_holder;
 use forgerunner_sandbox::world::operator::{OperatorProcess, OperatorSettings};
 use forgerunner_sandbox::world::watch::JobWatch;
-use forgerunner_sandbox::world::{World, WorldOptions};
-use k8s_openapi::api::coordination::v1::Lease;
-use kube::Api;
 
 const NS: &str = "e2e-standby";
 const GROUP: &str = "hooked";
@@ -30,30 +29,6 @@ const POLL_INTERVAL_SECONDS: u32 = 300;
 const JOBS: usize = 4;
 const ALL_JOBS: Duration = Duration::from_secs(90);
 const STARTUP: Duration = Duration::from_secs(60);
-/// The sandbox's lease: `forgerunner` in `default`.
-const LEASE: (&str, &str) = ("default", "forgerunner");
-
-async fn lease_holder(world: &World) -> Option<String> {
-    let leases: Api<Lease> = Api::namespaced(world.client.clone(), LEASE.0);
-    leases
-        .get_opt(LEASE.1)
-        .await
-        .ok()
-        .flatten()
-        .and_then(|l| l.spec?.holder_identity)
-        .filter(|h| !h.is_empty())
-}
-
-async fn ready(world: &World) -> bool {
-    world.group(NS, GROUP).await.is_ok_and(|g| {
-        g.status.is_some_and(|s| {
-            s.conditions
-                .iter()
-                .any(|c| c.type_ == "Ready" && c.status == "True")
-        })
-    })
-}
-
 /// The status an unsigned delivery to `op` is answered with.
 async fn unsigned_delivery_status(op: &OperatorProcess) -> Option<u16> {
     reqwest::Client::new()
@@ -69,13 +44,7 @@ async fn unsigned_delivery_status(op: &OperatorProcess) -> Option<u16> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn deliveries_to_the_standby_reach_the_leader() {
-    let opts = WorldOptions {
-        github: false,
-        gitea: true,
-        work_time: Duration::from_millis(300),
-        ..WorldOptions::default()
-    };
-    let world = start_world(opts, NS).await;
+    let world = gitea_world(NS, Duration::from_millis(300)).await;
     let fake = world.gitea.clone().expect("gitea fake");
     let watch = JobWatch::start(world.client.clone(), NS);
     let settings = |pod: &str| OperatorSettings {
@@ -98,26 +67,17 @@ async fn deliveries_to_the_standby_reach_the_leader() {
     } else {
         (&second, &first)
     };
-    let size = GroupSize {
-        min: 0,
-        max: 2,
-        idle_timeout_seconds: Some(600),
-        startup_timeout_seconds: None,
-        scale_down_delay_seconds: None,
-    };
-    world
-        .add_gitea_group(
-            NS,
-            GROUP,
-            &LABELS,
-            &size,
-            POLL_INTERVAL_SECONDS,
-            Some(WEBHOOK_SECRET),
-        )
-        .await
-        .expect("group");
+    Group::gitea(GROUP)
+        .in_world_org()
+        .labels(&LABELS)
+        .max(2)
+        .idle_timeout(600)
+        .poll_every(POLL_INTERVAL_SECONDS)
+        .webhook_secret(WEBHOOK_SECRET)
+        .create(&world, NS)
+        .await;
     wait_until_or_fail(leader, Instant::now() + STARTUP, "the group to be Ready", || {
-        ready(&world)
+        is_ready(&world, NS, GROUP)
     })
     .await;
     // The standby relays (the leader answers 401 to an unsigned delivery) once it has read

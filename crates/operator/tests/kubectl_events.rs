@@ -10,8 +10,8 @@ mod common;
 use std::path::Path;
 
 use common::e2e::start_operator;
-use common::gitea_world::{gitea_group, gitea_world, wait_or_fail};
-use forgerunner_sandbox::world::groups::GroupSize;
+use common::gitea_world::{gitea_world, wait_or_fail};
+use common::group::Group;
 use k8s_openapi::api::events::v1::Event;
 use kube::Api;
 use kube::api::ListParams;
@@ -40,10 +40,11 @@ async fn group_event_reasons(api: &Api<Event>) -> Vec<String> {
 async fn kubectl_get_events_and_describe_show_the_operators_events() {
     let world = gitea_world(NS, std::time::Duration::from_millis(200)).await;
     let op = start_operator(&world, "gitea", "forgerunner-events-0");
-    world
-        .add_gitea_group_with(NS, GROUP, &gitea_group("evented"), &GroupSize::up_to(2))
-        .await
-        .expect("group");
+    Group::gitea(GROUP)
+        .host_label("evented")
+        .max(2)
+        .create(&world, NS)
+        .await;
     for _ in 0..2 {
         world.queue_gitea_job(&["evented"]).expect("queue job");
     }

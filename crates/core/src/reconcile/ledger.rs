@@ -98,7 +98,13 @@ impl Ledger {
     /// of `runners` took them after the listing was fetched ([`TakenSinceListing`]).
     pub fn net_waiting_jobs(&mut self, view: &mut ForgeView, runners: &[ObservedRunner], now: Instant) {
         if let Some(listed_at) = view.listed_at {
-            let covered = self.taken.covered(runners, listed_at, &view.accounted, now);
+            let covered = self.taken.covered(
+                runners,
+                listed_at,
+                &view.accounted,
+                view.takes_by_success_only,
+                now,
+            );
             view.waiting_jobs = view.waiting_jobs.saturating_sub(covered);
         }
     }

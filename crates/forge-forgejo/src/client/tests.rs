@@ -2,7 +2,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use forgerunner_core::ForgeError;
-use forgerunner_http::test_server::{HUGE, JsonReply, serve_huge, serve_json};
+use forgerunner_http::test_server::{HUGE, JsonReply, page_number, serve_huge, serve_json};
 
 use super::*;
 use crate::version::ForgejoVersion;
@@ -68,7 +68,10 @@ async fn a_huge_job_list_is_refused_without_reading_it() {
             .list_jobs(V15, &org(), &["x"])
             .await
             .expect_err("too large");
-        assert!(matches!(err, ForgejoError::TooLarge { .. }), "{err:?}");
+        assert!(
+            matches!(err, ForgejoError::Request(RequestError::TooLarge { .. })),
+            "{err:?}"
+        );
         assert_eq!(
             err.to_string(),
             "Forgejo returned a response too large to list waiting Actions jobs: the response body is larger than 4 MiB"
@@ -79,14 +82,6 @@ async fn a_huge_job_list_is_refused_without_reading_it() {
             .expect("server task");
         assert!(sent < 40 * 1024 * 1024, "{sent} of {HUGE} bytes went out");
     }
-}
-
-fn page_number(target: &str) -> usize {
-    target
-        .split(['?', '&'])
-        .find_map(|kv| kv.strip_prefix("page="))
-        .and_then(|p| p.parse().ok())
-        .unwrap_or(1)
 }
 
 /// A page of `n` runners numbered from `first`, and a total far above what exists.

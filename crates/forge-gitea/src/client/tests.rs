@@ -2,7 +2,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use forgerunner_core::ForgeError;
-use forgerunner_http::test_server::{HUGE, serve_huge, serve_json};
+use forgerunner_http::test_server::{HUGE, page_number, serve_huge, serve_json};
 
 use super::*;
 
@@ -62,7 +62,10 @@ async fn a_huge_page_is_refused_without_reading_it() {
     for announce_length in [true, false] {
         let (port, server) = serve_huge(announce_length).await;
         let err = local(port).list_jobs(&org(), &["queued"]).await.unwrap_err();
-        assert!(matches!(err, GiteaError::TooLarge { .. }), "{err:?}");
+        assert!(
+            matches!(err, GiteaError::Request(RequestError::TooLarge { .. })),
+            "{err:?}"
+        );
         assert_eq!(
             err.to_string(),
             "Gitea returned a response too large to list Actions jobs: the response body is larger than 4 MiB"
@@ -81,19 +84,11 @@ async fn a_huge_page_is_refused_without_reading_it() {
 }
 
 /// A page of `n` jobs numbered from `first`, claiming far more exist.
-fn jobs_page(first: i64, n: i64) -> String {
+fn jobs_page(first: usize, n: usize) -> String {
     let jobs: Vec<String> = (first..first + n)
         .map(|id| format!(r#"{{"id":{id},"status":"queued","labels":["x"]}}"#))
         .collect();
     format!(r#"{{"jobs":[{}],"total_count":1000000000}}"#, jobs.join(","))
-}
-
-fn page_number(target: &str) -> i64 {
-    target
-        .split(['?', '&'])
-        .find_map(|kv| kv.strip_prefix("page="))
-        .and_then(|p| p.parse().ok())
-        .unwrap_or(1)
 }
 
 #[tokio::test]
@@ -189,7 +184,10 @@ async fn a_redirect_is_a_configuration_error_and_never_followed() {
         )
     );
     let err = c.delete_runner(&org(), 7).await.unwrap_err();
-    assert!(matches!(err, GiteaError::Redirect { .. }), "{err:?}");
+    assert!(
+        matches!(err, GiteaError::Request(RequestError::Redirect { .. })),
+        "{err:?}"
+    );
     assert!(matches!(ForgeError::from(err), ForgeError::Config(_)));
     assert_eq!(answered.load(Ordering::SeqCst), 2, "no retry");
     assert_eq!(

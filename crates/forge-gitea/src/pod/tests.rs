@@ -3,6 +3,7 @@ use forgerunner_core::crd::{ForgeKind, GiteaScope, RunnerGroup};
 use forgerunner_core::forge::{ReconcileTrigger, RunnerCredentials};
 use forgerunner_core::metrics::Metrics;
 use forgerunner_core::runner_pod::trust::GO_CA_FILE;
+use forgerunner_http::act_runner::DATA_VOLUME;
 use std::sync::Arc;
 
 fn spec() -> GiteaSpec {

@@ -25,35 +25,20 @@ fn all_credentials() -> Vec<RunnerCredentials> {
 
 /// The runner pods the reconciler would create for a group in `mode` with `template`.
 fn pods(mode: Option<ContainerModeType>, template: Option<PodTemplateSpec>) -> Vec<PodSpec> {
-    let g = pod_checks::group(
-        serde_json::json!({
-            "forge": "gitea", "maxRunners": 5,
-            "gitea": {
-                "url": "https://code.example.com", "scope": "repo", "repo": "alice/app",
-                "credentials": "token", "labels": ["ubuntu-latest:docker://node:22", "linux:host"]
-            }
-        }),
-        mode,
-        template,
-    );
+    let spec = serde_json::json!({
+        "forge": "gitea", "maxRunners": 5,
+        "gitea": {
+            "url": "https://code.example.com", "scope": "repo", "repo": "alice/app",
+            "credentials": "token", "labels": ["ubuntu-latest:docker://node:22", "linux:host"]
+        }
+    });
     let forge = GiteaForge::new(Arc::new(Metrics::default()), ReconcileTrigger::channel().0);
-    all_credentials()
-        .iter()
-        .map(|creds| pod_checks::built_pod(&forge, &g, creds))
-        .collect()
+    pod_checks::built_pods(&forge, spec, &all_credentials(), mode, template)
 }
 
+/// Without a mode restricted as uid 1000; `dind` breaks it only through its privileged
+/// sidecar; template resources reach the hardened runner.
 #[test]
-fn no_mode_passes_restricted_as_uid_1000() {
-    pod_checks::no_mode_passes_restricted_as_uid_1000(&pods);
-}
-
-#[test]
-fn dind_breaks_restricted_only_through_its_privileged_sidecar() {
-    pod_checks::dind_breaks_restricted_only_through_its_privileged_sidecar(&pods);
-}
-
-#[test]
-fn template_resources_reach_the_hardened_runner() {
-    pod_checks::template_resources_reach_the_hardened_runner(&pods);
+fn pods_pass_the_gitea_family_checks() {
+    pod_checks::all(&pods);
 }

@@ -345,6 +345,7 @@ impl GithubForge {
             // One statistics message is one consistent snapshot: nothing to net.
             listed_at: None,
             accounted: Default::default(),
+            takes_by_success_only: false,
             // Scale sets match by name: a job for no scale set never reaches a listener.
             unmatched: Vec::new(),
             versions,

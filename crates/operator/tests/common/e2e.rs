@@ -5,6 +5,7 @@
 use std::time::{Duration, Instant};
 
 use forgerunner_sandbox::world::operator::{OperatorCommand, OperatorProcess, OperatorSettings};
+use forgerunner_sandbox::world::watch::GroupTally;
 use forgerunner_sandbox::world::{World, WorldOptions, wait_until};
 use k8s_openapi::api::batch::v1::Job;
 use kube::Api;
@@ -30,6 +31,19 @@ pub async fn start_world(opts: WorldOptions, namespace: &str) -> World {
     let world = World::start(opts).await.expect("world starts");
     world.create_namespace(namespace).await.expect("namespace");
     world
+}
+
+/// Starts a world with the GitHub emulator (long polls of a second) and no Gitea fake, whose
+/// simulated runners work `work_time` per job, and creates the test's namespace in it.
+pub async fn github_world(namespace: &str, work_time: Duration) -> World {
+    let opts = WorldOptions {
+        github: true,
+        gitea: false,
+        work_time,
+        github_long_poll: Duration::from_secs(1),
+        ..WorldOptions::default()
+    };
+    start_world(opts, namespace).await
 }
 
 /// Starts `forgerunner run` against `world` with `settings`.
@@ -124,4 +138,19 @@ pub async fn wait_nothing_left(
             op.output_tail(OUTPUT_LINES)
         );
     }
+}
+
+/// Fails unless the group never had more than `max` runner Jobs at once, nor more runners in
+/// all than the `jobs` queued: never a runner made twice for a job.
+pub fn assert_runners_bounded(tally: &GroupTally, max: u32, jobs: usize) {
+    assert!(
+        tally.peak_active <= max as usize,
+        "peak {} > max {max}",
+        tally.peak_active
+    );
+    assert!(
+        tally.created.len() <= jobs,
+        "created {} runners for {jobs} jobs",
+        tally.created.len()
+    );
 }

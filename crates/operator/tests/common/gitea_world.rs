@@ -1,12 +1,13 @@
 //! A Gitea-only world for the capacity and startup suites, and the few steps they share:
 //! patching a group's spec, reading a condition, waiting or failing with the operator's output.
+//! Their groups are made with [`super::group::Group`].
 
 use std::time::Duration;
 
 use forgerunner_core::RunnerGroup;
-use forgerunner_sandbox::world::groups::{GiteaGroup, GiteaRunnerScope};
 use forgerunner_sandbox::world::operator::OperatorProcess;
 use forgerunner_sandbox::world::{World, WorldOptions, wait_until};
+use forgerunner_testkit::gitea::{Conclusion, JobState};
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 
@@ -25,16 +26,6 @@ pub async fn gitea_world(namespace: &str, work_time: Duration) -> World {
         ..WorldOptions::default()
     };
     start_world(opts, namespace).await
-}
-
-/// Instance-wide runners with the one host label `label`, polled every second.
-pub fn gitea_group(label: &str) -> GiteaGroup {
-    GiteaGroup {
-        scope: GiteaRunnerScope::Global,
-        labels: vec![format!("{label}:host")],
-        poll_interval_seconds: 1,
-        webhook_secret: None,
-    }
 }
 
 /// Merge-patches the group's spec, as `kubectl patch --type merge` would.
@@ -82,5 +73,13 @@ where
 {
     if wait_until(deadline, what, check).await.is_err() {
         fail_with_output(op, &format!("timed out waiting for {what}"));
+    }
+}
+
+/// Fails unless every Gitea job of `ids` is done and succeeded.
+pub fn assert_jobs_succeeded(world: &World, ids: &[i64]) {
+    for id in ids {
+        let job = world.gitea.as_ref().and_then(|g| g.job(*id)).expect("job");
+        assert_eq!(job.state, JobState::Done(Conclusion::Success), "job {id}");
     }
 }

@@ -4,5 +4,6 @@
 pub mod chart;
 pub mod e2e;
 pub mod gitea_world;
+pub mod group;
 pub mod leader;
 pub mod scrape;

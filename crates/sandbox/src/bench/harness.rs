@@ -4,11 +4,12 @@
 use std::time::{Duration, Instant};
 
 use super::report::Report;
-use crate::world::groups::GroupSize;
+use crate::world::groups::{GroupSize, PoolOptions};
 use crate::world::operator::{OperatorCommand, OperatorProcess, OperatorSettings, proc_usage};
 use crate::world::watch::JobWatch;
 use crate::world::workload::{ForgeTarget as Target, Progress, Queued};
 use crate::world::{World, WorldError, WorldOptions, wait_until};
+use forgerunner_core::crd::ForgeKind;
 use forgerunner_testkit::apiserver::Verb;
 
 /// Namespace of every benchmark run.
@@ -32,13 +33,18 @@ pub enum BenchForge {
 }
 
 impl BenchForge {
+    /// The forge it drives.
+    pub fn kind(self) -> ForgeKind {
+        match self {
+            BenchForge::Github => ForgeKind::Github,
+            BenchForge::GiteaPoll | BenchForge::GiteaWebhook => ForgeKind::Gitea,
+            BenchForge::Forgejo => ForgeKind::Forgejo,
+        }
+    }
+
     /// `github`, `gitea` or `forgejo`.
     pub fn forge_name(self) -> &'static str {
-        match self {
-            BenchForge::Github => "github",
-            BenchForge::GiteaPoll | BenchForge::GiteaWebhook => "gitea",
-            BenchForge::Forgejo => "forgejo",
-        }
+        self.kind().as_str()
     }
 
     /// How demand reaches the operator.
@@ -85,12 +91,9 @@ impl Harness {
     ) -> Result<Harness, WorldError> {
         let cpu_at_start = own_cpu_seconds();
         let world = World::start(WorldOptions {
-            github: forge == BenchForge::Github,
-            gitea: matches!(forge, BenchForge::GiteaPoll | BenchForge::GiteaWebhook),
-            forgejo: forge == BenchForge::Forgejo,
             work_time,
             pod_start_delay: Duration::from_millis(20),
-            ..WorldOptions::default()
+            ..WorldOptions::only(forge.kind())
         })
         .await?;
         world.create_namespace(NAMESPACE).await?;
@@ -105,22 +108,17 @@ impl Harness {
         let names: Vec<String> = (0..groups).map(|i| format!("g{i:03}")).collect();
         let mut targets = Vec::new();
         for name in &names {
-            match forge {
-                BenchForge::Github => world.add_github_group(NAMESPACE, name, &size).await?,
-                BenchForge::GiteaPoll | BenchForge::GiteaWebhook => {
-                    let hook = (forge == BenchForge::GiteaWebhook).then_some(WEBHOOK_SECRET);
-                    let label = format!("bench-{name}");
-                    world
-                        .add_gitea_group(NAMESPACE, name, &[&label], &size, POLL_SECONDS, hook)
-                        .await?
-                }
-                BenchForge::Forgejo => {
-                    let label = format!("bench-{name}");
-                    world
-                        .add_forgejo_group(NAMESPACE, name, &[&label], &size, POLL_SECONDS)
-                        .await?
-                }
-            }
+            let label = format!("bench-{name}");
+            let pool = PoolOptions {
+                label: &label,
+                poll_interval_seconds: POLL_SECONDS,
+                webhook_secret: (forge == BenchForge::GiteaWebhook).then_some(WEBHOOK_SECRET),
+            };
+            targets.push(
+                world
+                    .add_group(forge.kind(), NAMESPACE, name, &size, &pool)
+                    .await?,
+            );
         }
         if let (BenchForge::GiteaWebhook, Some(fake)) = (forge, &world.gitea) {
             fake.set_webhook(
@@ -128,38 +126,16 @@ impl Harness {
                 WEBHOOK_SECRET,
             );
         }
-        let scale_sets = if forge == BenchForge::Github {
+        if forge == BenchForge::Github {
+            // A GitHub group takes work once its scale set exists (the operator creates it).
             let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-            match world.github_scale_sets(&refs, Duration::from_secs(60)).await {
-                Ok(ids) => ids,
-                Err(e) => {
-                    for line in operator.output().iter().rev().take(15).rev() {
-                        eprintln!("operator: {line}");
-                    }
-                    return Err(e);
+            if let Err(e) = world.github_scale_sets(&refs, Duration::from_secs(60)).await {
+                for line in operator.output().iter().rev().take(15).rev() {
+                    eprintln!("operator: {line}");
                 }
+                return Err(e);
             }
         } else {
-            Vec::new()
-        };
-        for (i, name) in names.iter().enumerate() {
-            targets.push(match (forge, scale_sets.get(i)) {
-                (BenchForge::Github, Some(scale_set)) => Target::Github {
-                    scale_set: *scale_set,
-                    label: name.clone(),
-                },
-                (BenchForge::Github, None) => {
-                    return Err(WorldError::Timeout(format!("scale set {name}")));
-                }
-                (BenchForge::GiteaPoll | BenchForge::GiteaWebhook, _) => Target::Gitea {
-                    label: format!("bench-{name}"),
-                },
-                (BenchForge::Forgejo, _) => Target::Forgejo {
-                    label: format!("bench-{name}"),
-                },
-            });
-        }
-        if forge != BenchForge::Github {
             // The first poll checks the version and tokens; measure from a warm operator.
             // One list per check: a get per group made each check cost a thousand requests.
             let api = kube::Api::<forgerunner_core::RunnerGroup>::namespaced(world.client.clone(), NAMESPACE);
@@ -246,31 +222,16 @@ impl Harness {
 
     /// Requests the operator made to the forge.
     pub fn forge_requests(&self) -> usize {
-        // The simulated runners speak the runner protocol under /api/actions; REST is ours.
-        let ours = |path: &str| path.starts_with("/api/v1/") || path.starts_with("/api/forgejo/");
-        match (&self.world.github, &self.world.gitea, &self.world.forgejo) {
-            (Some(emu), _, _) => emu.emu.requests().len(),
-            (_, Some(fake), _) => fake.requests().iter().filter(|r| ours(&r.path)).count(),
-            (_, _, Some(fake)) => fake.requests().iter().filter(|r| ours(&r.path)).count(),
-            _ => 0,
-        }
+        self.world
+            .forge(self.forge.kind())
+            .map_or(0, |f| f.operator_requests())
     }
 
     /// Job-list requests to Gitea (`…/actions/jobs`) or Forgejo (`…/runners/jobs`) so far.
     pub fn job_lists(&self) -> usize {
-        let gitea = self.world.gitea.as_ref().map_or(0, |f| {
-            f.requests()
-                .iter()
-                .filter(|r| r.path.ends_with("/actions/jobs"))
-                .count()
-        });
-        let forgejo = self.world.forgejo.as_ref().map_or(0, |f| {
-            f.requests()
-                .iter()
-                .filter(|r| r.path.ends_with("/runners/jobs"))
-                .count()
-        });
-        gitea + forgejo
+        self.world
+            .forge(self.forge.kind())
+            .map_or(0, |f| f.job_list_requests())
     }
 
     /// Kubernetes writes by the operator, by (verb, resource).
@@ -333,22 +294,26 @@ impl Harness {
                     if let Ok(g) = self.world.group(NAMESPACE, name).await {
                         eprintln!("  status {:?}", g.status);
                     }
-                    if let (Target::Github { scale_set, .. }, Some(emu)) =
-                        (&self.targets[i], &self.world.github)
-                    {
+                    let scale_set = self
+                        .world
+                        .github
+                        .as_ref()
+                        .filter(|_| self.forge == BenchForge::Github)
+                        .and_then(|emu| Some((emu, emu.scale_set_named(&self.targets[i].label)?)));
+                    if let Some((emu, scale_set)) = scale_set {
                         let state = emu.emu.state();
                         let stuck: Vec<_> = state
                             .jobs
                             .iter()
                             .filter(|j| {
-                                j.scale_set_id == *scale_set
+                                j.scale_set_id == scale_set
                                     && j.state != scaleset::testing::JobState::Completed
                             })
                             .map(|j| (j.id, j.state))
                             .collect();
                         eprintln!(
                             "  statistics {:?}; unfinished jobs {stuck:?}",
-                            emu.emu.statistics(*scale_set)
+                            emu.emu.statistics(scale_set)
                         );
                     }
                 }

@@ -9,7 +9,7 @@ use kube::Api;
 use kube::api::ListParams;
 
 use super::{ChaosError, ChaosForge, ChaosOptions};
-use crate::world::groups::GroupSize;
+use crate::world::groups::{GroupSize, PoolOptions};
 use crate::world::operator::{OperatorCommand, OperatorProcess, OperatorSettings};
 use crate::world::watch::JobWatch;
 use crate::world::workload::{ForgeTarget, Progress, Queued};
@@ -59,11 +59,8 @@ impl Cell {
     /// and the group, and waits until the group can take work.
     pub async fn start(forge: ChaosForge, replicas: usize, opts: &ChaosOptions) -> Result<Cell, ChaosError> {
         let world = World::start(WorldOptions {
-            github: forge == ChaosForge::Github,
-            gitea: forge == ChaosForge::Gitea,
-            forgejo: forge == ChaosForge::Forgejo,
             work_time: opts.work_time,
-            ..WorldOptions::default()
+            ..WorldOptions::only(forge.kind())
         })
         .await?;
         world.create_namespace(NAMESPACE).await?;
@@ -71,7 +68,10 @@ impl Cell {
         let mut cell = Cell {
             world,
             forge,
-            target: ForgeTarget::Gitea { label: String::new() },
+            target: ForgeTarget {
+                forge: forge.kind(),
+                label: String::new(),
+            },
             watch,
             replicas: Vec::new(),
             command: opts.operator.clone(),
@@ -117,29 +117,18 @@ impl Cell {
         };
         let label = format!("chaos-{GROUP}");
         let w = &self.world;
-        let target = match self.forge {
-            ChaosForge::Github => {
-                w.add_github_group(NAMESPACE, GROUP, &size).await?;
-                let scale_set = match w.github_scale_set(GROUP, SETUP).await {
-                    Ok(id) => id,
-                    Err(_) => return Err(self.no_progress("the scale set was never created")),
-                };
-                ForgeTarget::Github {
-                    scale_set,
-                    label: GROUP.to_owned(),
-                }
-            }
-            ChaosForge::Gitea => {
-                w.add_gitea_group(NAMESPACE, GROUP, &[&label], &size, POLL_SECONDS, None)
-                    .await?;
-                ForgeTarget::Gitea { label }
-            }
-            ChaosForge::Forgejo => {
-                w.add_forgejo_group(NAMESPACE, GROUP, &[&label], &size, POLL_SECONDS)
-                    .await?;
-                ForgeTarget::Forgejo { label }
-            }
+        let pool = PoolOptions {
+            label: &label,
+            poll_interval_seconds: POLL_SECONDS,
+            webhook_secret: None,
         };
+        let target = w
+            .add_group(self.forge.kind(), NAMESPACE, GROUP, &size, &pool)
+            .await?;
+        // A GitHub group takes work once the operator has created its scale set.
+        if self.forge == ChaosForge::Github && w.github_scale_set(GROUP, SETUP).await.is_err() {
+            return Err(self.no_progress("the scale set was never created"));
+        }
         let ready = wait_until(SETUP, "the group to be Ready", || async {
             w.group(NAMESPACE, GROUP)
                 .await

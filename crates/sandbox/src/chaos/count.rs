@@ -1,18 +1,21 @@
 //! Counting what a cell's fault cost: jobs lost, jobs run twice, things left behind.
 //!
-//! Each forge is read in its own terms: the GitHub emulator's jobs and runners, the Gitea
-//! fake's jobs and runners, the Forgejo fake's jobs, tasks and runner rows. The cluster side is
-//! the same for all: runner Jobs and pods left in the namespace.
+//! Every forge is read through its fake's [`FakeForgeServer`] face: the jobs and runners of
+//! the cell's pool, and work run twice as the fake counts it (Forgejo by its tasks). The
+//! cluster side is the same for all: runner Jobs and pods left in the namespace.
+//!
+//! [`FakeForgeServer`]: forgerunner_testkit::forge_common::FakeForgeServer
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use serde::Serialize;
 
+use super::Scenario;
 use super::cell::{Cell, NAMESPACE};
 use super::scenarios::InjectedFault;
-use super::{ChaosForge, Scenario};
-use crate::world::workload::ForgeTarget;
+use forgerunner_testkit::forge_common::fake_server::repeats;
+use forgerunner_testkit::forge_common::{JobPhase, PoolJob};
 
 /// How each job ended at the forge.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -100,15 +103,6 @@ fn seconds<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> 
     s.serialize_f64((d.as_secs_f64() * 100.0).round() / 100.0)
 }
 
-/// Values that occur more than once count once per extra occurrence.
-fn repeats<T: Ord>(values: impl IntoIterator<Item = T>) -> usize {
-    let mut seen: BTreeMap<T, usize> = BTreeMap::new();
-    for v in values {
-        *seen.entry(v).or_default() += 1;
-    }
-    seen.values().map(|n| n.saturating_sub(1)).sum()
-}
-
 impl Cell {
     /// What is left now; GitHub registrations that never had a runner Job are not counted
     /// here (see [`Outcome::orphan_registrations`]).
@@ -127,95 +121,48 @@ impl Cell {
         }
     }
 
-    /// Runners registered at the forge: (those a runner Job was made for, the rest). Only
-    /// GitHub can have the rest (see [`Outcome::orphan_registrations`]); the fakes of Gitea and
-    /// Forgejo hold only this cell's runners.
+    /// Runners registered at the forge: (those a runner Job was made for, the rest). Only a
+    /// forge that registers runners without runner Jobs (GitHub, see
+    /// [`Outcome::orphan_registrations`]) can have the rest; the fakes of the others hold only
+    /// this cell's runners, and a Forgejo runner row may not have declared its labels yet.
     fn registered_runners(&self) -> (usize, usize) {
-        let w = &self.world;
-        match (&self.target, self.forge) {
-            (ForgeTarget::Github { scale_set, .. }, _) => {
-                let Some(emu) = &w.github else { return (0, 0) };
-                let created = self.watch.group(super::cell::GROUP).created;
-                let had_job = |name: &str| created.iter().any(|(n, _)| n == name);
-                let state = emu.emu.state();
-                let ours: Vec<_> = state
-                    .runners
-                    .iter()
-                    .filter(|r| r.scale_set_id == *scale_set)
-                    .collect();
-                let with_job = ours.iter().filter(|r| had_job(&r.name)).count();
-                (with_job, ours.len() - with_job)
-            }
-            (_, ChaosForge::Forgejo) => (w.forgejo.as_ref().map_or(0, |f| f.runners().len()), 0),
-            _ => (self.progress().registered_runners, 0),
+        let Some(fake) = self.world.forge(self.forge.kind()) else {
+            return (0, 0);
+        };
+        if !fake.registers_without_runner_jobs() {
+            return (self.progress().registered_runners, 0);
         }
+        let created = self.watch.group(super::cell::GROUP).created;
+        let had_job = |name: &str| created.iter().any(|(n, _)| n == name);
+        let ours: Vec<_> = fake
+            .runners()
+            .into_iter()
+            .filter(|r| r.pool == [self.target.label.clone()])
+            .collect();
+        let with_job = ours.iter().filter(|r| had_job(&r.name)).count();
+        (with_job, ours.len() - with_job)
     }
 
     /// How the cell's jobs ended, and how many were run twice (jobs run by two runners, or a
     /// runner that ran two jobs).
     fn job_ends(&self) -> (JobEnds, usize) {
         let mut ends = JobEnds::default();
-        let w = &self.world;
-        match &self.target {
-            ForgeTarget::Github { scale_set, .. } => {
-                use forgerunner_testkit::github::JobState;
-                let Some(emu) = &w.github else { return (ends, 0) };
-                let state = emu.emu.state();
-                let jobs: Vec<_> = state
-                    .jobs
-                    .iter()
-                    .filter(|j| j.scale_set_id == *scale_set)
-                    .collect();
-                for j in &jobs {
-                    match (j.state, j.result.as_deref()) {
-                        (JobState::Completed, Some("succeeded")) => ends.succeeded += 1,
-                        (JobState::Completed, _) => ends.failed.push(j.id.0),
-                        _ => ends.unfinished += 1,
-                    }
-                }
-                (
-                    ends,
-                    repeats(jobs.iter().filter_map(|j| j.runner_id.map(|r| r.get()))),
-                )
-            }
-            ForgeTarget::Gitea { label } => {
-                use forgerunner_testkit::gitea::{Conclusion, JobState};
-                let Some(fake) = &w.gitea else { return (ends, 0) };
-                let jobs: Vec<_> = fake
-                    .jobs()
-                    .into_iter()
-                    .filter(|j| j.labels == [label.clone()])
-                    .collect();
-                for j in &jobs {
-                    match j.state {
-                        JobState::Done(Conclusion::Success) => ends.succeeded += 1,
-                        JobState::Done(_) => ends.failed.push(j.id),
-                        _ => ends.unfinished += 1,
-                    }
-                }
-                (ends, repeats(jobs.iter().filter_map(|j| j.runner_id)))
-            }
-            ForgeTarget::Forgejo { label } => {
-                use forgerunner_testkit::forgejo::{Conclusion, JobStatus};
-                let Some(fake) = &w.forgejo else { return (ends, 0) };
-                let jobs: Vec<_> = fake
-                    .jobs()
-                    .into_iter()
-                    .filter(|j| j.runs_on == [label.clone()])
-                    .collect();
-                for j in &jobs {
-                    match j.status {
-                        JobStatus::Done(Conclusion::Success) => ends.succeeded += 1,
-                        JobStatus::Done(_) => ends.failed.push(j.id),
-                        _ => ends.unfinished += 1,
-                    }
-                }
-                let tasks = fake.tasks();
-                let twice = repeats(tasks.iter().map(|t| (t.job_id, t.attempt)))
-                    + repeats(tasks.iter().map(|t| t.runner_id));
-                (ends, twice)
+        let Some(fake) = self.world.forge(self.forge.kind()) else {
+            return (ends, 0);
+        };
+        let jobs: Vec<PoolJob> = fake
+            .jobs()
+            .into_iter()
+            .filter(|j| j.pool == [self.target.label.clone()])
+            .collect();
+        for j in &jobs {
+            match j.phase {
+                JobPhase::Succeeded => ends.succeeded += 1,
+                JobPhase::Failed => ends.failed.push(j.id),
+                JobPhase::Queued | JobPhase::Running => ends.unfinished += 1,
             }
         }
+        (ends, fake.ran_twice(&jobs))
     }
 
     /// Names and states of what is left, so a leak can be traced in the operator's output.
@@ -233,29 +180,10 @@ impl Cell {
                 format!("{name} ({phase}, deleting {deleting}, owners {owners})")
             })
             .collect();
-        let w = &self.world;
-        let runners: Vec<String> = match self.forge {
-            ChaosForge::Github => w.github.as_ref().map_or_else(Vec::new, |e| {
-                e.emu
-                    .state()
-                    .runners
-                    .iter()
-                    .map(|r| format!("{} (job {:?})", r.name, r.job))
-                    .collect()
-            }),
-            ChaosForge::Gitea => w.gitea.as_ref().map_or_else(Vec::new, |f| {
-                f.runners()
-                    .iter()
-                    .map(|r| format!("{} (task {:?})", r.name, r.task))
-                    .collect()
-            }),
-            ChaosForge::Forgejo => w.forgejo.as_ref().map_or_else(Vec::new, |f| {
-                f.runners()
-                    .iter()
-                    .map(|r| format!("{} (task {:?})", r.name, r.task))
-                    .collect()
-            }),
-        };
+        let runners: Vec<String> = self
+            .world
+            .forge(self.forge.kind())
+            .map_or_else(Vec::new, |f| f.describe_runners());
         format!("left: pods {pods:?}; registered runners {runners:?}")
     }
 

@@ -5,14 +5,11 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use forgerunner_testkit::apiserver::{Fault as ApiFault, Verb};
-use forgerunner_testkit::forgejo::Fault as ForgeFault;
-use forgerunner_testkit::github::{Endpoint, Fault as GithubFault};
 use forgerunner_testkit::sim::NodeLoss;
 
 use super::cell::{Cell, NAMESPACE};
-use super::{ChaosError, ChaosForge, ChaosOptions, Scenario};
+use super::{ChaosError, ChaosOptions, Scenario};
 use crate::world::WorldError;
-use crate::world::workload::ForgeTarget;
 
 /// How long a scenario waits for each step before it gives up on the cell.
 const STEP: Duration = Duration::from_secs(90);
@@ -21,8 +18,6 @@ const DONE_BEFORE_FAULT: usize = 2;
 /// Text in the operator's User-Agent (`forgerunner/<version> (<pod>)`) and in no testkit
 /// client's, so API server faults hit the operator and never the cluster simulator.
 const OPERATOR_AGENT: &str = "forgerunner/";
-/// Longer than the Gitea and Forgejo clients' 15 s request timeout.
-const PAST_CLIENT_TIMEOUT: Duration = Duration::from_secs(16);
 /// Groups pointing at a forge that never answers: more than one forge instance's share of the
 /// operator's reconcile slots (16), and more than all the slots it had before (16).
 const SILENT_GROUPS: usize = 20;
@@ -159,89 +154,20 @@ async fn api_server_faults(cell: &mut Cell) -> Result<InjectedFault, ChaosError>
 
 async fn forge_faults(cell: &mut Cell) -> Result<InjectedFault, ChaosError> {
     under_way(cell).await?;
-    let note = match &cell.target {
-        ForgeTarget::Github { scale_set, .. } => {
-            let Some(emu) = cell.world.github.as_ref().map(|e| e.emu.clone()) else {
-                return Err(cell.no_progress("no GitHub emulator"));
-            };
-            emu.expire_admin_tokens();
-            emu.expire_queue_token(*scale_set);
-            emu.inject(GithubFault::status(Endpoint::GenerateJitConfig, 401).times(1));
-            emu.inject(
-                GithubFault::too_many_requests(Endpoint::GetMessage, Some(Duration::from_secs(1))).times(1),
-            );
-            emu.inject(GithubFault::status(Endpoint::GenerateJitConfig, 503).times(2));
-            emu.inject(GithubFault::status(Endpoint::AcquireJobs, 500).times(1));
-            emu.inject(GithubFault::delay(Endpoint::GenerateJitConfig, Duration::from_secs(3)).times(2));
-            "tokens expired (401), 401 and 2x503 on JIT configs, 429 on the message poll, 500 on acquire, 3 s delays (the 60 s client timeout and garbage bodies are out of the emulator's reach)".to_owned()
-        }
-        ForgeTarget::Gitea { .. } => {
-            let Some(fake) = cell.world.gitea.clone() else {
-                return Err(cell.no_progress("no Gitea fake"));
-            };
-            let jobs = "/actions/jobs";
-            for f in rest_faults(jobs) {
-                fake.inject_fault(f);
-            }
-            fake.inject_fault(ForgeFault::status("/registration-token", 503).times(2));
-            fake.inject_fault(ForgeFault::status("/actions/runners", 500).method("GET").times(2));
-            "job list: 2x401, 2x429 (Retry-After 1), a garbage body, a 16 s answer (past the 15 s timeout); 2x503 on registration tokens; 2x500 on runner lists".to_owned()
-        }
-        ForgeTarget::Forgejo { .. } => {
-            let Some(fake) = cell.world.forgejo.clone() else {
-                return Err(cell.no_progress("no Forgejo fake"));
-            };
-            for f in rest_faults("/runners/jobs") {
-                fake.inject_fault(f);
-            }
-            fake.inject_fault(
-                ForgeFault::status("/actions/runners", 503)
-                    .method("POST")
-                    .times(2),
-            );
-            "job list: 2x401, 2x429 (Retry-After 1), a garbage body, a 16 s answer (past the 15 s timeout); 2x503 on runner creation".to_owned()
-        }
+    let Some(fake) = cell.world.forge(cell.forge.kind()) else {
+        return Err(cell.no_progress(&format!("no {}", crate::world::fake_name(cell.forge.kind()))));
+    };
+    let Some(note) = fake.inject_faults(&cell.target.label) else {
+        return Err(cell.no_progress("the forge knows no pool of the group"));
     };
     Ok(InjectedFault::now(note))
 }
 
-/// The faults Gitea's and Forgejo's job listings get, in the order they hit (the first
-/// matching rule wins).
-fn rest_faults(path: &str) -> [ForgeFault; 4] {
-    [
-        ForgeFault::status(path, 401).times(2),
-        ForgeFault::status(path, 429).retry_after("1").times(2),
-        ForgeFault::garbage(path).times(1),
-        ForgeFault::latency(path, PAST_CLIENT_TIMEOUT).times(1),
-    ]
-}
-
 /// Runner names and the forge job each works on now.
 fn busy_runners(cell: &Cell) -> Vec<(String, i64)> {
-    let w = &cell.world;
-    match cell.forge {
-        ChaosForge::Github => w.github.as_ref().map_or_else(Vec::new, |e| {
-            e.emu
-                .state()
-                .runners
-                .iter()
-                .filter_map(|r| r.job.map(|j| (r.name.clone(), j.0)))
-                .collect()
-        }),
-        ChaosForge::Gitea => w.gitea.as_ref().map_or_else(Vec::new, |f| {
-            f.runners()
-                .into_iter()
-                .filter_map(|r| r.task.map(|job| (r.name, job)))
-                .collect()
-        }),
-        ChaosForge::Forgejo => w.forgejo.as_ref().map_or_else(Vec::new, |f| {
-            f.tasks()
-                .into_iter()
-                .filter(|t| t.result.is_none())
-                .map(|t| (t.runner_name, t.job_id))
-                .collect()
-        }),
-    }
+    cell.world
+        .forge(cell.forge.kind())
+        .map_or_else(Vec::new, |f| f.busy_runners())
 }
 
 async fn node_lost(cell: &mut Cell) -> Result<InjectedFault, ChaosError> {

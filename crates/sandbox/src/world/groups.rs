@@ -10,8 +10,9 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
 
+use super::workload::ForgeTarget;
 use super::{GITEA_REPO, World, WorldError, wait_until};
-use forgerunner_testkit::gitea::ADMIN_TOKEN;
+use forgerunner_testkit::forge_common::FakeForgeServer;
 
 /// Image prefix of the default GitHub runner image; the simulated runner plays it.
 pub const GITHUB_RUNNER_IMAGE: &str = "ghcr.io/actions/";
@@ -108,6 +109,18 @@ pub struct ForgejoGroup {
     pub poll_interval_seconds: u32,
 }
 
+/// What a group of any forge asks its forge for: see [`World::add_group`].
+#[derive(Clone, Copy, Debug)]
+pub struct PoolOptions<'a> {
+    /// The label its jobs ask for and its runners carry (GitHub: the group's name instead).
+    pub label: &'a str,
+    /// `pollIntervalSeconds` where the forge is polled (Gitea, Forgejo).
+    pub poll_interval_seconds: u32,
+    /// The value of a webhook Secret `<group>-webhook` (Gitea only: GitHub's scale sets and
+    /// Forgejo have no job webhook, and ignore it).
+    pub webhook_secret: Option<&'a str>,
+}
+
 /// Group `namespace/name` of `forge`, sized by `size`; the forge block's fields are the caller's.
 fn group(forge: ForgeKind, namespace: &str, name: &str, size: &GroupSize) -> RunnerGroupBuilder {
     RunnerGroup::test(forge)
@@ -140,10 +153,63 @@ impl World {
         Ok(())
     }
 
-    /// A credentials Secret whose key `token` holds `token`.
-    async fn create_token_secret(&self, namespace: &str, name: &str, token: &str) -> Result<(), WorldError> {
-        let data = BTreeMap::from([("token".to_owned(), token.to_owned())]);
-        self.create_secret(namespace, name, data).await
+    /// The credentials Secret `<group>-<forge>` of group `group`, holding what `fake` accepts;
+    /// its name.
+    async fn create_credentials(
+        &self,
+        namespace: &str,
+        group: &str,
+        fake: &dyn FakeForgeServer,
+    ) -> Result<String, WorldError> {
+        let secret = format!("{group}-{}", fake.kind());
+        self.create_secret(namespace, &secret, fake.credentials()).await?;
+        Ok(secret)
+    }
+
+    /// Creates a group of `forge` served by the world's fake, sized by `size`, whose jobs and
+    /// their news reach it as `pool` says; where it is queued and counted. GitHub names the
+    /// scale set after the group, and its jobs ask for that name rather than `pool.label`;
+    /// Gitea and Forgejo groups register at the org scope of the world's repository.
+    pub async fn add_group(
+        &self,
+        forge: ForgeKind,
+        namespace: &str,
+        name: &str,
+        size: &GroupSize,
+        pool: &PoolOptions<'_>,
+    ) -> Result<ForgeTarget, WorldError> {
+        let PoolOptions {
+            label,
+            poll_interval_seconds,
+            webhook_secret,
+        } = *pool;
+        let label = match forge {
+            ForgeKind::Github => {
+                self.add_github_group(namespace, name, size).await?;
+                name
+            }
+            ForgeKind::Gitea => {
+                self.add_gitea_group(
+                    namespace,
+                    name,
+                    &[label],
+                    size,
+                    poll_interval_seconds,
+                    webhook_secret,
+                )
+                .await?;
+                label
+            }
+            ForgeKind::Forgejo => {
+                self.add_forgejo_group(namespace, name, &[label], size, poll_interval_seconds)
+                    .await?;
+                label
+            }
+        };
+        Ok(ForgeTarget {
+            forge,
+            label: label.to_owned(),
+        })
     }
 
     async fn create_group(&self, group: RunnerGroupBuilder) -> Result<(), WorldError> {
@@ -197,18 +263,12 @@ impl World {
         name: &str,
         size: &GroupSize,
     ) -> Result<(), WorldError> {
-        let Some(emu) = &self.github else {
-            return Err(WorldError::Timeout(
-                "a GitHub emulator (world started without one)".into(),
-            ));
-        };
-        let secret = format!("{name}-github");
-        self.create_secret(namespace, &secret, emu.pat_secret_data())
-            .await?;
+        let fake = self.started(ForgeKind::Github)?;
+        let secret = self.create_credentials(namespace, name, fake).await?;
         let url = self
             .github_rest
             .as_ref()
-            .map_or_else(|| emu.config_url(), |rest| rest.config_url());
+            .map_or_else(|| fake.url(), |rest| rest.config_url());
         let group = group(ForgeKind::Github, namespace, name, size)
             .url(url)
             .credentials(secret)
@@ -311,13 +371,8 @@ impl World {
         group: &GiteaGroup,
         size: &GroupSize,
     ) -> Result<(), WorldError> {
-        let Some(fake) = &self.gitea else {
-            return Err(WorldError::Timeout(
-                "a Gitea fake (world started without one)".into(),
-            ));
-        };
-        let secret = format!("{name}-gitea");
-        self.create_token_secret(namespace, &secret, ADMIN_TOKEN).await?;
+        let fake = self.started(ForgeKind::Gitea)?;
+        let secret = self.create_credentials(namespace, name, fake).await?;
         let webhook = match &group.webhook_secret {
             Some(value) => {
                 let hook = format!("{name}-webhook");
@@ -382,14 +437,8 @@ impl World {
         group: &ForgejoGroup,
         size: &GroupSize,
     ) -> Result<(), WorldError> {
-        let Some(fake) = &self.forgejo else {
-            return Err(WorldError::Timeout(
-                "a Forgejo fake (world started without one)".into(),
-            ));
-        };
-        let secret = format!("{name}-forgejo");
-        self.create_token_secret(namespace, &secret, forgerunner_testkit::forgejo::ADMIN_TOKEN)
-            .await?;
+        let fake = self.started(ForgeKind::Forgejo)?;
+        let secret = self.create_credentials(namespace, name, fake).await?;
         let runner_group = group.scope.scoped(
             self::group(ForgeKind::Forgejo, namespace, name, size)
                 .url(fake.url())

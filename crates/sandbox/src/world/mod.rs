@@ -21,6 +21,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use forgerunner_core::RunnerGroup;
+use forgerunner_core::crd::ForgeKind;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -28,6 +29,7 @@ use kube::api::{ListParams, PostParams};
 use kube::{Api, CustomResourceExt};
 
 use forgerunner_testkit::apiserver::{FakeApiServer, ServerConfig, install_crypto_provider};
+use forgerunner_testkit::forge_common::FakeForgeServer;
 use forgerunner_testkit::forgejo::ForgejoFakeHandle;
 use forgerunner_testkit::gitea::{FakeConfig, GiteaFakeHandle};
 use forgerunner_testkit::github::{E2eEmulator, EmulatorOptions, start_emulator};
@@ -39,10 +41,12 @@ use github_work::GithubWork;
 pub const MANAGED_BY_SELECTOR: &str = "app.kubernetes.io/managed-by=forgerunner";
 /// Label naming a runner Job's group.
 pub const GROUP_LABEL: &str = "forgerunner.dev/group";
+/// The repository the world creates for jobs at each forge that has repositories.
+pub const WORLD_REPO: &str = "acme/app";
 /// The Gitea repository the world creates for jobs.
-pub const GITEA_REPO: &str = "acme/app";
+pub const GITEA_REPO: &str = WORLD_REPO;
 /// The Forgejo repository the world creates for jobs.
-pub const FORGEJO_REPO: &str = "acme/app";
+pub const FORGEJO_REPO: &str = WORLD_REPO;
 /// The Forgejo version the world's fake plays unless told otherwise (a v15 instance: ephemeral
 /// runners bound to a job handle).
 pub const DEFAULT_FORGEJO_VERSION: &str = "15.0.3+gitea-1.22.0";
@@ -84,6 +88,18 @@ impl Default for WorldOptions {
             github_long_poll: Duration::from_secs(2),
             github_reassign: None,
             github_rest: false,
+        }
+    }
+}
+
+impl WorldOptions {
+    /// The default world with only `forge`'s fake started.
+    pub fn only(forge: ForgeKind) -> WorldOptions {
+        WorldOptions {
+            github: forge == ForgeKind::Github,
+            gitea: forge == ForgeKind::Gitea,
+            forgejo: forge == ForgeKind::Forgejo,
+            ..WorldOptions::default()
         }
     }
 }
@@ -222,6 +238,21 @@ impl World {
         Ok(world)
     }
 
+    /// The fake playing `forge`, when the world started it.
+    pub fn forge(&self, forge: ForgeKind) -> Option<&dyn FakeForgeServer> {
+        match forge {
+            ForgeKind::Github => self.github.as_ref().map(|f| f as &dyn FakeForgeServer),
+            ForgeKind::Gitea => self.gitea.as_ref().map(|f| f as &dyn FakeForgeServer),
+            ForgeKind::Forgejo => self.forgejo.as_ref().map(|f| f as &dyn FakeForgeServer),
+        }
+    }
+
+    /// The fake playing `forge`, or why there is none (the world started without it).
+    pub(crate) fn started(&self, forge: ForgeKind) -> Result<&dyn FakeForgeServer, WorldError> {
+        self.forge(forge)
+            .ok_or_else(|| WorldError::Timeout(format!("a {} (world started without one)", fake_name(forge))))
+    }
+
     /// Path of a kubeconfig pointing at the fake API server.
     pub fn kubeconfig(&self) -> &Path {
         &self.kubeconfig
@@ -290,6 +321,15 @@ impl World {
             },
         )
         .await
+    }
+}
+
+/// What the world calls the fake playing `forge`, in its errors.
+pub(crate) fn fake_name(forge: ForgeKind) -> &'static str {
+    match forge {
+        ForgeKind::Github => "GitHub emulator",
+        ForgeKind::Gitea => "Gitea fake",
+        ForgeKind::Forgejo => "Forgejo fake",
     }
 }
 

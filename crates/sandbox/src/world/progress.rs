@@ -1,4 +1,5 @@
-//! Progress of many groups from one read of each forge fake.
+//! Progress of many groups from one read of each forge fake, in the same terms at every forge
+//! (jobs and runners by the labels of their pool, see [`forgerunner_testkit::forge_common::FakeForgeServer`]).
 //!
 //! Reading a fake copies its whole state (the GitHub emulator also computes every scale set's
 //! statistics), so asking once per group made a 1,000-group drain check cost a thousand full
@@ -9,6 +10,9 @@ use std::collections::HashMap;
 use scaleset::ScaleSetId;
 use scaleset::testing::{EmulatorState, JobState};
 
+use forgerunner_core::crd::ForgeKind;
+use forgerunner_testkit::forge_common::JobPhase;
+
 use super::World;
 use super::workload::{ForgeTarget, Progress};
 
@@ -16,94 +20,42 @@ impl World {
     /// Where each target's jobs stand, index-aligned with `targets`; each forge is read once.
     pub fn progress_all(&self, targets: &[ForgeTarget]) -> Vec<Progress> {
         let mut out = vec![Progress::default(); targets.len()];
-        let github: Vec<(usize, ScaleSetId)> = targets
-            .iter()
-            .enumerate()
-            .filter_map(|(i, t)| match t {
-                ForgeTarget::Github { scale_set, .. } => Some((i, *scale_set)),
-                _ => None,
-            })
-            .collect();
-        if let (false, Some(emu)) = (github.is_empty(), &self.github) {
-            let tallies = github_tallies(&emu.emu.state());
-            for (i, id) in github {
-                out[i] = tallies.get(&id).copied().unwrap_or_default();
+        for forge in ForgeKind::ALL {
+            let at: Vec<(usize, [&str; 1])> = targets
+                .iter()
+                .enumerate()
+                .filter(|(_, t)| t.forge == forge)
+                .map(|(i, t)| (i, [t.label.as_str()]))
+                .collect();
+            if at.is_empty() {
+                continue;
             }
-        }
-        let gitea: Vec<(usize, Vec<&str>)> = targets
-            .iter()
-            .enumerate()
-            .filter_map(|(i, t)| match t {
-                ForgeTarget::Gitea { label } => Some((i, vec![label.as_str()])),
-                _ => None,
-            })
-            .collect();
-        if !gitea.is_empty() {
-            let wants: Vec<&[&str]> = gitea.iter().map(|(_, w)| w.as_slice()).collect();
-            for ((i, _), p) in gitea.iter().zip(self.gitea_progress_of(&wants)) {
-                out[*i] = p;
-            }
-        }
-        let forgejo: Vec<(usize, Vec<&str>)> = targets
-            .iter()
-            .enumerate()
-            .filter_map(|(i, t)| match t {
-                ForgeTarget::Forgejo { label } => Some((i, vec![label.as_str()])),
-                _ => None,
-            })
-            .collect();
-        if !forgejo.is_empty() {
-            let wants: Vec<&[&str]> = forgejo.iter().map(|(_, w)| w.as_slice()).collect();
-            for ((i, _), p) in forgejo.iter().zip(self.forgejo_progress_of(&wants)) {
+            let wants: Vec<&[&str]> = at.iter().map(|(_, w)| &w[..]).collect();
+            for ((i, _), p) in at.iter().zip(self.progress_of(forge, &wants)) {
                 out[*i] = p;
             }
         }
         out
     }
 
-    /// Progress of the Gitea jobs whose `runs-on` is exactly each label set (order ignored),
-    /// from one read of the fake. Registered runners are those carrying every wanted label.
-    pub(crate) fn gitea_progress_of(&self, wants: &[&[&str]]) -> Vec<Progress> {
-        use forgerunner_testkit::gitea::JobState;
-        let Some(fake) = &self.gitea else {
+    /// Progress of the jobs at `forge` whose labels are exactly each label set (order
+    /// ignored), from one read of its fake. Registered runners are those carrying every wanted
+    /// label, plus, where the fake says runners without labels may belong to any pool
+    /// (Forgejo: a runner row created over REST whose pod has not connected yet), those: they
+    /// cannot be told apart by labels, so they count for every label set and a leaked one is
+    /// never missed.
+    pub(crate) fn progress_of(&self, forge: ForgeKind, wants: &[&[&str]]) -> Vec<Progress> {
+        let Some(fake) = self.forge(forge) else {
             return vec![Progress::default(); wants.len()];
         };
-        let jobs = fake.jobs();
-        let phases = jobs.iter().map(|job| {
-            let phase = match job.state {
-                JobState::Waiting | JobState::Blocked => Phase::Queued,
-                JobState::Running => Phase::Running,
-                JobState::Done(_) => Phase::Done,
-            };
-            (job.labels.as_slice(), phase)
-        });
-        let runners: Vec<Vec<String>> = fake.runners().into_iter().map(|r| r.labels).collect();
-        progress_by_labels(phases, &RunnerLabels::new(&runners, false), wants)
-    }
-
-    /// Progress of the Forgejo jobs whose `runs-on` is exactly each label set (order ignored),
-    /// from one read of the fake.
-    ///
-    /// Registered runners are those whose declared label names include every wanted label,
-    /// plus runner rows that have declared no label yet (created over REST, pod not yet
-    /// connected): those cannot be told apart by labels, so they count for every label set and
-    /// a leaked one is never missed.
-    pub(crate) fn forgejo_progress_of(&self, wants: &[&[&str]]) -> Vec<Progress> {
-        use forgerunner_testkit::forgejo::JobStatus;
-        let Some(fake) = &self.forgejo else {
-            return vec![Progress::default(); wants.len()];
-        };
-        let jobs = fake.jobs();
-        let phases = jobs.iter().map(|job| {
-            let phase = match job.status {
-                JobStatus::Waiting | JobStatus::Blocked => Phase::Queued,
-                JobStatus::Running => Phase::Running,
-                JobStatus::Done(_) => Phase::Done,
-            };
-            (job.runs_on.as_slice(), phase)
-        });
-        let runners: Vec<Vec<String>> = fake.runners().into_iter().map(|r| r.labels).collect();
-        progress_by_labels(phases, &RunnerLabels::new(&runners, true), wants)
+        let snapshot = fake.snapshot();
+        let phases = snapshot.jobs.iter().map(|job| (job.pool.as_slice(), job.phase));
+        let runners: Vec<Vec<String>> = snapshot.runners.into_iter().map(|r| r.pool).collect();
+        progress_by_labels(
+            phases,
+            &RunnerLabels::new(&runners, fake.unlabelled_runners_match()),
+            wants,
+        )
     }
 }
 
@@ -178,6 +130,32 @@ impl<'a> RunnerLabels<'a> {
     }
 }
 
+/// Progress of the jobs whose labels are exactly each wanted set (order ignored), with the
+/// runners carrying every wanted label as registered.
+fn progress_by_labels<'a>(
+    jobs: impl Iterator<Item = (&'a [String], JobPhase)>,
+    runners: &RunnerLabels,
+    wants: &[&[&str]],
+) -> Vec<Progress> {
+    let mut by_labels: HashMap<Vec<String>, Progress> = HashMap::new();
+    for (labels, phase) in jobs {
+        let p = by_labels.entry(sorted(labels)).or_default();
+        p.total += 1;
+        match phase {
+            JobPhase::Queued => p.queued += 1,
+            JobPhase::Running => p.running += 1,
+            JobPhase::Succeeded | JobPhase::Failed => p.done += 1,
+        }
+    }
+    wants
+        .iter()
+        .map(|want| Progress {
+            registered_runners: runners.carrying(want),
+            ..by_labels.get(&sorted(want)).copied().unwrap_or_default()
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -208,38 +186,4 @@ mod tests {
             }
         }
     }
-}
-
-/// Where a job is, in the forge-neutral terms of [`Progress`].
-#[derive(Clone, Copy)]
-enum Phase {
-    Queued,
-    Running,
-    Done,
-}
-
-/// Progress of the jobs whose labels are exactly each wanted set (order ignored), with the
-/// runners carrying every wanted label as registered.
-fn progress_by_labels<'a>(
-    jobs: impl Iterator<Item = (&'a [String], Phase)>,
-    runners: &RunnerLabels,
-    wants: &[&[&str]],
-) -> Vec<Progress> {
-    let mut by_labels: HashMap<Vec<String>, Progress> = HashMap::new();
-    for (labels, phase) in jobs {
-        let p = by_labels.entry(sorted(labels)).or_default();
-        p.total += 1;
-        match phase {
-            Phase::Queued => p.queued += 1,
-            Phase::Running => p.running += 1,
-            Phase::Done => p.done += 1,
-        }
-    }
-    wants
-        .iter()
-        .map(|want| Progress {
-            registered_runners: runners.carrying(want),
-            ..by_labels.get(&sorted(want)).copied().unwrap_or_default()
-        })
-        .collect()
 }

@@ -6,7 +6,8 @@ use scaleset::ScaleSetId;
 
 use super::progress::github_tallies;
 use super::watch::GroupTally;
-use super::{FORGEJO_REPO, GITEA_REPO, World, WorldError};
+use super::{WORLD_REPO, World, WorldError, fake_name};
+use forgerunner_core::crd::ForgeKind;
 
 /// Where a forge's jobs stand.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -30,9 +31,6 @@ impl Progress {
     }
 }
 
-/// Name of every Forgejo job the world queues.
-const FORGEJO_JOB_NAME: &str = "build";
-
 /// One job queued on a forge, and when.
 #[derive(Clone, Debug)]
 pub struct Queued {
@@ -43,40 +41,48 @@ pub struct Queued {
 }
 
 impl World {
+    /// Queues one job on `forge` asking for `runs_on`, in the world's repository where the
+    /// forge has repositories (GitHub: on the scale set named `runs_on[0]`).
+    pub fn queue_job(&self, forge: ForgeKind, runs_on: &[&str]) -> Result<Queued, WorldError> {
+        let fake = self
+            .forge(forge)
+            .ok_or_else(|| WorldError::Timeout(format!("a {}", fake_name(forge))))?;
+        let at = Instant::now();
+        let id = fake.queue_job(WORLD_REPO, runs_on).ok_or_else(|| {
+            WorldError::Timeout(format!("a pool for {runs_on:?} at the {}", fake_name(forge)))
+        })?;
+        self.list_on_rest(forge, id);
+        Ok(Queued { id, at })
+    }
+
+    /// Lists a GitHub job just queued on the REST front, when the world serves one, before
+    /// any runner can take it.
+    fn list_on_rest(&self, forge: ForgeKind, id: i64) {
+        if let (ForgeKind::Github, Some(rest)) = (forge, &self.github_rest) {
+            rest.list_queued(scaleset::JobRequestId(id));
+        }
+    }
+
     /// Queues one GitHub job on a scale set (labels = the scale set's name).
     pub fn queue_github_job(&self, scale_set: ScaleSetId, label: &str) -> Result<Queued, WorldError> {
         let emu = self
             .github
             .as_ref()
-            .ok_or_else(|| WorldError::Timeout("a GitHub emulator".into()))?;
+            .ok_or_else(|| WorldError::Timeout(format!("a {}", fake_name(ForgeKind::Github))))?;
         let at = Instant::now();
         let id = emu.emu.queue_job(scale_set, [label]);
-        if let Some(rest) = &self.github_rest {
-            rest.list_queued(id);
-        }
+        self.list_on_rest(ForgeKind::Github, id.0);
         Ok(Queued { id: id.0, at })
     }
 
     /// Queues one Gitea job in the world's repository with `runs_on` labels.
     pub fn queue_gitea_job(&self, runs_on: &[&str]) -> Result<Queued, WorldError> {
-        let fake = self
-            .gitea
-            .as_ref()
-            .ok_or_else(|| WorldError::Timeout("a Gitea fake".into()))?;
-        let at = Instant::now();
-        let id = fake.queue_job(GITEA_REPO, runs_on);
-        Ok(Queued { id, at })
+        self.queue_job(ForgeKind::Gitea, runs_on)
     }
 
     /// Queues one waiting Forgejo job in the world's repository with `runs_on` labels.
     pub fn queue_forgejo_job(&self, runs_on: &[&str]) -> Result<Queued, WorldError> {
-        let fake = self
-            .forgejo
-            .as_ref()
-            .ok_or_else(|| WorldError::Timeout("a Forgejo fake".into()))?;
-        let at = Instant::now();
-        let id = fake.queue_job(FORGEJO_REPO, FORGEJO_JOB_NAME, runs_on);
-        Ok(Queued { id, at })
+        self.queue_job(ForgeKind::Forgejo, runs_on)
     }
 
     /// Progress of the GitHub jobs of one scale set.
@@ -92,7 +98,9 @@ impl World {
 
     /// Progress of the Gitea jobs whose `runs-on` is exactly `labels` (order ignored).
     pub fn gitea_progress(&self, labels: &[&str]) -> Progress {
-        self.gitea_progress_of(&[labels]).pop().unwrap_or_default()
+        self.progress_of(ForgeKind::Gitea, &[labels])
+            .pop()
+            .unwrap_or_default()
     }
 
     /// Progress of the Forgejo jobs whose `runs-on` is exactly `labels` (order ignored).
@@ -100,50 +108,34 @@ impl World {
     /// Registered runners are those whose declared label names include every one of `labels`,
     /// plus runner rows that have declared no label yet (they cannot be told apart by labels).
     pub fn forgejo_progress(&self, labels: &[&str]) -> Progress {
-        self.forgejo_progress_of(&[labels]).pop().unwrap_or_default()
+        self.progress_of(ForgeKind::Forgejo, &[labels])
+            .pop()
+            .unwrap_or_default()
     }
 }
 
-/// Where one group's jobs are queued and counted at its forge: the scale set (GitHub) or the
-/// `runs-on` label its runners carry (Gitea, Forgejo).
-#[derive(Clone, Debug)]
-pub enum ForgeTarget {
-    /// A GitHub scale set; jobs ask for `label` (the scale set's name).
-    Github {
-        /// The scale set.
-        scale_set: ScaleSetId,
-        /// The label jobs ask for.
-        label: String,
-    },
-    /// Gitea jobs whose `runs-on` is exactly `label`.
-    Gitea {
-        /// The label.
-        label: String,
-    },
-    /// Forgejo jobs whose `runs-on` is exactly `label`.
-    Forgejo {
-        /// The label.
-        label: String,
-    },
+/// Where one group's jobs are queued and counted at its forge: the label its jobs ask for
+/// and its runners carry (GitHub: the scale set's name, which is the group's).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ForgeTarget {
+    /// The forge.
+    pub forge: ForgeKind,
+    /// The label.
+    pub label: String,
 }
 
 impl ForgeTarget {
     /// Queues one job for this target.
     pub fn queue(&self, world: &World) -> Result<Queued, WorldError> {
-        match self {
-            ForgeTarget::Github { scale_set, label } => world.queue_github_job(*scale_set, label),
-            ForgeTarget::Gitea { label } => world.queue_gitea_job(&[label]),
-            ForgeTarget::Forgejo { label } => world.queue_forgejo_job(&[label]),
-        }
+        world.queue_job(self.forge, &[&self.label])
     }
 
     /// Where this target's jobs stand.
     pub fn progress(&self, world: &World) -> Progress {
-        match self {
-            ForgeTarget::Github { scale_set, .. } => world.github_progress(*scale_set),
-            ForgeTarget::Gitea { label } => world.gitea_progress(&[label]),
-            ForgeTarget::Forgejo { label } => world.forgejo_progress(&[label]),
-        }
+        world
+            .progress_of(self.forge, &[&[&self.label]])
+            .pop()
+            .unwrap_or_default()
     }
 }
 

@@ -22,6 +22,7 @@ mod assign;
 mod auth;
 pub mod config_check;
 pub mod control;
+mod fake_server;
 pub mod json;
 pub mod labels;
 pub mod model;

@@ -23,6 +23,7 @@
 //!   init container, then daemon).
 
 pub mod control;
+mod fake_server;
 pub mod faults;
 #[cfg(test)]
 mod global_token_tests;

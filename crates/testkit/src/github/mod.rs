@@ -3,6 +3,7 @@
 
 pub mod actions_front;
 mod emulator;
+mod fake_server;
 mod rest_error;
 pub mod rest_jobs;
 pub mod routing;

@@ -9,6 +9,11 @@
 //! Each runner is remembered from the first pass that sees it take a job, and kept while its
 //! Job exists, so a runner seen busy long ago covers nothing once its Job succeeds, and the
 //! cleanup deleting a finished Job does not lose a runner an old listing still counts.
+//!
+//! A forge whose Busy states do not date a take ([`crate::forge::ForgeView::takes_by_success_only`]:
+//! Forgejo 11–14 guesses which runners are busy from the count of running jobs) has a runner's
+//! take dated by the first pass that sees its Job succeed: a runner guessed busy before a
+//! listing may take a job that listing shows waiting.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
@@ -23,19 +28,20 @@ pub struct TakenSinceListing {
 }
 
 impl TakenSinceListing {
-    /// Records the runners that took a job (their Job succeeded, or the forge sees them busy)
-    /// and returns how many waiting jobs of a listing fetched at `listed_at` they cover: those
-    /// first seen after that fetch started, less the ones in `accounted` (runners whose job the
-    /// forge's data already shows taken).
+    /// Records the runners that took a job (their Job succeeded, or the forge sees them busy,
+    /// unless `success_only`) and returns how many waiting jobs of a listing fetched at
+    /// `listed_at` they cover: those first seen after that fetch started, less the ones in
+    /// `accounted` (runners whose job the forge's data already shows taken).
     pub fn covered(
         &mut self,
         runners: &[ObservedRunner],
         listed_at: Instant,
         accounted: &BTreeSet<String>,
+        success_only: bool,
         now: Instant,
     ) -> u32 {
         let took_a_job = |r: &&ObservedRunner| {
-            r.phase == RunnerPhase::Succeeded || r.forge_state == ForgeRunnerState::Busy
+            r.phase == RunnerPhase::Succeeded || (!success_only && r.forge_state == ForgeRunnerState::Busy)
         };
         for r in runners.iter().filter(took_a_job) {
             self.seen.entry(r.name.clone()).or_insert(now);
@@ -89,12 +95,12 @@ mod tests {
             runner("a", RunnerPhase::Succeeded, false),
             runner("b", RunnerPhase::Running, false),
         ];
-        assert_eq!(f.covered(&refs, listing, &none(), now), 1);
+        assert_eq!(f.covered(&refs, listing, &none(), false, now), 1);
         // The Job is deleted: the runner is still remembered for the old listing.
-        assert_eq!(f.covered(&[], listing, &none(), now), 1);
+        assert_eq!(f.covered(&[], listing, &none(), false, now), 1);
         // A listing fetched after the runner was seen finished no longer shows its job.
         let newer = now + Duration::from_millis(1);
-        assert_eq!(f.covered(&[], newer, &none(), newer), 0);
+        assert_eq!(f.covered(&[], newer, &none(), false, newer), 0);
         assert!(f.seen.is_empty());
     }
 
@@ -107,18 +113,18 @@ mod tests {
             runner("a", RunnerPhase::Running, true),
             runner("b", RunnerPhase::Running, false),
         ];
-        assert_eq!(f.covered(&refs, listing, &none(), now), 1);
+        assert_eq!(f.covered(&refs, listing, &none(), false, now), 1);
         let newer = now + Duration::from_millis(1);
         // The newer listing shows the job in progress, or done: still busy covers nothing.
-        assert_eq!(f.covered(&refs, newer, &none(), newer), 0);
+        assert_eq!(f.covered(&refs, newer, &none(), false, newer), 0);
         // Its Job succeeds later: it was seen taking its job before the newer listing.
         let done = [
             runner("a", RunnerPhase::Succeeded, false),
             runner("b", RunnerPhase::Running, false),
         ];
-        assert_eq!(f.covered(&done, newer, &none(), newer), 0);
+        assert_eq!(f.covered(&done, newer, &none(), false, newer), 0);
         // Its Job is deleted: forgotten.
-        assert_eq!(f.covered(&done[1..], newer, &none(), newer), 0);
+        assert_eq!(f.covered(&done[1..], newer, &none(), false, newer), 0);
         assert!(f.seen.is_empty());
     }
 
@@ -131,9 +137,9 @@ mod tests {
             runner("b", RunnerPhase::Running, true),
         ];
         let a = BTreeSet::from(["a".to_owned()]);
-        assert_eq!(f.covered(&refs, listing, &a, listing), 1);
+        assert_eq!(f.covered(&refs, listing, &a, false, listing), 1);
         let both = BTreeSet::from(["a".to_owned(), "b".to_owned()]);
-        assert_eq!(f.covered(&refs, listing, &both, listing), 0);
+        assert_eq!(f.covered(&refs, listing, &both, false, listing), 0);
     }
 
     #[test]
@@ -144,6 +150,46 @@ mod tests {
             runner("b", RunnerPhase::Running, false),
         ];
         let now = Instant::now();
-        assert_eq!(f.covered(&refs, now, &none(), now), 0);
+        assert_eq!(f.covered(&refs, now, &none(), false, now), 0);
+    }
+
+    /// Forgejo's rule for runners it binds to no job (moved from its book, `finished_unbound`):
+    /// a runner whose Job succeeded covers one job until a listing fetched after a pass first
+    /// saw it succeed.
+    #[test]
+    fn success_only_a_succeeded_runner_covers_a_job_until_a_newer_listing() {
+        let mut f = TakenSinceListing::default();
+        let listing = Instant::now();
+        let now = listing + Duration::from_millis(5);
+        let done = [runner("c", RunnerPhase::Succeeded, false)];
+        assert_eq!(f.covered(&done, listing, &none(), true, now), 1);
+        // The Job is cleaned up: the old listing is still covered.
+        assert_eq!(f.covered(&[], listing, &none(), true, now), 1);
+        let fresh = now + Duration::from_millis(1);
+        assert_eq!(f.covered(&[], fresh, &none(), true, fresh), 0);
+        assert!(f.seen.is_empty());
+    }
+
+    /// A guessed Busy state dates no take: a runner guessed busy before a listing that succeeds
+    /// after it may have taken a job that listing shows waiting, so it covers one; a guessed
+    /// busy runner covers nothing while it has not succeeded.
+    #[test]
+    fn success_only_a_runner_guessed_busy_covers_from_its_success() {
+        let mut f = TakenSinceListing::default();
+        let t0 = Instant::now();
+        let busy = [runner("a", RunnerPhase::Running, true)];
+        assert_eq!(
+            f.covered(&busy, t0, &none(), true, t0),
+            0,
+            "a guess takes nothing"
+        );
+        let listing = t0 + Duration::from_millis(1);
+        let later = listing + Duration::from_millis(1);
+        let done = [runner("a", RunnerPhase::Succeeded, false)];
+        assert_eq!(f.covered(&done, listing, &none(), true, later), 1);
+        // Where Busy dates the take, the runner took its job before that listing.
+        let mut g = TakenSinceListing::default();
+        assert_eq!(g.covered(&busy, t0, &none(), false, t0), 1);
+        assert_eq!(g.covered(&done, listing, &none(), false, later), 0);
     }
 }

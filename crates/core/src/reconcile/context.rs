@@ -7,11 +7,11 @@ use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
 use kube::Client;
-use kube::runtime::events::Recorder;
 use kube::runtime::reflector::Store;
 use tokio::sync::Semaphore;
 
 use super::ForgeSet;
+use super::event_writer::EventWriter;
 use super::fair_share::FairShare;
 use super::ledger::Ledger;
 use crate::fence::Fence;
@@ -75,8 +75,9 @@ pub struct Context {
     pub forges: Arc<dyn ForgeSet>,
     /// Shared metrics.
     pub metrics: Arc<Metrics>,
-    /// Event recorder.
-    pub recorder: Recorder,
+    /// Writes the groups' Events (their repeats are filtered and counted per group, in
+    /// [`GroupMemory::recent_events`]).
+    pub recorder: EventWriter,
     /// Runner Jobs of this operator, from the controller's reflector.
     pub jobs: Store<Job>,
     /// Whether `jobs` has listed once. Until then an empty store means "not known yet", not
@@ -123,7 +124,7 @@ impl Context {
         client: Client,
         forges: Arc<dyn ForgeSet>,
         metrics: Arc<Metrics>,
-        recorder: Recorder,
+        recorder: EventWriter,
         jobs: Store<Job>,
         jobs_synced: Arc<std::sync::atomic::AtomicBool>,
     ) -> Context {
@@ -317,7 +318,7 @@ mod tests {
             client.clone(),
             forges,
             Arc::new(Metrics::default()),
-            Recorder::new(client, reporter),
+            EventWriter::new(client, reporter),
             kube::runtime::reflector::store::<Job>().0,
             Arc::new(std::sync::atomic::AtomicBool::new(true)),
         );

@@ -2,8 +2,10 @@
 //! at most a handful per reconcile, and only when something changed.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::Resource;
 use kube::runtime::events::{Event, EventType};
@@ -35,27 +37,143 @@ const CUT_MARK: &str = "…";
 /// rule applies to it).
 const ACTION_LIMIT: usize = 128;
 
-/// The Events a group got within the last [`EVENT_REPEAT_WINDOW`], by reason and note.
+/// How long a written Event is remembered so that a repeat counts on its `series` instead of
+/// making a new Event: kube's Recorder's `CACHE_TTL` (kube-runtime 5.0 `src/events.rs`), counted
+/// from the last time the Event was observed, as there.
+pub const SERIES_TTL: Duration = Duration::from_secs(6 * 60);
+
+/// The Events a group wrote lately, by reason and note: what the repeat filter and an Event's
+/// series need.
 ///
-/// Agrees with kube's Recorder: the Recorder keys a series by type, action, reason, reporter and
-/// object, not by note, so [`event_action`] puts a hash of the note into the action. A note this
-/// filter lets through as new therefore starts a new Event, and a repeat it lets through after
-/// the window counts on the series of an Event that carries the same note.
+/// Agrees with kube's Recorder, which kept a copy of every Event for the series and no longer
+/// writes them ([`super::event_writer`]): the Recorder keys a series by type, action, reason,
+/// reporter and object, not by note, so [`event_action`] puts a hash of the note into the
+/// action. A note this filter lets through as new therefore starts a new Event, and a repeat it
+/// lets through after the window counts on the series of the Event that carries the same note.
 #[derive(Debug, Default)]
-pub struct RecentEvents(HashMap<(String, String), Instant>);
+pub struct RecentEvents(HashMap<(String, String), Recent>);
+
+/// One Event of [`RecentEvents`].
+#[derive(Debug)]
+struct Recent {
+    /// When the filter last let it through.
+    admitted: Instant,
+    /// The Event on the server its repeats count on, once one was written.
+    written: Option<Written>,
+}
+
+/// An Event on the server and how often it was observed.
+#[derive(Debug)]
+struct Written {
+    /// What else the Recorder keyed the series by.
+    key: SeriesKey,
+    /// The Event's name.
+    name: String,
+    /// Observations so far (1: just created).
+    count: i32,
+    /// When it was last written.
+    observed: Instant,
+}
+
+/// What, beside reason and note, kube's Recorder keys an Event series by (`EventKey`): the
+/// type, the action, and the object down to its uid and resourceVersion (`ObjectReference`'s
+/// equality; the reporter and the object's kind, namespace and name are the same for every
+/// Event of a group).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SeriesKey {
+    type_: EventType,
+    action: String,
+    uid: Option<String>,
+    resource_version: Option<String>,
+}
+
+impl SeriesKey {
+    /// The key of an Event of this type and action about `regarding`.
+    pub fn new(type_: EventType, action: &str, regarding: &ObjectReference) -> SeriesKey {
+        SeriesKey {
+            type_,
+            action: action.to_owned(),
+            uid: regarding.uid.clone(),
+            resource_version: regarding.resource_version.clone(),
+        }
+    }
+}
+
+/// What to write for an Event the filter let through.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Write {
+    /// A new Event.
+    Create,
+    /// Count one more observation on the Event `name`: `count` in all.
+    Count {
+        /// The Event's name.
+        name: String,
+        /// Observations with this one.
+        count: i32,
+    },
+}
 
 impl RecentEvents {
-    /// Whether an Event with this reason and note is to be written at `now` (and remembers it
-    /// if so): not when the same one was written within the window.
-    pub fn admit(&mut self, reason: &str, note: &str, now: Instant) -> bool {
-        self.0
-            .retain(|_, at| now.saturating_duration_since(*at) < EVENT_REPEAT_WINDOW);
-        let key = (reason.to_owned(), note.to_owned());
-        if self.0.contains_key(&key) {
-            return false;
+    /// What to write for an Event with this reason, note and key at `now`: nothing when the
+    /// same one was let through within the window; a count on its series when it was written
+    /// within [`SERIES_TTL`] under the same key; else a new Event. Remembers the admission.
+    pub fn admit(&mut self, reason: &str, note: &str, key: &SeriesKey, now: Instant) -> Option<Write> {
+        self.0.retain(|_, r| {
+            now.saturating_duration_since(r.admitted) < EVENT_REPEAT_WINDOW
+                || r.written
+                    .as_ref()
+                    .is_some_and(|w| now.saturating_duration_since(w.observed) < SERIES_TTL)
+        });
+        let recent = match self.0.entry((reason.to_owned(), note.to_owned())) {
+            Entry::Vacant(v) => {
+                v.insert(Recent {
+                    admitted: now,
+                    written: None,
+                });
+                return Some(Write::Create);
+            }
+            Entry::Occupied(o) => o.into_mut(),
+        };
+        if now.saturating_duration_since(recent.admitted) < EVENT_REPEAT_WINDOW {
+            return None;
         }
-        self.0.insert(key, now);
-        true
+        recent.admitted = now;
+        Some(match &recent.written {
+            Some(w) if w.key == *key && now.saturating_duration_since(w.observed) < SERIES_TTL => {
+                Write::Count {
+                    name: w.name.clone(),
+                    count: w.count.saturating_add(1),
+                }
+            }
+            _ => Write::Create,
+        })
+    }
+
+    /// Notes that the Event `name` (reason, note, key) was written at `now`, observed `count`
+    /// times in all. Only a written Event is counted on: after a failed write the next repeat
+    /// tries what it would have tried, as with kube's Recorder.
+    pub fn wrote(
+        &mut self,
+        reason: &str,
+        note: &str,
+        key: SeriesKey,
+        name: String,
+        count: i32,
+        now: Instant,
+    ) {
+        let recent = self
+            .0
+            .entry((reason.to_owned(), note.to_owned()))
+            .or_insert(Recent {
+                admitted: now,
+                written: None,
+            });
+        recent.written = Some(Written {
+            key,
+            name,
+            count,
+            observed: now,
+        });
     }
 }
 
@@ -98,24 +216,44 @@ pub(super) async fn publish(
     action: &str,
     note: String,
 ) {
-    // Cut first: what the filter and the Recorder compare is the note the server stores.
+    // Cut first: what the filter and the series compare is the note the server stores.
     let note = fit_note(note);
     let key = super::pipeline::group_key(group);
-    if !ctx.with_memory(&key, |m| m.recent_events.admit(reason, &note, Instant::now())) {
+    let action = event_action(action, &note);
+    let regarding = group.object_ref(&());
+    let series = SeriesKey::new(type_, &action, &regarding);
+    let admitted = ctx.with_memory(&key, |m| {
+        m.recent_events.admit(reason, &note, &series, Instant::now())
+    });
+    let Some(write) = admitted else {
         return;
-    }
-    let ev = Event {
-        type_,
-        reason: reason.to_owned(),
-        action: event_action(action, &note),
-        note: Some(note),
-        secondary: None,
     };
-    if let Err(e) = ctx.recorder.publish(&ev, &group.object_ref(&())).await {
+    let written = match write {
+        Write::Create => {
+            let ev = Event {
+                type_,
+                reason: reason.to_owned(),
+                action,
+                note: Some(note.clone()),
+                secondary: None,
+            };
+            ctx.recorder.create(&ev, &regarding).await.map(|name| (name, 1))
+        }
+        Write::Count { name, count } => ctx
+            .recorder
+            .count(&regarding, &name, count)
+            .await
+            .map(|()| (name, count)),
+    };
+    match written {
+        Ok((name, count)) => ctx.with_memory(&key, |m| {
+            m.recent_events
+                .wrote(reason, &note, series, name, count, Instant::now());
+        }),
         // Events are best effort (the status carries the same facts), but a refused one is
         // worth seeing: it is usually the one a user needed. Bounded by the repeat filter and
         // the few Events per pass; the note is left out, the server's message says what failed.
-        warn!(group = %key, reason, error = %ServerMessage(&e), "event not published");
+        Err(e) => warn!(group = %key, reason, error = %ServerMessage(&e), "event not published"),
     }
 }
 
@@ -328,17 +466,101 @@ mod tests {
         assert!(long.len() <= ACTION_LIMIT, "{}", long.len());
     }
 
+    fn key(resource_version: &str) -> SeriesKey {
+        let regarding = ObjectReference {
+            uid: Some("uid-1".into()),
+            resource_version: Some(resource_version.into()),
+            ..Default::default()
+        };
+        SeriesKey::new(EventType::Normal, "CreateRunners-00000001", &regarding)
+    }
+
     #[test]
     fn a_repeat_is_written_again_only_after_the_window() {
         let mut recent = RecentEvents::default();
+        let k = key("1");
         let t0 = Instant::now();
-        assert!(recent.admit("ScaledUp", "created 1 runners", t0));
-        assert!(!recent.admit("ScaledUp", "created 1 runners", t0 + Duration::from_secs(5)));
-        assert!(recent.admit("ScaledUp", "created 2 runners", t0 + Duration::from_secs(5)));
-        assert!(recent.admit("ScaledDown", "created 1 runners", t0 + Duration::from_secs(5)));
-        assert!(recent.admit("ScaledUp", "created 1 runners", t0 + EVENT_REPEAT_WINDOW));
+        let admit = |r: &mut RecentEvents, reason, note, at| r.admit(reason, note, &k, at).is_some();
+        assert!(admit(&mut recent, "ScaledUp", "created 1 runners", t0));
+        assert!(!admit(
+            &mut recent,
+            "ScaledUp",
+            "created 1 runners",
+            t0 + Duration::from_secs(5)
+        ));
+        assert!(admit(
+            &mut recent,
+            "ScaledUp",
+            "created 2 runners",
+            t0 + Duration::from_secs(5)
+        ));
+        assert!(admit(
+            &mut recent,
+            "ScaledDown",
+            "created 1 runners",
+            t0 + Duration::from_secs(5)
+        ));
+        assert!(admit(
+            &mut recent,
+            "ScaledUp",
+            "created 1 runners",
+            t0 + EVENT_REPEAT_WINDOW
+        ));
         let later = t0 + EVENT_REPEAT_WINDOW * 3;
-        assert!(recent.admit("ScaledUp", "created 3 runners", later));
+        assert!(admit(&mut recent, "ScaledUp", "created 3 runners", later));
         assert_eq!(recent.0.len(), 1, "entries past the window are dropped");
+    }
+
+    /// kube-runtime 5.0 `Recorder::publish`: a repeat under the same key within `CACHE_TTL` of
+    /// the last observation patches the cached Event's series (count + 1); past it, or under
+    /// another key (the object's resourceVersion is part of it), a new Event is created.
+    #[test]
+    fn a_written_repeat_counts_on_its_series_while_the_recorder_would() {
+        let mut recent = RecentEvents::default();
+        let (note, t0) = ("created 1 runners", Instant::now());
+        assert_eq!(recent.admit("ScaledUp", note, &key("1"), t0), Some(Write::Create));
+        recent.wrote("ScaledUp", note, key("1"), "g.1".into(), 1, t0);
+
+        let t1 = t0 + EVENT_REPEAT_WINDOW;
+        let second = Write::Count {
+            name: "g.1".into(),
+            count: 2,
+        };
+        assert_eq!(recent.admit("ScaledUp", note, &key("1"), t1), Some(second));
+        recent.wrote("ScaledUp", note, key("1"), "g.1".into(), 2, t1);
+
+        // Not written (refused): the next repeat tries the same count again.
+        let count_3 = || Write::Count {
+            name: "g.1".into(),
+            count: 3,
+        };
+        let t2 = t1 + EVENT_REPEAT_WINDOW * 2;
+        assert_eq!(recent.admit("ScaledUp", note, &key("1"), t2), Some(count_3()));
+        let t3 = t2 + EVENT_REPEAT_WINDOW;
+        assert_eq!(recent.admit("ScaledUp", note, &key("1"), t3), Some(count_3()));
+        recent.wrote("ScaledUp", note, key("1"), "g.1".into(), 3, t3);
+
+        let t4 = t3 + EVENT_REPEAT_WINDOW;
+        assert_eq!(
+            recent.admit("ScaledUp", note, &key("2"), t4),
+            Some(Write::Create),
+            "the group changed since: another key"
+        );
+        recent.wrote("ScaledUp", note, key("2"), "g.2".into(), 1, t4);
+
+        // Kept past the filter's window while the series lives, counted from its last write.
+        let t5 = t4 + SERIES_TTL - Duration::from_secs(1);
+        let count_2 = Write::Count {
+            name: "g.2".into(),
+            count: 2,
+        };
+        assert_eq!(recent.admit("ScaledUp", note, &key("2"), t5), Some(count_2));
+        let t6 = t5 + EVENT_REPEAT_WINDOW;
+        assert_eq!(
+            recent.admit("ScaledUp", note, &key("2"), t6),
+            Some(Write::Create),
+            "the series ended six minutes after its last write"
+        );
+        assert_eq!(recent.0.len(), 1);
     }
 }

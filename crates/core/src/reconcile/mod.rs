@@ -11,6 +11,7 @@ pub mod cleanup;
 pub mod context;
 pub mod docker_cache;
 pub mod error;
+pub mod event_writer;
 pub mod events;
 pub mod fair_share;
 pub mod forge_call;
@@ -38,12 +39,13 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use event_writer::EventWriter;
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use kube::Client;
 use kube::api::Api;
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::Reporter;
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::mpsc;
@@ -169,7 +171,7 @@ pub async fn run_controller(
         controller: CONTROLLER_NAME.to_owned(),
         instance: Some(options.instance.clone()),
     };
-    let recorder = Recorder::new(client.clone(), reporter);
+    let recorder = EventWriter::new(client.clone(), reporter);
     // One budget of runner creations for every namespace this controller watches.
     let create_permits = Arc::new(tokio::sync::Semaphore::new(context::PROCESS_CREATE_PARALLELISM));
     // The controllers' slots, shared fairly between forge instances and namespaces.
@@ -251,7 +253,7 @@ struct Shared<'a> {
     client: &'a Client,
     forges: &'a Arc<dyn ForgeSet>,
     metrics: &'a Arc<Metrics>,
-    recorder: &'a Recorder,
+    recorder: &'a EventWriter,
     options: &'a ControllerOptions,
     create_permits: &'a Arc<tokio::sync::Semaphore>,
     fair_share: &'a Arc<fair_share::FairShare>,

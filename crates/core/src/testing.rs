@@ -750,6 +750,30 @@ pub fn runner_env(pod: &k8s_openapi::api::core::v1::PodSpec, name: &str) -> Opti
         .and_then(|e| e.value.clone())
 }
 
+/// The view the reconciler plans on: a forge's `view` of `refs`, netted by the group's `books`
+/// for runners that took a job after the cached jobs listing (`Ledger::net_waiting_jobs`).
+pub fn netted_view(
+    mut view: crate::forge::ForgeView,
+    refs: &[crate::forge::RunnerRef],
+    books: &mut crate::reconcile::ledger::Ledger,
+) -> crate::forge::ForgeView {
+    let runners: Vec<crate::plan::ObservedRunner> = refs
+        .iter()
+        .map(|r| crate::plan::ObservedRunner {
+            name: r.name.clone(),
+            phase: r.phase,
+            forge_state: view.runners.get(&r.name).copied().unwrap_or_default(),
+            age_seconds: 0,
+            running_seconds: 0,
+            ever_busy: false,
+            stuck: None,
+            outdated: false,
+        })
+        .collect();
+    books.net_waiting_jobs(&mut view, &runners, std::time::Instant::now());
+    view
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

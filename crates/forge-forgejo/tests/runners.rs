@@ -352,30 +352,15 @@ async fn v15_a_finished_bound_runner_is_netted_once() {
     assert_eq!(view.waiting_jobs, 1, "b still waits for a runner");
 }
 
-/// The view the reconciler plans on: `observe`, then netted by the group's books in core for
-/// runners that took a job after the cached jobs listing (`Ledger::net_waiting_jobs`).
+/// The view the reconciler plans on: `observe`, then netted by the group's books in core.
 async fn netted_view(
     f: &forgerunner_forgejo::ForgejoForge,
     c: &forgerunner_core::forge::GroupContext,
     refs: &[forgerunner_core::forge::RunnerRef],
     books: &mut forgerunner_core::reconcile::ledger::Ledger,
 ) -> forgerunner_core::forge::ForgeView {
-    let mut view = f.observe(c, refs).await.expect("observe");
-    let runners: Vec<forgerunner_core::plan::ObservedRunner> = refs
-        .iter()
-        .map(|r| forgerunner_core::plan::ObservedRunner {
-            name: r.name.clone(),
-            phase: r.phase,
-            forge_state: view.runners.get(&r.name).copied().unwrap_or_default(),
-            age_seconds: 0,
-            running_seconds: 0,
-            ever_busy: false,
-            stuck: None,
-            outdated: false,
-        })
-        .collect();
-    books.net_waiting_jobs(&mut view, &runners, std::time::Instant::now());
-    view
+    let view = f.observe(c, refs).await.expect("observe");
+    forgerunner_core::testing::netted_view(view, refs, books)
 }
 
 /// Forgejo lists runners by `last_online DESC` (`models/actions/runner.go`

@@ -382,28 +382,13 @@ async fn a_runner_busy_after_the_jobs_listing_covers_its_job() {
     );
 }
 
-/// The view the reconciler plans on: `observe`, then netted by the group's books in core for
-/// runners that took a job after the cached jobs listing (`Ledger::net_waiting_jobs`).
+/// The view the reconciler plans on: `observe`, then netted by the group's books in core.
 async fn netted_view(
     f: &forgerunner_gitea::GiteaForge,
     c: &forgerunner_core::forge::GroupContext,
     refs: &[forgerunner_core::forge::RunnerRef],
     books: &mut forgerunner_core::reconcile::ledger::Ledger,
 ) -> forgerunner_core::forge::ForgeView {
-    let mut view = f.observe(c, refs).await.expect("observe");
-    let runners: Vec<forgerunner_core::plan::ObservedRunner> = refs
-        .iter()
-        .map(|r| forgerunner_core::plan::ObservedRunner {
-            name: r.name.clone(),
-            phase: r.phase,
-            forge_state: view.runners.get(&r.name).copied().unwrap_or_default(),
-            age_seconds: 0,
-            running_seconds: 0,
-            ever_busy: false,
-            stuck: None,
-            outdated: false,
-        })
-        .collect();
-    books.net_waiting_jobs(&mut view, &runners, std::time::Instant::now());
-    view
+    let view = f.observe(c, refs).await.expect("observe");
+    forgerunner_core::testing::netted_view(view, refs, books)
 }

@@ -158,7 +158,7 @@ pub async fn run_until(config: Config, shutdown: CancellationToken) -> Result<()
                 limits,
                 http_stop.clone(),
             )));
-            tracing::info!(addr = %http_addr, "serving webhooks, /healthz, /readyz");
+            tracing::info!(listener = "http", addr = %http_addr, "serving webhooks, /healthz, /readyz");
             let metrics_addr = metrics_listener
                 .local_addr()
                 .map(|a| a.to_string())
@@ -173,7 +173,7 @@ pub async fn run_until(config: Config, shutdown: CancellationToken) -> Result<()
                 metrics_limits,
                 http_stop.clone(),
             )));
-            tracing::info!(addr = %metrics_addr, "serving /healthz, /readyz, /metrics");
+            tracing::info!(listener = "metrics", addr = %metrics_addr, "serving /healthz, /readyz, /metrics");
         }
         None => {
             let router = http::router(state).merge(webhook_router);
@@ -183,7 +183,7 @@ pub async fn run_until(config: Config, shutdown: CancellationToken) -> Result<()
                 limits,
                 http_stop.clone(),
             )));
-            tracing::info!(addr = %http_addr, "serving /healthz, /readyz, /metrics");
+            tracing::info!(listener = "http", addr = %http_addr, "serving /healthz, /readyz, /metrics");
         }
     }
 

@@ -240,12 +240,15 @@ fn vm_rss_mib(pid: u32) -> f64 {
 /// The operator's `forgerunner_forge_cache_entries` for `forge`, summed over kinds; `None`
 /// when the metric is not exported.
 async fn cache_entries(op: &OperatorProcess, forge: &str) -> Option<i64> {
-    let text = reqwest::get(format!("http://{}/metrics", op.metrics_addr()))
-        .await
-        .ok()?
-        .text()
-        .await
-        .ok()?;
+    let text = reqwest::get(format!(
+        "http://{}/metrics",
+        op.metrics_addr().await.expect("operator listening")
+    ))
+    .await
+    .ok()?
+    .text()
+    .await
+    .ok()?;
     let prefix = format!("forgerunner_forge_cache_entries{{forge=\"{forge}\"");
     let values: Vec<i64> = text
         .lines()

@@ -101,9 +101,12 @@ async fn a_silent_forge_does_not_starve_a_healthy_group() {
     })
     .await;
     // Four of the twenty had to wait for a turn of their forge instance, and that is counted.
-    let metrics = reqwest::get(format!("http://{}/metrics", op.metrics_addr()))
-        .await
-        .expect("scrape");
+    let metrics = reqwest::get(format!(
+        "http://{}/metrics",
+        op.metrics_addr().await.expect("operator listening")
+    ))
+    .await
+    .expect("scrape");
     let metrics = metrics.text().await.expect("metrics text");
     if !metrics.contains("forgerunner_reconciles_deferred_total{forge=\"gitea\"}") {
         fail_with_output(&op, "no deferred reconcile was counted");

@@ -76,7 +76,10 @@ async fn webhooks_serve_jobs_long_before_the_next_poll() {
     .await;
     assert!(world.runner_jobs(NS, Some(GROUP)).await.expect("jobs").is_empty());
     fake.set_webhook(
-        &format!("http://{}/webhooks/gitea", op.http_addr()),
+        &format!(
+            "http://{}/webhooks/gitea",
+            op.http_addr().await.expect("operator listening")
+        ),
         WEBHOOK_SECRET,
     );
 

@@ -51,7 +51,7 @@ async fn endless_head(addr: std::net::SocketAddr) -> Option<TcpStream> {
 async fn endless_request_heads_cost_a_bounded_buffer() {
     let world = gitea_world(NS, Duration::from_millis(300)).await;
     let op = start_operator(&world, "gitea", "forgerunner-e2e-request-heads");
-    let addr = op.http_addr();
+    let addr = op.http_addr().await.expect("operator listening");
     common::gitea_world::wait_or_fail(&op, "/healthz to answer", || async {
         reqwest::get(format!("http://{addr}/healthz"))
             .await

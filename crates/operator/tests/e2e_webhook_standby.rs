@@ -32,7 +32,10 @@ const STARTUP: Duration = Duration::from_secs(60);
 /// The status an unsigned delivery to `op` is answered with.
 async fn unsigned_delivery_status(op: &OperatorProcess) -> Option<u16> {
     reqwest::Client::new()
-        .post(format!("http://{}/webhooks/gitea", op.http_addr()))
+        .post(format!(
+            "http://{}/webhooks/gitea",
+            op.http_addr().await.expect("operator listening")
+        ))
         .header("x-gitea-event", "workflow_job")
         .body(r#"{"repository":{"full_name":"acme/app"}}"#)
         .timeout(Duration::from_secs(5))
@@ -97,7 +100,10 @@ async fn deliveries_to_the_standby_reach_the_leader() {
         // Odd jobs are delivered to the standby, even ones to the leader.
         let target = if n % 2 == 1 { standby } else { leader };
         fake.set_webhook(
-            &format!("http://{}/webhooks/gitea", target.http_addr()),
+            &format!(
+                "http://{}/webhooks/gitea",
+                target.http_addr().await.expect("operator listening")
+            ),
             WEBHOOK_SECRET,
         );
         let queued = world.queue_gitea_job(&LABELS).expect("queue");
@@ -107,7 +113,7 @@ async fn deliveries_to_the_standby_reach_the_leader() {
         .await;
         eprintln!(
             "job {n} via {} got a runner Job in {:?}",
-            target.http_addr(),
+            target.http_addr().await.expect("operator listening"),
             queued.at.elapsed()
         );
         wait_until_or_fail(leader, deadline, &format!("job {n} done"), || async {
@@ -141,12 +147,15 @@ async fn deliveries_to_the_standby_reach_the_leader() {
     let all = fake.deliveries();
     let refused: Vec<_> = all.iter().filter(|d| d.status != 202).collect();
     assert!(refused.is_empty(), "deliveries not answered 202: {refused:?}");
-    let metrics = reqwest::get(format!("http://{}/metrics", standby.metrics_addr()))
-        .await
-        .expect("standby metrics")
-        .text()
-        .await
-        .expect("metrics text");
+    let metrics = reqwest::get(format!(
+        "http://{}/metrics",
+        standby.metrics_addr().await.expect("operator listening")
+    ))
+    .await
+    .expect("standby metrics")
+    .text()
+    .await
+    .expect("metrics text");
     assert!(
         metrics
             .lines()

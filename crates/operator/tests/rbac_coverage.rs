@@ -433,7 +433,10 @@ async fn exercise_operator(world: &World, chart: &Chart) -> Run {
 
     let gitea = world.gitea.as_ref().expect("gitea fake").clone();
     gitea.set_webhook(
-        &format!("http://{}/webhooks/gitea", op.http_addr()),
+        &format!(
+            "http://{}/webhooks/gitea",
+            op.http_addr().await.expect("operator listening")
+        ),
         WEBHOOK_SECRET,
     );
     world

@@ -94,9 +94,12 @@ pub fn fail_with_output(op: &OperatorProcess, what: &str) -> ! {
 
 /// Fails unless the operator's `/healthz` answers 200.
 pub async fn assert_healthz(op: &OperatorProcess) {
-    let health = reqwest::get(format!("http://{}/healthz", op.http_addr()))
-        .await
-        .map(|r| r.status().as_u16());
+    let health = reqwest::get(format!(
+        "http://{}/healthz",
+        op.http_addr().await.expect("operator listening")
+    ))
+    .await
+    .map(|r| r.status().as_u16());
     if health.as_ref().ok() != Some(&200) {
         fail_with_output(op, &format!("/healthz answered {health:?}"));
     }

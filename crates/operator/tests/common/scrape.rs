@@ -57,10 +57,7 @@ pub fn sampled(scrape: &str) -> BTreeSet<String> {
 
 /// The operator's `/metrics` text (empty when it does not answer).
 pub async fn scrape(op: &OperatorProcess) -> String {
-    match reqwest::get(format!("http://{}/metrics", op.metrics_addr())).await {
-        Ok(r) => r.text().await.unwrap_or_default(),
-        Err(_) => String::new(),
-    }
+    forgerunner_sandbox::bench::stages::scrape(op).await
 }
 
 /// Documented names without a sample in `scrape`, except those in `exempt`.

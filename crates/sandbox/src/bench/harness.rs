@@ -122,7 +122,7 @@ impl Harness {
         }
         if let (BenchForge::GiteaWebhook, Some(fake)) = (forge, &world.gitea) {
             fake.set_webhook(
-                &format!("http://{}/webhooks/gitea", operator.http_addr()),
+                &format!("http://{}/webhooks/gitea", operator.http_addr().await?),
                 WEBHOOK_SECRET,
             );
         }

@@ -117,8 +117,10 @@ fn quantile(q: f64, buckets: &[(f64, u64)]) -> f64 {
 
 /// What the operator's `/metrics` shows now (empty when it does not answer).
 pub async fn scrape(op: &OperatorProcess) -> String {
-    let url = format!("http://{}/metrics", op.metrics_addr());
-    match reqwest::get(url).await {
+    let Ok(addr) = op.metrics_addr().await else {
+        return String::new();
+    };
+    match reqwest::get(format!("http://{addr}/metrics")).await {
         Ok(r) => r.text().await.unwrap_or_default(),
         Err(_) => String::new(),
     }

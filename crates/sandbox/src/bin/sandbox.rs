@@ -135,11 +135,11 @@ async fn sandbox(args: Args) -> anyhow::Result<bool> {
         world.kubeconfig(),
         &OperatorSettings::default(),
     )?;
+    let http_addr = operator.http_addr().await?;
+    let metrics_addr = operator.metrics_addr().await?;
     println!(
-        "operator started (pid {}, http {}, metrics {})",
+        "operator started (pid {}, http {http_addr}, metrics {metrics_addr})",
         operator.pid(),
-        operator.http_addr(),
-        operator.metrics_addr()
     );
 
     let size = GroupSize::up_to(args.max_runners);
@@ -155,10 +155,7 @@ async fn sandbox(args: Args) -> anyhow::Result<bool> {
         .add_gitea_cache_group(NAMESPACE, CACHE_GROUP, &GroupSize::up_to(3), POLL_SECONDS, hook)
         .await?;
     if let (true, Some(fake)) = (args.webhook, &world.gitea) {
-        fake.set_webhook(
-            &format!("http://{}/webhooks/gitea", operator.http_addr()),
-            WEBHOOK_SECRET,
-        );
+        fake.set_webhook(&format!("http://{http_addr}/webhooks/gitea"), WEBHOOK_SECRET);
     }
     let scale_set = world
         .github_scale_set(GITHUB_GROUP, Duration::from_secs(20))
@@ -356,8 +353,7 @@ async fn sandbox(args: Args) -> anyhow::Result<bool> {
         );
         println!("  kubectl get rg {CACHE_GROUP} -n {NAMESPACE} -o jsonpath='{{.status.cache}}'");
         println!(
-            "  curl -s http://{}/metrics | grep -E 'oldest_waiting|unmatched|min_runners|jobs_rerun|runner_version'",
-            operator.metrics_addr()
+            "  curl -s http://{metrics_addr}/metrics | grep -E 'oldest_waiting|unmatched|min_runners|jobs_rerun|runner_version'"
         );
         println!("Press Ctrl-C to stop.");
         let _ = tokio::signal::ctrl_c().await;

@@ -221,6 +221,14 @@ impl Cell {
         Ok(restarted)
     }
 
+    /// The replicas whose process has exited, each with its exit status.
+    pub fn exited(&mut self) -> Vec<String> {
+        self.replicas
+            .iter_mut()
+            .filter_map(|r| r.process.exit_status().map(|s| format!("{} ({s})", r.name)))
+            .collect()
+    }
+
     /// The operators' last lines of output, each prefixed by its replica's name.
     pub fn log_tail(&self) -> String {
         self.replicas

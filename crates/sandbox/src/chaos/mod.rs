@@ -165,7 +165,13 @@ pub async fn run_cell(
 ) -> Result<Outcome, ChaosError> {
     let mut cell = Cell::start(forge, scenario.replicas(), opts).await?;
     let queued = cell.queue_burst(opts.jobs)?;
-    let fault = scenarios::inject(scenario, &mut cell, opts).await?;
+    let fault = match scenarios::inject(scenario, &mut cell, opts).await {
+        Ok(fault) => fault,
+        Err(e) => {
+            cell.dump_output(scenario);
+            return Err(e);
+        }
+    };
     let drained = cell.wait_drained(opts.drain_deadline).await;
     let recovery = fault.at.elapsed();
     let mut outcome = cell.count(scenario, queued.len(), &fault).await;

@@ -88,6 +88,14 @@ async fn leader_partition(cell: &mut Cell) -> Result<InjectedFault, ChaosError> 
         Err(_) => return Err(cell.no_progress("no replica took the lease")),
     };
     under_way(cell).await?;
+    // A standby that is gone cannot take over: say so rather than wait for a takeover.
+    let exited = cell.exited();
+    if !exited.is_empty() {
+        return Err(cell.no_progress(&format!(
+            "before the partition of {leader}, replicas had exited: {}",
+            exited.join(", ")
+        )));
+    }
     let at = Instant::now();
     // Every API request of the leader fails, the lease renewals included; its forge traffic
     // still flows (a partition between the operator and the API server only).

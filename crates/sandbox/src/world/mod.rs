@@ -122,6 +122,9 @@ pub enum WorldError {
     /// The cluster simulator refused a control call.
     #[error("cluster simulator: {0}")]
     Sim(#[from] SimError),
+    /// The operator did not report where it listens.
+    #[error(transparent)]
+    NotListening(#[from] operator::NotListening),
 }
 
 /// The running world; dropping it stops everything.

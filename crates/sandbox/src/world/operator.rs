@@ -4,10 +4,13 @@
 use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read};
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::watch;
 
 /// Lines of operator output kept for failure reports.
 const KEPT_LINES: usize = 4000;
@@ -91,15 +94,56 @@ impl Default for OperatorSettings {
 /// A running operator process; killed when dropped.
 pub struct OperatorProcess {
     child: Child,
-    http_addr: SocketAddr,
-    metrics_addr: SocketAddr,
+    listening: watch::Receiver<Listening>,
     lines: Arc<Mutex<VecDeque<String>>>,
 }
 
-/// A free loopback port, picked by the OS.
-fn free_port() -> std::io::Result<SocketAddr> {
-    let listener = TcpListener::bind("127.0.0.1:0")?;
-    listener.local_addr()
+/// Where the operator listens, as it reports once bound, and whether its output has ended.
+///
+/// The operator binds port 0 itself and names the port it got: a port picked here, closed and
+/// handed over by number could be taken by another test's server in between.
+#[derive(Clone, Debug, Default)]
+struct Listening {
+    http: Option<SocketAddr>,
+    metrics: Option<SocketAddr>,
+    /// Both output pipes closed: the process has ended, nothing more will be reported.
+    ended: bool,
+}
+
+impl Listening {
+    /// Takes in the listener an operator log line names (its `listener` and `addr` fields).
+    fn learn(&mut self, line: &str) {
+        let Ok(serde_json::Value::Object(fields)) = serde_json::from_str(line) else {
+            return;
+        };
+        let addr = fields
+            .get("addr")
+            .and_then(|a| a.as_str())
+            .and_then(|a| a.parse::<SocketAddr>().ok());
+        match (fields.get("listener").and_then(|l| l.as_str()), addr) {
+            (Some("http"), Some(a)) => self.http = Some(a),
+            (Some("metrics"), Some(a)) => self.metrics = Some(a),
+            _ => {}
+        }
+    }
+}
+
+/// How long the operator may take to connect and bind its listeners.
+const LISTEN_DEADLINE: Duration = Duration::from_secs(120);
+
+/// The operator did not report a listener.
+#[derive(Debug, thiserror::Error)]
+#[error("the operator reported no {listener} listener ({why}); its last output:\n{tail}")]
+pub struct NotListening {
+    listener: &'static str,
+    why: &'static str,
+    tail: String,
+}
+
+/// The log filter the operator is given: `level`, with the line naming each bound listener
+/// always let through (the harness learns the ports from it).
+fn log_filter(level: &str) -> String {
+    format!("{level},forgerunner::run=info")
 }
 
 impl OperatorProcess {
@@ -109,9 +153,6 @@ impl OperatorProcess {
         kubeconfig: &Path,
         settings: &OperatorSettings,
     ) -> std::io::Result<OperatorProcess> {
-        let http_addr = free_port()?;
-        // Metrics on their own listener, as the chart runs the operator.
-        let metrics_addr = free_port()?;
         let mut cmd = Command::new(&command.program);
         // The operator refuses unknown FORGERUNNER_* variables; pass only the ones set here.
         for (key, _) in std::env::vars_os() {
@@ -122,10 +163,16 @@ impl OperatorProcess {
         let mut child = cmd
             .args(&command.prefix)
             .arg("run")
-            .args(["--http-addr", &http_addr.to_string()])
-            .args(["--metrics-addr", &metrics_addr.to_string()])
+            .args(["--http-addr", "127.0.0.1:0"])
+            // Metrics on their own listener, as the chart runs the operator.
+            .args(["--metrics-addr", "127.0.0.1:0"])
             .args(["--forges", &settings.forges.join(",")])
-            .args(["--log-format", "json", "--log-level", &settings.log_level])
+            .args([
+                "--log-format",
+                "json",
+                "--log-level",
+                &log_filter(&settings.log_level),
+            ])
             .env("KUBECONFIG", kubeconfig)
             .env("POD_NAME", &settings.pod_name)
             .env("POD_NAMESPACE", "default")
@@ -142,14 +189,23 @@ impl OperatorProcess {
             .stderr(Stdio::piped())
             .spawn()?;
         let lines = Arc::new(Mutex::new(VecDeque::new()));
+        let (listening_tx, listening) = watch::channel(Listening::default());
+        let listening_tx = Arc::new(listening_tx);
         let pipes: [Option<Box<dyn Read + Send>>; 2] = [
             child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>),
             child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>),
         ];
+        let open_pipes = Arc::new(std::sync::atomic::AtomicUsize::new(
+            pipes.iter().flatten().count(),
+        ));
         for pipe in pipes.into_iter().flatten() {
             let sink = lines.clone();
+            let (tx, open) = (listening_tx.clone(), open_pipes.clone());
             std::thread::spawn(move || {
                 for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                    if line.contains("\"listener\"") {
+                        tx.send_modify(|l| l.learn(&line));
+                    }
                     if let Ok(mut kept) = sink.lock() {
                         if kept.len() == KEPT_LINES {
                             kept.pop_front();
@@ -157,13 +213,40 @@ impl OperatorProcess {
                         kept.push_back(line);
                     }
                 }
+                if open.fetch_sub(1, std::sync::atomic::Ordering::SeqCst) == 1 {
+                    tx.send_modify(|l| l.ended = true);
+                }
             });
         }
         Ok(OperatorProcess {
             child,
-            http_addr,
-            metrics_addr,
+            listening,
             lines,
+        })
+    }
+
+    /// Waits until the operator reports the listener `pick` finds, for at most
+    /// [`LISTEN_DEADLINE`].
+    async fn listener(
+        &self,
+        name: &'static str,
+        pick: fn(&Listening) -> Option<SocketAddr>,
+    ) -> Result<SocketAddr, NotListening> {
+        let mut rx = self.listening.clone();
+        let waited =
+            tokio::time::timeout(LISTEN_DEADLINE, rx.wait_for(|l| pick(l).is_some() || l.ended)).await;
+        let why = match waited {
+            Ok(Ok(l)) => match pick(&l) {
+                Some(addr) => return Ok(addr),
+                None => "it exited",
+            },
+            Ok(Err(_)) => "its output readers are gone",
+            Err(_) => "not within the deadline",
+        };
+        Err(NotListening {
+            listener: name,
+            why,
+            tail: self.output_tail(40),
         })
     }
 
@@ -172,15 +255,16 @@ impl OperatorProcess {
         self.child.id()
     }
 
-    /// Address of the operator's HTTP server: webhooks and the probes (`/healthz`, `/readyz`).
-    pub fn http_addr(&self) -> SocketAddr {
-        self.http_addr
+    /// Address of the operator's HTTP server: webhooks and the probes (`/healthz`, `/readyz`),
+    /// once the operator has bound it.
+    pub async fn http_addr(&self) -> Result<SocketAddr, NotListening> {
+        self.listener("http", |l| l.http).await
     }
 
-    /// Address of the operator's metrics listener (`--metrics-addr`): `/metrics` and the probes.
-    /// `/metrics` is not served on [`OperatorProcess::http_addr`].
-    pub fn metrics_addr(&self) -> SocketAddr {
-        self.metrics_addr
+    /// Address of the operator's metrics listener (`--metrics-addr`): `/metrics` and the probes,
+    /// once the operator has bound it. `/metrics` is not served on [`OperatorProcess::http_addr`].
+    pub async fn metrics_addr(&self) -> Result<SocketAddr, NotListening> {
+        self.listener("metrics", |l| l.metrics).await
     }
 
     /// The last lines the operator printed.
@@ -268,4 +352,35 @@ fn clock_ticks_per_second() -> f64 {
             .and_then(|s| s.trim().parse().ok())
             .unwrap_or(100.0)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_listeners_come_from_their_structured_fields_only() {
+        let mut l = Listening::default();
+        l.learn(
+            r#"{"level":"INFO","message":"serving webhooks","listener":"http","addr":"127.0.0.1:41001"}"#,
+        );
+        l.learn(
+            r#"{"level":"INFO","message":"serving /metrics","listener":"metrics","addr":"127.0.0.1:41002"}"#,
+        );
+        // A line naming an address without saying which listener, and text, change nothing.
+        l.learn(r#"{"level":"INFO","message":"listening","addr":"127.0.0.1:9"}"#);
+        l.learn("listener http addr 127.0.0.1:9");
+        l.learn(r#"{"listener":"http","addr":"not an address"}"#);
+        assert_eq!(l.http, "127.0.0.1:41001".parse().ok());
+        assert_eq!(l.metrics, "127.0.0.1:41002".parse().ok());
+        assert!(!l.ended);
+    }
+
+    #[test]
+    fn the_harness_always_sees_the_listener_lines() {
+        let filter = log_filter("warn");
+        assert_eq!(filter, "warn,forgerunner::run=info");
+        // The operator refuses a log level its filter cannot parse.
+        assert!(tracing_subscriber::EnvFilter::try_new(&filter).is_ok());
+    }
 }

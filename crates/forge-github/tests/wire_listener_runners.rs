@@ -20,6 +20,7 @@ fn runner_ref(name: &str) -> RunnerRef {
         annotations: Default::default(),
         phase: RunnerPhase::Running,
         stored: true,
+        registered_here: false,
     }
 }
 
@@ -219,6 +220,7 @@ async fn jit_config_busy_refusal_and_removal() {
         annotations: again.annotations.clone(),
         phase: RunnerPhase::Running,
         stored: true,
+        registered_here: true,
     };
     let states = h
         .forge
@@ -278,12 +280,14 @@ async fn jit_config_busy_refusal_and_removal() {
     );
 
     // An idle runner is removed at the service.
-    h.forge.runner_credentials(&ctx, "runners-idle").await.unwrap();
+    let idle = h.forge.runner_credentials(&ctx, "runners-idle").await.unwrap();
+    let idle = RunnerRef {
+        annotations: idle.annotations,
+        registered_here: true,
+        ..runner_ref("runners-idle")
+    };
     assert_eq!(
-        h.forge
-            .remove_runner(&ctx, &runner_ref("runners-idle"))
-            .await
-            .unwrap(),
+        h.forge.remove_runner(&ctx, &idle).await.unwrap(),
         RemoveOutcome::Removed
     );
     assert!(emu.state().runners.is_empty());
@@ -321,6 +325,7 @@ async fn a_runner_id_naming_another_runner_never_deletes_it() {
         annotations: forged.clone(),
         phase: RunnerPhase::Pending,
         stored: true,
+        registered_here: false,
     };
     let victim_alive = || {
         emu.state()
@@ -351,13 +356,16 @@ async fn a_runner_id_naming_another_runner_never_deletes_it() {
     assert!(victim_alive(), "the victim runner was deleted");
 
     // Ours with the annotation rewritten: registered by this process, or by the one before a
-    // restart (found by its name), each is removed and the victim kept.
-    h.forge.runner_credentials(&ctx, "guard-ppppp").await.unwrap();
+    // restart (found by its name), each is removed and the victim kept. Core tells a runner its
+    // session registered with the ids the registration returned, whatever its Job says.
+    let mine = h.forge.runner_credentials(&ctx, "guard-ppppp").await.unwrap();
+    let told = RunnerRef {
+        annotations: forged.clone().into_iter().chain(mine.annotations).collect(),
+        registered_here: true,
+        ..forged_ref("guard-ppppp")
+    };
     assert_eq!(
-        h.forge
-            .remove_runner(&ctx, &forged_ref("guard-ppppp"))
-            .await
-            .unwrap(),
+        h.forge.remove_runner(&ctx, &told).await.unwrap(),
         RemoveOutcome::Removed
     );
     h.forge.runner_credentials(&ctx, "guard-rrrrr").await.unwrap();
@@ -433,6 +441,7 @@ async fn runners_adopted_after_a_restart_keep_scale_down_off_until_known() {
             .collect(),
         phase,
         stored: true,
+        registered_here: false,
     };
 
     let after = harness();
@@ -478,6 +487,7 @@ async fn runners_adopted_after_a_restart_keep_scale_down_off_until_known() {
         annotations: mine.annotations.clone(),
         phase: RunnerPhase::Running,
         stored: true,
+        registered_here: true,
     };
     let d = after.forge.observe(&ctx, &[own]).await.unwrap();
     assert!(d.complete, "its own runners keep the view complete");
@@ -524,5 +534,50 @@ async fn jobs_whose_acquire_failed_are_acquired_later() {
     .await;
     emu.wait_until(WAIT, |s| s.jobs_in(id, JobState::Assigned).count() == 1)
         .await;
+    h.forge.shutdown_all().await;
+}
+
+/// A runner created in the last pass that the store does not list yet: core tells it with
+/// what its registration returned and as registered here, so its removal deletes the JIT
+/// config's runner id with no lookup by name; a runner registered before (adopted) is looked
+/// up by its name first.
+#[tokio::test]
+async fn a_runner_registered_here_is_removed_without_a_lookup() {
+    let emu = emulator().await;
+    let h = harness();
+    let ctx = pat_context(&emu, "fresh");
+    demand(&h.forge, &ctx).await;
+    let lookups = || {
+        emu.requests_to(Endpoint::Runners)
+            .iter()
+            .filter(|r| r.method == "GET" && r.query.as_deref().is_some_and(|q| q.contains("agentName")))
+            .count()
+    };
+    let creds = h.forge.runner_credentials(&ctx, "fresh-aaaaa").await.unwrap();
+    let before = lookups();
+    let fresh = RunnerRef {
+        name: "fresh-aaaaa".into(),
+        annotations: creds.annotations,
+        phase: RunnerPhase::Pending,
+        stored: false,
+        registered_here: true,
+    };
+    assert_eq!(
+        h.forge.remove_runner(&ctx, &fresh).await.unwrap(),
+        RemoveOutcome::Removed
+    );
+    assert_eq!(lookups(), before, "no lookup by name");
+    assert!(emu.state().runners.is_empty(), "removed at the service");
+
+    h.forge.runner_credentials(&ctx, "fresh-bbbbb").await.unwrap();
+    assert_eq!(
+        h.forge
+            .remove_runner(&ctx, &runner_ref("fresh-bbbbb"))
+            .await
+            .unwrap(),
+        RemoveOutcome::Removed
+    );
+    assert_eq!(lookups(), before + 1, "an adopted runner is looked up by name");
+    assert!(emu.state().runners.is_empty(), "removed at the service");
     h.forge.shutdown_all().await;
 }

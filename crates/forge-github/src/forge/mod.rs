@@ -53,9 +53,6 @@ struct GroupState {
     /// The scale sets of the spec's classes (and of classes removed whose sets are still in
     /// use), by class name.
     classes: BTreeMap<String, classes::ClassSet>,
-    /// Runners this process gave a JIT config, with the id the service gave each: the listener
-    /// has seen their whole life, and their removal needs no lookup.
-    issued: BTreeMap<String, i64>,
 }
 
 impl GroupState {
@@ -84,17 +81,13 @@ impl GroupState {
     }
 }
 
-/// Whether the messages may not have told what `r` is doing: an active runner this process
+/// Whether the messages may not have told what `r` is doing: an active runner this session
 /// did not register (it adopted it after a restart or a new leadership term), that no message
 /// named and that was never marked busy. Its job may have started before this session.
-fn activity_unknown(
-    r: &RunnerRef,
-    tracked: Option<ForgeRunnerState>,
-    issued: &BTreeMap<String, i64>,
-) -> bool {
+fn activity_unknown(r: &RunnerRef, tracked: Option<ForgeRunnerState>) -> bool {
     r.phase.is_active()
         && tracked.is_none()
-        && !issued.contains_key(&r.name)
+        && !r.registered_here
         && r.annotations.get(BUSY_ANNOTATION).map(String::as_str) != Some("true")
 }
 
@@ -294,19 +287,10 @@ impl GithubForge {
                 Some((r.name.clone(), identity.clone()))
             })
             .collect();
-        st.issued
-            .retain(|name, _| runners.iter().any(|r| &r.name == name));
-        if st.issued.is_empty() {
-            // An empty B-tree keeps its node; every group has this map.
-            st.issued = BTreeMap::new();
-        }
         // An adopted runner shown idle may be working: scaling down on such a view could remove
         // a runner made for a waiting job and make another later. Until the adopted runners
         // are gone or marked busy, surplus runners leave through the idle timeout.
-        let complete = complete
-            && !runners
-                .iter()
-                .any(|r| activity_unknown(r, tracked(&r.name), &st.issued));
+        let complete = complete && !runners.iter().any(|r| activity_unknown(r, tracked(&r.name)));
         // GitHub's runner APIs carry no runner version: the image is all there is to compare.
         let versions = RunnerVersions {
             image: Some(crate::runner_version::image_release(&ctx.group.spec)),
@@ -377,11 +361,6 @@ impl GithubForge {
             };
             match runners::generate_jit_config(&client, id, runner_name, &work_folder).await {
                 Ok(jit) => {
-                    entry
-                        .lock()
-                        .await
-                        .issued
-                        .insert(runner_name.to_owned(), jit.runner.id);
                     let mut secret_data = BTreeMap::new();
                     secret_data.insert(pod::JIT_CONFIG_KEY.to_string(), jit.encoded);
                     let mut annotations = BTreeMap::new();
@@ -407,17 +386,17 @@ impl GithubForge {
     ///
     /// The Job's `runner-id` annotation is not that: anyone who may edit Jobs in the namespace
     /// can rewrite it, and a DELETE of `agents/{id}` removes any runner the admin token reaches
-    /// (self-hosted runners of the scope, other scale sets). So the id is the one this process
-    /// got with the JIT config, or else the one the service lists under the runner's name
-    /// (`agents?agentName=`, one request, as scaleset's `GetRunnerByName`); a runner of that
-    /// name in another scale set than the group's is not ours and is left alone.
+    /// (self-hosted runners of the scope, other scale sets). So the id is the one this session
+    /// got with the JIT config (core tells it in the annotations of a runner registered here,
+    /// from its own books, never from the Job), or else the one the service lists under the
+    /// runner's name (`agents?agentName=`, one request, as scaleset's `GetRunnerByName`); a
+    /// runner of that name in another scale set than the group's is not ours and is left alone.
     async fn remove_inner(&self, ctx: &GroupContext, runner: &RunnerRef) -> Result<RemoveOutcome, ApiError> {
-        let (client, issued, mut sets) = {
+        let (client, mut sets) = {
             let entry = self.entry(&ctx.key);
             let mut st = entry.lock().await;
             let client = self.ensure_client(ctx, &mut st).await?;
-            let issued = st.issued.get(&runner.name).copied();
-            (client, issued, st.set_ids())
+            (client, st.set_ids())
         };
         if sets.is_empty() {
             sets.extend(ctx.group.status.as_ref().and_then(|s| s.scale_set_id));
@@ -426,6 +405,7 @@ impl GithubForge {
             .annotations
             .get(RUNNER_ID_ANNOTATION)
             .and_then(|v| v.parse::<i64>().ok());
+        let issued = annotated.filter(|_| runner.registered_here);
         let id = match issued {
             Some(id) => Some(id),
             None => match runners::find_by_name(&client, &runner.name).await? {
@@ -796,6 +776,7 @@ mod tests {
                 .unwrap_or_default(),
             phase: forgerunner_core::plan::RunnerPhase::Running,
             stored: true,
+            registered_here: false,
         };
         assert!(registered_in_another_scale_set(&runner(Some("7")), &[8]));
         assert!(!registered_in_another_scale_set(&runner(Some("8")), &[8]));

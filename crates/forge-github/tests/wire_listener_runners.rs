@@ -8,7 +8,7 @@ use std::time::Duration;
 use base64::Engine;
 use common::*;
 use forgerunner_core::Forge;
-use forgerunner_core::forge::{ForgeRunnerState, RemoveOutcome, RunnerRef};
+use forgerunner_core::forge::{ForgeRunnerState, RemoveOutcome, RunnerPodRequest, RunnerRef};
 use forgerunner_core::plan::RunnerPhase;
 use forgerunner_github::{JIT_CONFIG_KEY, RUNNER_ID_ANNOTATION};
 use scaleset::testing::{Emulator, Endpoint, Fault, JobState};
@@ -39,7 +39,7 @@ async fn long_poll_acks_acquires_and_wakes_the_reconciler() {
     emu.wait_until(WAIT, |s| s.jobs_in(id, JobState::Assigned).count() == 3)
         .await;
     let d = eventually(WAIT, "3 waiting jobs", || async {
-        let d = h.forge.observe(&ctx, &[]).await.ok()?;
+        let d = h.forge.session(&ctx).snapshot(&ctx, &[]).await.ok()?;
         (d.waiting_jobs == 3).then_some(d)
     })
     .await;
@@ -147,7 +147,7 @@ async fn admin_token_expiry_and_poll_faults_are_survived() {
     emu.wait_until(WAIT, |s| s.sessions.len() == 1).await;
     // A TTL under the refresh margin means every admin call refreshes first.
     let chains = emu.requests_to(Endpoint::AdminConnection).len();
-    h.forge.runner_credentials(&ctx, "r-ttl").await.unwrap();
+    h.forge.session(&ctx).register(&ctx, "r-ttl", None).await.unwrap();
     assert!(
         emu.requests_to(Endpoint::AdminConnection).len() > chains,
         "token refreshed before exp"
@@ -155,7 +155,11 @@ async fn admin_token_expiry_and_poll_faults_are_survived() {
 
     // Revoked admin tokens: a 401 drops the cache and the call is retried once.
     emu.expire_admin_tokens();
-    h.forge.runner_credentials(&ctx, "r-revoked").await.unwrap();
+    h.forge
+        .session(&ctx)
+        .register(&ctx, "r-revoked", None)
+        .await
+        .unwrap();
 
     emu.inject(Fault::status(Endpoint::GetMessage, 503).times(2));
     emu.inject(Fault::too_many_requests(Endpoint::GetMessage, Some(Duration::from_secs(1))).times(1));
@@ -182,7 +186,12 @@ async fn jit_config_busy_refusal_and_removal() {
     let ctx = pat_context(&emu, "runners");
     let id = ScaleSetId(demand(&h.forge, &ctx).await.facts.scale_set_id.unwrap());
 
-    let creds = h.forge.runner_credentials(&ctx, "runners-abcde").await.unwrap();
+    let creds = h
+        .forge
+        .session(&ctx)
+        .register(&ctx, "runners-abcde", None)
+        .await
+        .unwrap();
     let blob = creds.secret_data.get(JIT_CONFIG_KEY).expect("jitconfig key");
     let decoded: serde_json::Value = serde_json::from_slice(
         &base64::engine::general_purpose::STANDARD
@@ -202,7 +211,12 @@ async fn jit_config_busy_refusal_and_removal() {
     );
 
     // A name collision (e.g. a retry after a crash) replaces the stale registration.
-    let again = h.forge.runner_credentials(&ctx, "runners-abcde").await.unwrap();
+    let again = h
+        .forge
+        .session(&ctx)
+        .register(&ctx, "runners-abcde", None)
+        .await
+        .unwrap();
     assert_ne!(again.annotations.get(RUNNER_ID_ANNOTATION), Some(&runner_id));
     assert_eq!(
         emu.state()
@@ -224,7 +238,8 @@ async fn jit_config_busy_refusal_and_removal() {
     };
     let states = h
         .forge
-        .observe(&ctx, &[registered.clone(), runner_ref("ghost")])
+        .session(&ctx)
+        .snapshot(&ctx, &[registered.clone(), runner_ref("ghost")])
         .await
         .unwrap()
         .runners;
@@ -237,21 +252,27 @@ async fn jit_config_busy_refusal_and_removal() {
         .await;
     emu.start_job(job, Some("runners-abcde"));
     eventually(WAIT, "busy runner in the view", || async {
-        let d = h.forge.observe(&ctx, &[runner_ref("runners-abcde")]).await.ok()?;
+        let d = h
+            .forge
+            .session(&ctx)
+            .snapshot(&ctx, &[runner_ref("runners-abcde")])
+            .await
+            .ok()?;
         // A running job is no longer waiting: its runner covers it.
         (d.runners.get("runners-abcde") == Some(&ForgeRunnerState::Busy) && d.waiting_jobs == 0).then_some(())
     })
     .await;
     let states = h
         .forge
-        .observe(&ctx, &[runner_ref("runners-abcde")])
+        .session(&ctx)
+        .snapshot(&ctx, &[runner_ref("runners-abcde")])
         .await
         .unwrap()
         .runners;
     assert_eq!(states.get("runners-abcde"), Some(&ForgeRunnerState::Busy));
     let r = registered;
     assert_eq!(
-        h.forge.remove_runner(&ctx, &r).await.unwrap(),
+        h.forge.session(&ctx).deregister(&ctx, &r).await.unwrap(),
         RemoveOutcome::Busy
     );
     assert_eq!(emu.state().runners.len(), 1, "never forced");
@@ -259,13 +280,19 @@ async fn jit_config_busy_refusal_and_removal() {
     // Done: the ephemeral runner is gone; removal is a no-op success.
     emu.complete_job(job, None);
     eventually(WAIT, "busy cleared", || async {
-        let d = h.forge.observe(&ctx, &[runner_ref("runners-abcde")]).await.ok()?;
+        let d = h
+            .forge
+            .session(&ctx)
+            .snapshot(&ctx, &[runner_ref("runners-abcde")])
+            .await
+            .ok()?;
         (d.runners.get("runners-abcde") != Some(&ForgeRunnerState::Busy) && d.waiting_jobs == 0).then_some(())
     })
     .await;
     let states = h
         .forge
-        .observe(&ctx, std::slice::from_ref(&r))
+        .session(&ctx)
+        .snapshot(&ctx, std::slice::from_ref(&r))
         .await
         .unwrap()
         .runners;
@@ -275,19 +302,24 @@ async fn jit_config_busy_refusal_and_removal() {
         "the completion was seen with the statistics that dropped the job"
     );
     assert_eq!(
-        h.forge.remove_runner(&ctx, &r).await.unwrap(),
+        h.forge.session(&ctx).deregister(&ctx, &r).await.unwrap(),
         RemoveOutcome::Removed
     );
 
     // An idle runner is removed at the service.
-    let idle = h.forge.runner_credentials(&ctx, "runners-idle").await.unwrap();
+    let idle = h
+        .forge
+        .session(&ctx)
+        .register(&ctx, "runners-idle", None)
+        .await
+        .unwrap();
     let idle = RunnerRef {
         annotations: idle.annotations,
         registered_here: true,
         ..runner_ref("runners-idle")
     };
     assert_eq!(
-        h.forge.remove_runner(&ctx, &idle).await.unwrap(),
+        h.forge.session(&ctx).deregister(&ctx, &idle).await.unwrap(),
         RemoveOutcome::Removed
     );
     assert!(emu.state().runners.is_empty());
@@ -314,7 +346,8 @@ async fn a_runner_id_naming_another_runner_never_deletes_it() {
     demand(&other.forge, &other_ctx).await;
     let victim = other
         .forge
-        .runner_credentials(&other_ctx, "other-vvvvv")
+        .session(&other_ctx)
+        .register(&other_ctx, "other-vvvvv", None)
         .await
         .unwrap();
     let victim_id = victim.annotations[RUNNER_ID_ANNOTATION].clone();
@@ -338,7 +371,8 @@ async fn a_runner_id_naming_another_runner_never_deletes_it() {
     for forge in [&h.forge, &harness().forge] {
         assert_eq!(
             forge
-                .remove_runner(&ctx, &forged_ref("guard-qqqqq"))
+                .session(&ctx)
+                .deregister(&ctx, &forged_ref("guard-qqqqq"))
                 .await
                 .unwrap(),
             RemoveOutcome::Removed
@@ -348,7 +382,8 @@ async fn a_runner_id_naming_another_runner_never_deletes_it() {
     // A Job named like the victim as well: the victim is in another scale set.
     assert_eq!(
         h.forge
-            .remove_runner(&ctx, &forged_ref("other-vvvvv"))
+            .session(&ctx)
+            .deregister(&ctx, &forged_ref("other-vvvvv"))
             .await
             .unwrap(),
         RemoveOutcome::Removed
@@ -358,23 +393,33 @@ async fn a_runner_id_naming_another_runner_never_deletes_it() {
     // Ours with the annotation rewritten: registered by this process, or by the one before a
     // restart (found by its name), each is removed and the victim kept. Core tells a runner its
     // session registered with the ids the registration returned, whatever its Job says.
-    let mine = h.forge.runner_credentials(&ctx, "guard-ppppp").await.unwrap();
+    let mine = h
+        .forge
+        .session(&ctx)
+        .register(&ctx, "guard-ppppp", None)
+        .await
+        .unwrap();
     let told = RunnerRef {
         annotations: forged.clone().into_iter().chain(mine.annotations).collect(),
         registered_here: true,
         ..forged_ref("guard-ppppp")
     };
     assert_eq!(
-        h.forge.remove_runner(&ctx, &told).await.unwrap(),
+        h.forge.session(&ctx).deregister(&ctx, &told).await.unwrap(),
         RemoveOutcome::Removed
     );
-    h.forge.runner_credentials(&ctx, "guard-rrrrr").await.unwrap();
+    h.forge
+        .session(&ctx)
+        .register(&ctx, "guard-rrrrr", None)
+        .await
+        .unwrap();
     let after = harness();
     demand(&after.forge, &ctx).await;
     assert_eq!(
         after
             .forge
-            .remove_runner(&ctx, &forged_ref("guard-rrrrr"))
+            .session(&ctx)
+            .deregister(&ctx, &forged_ref("guard-rrrrr"))
             .await
             .unwrap(),
         RemoveOutcome::Removed
@@ -396,9 +441,13 @@ async fn default_pod_references_the_secret() {
         env: Default::default(),
         annotations: Default::default(),
     };
-    let spec = h
-        .forge
-        .default_runner_pod(&ctx.group, "pod-abcde", "pod-abcde", &creds, None);
+    let spec = h.forge.session(&ctx).runner_pod(&RunnerPodRequest {
+        group: &ctx.group,
+        runner_name: "pod-abcde",
+        secret_name: "pod-abcde",
+        credentials: &creds,
+        class: None,
+    });
     let c = &spec.containers[0];
     assert_eq!(c.name, "runner");
     assert_eq!(c.image.as_deref(), Some(forgerunner_github::DEFAULT_RUNNER_IMAGE));
@@ -427,7 +476,8 @@ async fn runners_adopted_after_a_restart_keep_scale_down_off_until_known() {
     let ctx = pat_context(&emu, "adopt");
     let creds = before
         .forge
-        .runner_credentials(&ctx, "adopt-abcde")
+        .session(&ctx)
+        .register(&ctx, "adopt-abcde", None)
         .await
         .unwrap();
     before.forge.shutdown_all().await;
@@ -450,7 +500,7 @@ async fn runners_adopted_after_a_restart_keep_scale_down_off_until_known() {
         let ctx = &ctx;
         async move {
             eventually(WAIT, "a view from the message session", || async {
-                let d = forge.observe(ctx, &refs).await.ok()?;
+                let d = forge.session(ctx).snapshot(ctx, &refs).await.ok()?;
                 // The session's statistics arrive with its first message batch.
                 d.runners.contains_key("adopt-abcde").then_some(d.complete)
             })
@@ -461,7 +511,14 @@ async fn runners_adopted_after_a_restart_keep_scale_down_off_until_known() {
     emu.wait_until(WAIT, |s| s.sessions.len() == 1).await;
     // Wait for the session's statistics: a view of no runners is complete then.
     eventually(WAIT, "the session's statistics", || async {
-        after.forge.observe(&ctx, &[]).await.ok()?.complete.then_some(())
+        after
+            .forge
+            .session(&ctx)
+            .snapshot(&ctx, &[])
+            .await
+            .ok()?
+            .complete
+            .then_some(())
     })
     .await;
     assert!(
@@ -481,7 +538,12 @@ async fn runners_adopted_after_a_restart_keep_scale_down_off_until_known() {
         "finished: nothing to remove"
     );
     // A runner this process registered is tracked from its start.
-    let mine = after.forge.runner_credentials(&ctx, "adopt-fghij").await.unwrap();
+    let mine = after
+        .forge
+        .session(&ctx)
+        .register(&ctx, "adopt-fghij", None)
+        .await
+        .unwrap();
     let own = RunnerRef {
         name: "adopt-fghij".into(),
         annotations: mine.annotations.clone(),
@@ -489,7 +551,7 @@ async fn runners_adopted_after_a_restart_keep_scale_down_off_until_known() {
         stored: true,
         registered_here: true,
     };
-    let d = after.forge.observe(&ctx, &[own]).await.unwrap();
+    let d = after.forge.session(&ctx).snapshot(&ctx, &[own]).await.unwrap();
     assert!(d.complete, "its own runners keep the view complete");
 }
 
@@ -553,7 +615,12 @@ async fn a_runner_registered_here_is_removed_without_a_lookup() {
             .filter(|r| r.method == "GET" && r.query.as_deref().is_some_and(|q| q.contains("agentName")))
             .count()
     };
-    let creds = h.forge.runner_credentials(&ctx, "fresh-aaaaa").await.unwrap();
+    let creds = h
+        .forge
+        .session(&ctx)
+        .register(&ctx, "fresh-aaaaa", None)
+        .await
+        .unwrap();
     let before = lookups();
     let fresh = RunnerRef {
         name: "fresh-aaaaa".into(),
@@ -563,16 +630,21 @@ async fn a_runner_registered_here_is_removed_without_a_lookup() {
         registered_here: true,
     };
     assert_eq!(
-        h.forge.remove_runner(&ctx, &fresh).await.unwrap(),
+        h.forge.session(&ctx).deregister(&ctx, &fresh).await.unwrap(),
         RemoveOutcome::Removed
     );
     assert_eq!(lookups(), before, "no lookup by name");
     assert!(emu.state().runners.is_empty(), "removed at the service");
 
-    h.forge.runner_credentials(&ctx, "fresh-bbbbb").await.unwrap();
+    h.forge
+        .session(&ctx)
+        .register(&ctx, "fresh-bbbbb", None)
+        .await
+        .unwrap();
     assert_eq!(
         h.forge
-            .remove_runner(&ctx, &runner_ref("fresh-bbbbb"))
+            .session(&ctx)
+            .deregister(&ctx, &runner_ref("fresh-bbbbb"))
             .await
             .unwrap(),
         RemoveOutcome::Removed

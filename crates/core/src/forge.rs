@@ -220,19 +220,27 @@ pub struct RunnerCredentials {
     pub annotations: BTreeMap<String, String>,
 }
 
-/// A runner of ours, as the reconciler knows it (from the cluster).
+/// A runner of ours, as the reconciler knows it (from the cluster and the group's books).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RunnerRef {
     /// Runner name (= Job name = forge-side runner name).
     pub name: String,
-    /// Annotations of the runner Job (forge ids recorded at creation).
+    /// Annotations of the runner Job (forge ids recorded at creation). For a runner
+    /// `registered_here`, the keys [`ForgeSession::register`] returned hold what it returned,
+    /// whatever the Job says now (anyone who may edit Jobs can rewrite the Job's copy); a runner
+    /// the store does not show yet has only those.
     pub annotations: BTreeMap<String, String>,
     /// Where the runner's Job is in its life; a forge uses it to account for runners that
     /// finished before its own data shows it.
     pub phase: RunnerPhase,
     /// The cluster's store shows the runner's Job. False for a runner this process created
-    /// that the store has not listed yet: its `annotations` are then not known.
+    /// that the store has not listed yet.
     pub stored: bool,
+    /// This group's session ([`Forge::open`]) registered the runner, so it has seen the runner's
+    /// whole life, and the ids in `annotations` are the forge's own answer. False for a runner
+    /// adopted: registered by an earlier process, an earlier leadership term, or a session the
+    /// group had at another forge.
+    pub registered_here: bool,
 }
 
 /// How the forge sees one of our runners.

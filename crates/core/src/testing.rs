@@ -501,6 +501,8 @@ pub struct FakeForge {
     pub issued: Mutex<Vec<String>>,
     /// Names of the runners removed from the forge, in order.
     pub removed: Mutex<Vec<String>>,
+    /// How the reconciler last told of each runner, in a snapshot or a removal, by name.
+    pub told: Mutex<BTreeMap<String, RunnerRef>>,
     /// How many times a group was shut down.
     pub shutdowns: AtomicU32,
     /// How many times a group's session was closed.
@@ -531,6 +533,7 @@ impl FakeForge {
             fail_demand: AtomicBool::new(false),
             issued: Mutex::new(Vec::new()),
             removed: Mutex::new(Vec::new()),
+            told: Mutex::default(),
             shutdowns: AtomicU32::new(0),
             closes: AtomicU32::new(0),
             budget: Mutex::new(None),
@@ -545,6 +548,16 @@ impl FakeForge {
     /// Names of the runners removed from the forge so far, in order.
     pub fn removed(&self) -> Vec<String> {
         self.removed.lock().expect("lock").clone()
+    }
+
+    /// How the reconciler last told of the runner `name`, if it did.
+    pub fn told(&self, name: &str) -> Option<RunnerRef> {
+        self.told.lock().expect("lock").get(name).cloned()
+    }
+
+    fn note_told(&self, runners: &[RunnerRef]) {
+        let mut told = self.told.lock().expect("lock");
+        told.extend(runners.iter().map(|r| (r.name.clone(), r.clone())));
     }
 }
 
@@ -629,6 +642,7 @@ impl ForgeSession for FakeSession {
 
     async fn snapshot(&self, _group: &GroupContext, runners: &[RunnerRef]) -> Result<ForgeView, ForgeError> {
         let fake = &self.0;
+        fake.note_told(runners);
         if fake.fail_demand.load(Ordering::SeqCst) {
             return Err(ForgeError::Unavailable("fake outage".into()));
         }
@@ -678,6 +692,7 @@ impl ForgeSession for FakeSession {
         _group: &GroupContext,
         runner: &RunnerRef,
     ) -> Result<RemoveOutcome, ForgeError> {
+        self.0.note_told(std::slice::from_ref(runner));
         self.0.removed.lock().expect("lock").push(runner.name.clone());
         Ok(RemoveOutcome::Removed)
     }

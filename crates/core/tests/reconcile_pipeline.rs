@@ -89,6 +89,43 @@ async fn demand_creates_runner_jobs_with_secrets_within_max() {
     h.stop().await;
 }
 
+/// The group's books remember which runners its session registered (issue 27: core keeps the
+/// books, forges report facts): the forge is told so in every pass while the process lives, and
+/// a restarted controller, whose session registered none of them, tells them adopted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_forge_is_told_which_runners_its_session_registered() {
+    let mut h = Harness::start(true).await;
+    h.create_secret("creds").await;
+    h.forge.jobs.store(2, Ordering::SeqCst);
+    h.create_group("books", gitea_spec(0, 2, 600)).await;
+    wait_for("2 runner jobs", || async {
+        h.runner_jobs("books").await.len() == 2
+    })
+    .await;
+    let names: Vec<String> = h
+        .runner_jobs("books")
+        .await
+        .into_iter()
+        .filter_map(|j| j.metadata.name)
+        .collect();
+    let forge = h.forge.clone();
+    let told = |registered_here: bool| {
+        names.iter().all(|n| {
+            forge
+                .told(n)
+                .is_some_and(|r| r.stored && r.registered_here == registered_here)
+        })
+    };
+    wait_for("both told stored and registered here", || async { told(true) }).await;
+    h.restart_controller().await;
+    h.trigger.wake(GroupKey {
+        namespace: NS.into(),
+        name: "books".into(),
+    });
+    wait_for("both told adopted after the restart", || async { told(false) }).await;
+    h.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_runners_are_removed_after_timeout_and_cleanup_runs() {
     let h = Harness::start(true).await;

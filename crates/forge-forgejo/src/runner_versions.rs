@@ -119,6 +119,7 @@ mod tests {
                 .unwrap_or_default(),
             phase: RunnerPhase::Running,
             stored: true,
+            registered_here: false,
         }
     }
 

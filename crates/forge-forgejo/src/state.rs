@@ -301,6 +301,7 @@ mod tests {
             name: name.into(),
             // A runner without its handle stands for one created in flight.
             stored: !annotations.is_empty(),
+            registered_here: false,
             annotations,
             phase,
         }

@@ -310,6 +310,7 @@ async fn token_path_a_runner_that_finished_after_the_listing_is_netted_by_core()
     take_task(&fake, &row.uuid, &row.token, None, true).await;
     let done = [forgerunner_core::forge::RunnerRef {
         stored: true,
+        registered_here: false,
         ..runner_ref("web-aaaaa", RunnerPhase::Succeeded, &BTreeMap::new())
     }];
     let view = netted_view(&f, &c, &done, &mut books).await;

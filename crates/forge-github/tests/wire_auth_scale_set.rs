@@ -96,7 +96,7 @@ async fn github_app_credentials_exchange_a_jwt_for_an_installation_token() {
     ]);
     let ctx = context(group("app2", &emu.config_url(), serde_json::json!({}), 5), creds);
     assert!(matches!(
-        h2.forge.observe(&ctx, &[]).await,
+        h2.forge.session(&ctx).snapshot(&ctx, &[]).await,
         Err(ForgeError::NotFound(_))
     ));
     h.forge.shutdown_all().await;
@@ -111,7 +111,7 @@ async fn errors_map_to_forge_error_categories() {
         pat_credentials("ghp_wrong"),
     );
     assert!(matches!(
-        h.forge.observe(&bad_pat, &[]).await,
+        h.forge.session(&bad_pat).snapshot(&bad_pat, &[]).await,
         Err(ForgeError::Unauthorized(_))
     ));
 
@@ -120,7 +120,7 @@ async fn errors_map_to_forge_error_categories() {
         credentials(&[]),
     );
     assert!(matches!(
-        h.forge.observe(&no_keys, &[]).await,
+        h.forge.session(&no_keys).snapshot(&no_keys, &[]).await,
         Err(ForgeError::InvalidCredentials(_))
     ));
 
@@ -133,7 +133,7 @@ async fn errors_map_to_forge_error_categories() {
         ]),
     );
     assert!(matches!(
-        h.forge.observe(&bad_key, &[]).await,
+        h.forge.session(&bad_key).snapshot(&bad_key, &[]).await,
         Err(ForgeError::InvalidCredentials(_))
     ));
 
@@ -142,7 +142,7 @@ async fn errors_map_to_forge_error_categories() {
         pat_credentials(DEFAULT_PAT),
     );
     assert!(matches!(
-        h.forge.observe(&bad_url, &[]).await,
+        h.forge.session(&bad_url).snapshot(&bad_url, &[]).await,
         Err(ForgeError::Config(_))
     ));
 
@@ -156,7 +156,7 @@ async fn errors_map_to_forge_error_categories() {
         pat_credentials(DEFAULT_PAT),
     );
     assert!(matches!(
-        h.forge.observe(&no_group, &[]).await,
+        h.forge.session(&no_group).snapshot(&no_group, &[]).await,
         Err(ForgeError::NotFound(_))
     ));
 
@@ -172,7 +172,7 @@ async fn errors_map_to_forge_error_categories() {
         pat_credentials(DEFAULT_PAT),
     );
     assert!(matches!(
-        h.forge.observe(&unreachable, &[]).await,
+        h.forge.session(&unreachable).snapshot(&unreachable, &[]).await,
         Err(ForgeError::Unavailable(_))
     ));
 }
@@ -241,7 +241,7 @@ async fn scale_set_deleted_at_the_service_is_recreated() {
         .unwrap();
     // The listener notices (poll 404, session create 404) and wakes the reconciler.
     let second = eventually(WAIT, "a recreated scale set", || async {
-        let d = h.forge.observe(&ctx, &[]).await.ok()?;
+        let d = h.forge.session(&ctx).snapshot(&ctx, &[]).await.ok()?;
         d.facts.scale_set_id.filter(|id| *id != first)
     })
     .await;
@@ -281,14 +281,14 @@ async fn rate_limits_and_server_errors() {
     let h2 = harness();
     let ctx2 = pat_context(&emu, "limited2");
     emu.inject(Fault::too_many_requests(Endpoint::ScaleSets, Some(Duration::from_secs(120))).times(1));
-    match h2.forge.observe(&ctx2, &[]).await {
+    match h2.forge.session(&ctx2).snapshot(&ctx2, &[]).await {
         Err(ForgeError::RateLimited { retry_after_seconds }) => assert_eq!(retry_after_seconds, 120),
         other => panic!("expected RateLimited, got {other:?}"),
     }
     // Persistent 5xx ends as Unavailable after bounded retries.
     emu.inject(Fault::status(Endpoint::ScaleSets, 500).times(10));
     assert!(matches!(
-        h2.forge.observe(&ctx2, &[]).await,
+        h2.forge.session(&ctx2).snapshot(&ctx2, &[]).await,
         Err(ForgeError::Unavailable(_))
     ));
     emu.clear_faults();
@@ -302,12 +302,12 @@ async fn shutdown_deletes_session_and_scale_set() {
     let ctx = pat_context(&emu, "bye");
     demand(&h.forge, &ctx).await;
     emu.wait_until(WAIT, |s| s.sessions.len() == 1).await;
-    h.forge.shutdown(&ctx).await.unwrap();
+    h.forge.session(&ctx).delete_group(&ctx).await.unwrap();
     let state = emu.state();
     assert!(state.sessions.is_empty(), "session deleted");
     assert!(state.scale_sets.is_empty(), "scale set deleted");
     // Idempotent: a second shutdown (e.g. after a restart) finds nothing and succeeds.
-    h.forge.shutdown(&ctx).await.unwrap();
+    h.forge.session(&ctx).delete_group(&ctx).await.unwrap();
 }
 
 #[tokio::test]
@@ -331,14 +331,14 @@ async fn proxy_and_ca_bundle_settings_are_used() {
     let mut bad_ca = pat_context(&emu, "badca");
     bad_ca.ca_bundle = Some("-----BEGIN CERTIFICATE-----\n!!!\n-----END CERTIFICATE-----\n".into());
     assert!(matches!(
-        h.forge.observe(&bad_ca, &[]).await,
+        h.forge.session(&bad_ca).snapshot(&bad_ca, &[]).await,
         Err(ForgeError::Config(_))
     ));
     let mut bad_proxy = pat_context(&emu, "badproxy");
     if let Some(g) = bad_proxy.group.spec.github.as_mut() {
         g.proxy_url = Some("::not a url::".into());
     }
-    match h.forge.observe(&bad_proxy, &[]).await {
+    match h.forge.session(&bad_proxy).snapshot(&bad_proxy, &[]).await {
         Err(ForgeError::Config(m)) => assert!(!m.contains("not a url"), "proxy URL never echoed: {m}"),
         other => panic!("expected Config, got {other:?}"),
     }

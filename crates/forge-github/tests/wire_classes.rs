@@ -65,7 +65,7 @@ async fn each_class_is_a_scale_set_whose_jobs_and_runners_are_the_classes() {
     })
     .await;
     let view = eventually(WAIT, "both jobs waiting", || async {
-        let v = h.forge.observe(&ctx, &[]).await.ok()?;
+        let v = h.forge.session(&ctx).snapshot(&ctx, &[]).await.ok()?;
         (v.waiting_jobs == 2 && v.waiting.len() == 2).then_some(v)
     })
     .await;
@@ -89,7 +89,8 @@ async fn each_class_is_a_scale_set_whose_jobs_and_runners_are_the_classes() {
     let class: RunnerClass = ctx.group.spec.classes[0].clone();
     let creds = h
         .forge
-        .runner_credentials_of_class(&ctx, "sized-large-r1", Some(&class))
+        .session(&ctx)
+        .register(&ctx, "sized-large-r1", Some(&class))
         .await
         .expect("JIT config of the class");
     assert_eq!(
@@ -98,7 +99,8 @@ async fn each_class_is_a_scale_set_whose_jobs_and_runners_are_the_classes() {
     );
     let plain = h
         .forge
-        .runner_credentials(&ctx, "sized-r2")
+        .session(&ctx)
+        .register(&ctx, "sized-r2", None)
         .await
         .expect("JIT config of the group");
     assert_eq!(
@@ -117,7 +119,7 @@ async fn each_class_is_a_scale_set_whose_jobs_and_runners_are_the_classes() {
     assert_eq!(set_of("sized-r2"), Some(own));
 
     // Deleting the group deletes both sets and both sessions.
-    h.forge.shutdown(&ctx).await.expect("shutdown");
+    h.forge.session(&ctx).delete_group(&ctx).await.expect("shutdown");
     let state = emu.state();
     assert!(state.scale_sets.is_empty(), "{:?}", state.scale_sets);
     assert!(state.sessions.is_empty());
@@ -143,7 +145,12 @@ async fn a_class_set_made_by_another_process_is_found_and_deleted_with_the_group
 
     // A third one deletes it without ever observing the group.
     let third = harness();
-    third.forge.shutdown(&ctx).await.expect("shutdown");
+    third
+        .forge
+        .session(&ctx)
+        .delete_group(&ctx)
+        .await
+        .expect("shutdown");
     assert!(emu.state().scale_sets.is_empty());
 }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 use base64::Engine;
 use common::*;
 use forgerunner_core::Forge;
-use forgerunner_core::forge::{ForgeRunnerState, RemoveOutcome, RunnerRef};
+use forgerunner_core::forge::{ForgeRunnerState, RemoveOutcome, RunnerPodRequest, RunnerRef};
 use forgerunner_core::plan::RunnerPhase;
 use forgerunner_github::{JIT_CONFIG_KEY, RUNNER_ID_ANNOTATION};
 use scaleset::testing::{Emulator, Endpoint, Fault, JobState};
@@ -20,6 +20,7 @@ fn runner_ref(name: &str) -> RunnerRef {
         annotations: Default::default(),
         phase: RunnerPhase::Running,
         stored: true,
+        registered_here: false,
     }
 }
 
@@ -38,7 +39,7 @@ async fn long_poll_acks_acquires_and_wakes_the_reconciler() {
     emu.wait_until(WAIT, |s| s.jobs_in(id, JobState::Assigned).count() == 3)
         .await;
     let d = eventually(WAIT, "3 waiting jobs", || async {
-        let d = h.forge.observe(&ctx, &[]).await.ok()?;
+        let d = h.forge.session(&ctx).snapshot(&ctx, &[]).await.ok()?;
         (d.waiting_jobs == 3).then_some(d)
     })
     .await;
@@ -146,7 +147,7 @@ async fn admin_token_expiry_and_poll_faults_are_survived() {
     emu.wait_until(WAIT, |s| s.sessions.len() == 1).await;
     // A TTL under the refresh margin means every admin call refreshes first.
     let chains = emu.requests_to(Endpoint::AdminConnection).len();
-    h.forge.runner_credentials(&ctx, "r-ttl").await.unwrap();
+    h.forge.session(&ctx).register(&ctx, "r-ttl", None).await.unwrap();
     assert!(
         emu.requests_to(Endpoint::AdminConnection).len() > chains,
         "token refreshed before exp"
@@ -154,7 +155,11 @@ async fn admin_token_expiry_and_poll_faults_are_survived() {
 
     // Revoked admin tokens: a 401 drops the cache and the call is retried once.
     emu.expire_admin_tokens();
-    h.forge.runner_credentials(&ctx, "r-revoked").await.unwrap();
+    h.forge
+        .session(&ctx)
+        .register(&ctx, "r-revoked", None)
+        .await
+        .unwrap();
 
     emu.inject(Fault::status(Endpoint::GetMessage, 503).times(2));
     emu.inject(Fault::too_many_requests(Endpoint::GetMessage, Some(Duration::from_secs(1))).times(1));
@@ -181,7 +186,12 @@ async fn jit_config_busy_refusal_and_removal() {
     let ctx = pat_context(&emu, "runners");
     let id = ScaleSetId(demand(&h.forge, &ctx).await.facts.scale_set_id.unwrap());
 
-    let creds = h.forge.runner_credentials(&ctx, "runners-abcde").await.unwrap();
+    let creds = h
+        .forge
+        .session(&ctx)
+        .register(&ctx, "runners-abcde", None)
+        .await
+        .unwrap();
     let blob = creds.secret_data.get(JIT_CONFIG_KEY).expect("jitconfig key");
     let decoded: serde_json::Value = serde_json::from_slice(
         &base64::engine::general_purpose::STANDARD
@@ -201,7 +211,12 @@ async fn jit_config_busy_refusal_and_removal() {
     );
 
     // A name collision (e.g. a retry after a crash) replaces the stale registration.
-    let again = h.forge.runner_credentials(&ctx, "runners-abcde").await.unwrap();
+    let again = h
+        .forge
+        .session(&ctx)
+        .register(&ctx, "runners-abcde", None)
+        .await
+        .unwrap();
     assert_ne!(again.annotations.get(RUNNER_ID_ANNOTATION), Some(&runner_id));
     assert_eq!(
         emu.state()
@@ -219,10 +234,12 @@ async fn jit_config_busy_refusal_and_removal() {
         annotations: again.annotations.clone(),
         phase: RunnerPhase::Running,
         stored: true,
+        registered_here: true,
     };
     let states = h
         .forge
-        .observe(&ctx, &[registered.clone(), runner_ref("ghost")])
+        .session(&ctx)
+        .snapshot(&ctx, &[registered.clone(), runner_ref("ghost")])
         .await
         .unwrap()
         .runners;
@@ -235,21 +252,27 @@ async fn jit_config_busy_refusal_and_removal() {
         .await;
     emu.start_job(job, Some("runners-abcde"));
     eventually(WAIT, "busy runner in the view", || async {
-        let d = h.forge.observe(&ctx, &[runner_ref("runners-abcde")]).await.ok()?;
+        let d = h
+            .forge
+            .session(&ctx)
+            .snapshot(&ctx, &[runner_ref("runners-abcde")])
+            .await
+            .ok()?;
         // A running job is no longer waiting: its runner covers it.
         (d.runners.get("runners-abcde") == Some(&ForgeRunnerState::Busy) && d.waiting_jobs == 0).then_some(())
     })
     .await;
     let states = h
         .forge
-        .observe(&ctx, &[runner_ref("runners-abcde")])
+        .session(&ctx)
+        .snapshot(&ctx, &[runner_ref("runners-abcde")])
         .await
         .unwrap()
         .runners;
     assert_eq!(states.get("runners-abcde"), Some(&ForgeRunnerState::Busy));
     let r = registered;
     assert_eq!(
-        h.forge.remove_runner(&ctx, &r).await.unwrap(),
+        h.forge.session(&ctx).deregister(&ctx, &r).await.unwrap(),
         RemoveOutcome::Busy
     );
     assert_eq!(emu.state().runners.len(), 1, "never forced");
@@ -257,13 +280,19 @@ async fn jit_config_busy_refusal_and_removal() {
     // Done: the ephemeral runner is gone; removal is a no-op success.
     emu.complete_job(job, None);
     eventually(WAIT, "busy cleared", || async {
-        let d = h.forge.observe(&ctx, &[runner_ref("runners-abcde")]).await.ok()?;
+        let d = h
+            .forge
+            .session(&ctx)
+            .snapshot(&ctx, &[runner_ref("runners-abcde")])
+            .await
+            .ok()?;
         (d.runners.get("runners-abcde") != Some(&ForgeRunnerState::Busy) && d.waiting_jobs == 0).then_some(())
     })
     .await;
     let states = h
         .forge
-        .observe(&ctx, std::slice::from_ref(&r))
+        .session(&ctx)
+        .snapshot(&ctx, std::slice::from_ref(&r))
         .await
         .unwrap()
         .runners;
@@ -273,17 +302,24 @@ async fn jit_config_busy_refusal_and_removal() {
         "the completion was seen with the statistics that dropped the job"
     );
     assert_eq!(
-        h.forge.remove_runner(&ctx, &r).await.unwrap(),
+        h.forge.session(&ctx).deregister(&ctx, &r).await.unwrap(),
         RemoveOutcome::Removed
     );
 
     // An idle runner is removed at the service.
-    h.forge.runner_credentials(&ctx, "runners-idle").await.unwrap();
+    let idle = h
+        .forge
+        .session(&ctx)
+        .register(&ctx, "runners-idle", None)
+        .await
+        .unwrap();
+    let idle = RunnerRef {
+        annotations: idle.annotations,
+        registered_here: true,
+        ..runner_ref("runners-idle")
+    };
     assert_eq!(
-        h.forge
-            .remove_runner(&ctx, &runner_ref("runners-idle"))
-            .await
-            .unwrap(),
+        h.forge.session(&ctx).deregister(&ctx, &idle).await.unwrap(),
         RemoveOutcome::Removed
     );
     assert!(emu.state().runners.is_empty());
@@ -310,7 +346,8 @@ async fn a_runner_id_naming_another_runner_never_deletes_it() {
     demand(&other.forge, &other_ctx).await;
     let victim = other
         .forge
-        .runner_credentials(&other_ctx, "other-vvvvv")
+        .session(&other_ctx)
+        .register(&other_ctx, "other-vvvvv", None)
         .await
         .unwrap();
     let victim_id = victim.annotations[RUNNER_ID_ANNOTATION].clone();
@@ -321,6 +358,7 @@ async fn a_runner_id_naming_another_runner_never_deletes_it() {
         annotations: forged.clone(),
         phase: RunnerPhase::Pending,
         stored: true,
+        registered_here: false,
     };
     let victim_alive = || {
         emu.state()
@@ -333,7 +371,8 @@ async fn a_runner_id_naming_another_runner_never_deletes_it() {
     for forge in [&h.forge, &harness().forge] {
         assert_eq!(
             forge
-                .remove_runner(&ctx, &forged_ref("guard-qqqqq"))
+                .session(&ctx)
+                .deregister(&ctx, &forged_ref("guard-qqqqq"))
                 .await
                 .unwrap(),
             RemoveOutcome::Removed
@@ -343,7 +382,8 @@ async fn a_runner_id_naming_another_runner_never_deletes_it() {
     // A Job named like the victim as well: the victim is in another scale set.
     assert_eq!(
         h.forge
-            .remove_runner(&ctx, &forged_ref("other-vvvvv"))
+            .session(&ctx)
+            .deregister(&ctx, &forged_ref("other-vvvvv"))
             .await
             .unwrap(),
         RemoveOutcome::Removed
@@ -351,22 +391,35 @@ async fn a_runner_id_naming_another_runner_never_deletes_it() {
     assert!(victim_alive(), "the victim runner was deleted");
 
     // Ours with the annotation rewritten: registered by this process, or by the one before a
-    // restart (found by its name), each is removed and the victim kept.
-    h.forge.runner_credentials(&ctx, "guard-ppppp").await.unwrap();
+    // restart (found by its name), each is removed and the victim kept. Core tells a runner its
+    // session registered with the ids the registration returned, whatever its Job says.
+    let mine = h
+        .forge
+        .session(&ctx)
+        .register(&ctx, "guard-ppppp", None)
+        .await
+        .unwrap();
+    let told = RunnerRef {
+        annotations: forged.clone().into_iter().chain(mine.annotations).collect(),
+        registered_here: true,
+        ..forged_ref("guard-ppppp")
+    };
     assert_eq!(
-        h.forge
-            .remove_runner(&ctx, &forged_ref("guard-ppppp"))
-            .await
-            .unwrap(),
+        h.forge.session(&ctx).deregister(&ctx, &told).await.unwrap(),
         RemoveOutcome::Removed
     );
-    h.forge.runner_credentials(&ctx, "guard-rrrrr").await.unwrap();
+    h.forge
+        .session(&ctx)
+        .register(&ctx, "guard-rrrrr", None)
+        .await
+        .unwrap();
     let after = harness();
     demand(&after.forge, &ctx).await;
     assert_eq!(
         after
             .forge
-            .remove_runner(&ctx, &forged_ref("guard-rrrrr"))
+            .session(&ctx)
+            .deregister(&ctx, &forged_ref("guard-rrrrr"))
             .await
             .unwrap(),
         RemoveOutcome::Removed
@@ -388,9 +441,13 @@ async fn default_pod_references_the_secret() {
         env: Default::default(),
         annotations: Default::default(),
     };
-    let spec = h
-        .forge
-        .default_runner_pod(&ctx.group, "pod-abcde", "pod-abcde", &creds, None);
+    let spec = h.forge.session(&ctx).runner_pod(&RunnerPodRequest {
+        group: &ctx.group,
+        runner_name: "pod-abcde",
+        secret_name: "pod-abcde",
+        credentials: &creds,
+        class: None,
+    });
     let c = &spec.containers[0];
     assert_eq!(c.name, "runner");
     assert_eq!(c.image.as_deref(), Some(forgerunner_github::DEFAULT_RUNNER_IMAGE));
@@ -419,7 +476,8 @@ async fn runners_adopted_after_a_restart_keep_scale_down_off_until_known() {
     let ctx = pat_context(&emu, "adopt");
     let creds = before
         .forge
-        .runner_credentials(&ctx, "adopt-abcde")
+        .session(&ctx)
+        .register(&ctx, "adopt-abcde", None)
         .await
         .unwrap();
     before.forge.shutdown_all().await;
@@ -433,6 +491,7 @@ async fn runners_adopted_after_a_restart_keep_scale_down_off_until_known() {
             .collect(),
         phase,
         stored: true,
+        registered_here: false,
     };
 
     let after = harness();
@@ -441,7 +500,7 @@ async fn runners_adopted_after_a_restart_keep_scale_down_off_until_known() {
         let ctx = &ctx;
         async move {
             eventually(WAIT, "a view from the message session", || async {
-                let d = forge.observe(ctx, &refs).await.ok()?;
+                let d = forge.session(ctx).snapshot(ctx, &refs).await.ok()?;
                 // The session's statistics arrive with its first message batch.
                 d.runners.contains_key("adopt-abcde").then_some(d.complete)
             })
@@ -452,7 +511,14 @@ async fn runners_adopted_after_a_restart_keep_scale_down_off_until_known() {
     emu.wait_until(WAIT, |s| s.sessions.len() == 1).await;
     // Wait for the session's statistics: a view of no runners is complete then.
     eventually(WAIT, "the session's statistics", || async {
-        after.forge.observe(&ctx, &[]).await.ok()?.complete.then_some(())
+        after
+            .forge
+            .session(&ctx)
+            .snapshot(&ctx, &[])
+            .await
+            .ok()?
+            .complete
+            .then_some(())
     })
     .await;
     assert!(
@@ -472,14 +538,20 @@ async fn runners_adopted_after_a_restart_keep_scale_down_off_until_known() {
         "finished: nothing to remove"
     );
     // A runner this process registered is tracked from its start.
-    let mine = after.forge.runner_credentials(&ctx, "adopt-fghij").await.unwrap();
+    let mine = after
+        .forge
+        .session(&ctx)
+        .register(&ctx, "adopt-fghij", None)
+        .await
+        .unwrap();
     let own = RunnerRef {
         name: "adopt-fghij".into(),
         annotations: mine.annotations.clone(),
         phase: RunnerPhase::Running,
         stored: true,
+        registered_here: true,
     };
-    let d = after.forge.observe(&ctx, &[own]).await.unwrap();
+    let d = after.forge.session(&ctx).snapshot(&ctx, &[own]).await.unwrap();
     assert!(d.complete, "its own runners keep the view complete");
 }
 
@@ -524,5 +596,60 @@ async fn jobs_whose_acquire_failed_are_acquired_later() {
     .await;
     emu.wait_until(WAIT, |s| s.jobs_in(id, JobState::Assigned).count() == 1)
         .await;
+    h.forge.shutdown_all().await;
+}
+
+/// A runner created in the last pass that the store does not list yet: core tells it with
+/// what its registration returned and as registered here, so its removal deletes the JIT
+/// config's runner id with no lookup by name; a runner registered before (adopted) is looked
+/// up by its name first.
+#[tokio::test]
+async fn a_runner_registered_here_is_removed_without_a_lookup() {
+    let emu = emulator().await;
+    let h = harness();
+    let ctx = pat_context(&emu, "fresh");
+    demand(&h.forge, &ctx).await;
+    let lookups = || {
+        emu.requests_to(Endpoint::Runners)
+            .iter()
+            .filter(|r| r.method == "GET" && r.query.as_deref().is_some_and(|q| q.contains("agentName")))
+            .count()
+    };
+    let creds = h
+        .forge
+        .session(&ctx)
+        .register(&ctx, "fresh-aaaaa", None)
+        .await
+        .unwrap();
+    let before = lookups();
+    let fresh = RunnerRef {
+        name: "fresh-aaaaa".into(),
+        annotations: creds.annotations,
+        phase: RunnerPhase::Pending,
+        stored: false,
+        registered_here: true,
+    };
+    assert_eq!(
+        h.forge.session(&ctx).deregister(&ctx, &fresh).await.unwrap(),
+        RemoveOutcome::Removed
+    );
+    assert_eq!(lookups(), before, "no lookup by name");
+    assert!(emu.state().runners.is_empty(), "removed at the service");
+
+    h.forge
+        .session(&ctx)
+        .register(&ctx, "fresh-bbbbb", None)
+        .await
+        .unwrap();
+    assert_eq!(
+        h.forge
+            .session(&ctx)
+            .deregister(&ctx, &runner_ref("fresh-bbbbb"))
+            .await
+            .unwrap(),
+        RemoveOutcome::Removed
+    );
+    assert_eq!(lookups(), before + 1, "an adopted runner is looked up by name");
+    assert!(emu.state().runners.is_empty(), "removed at the service");
     h.forge.shutdown_all().await;
 }

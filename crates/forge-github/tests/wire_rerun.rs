@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{PKCS1, context, credentials, group, harness, pat_credentials};
+use common::{OpenSession, PKCS1, context, credentials, group, harness, pat_credentials};
 use forgerunner_core::ForgeError;
 use forgerunner_core::forge::{GroupContext, RerunOutcome};
 use forgerunner_core::job_identity::JobIdentity;
@@ -63,9 +63,11 @@ fn pat_ctx(fake: &RestJobsFake) -> GroupContext {
 async fn finds_the_runners_job_across_pages_and_reruns_only_it() {
     let fake = fake_with_big_run().await;
     let h = harness();
+    let ctx = pat_ctx(&fake);
     let outcome = h
         .forge
-        .rerun_job(&pat_ctx(&fake), "g-lost", &identity())
+        .session(&ctx)
+        .rerun_job(&ctx, "g-lost", &identity())
         .await
         .expect("re-run");
     assert_eq!(outcome, RerunOutcome::Requested);
@@ -102,6 +104,7 @@ async fn the_app_installation_token_carries_the_rerun() {
     );
     let outcome = h
         .forge
+        .session(&ctx)
         .rerun_job(&ctx, "g-lost", &identity())
         .await
         .expect("re-run");
@@ -125,6 +128,7 @@ async fn a_run_still_going_is_not_yet_then_the_rerun_goes_through() {
     for _ in 0..2 {
         let outcome = h
             .forge
+            .session(&ctx)
             .rerun_job(&ctx, "g-lost", &identity())
             .await
             .expect("answered");
@@ -138,6 +142,7 @@ async fn a_run_still_going_is_not_yet_then_the_rerun_goes_through() {
     assert!(fake.reruns().is_empty());
     let outcome = h
         .forge
+        .session(&ctx)
         .rerun_job(&ctx, "g-lost", &identity())
         .await
         .expect("answered");
@@ -156,6 +161,7 @@ async fn an_unknown_run_or_runner_is_gone() {
     };
     assert_eq!(
         h.forge
+            .session(&ctx)
             .rerun_job(&ctx, "g-lost", &other_run)
             .await
             .expect("answered"),
@@ -163,6 +169,7 @@ async fn an_unknown_run_or_runner_is_gone() {
     );
     assert_eq!(
         h.forge
+            .session(&ctx)
             .rerun_job(&ctx, "g-never-ran", &identity())
             .await
             .expect("answered"),
@@ -171,6 +178,7 @@ async fn an_unknown_run_or_runner_is_gone() {
     );
     assert_eq!(
         h.forge
+            .session(&ctx)
             .rerun_job(&ctx, "g-lost", &JobIdentity::default())
             .await
             .expect("answered"),
@@ -188,9 +196,11 @@ async fn a_job_gone_between_listing_and_rerun_is_gone() {
         404,
     ));
     let h = harness();
+    let ctx = pat_ctx(&fake);
     let outcome = h
         .forge
-        .rerun_job(&pat_ctx(&fake), "g-lost", &identity())
+        .session(&ctx)
+        .rerun_job(&ctx, "g-lost", &identity())
         .await
         .expect("answered");
     assert_eq!(outcome, RerunOutcome::Gone);
@@ -201,9 +211,11 @@ async fn a_token_without_actions_write_is_told_which_permission_to_grant() {
     let fake = fake_with_big_run().await;
     fake.deny_reruns();
     let h = harness();
+    let ctx = pat_ctx(&fake);
     let err = h
         .forge
-        .rerun_job(&pat_ctx(&fake), "g-lost", &identity())
+        .session(&ctx)
+        .rerun_job(&ctx, "g-lost", &identity())
         .await
         .expect_err("refused");
     match err {

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{context, demand, emulator, group, harness, pat_credentials};
+use common::{OpenSession, context, demand, emulator, group, harness, pat_credentials};
 use forgerunner_core::forge::GroupContext;
 use forgerunner_core::runner_version::RunnerRelease;
 use forgerunner_github::DEFAULT_RUNNER_IMAGE;
@@ -101,7 +101,7 @@ async fn observe_reports_the_served_release_and_asks_once_per_ttl() {
     assert_eq!(paths, ["/api/v3/orgs/org/actions/runners/downloads"]);
 
     fake.set_served("2.332.0");
-    let again = h.forge.observe(&ctx, &[]).await.expect("observe");
+    let again = h.forge.session(&ctx).snapshot(&ctx, &[]).await.expect("observe");
     assert_eq!(
         again.versions.served,
         Some(RunnerRelease(2, 331, 0)),
@@ -110,7 +110,7 @@ async fn observe_reports_the_served_release_and_asks_once_per_ttl() {
     assert_eq!(fake.downloads_requests(), 1, "no second call within the TTL");
 
     // Releasing the scope's last group forgets what it was told.
-    h.forge.release(&ctx.key).await;
+    h.forge.session(&ctx).close().await;
     served_becomes(&h.forge, &ctx, Some(RunnerRelease(2, 332, 0))).await;
     assert_eq!(fake.downloads_requests(), 2);
 
@@ -168,7 +168,7 @@ async fn a_failing_answer_leaves_the_release_unknown_and_is_not_asked_again_soon
     asked(&fake, 1).await;
     let asked = fake.downloads_requests();
     fake.fail_with(None);
-    let again = h.forge.observe(&ctx, &[]).await.expect("observe");
+    let again = h.forge.session(&ctx).snapshot(&ctx, &[]).await.expect("observe");
     assert_eq!(again.versions.served, None, "not asked again within ten minutes");
     assert_eq!(fake.downloads_requests(), asked);
 }

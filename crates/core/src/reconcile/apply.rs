@@ -16,6 +16,8 @@ use super::FIELD_MANAGER;
 use super::docker_cache;
 use super::error::ReconcileError;
 use super::forge_call::bounded;
+use super::ledger::Registrations;
+use super::observe::find_job;
 use super::runner_exit::{FailedPod, failed_runner_pod};
 use crate::crd::RunnerClass;
 use crate::fence::Fence;
@@ -39,6 +41,9 @@ const CREATE_PARALLELISM: usize = 32;
 pub struct ApplyReport {
     /// Names of runner Jobs created.
     pub created: Vec<String>,
+    /// Runners the forge registered in this pass, with the annotations it returned for each;
+    /// also those whose Job could not be made (the forge knows them all the same).
+    pub registered: Vec<(String, BTreeMap<String, String>)>,
     /// Those of `created` that have a class, with their class.
     pub created_classes: Vec<(String, String)>,
     /// Names of Jobs this pass deleted (they may linger in the store for a moment).
@@ -109,6 +114,9 @@ pub struct Target<'a> {
     /// Job identity annotations to record, by runner ([`super::identity`]); a runner marked
     /// busy in this pass gets them in the same patch.
     pub identities: &'a BTreeMap<String, BTreeMap<String, String>>,
+    /// Runners the group's session registered ([`Registrations`]), for what the forge is told
+    /// of a runner it removes.
+    pub registrations: &'a Registrations,
 }
 
 /// Whether `e` is the API server answering `code`.
@@ -140,14 +148,14 @@ pub async fn apply_plan(t: &Target<'_>, plan: &Plan, classes: &[Option<String>])
         // Distinct Docker cache claims for the runners of this pass (`spec.dockerCache`).
         let claims =
             docker_cache::claims_for(&t.jobs.clone().into_client(), &t.group.group, wanted.len()).await;
-        let results: Vec<(Option<usize>, Result<Created, ReconcileError>)> =
-            futures::stream::iter(wanted.into_iter().zip(claims))
-                .map(|(class, claim)| create_runner(t, class, claim).map(move |r| (class, r)))
-                .buffer_unordered(CREATE_PARALLELISM)
-                .collect()
-                .await;
-        for (class, r) in results {
-            match r {
+        let results: Vec<(Option<usize>, Creation)> = futures::stream::iter(wanted.into_iter().zip(claims))
+            .map(|(class, claim)| create_runner(t, class, claim).map(move |r| (class, r)))
+            .buffer_unordered(CREATE_PARALLELISM)
+            .collect()
+            .await;
+        for (class, creation) in results {
+            report.registered.extend(creation.registered);
+            match creation.outcome {
                 Ok((name, violations)) => {
                     if let Some(class) = class.and_then(|i| spec_classes.get(i)) {
                         report.created_classes.push((name.clone(), class.name.clone()));
@@ -179,23 +187,12 @@ async fn mark_busy(t: &Target<'_>, name: &str, report: &mut ApplyReport) {
     }
 }
 
-/// The Job `name` among `observed`.
-fn observed_job<'a>(observed: &'a [Arc<Job>], name: &str) -> Option<&'a Job> {
-    observed
-        .iter()
-        .find(|j| j.metadata.name.as_deref() == Some(name))
-        .map(|j| j.as_ref())
-}
-
-/// How the forge should see the runner of the Job `name` among `observed`.
-pub(super) fn runner_ref(observed: &[Arc<Job>], name: &str) -> RunnerRef {
-    let job = observed.iter().find(|j| j.metadata.name.as_deref() == Some(name));
-    RunnerRef {
-        name: name.to_owned(),
-        annotations: super::observe::job_annotations(observed, name),
-        phase: job.map_or(RunnerPhase::Pending, |j| super::observe::job_phase(j)),
-        stored: job.is_some(),
-    }
+/// How the forge should see the runner of the Job `name` among `observed`, given what the
+/// group's session registered.
+pub(super) fn runner_ref(observed: &[Arc<Job>], registrations: &Registrations, name: &str) -> RunnerRef {
+    let job = find_job(observed, name);
+    let phase = job.map_or(RunnerPhase::Pending, super::observe::job_phase);
+    registrations.runner_ref(name, phase, job)
 }
 
 async fn remove(t: &Target<'_>, r: &Removal, report: &mut ApplyReport) {
@@ -230,7 +227,7 @@ async fn deregister_for_removal(t: &Target<'_>, r: &Removal, report: &mut ApplyR
         report.fail(e.into());
         return false;
     }
-    let rr = runner_ref(t.observed, &r.name);
+    let rr = runner_ref(t.observed, t.registrations, &r.name);
     match bounded(
         t.forge_deadline,
         "remove_runner",
@@ -264,7 +261,7 @@ async fn delete_runner_job(t: &Target<'_>, r: &Removal, report: &mut ApplyReport
     // Read the pod before the Job (and with it the pod) goes; only failures pay for this.
     let pod = if r.reason == RemovalReason::Failed {
         // The Job as observed: its conditions tell a disruption whose pod is already gone.
-        let job = observed_job(t.observed, &r.name);
+        let job = find_job(t.observed, &r.name);
         let mut pod = failed_runner_pod(&t.pods, t.profile, &r.name, job).await;
         pod.disruption = pod.disruption.or_else(|| t.killed.get(&r.name).copied());
         pod
@@ -344,49 +341,85 @@ pub(super) fn post_params() -> PostParams {
 /// A runner created: its name, and how its pod breaks the `restricted` Pod Security profile.
 type Created = (String, Vec<String>);
 
-/// Creates one runner: credentials at the forge, then the Job, then its Secret. Returns its name
-/// and how its pod breaks the `restricted` Pod Security profile (empty when it passes).
+/// One attempt to create a runner: what the forge registered (the runner's name and the
+/// annotations it returned), and how the attempt ended.
+struct Creation {
+    registered: Option<(String, BTreeMap<String, String>)>,
+    outcome: Result<Created, ReconcileError>,
+}
+
+/// Creates one runner: credentials at the forge, then the Job, then its Secret. The outcome is
+/// its name and how its pod breaks the `restricted` Pod Security profile (empty when it passes).
 /// `class` is the index of the runner's class in `spec.classes` (`None`: one of the group's own).
 /// `claim` is the runner's Docker cache claim, if it gets one ([`docker_cache::claims_for`]).
-async fn create_runner(
-    t: &Target<'_>,
-    class: Option<usize>,
-    claim: Option<String>,
-) -> Result<Created, ReconcileError> {
+async fn create_runner(t: &Target<'_>, class: Option<usize>, claim: Option<String>) -> Creation {
     let group = &t.group.group;
     let class: Option<&RunnerClass> = class.and_then(|i| group.spec.classes.get(i));
     let name = runner_name(&t.group.key.name);
+    let creds = match register(t, &name, class).await {
+        Ok(creds) => creds,
+        Err(e) => {
+            return Creation {
+                registered: None,
+                outcome: Err(e),
+            };
+        }
+    };
+    let outcome = start_runner(t, &name, &creds, class, claim).await;
+    Creation {
+        registered: Some((name, creds.annotations)),
+        outcome,
+    }
+}
+
+/// Registers the new runner `name` of `class` at the forge.
+async fn register(
+    t: &Target<'_>,
+    name: &str,
+    class: Option<&RunnerClass>,
+) -> Result<RunnerCredentials, ReconcileError> {
     t.fence.check()?;
-    let creds = bounded(
+    bounded(
         t.forge_deadline,
         "runner_credentials",
         t.group,
-        t.forge.register(t.group, &name, class),
+        t.forge.register(t.group, name, class),
     )
-    .await?;
+    .await
+}
+
+/// Makes the Job and the Secret of the runner `name` the forge registered with `creds`; undoes
+/// what it can when either fails.
+async fn start_runner(
+    t: &Target<'_>,
+    name: &str,
+    creds: &RunnerCredentials,
+    class: Option<&RunnerClass>,
+    claim: Option<String>,
+) -> Result<Created, ReconcileError> {
     // Taken after the forge call, so a forge that is slow to register runners holds none of
     // the permits every other group's creations need. The semaphore is never closed; if it
     // were, creating without a permit is still correct.
     let _permit = t.create_permits.acquire().await.ok();
     // Checked again after the permit: the wait for it may outlast the lease.
     t.fence.check()?;
-    let job = runner_job(t, &name, &creds, class, claim.as_deref())?;
+    let job = runner_job(t, name, creds, class, claim.as_deref())?;
     let created = match t.jobs.create(&post_params(), &job).await {
         Ok(j) => j,
         Err(e) => {
-            deregister_unstarted(t, &name, &creds).await;
+            deregister_unstarted(t, name, creds).await;
             return Err(ReconcileError::kube("create job")(e));
         }
     };
-    if let Err(e) = store_runner_secret(t, &name, &created, &creds).await {
+    if let Err(e) = store_runner_secret(t, name, &created, creds).await {
         // A pod without its Secret never starts; remove the Job rather than leak it, and its
         // registration with it.
-        let _ = t.jobs.delete(&name, &DeleteParams::background()).await;
-        deregister_unstarted(t, &name, &creds).await;
+        let _ = t.jobs.delete(name, &DeleteParams::background()).await;
+        deregister_unstarted(t, name, creds).await;
         return Err(e);
     }
     info!(runner = %name, group = %t.group.key, "runner created");
-    Ok((name, pod_security_violations(t, &job)))
+    Ok((name.to_owned(), pod_security_violations(t, &job)))
 }
 
 /// The runner Job of a new runner: the forge's default pod with the user's template, its class
@@ -445,6 +478,7 @@ async fn deregister_unstarted(t: &Target<'_>, name: &str, creds: &RunnerCredenti
         annotations: creds.annotations.clone(),
         phase: RunnerPhase::Pending,
         stored: false,
+        registered_here: true,
     };
     // A deposed leader leaves the ghost to the new leader's sweep.
     if t.fence.is_held()

@@ -23,6 +23,7 @@ use super::apply::runner_ref;
 use super::context::Context;
 use super::error::ReconcileError;
 use super::events;
+use super::ledger::Registrations;
 use super::observe::belongs_to;
 use super::pass::group_context;
 use super::pass_metrics::clear_runner_gauges;
@@ -98,7 +99,9 @@ pub async fn cleanup(group: Arc<RunnerGroup>, ctx: &Context) -> Result<Action, R
             if let Some(name) = j.metadata.name.as_deref()
                 && !st.pending.contains_key(name)
             {
-                st.pending.insert(name.to_owned(), runner_ref(&jobs, name));
+                // The session is closed: it remembers no runner it registered.
+                let none = Registrations::default();
+                st.pending.insert(name.to_owned(), runner_ref(&jobs, &none, name));
             }
         }
         !std::mem::replace(&mut st.attempted, true)

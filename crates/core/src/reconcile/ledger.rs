@@ -12,8 +12,10 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::batch::v1::Job;
 
+pub mod registrations;
 pub mod taken;
 
+pub use registrations::Registrations;
 pub use taken::TakenSinceListing;
 
 use super::hook_leftovers::SweepClock;
@@ -62,15 +64,19 @@ pub struct Ledger {
     pub classes: super::classes::InFlightClasses,
     /// The group's session at its forge, opened on first use ([`Ledger::session`]).
     pub session: Option<GroupSession>,
+    /// Runners that session registered, with what the forge said of each.
+    pub registrations: Registrations,
 }
 
 impl Ledger {
     /// The group's session at `forge`, opened on first use. A group moved to another forge
-    /// gets a new session; the old one is closed as it is dropped ([`GroupSession`]).
+    /// gets a new session; the old one is closed as it is dropped ([`GroupSession`]), and what
+    /// it registered is forgotten: the new session registered none of it.
     pub fn session(&mut self, forge: &dyn Forge, key: &GroupKey) -> Arc<dyn ForgeSession> {
         match &self.session {
             Some(s) if s.kind == forge.kind() => s.session.clone(),
             _ => {
+                self.registrations.clear();
                 let opened = GroupSession {
                     kind: forge.kind(),
                     session: Arc::from(forge.open(key)),
@@ -85,12 +91,14 @@ impl Ledger {
 
     /// The group's session at `forge`, for its deletion: its owner closes it
     /// ([`ForgeSession::close`]) now and may again, so dropping it closes nothing, and a late
-    /// close cannot hit a group created again under the same name.
+    /// close cannot hit a group created again under the same name. A closed session forgets
+    /// the runners it registered, and so do the books.
     pub fn session_to_close(&mut self, forge: &dyn Forge, key: &GroupKey) -> Arc<dyn ForgeSession> {
         let session = self.session(forge, key);
         if let Some(held) = self.session.as_mut() {
             held.closed = true;
         }
+        self.registrations.clear();
         session
     }
 
@@ -373,5 +381,27 @@ mod session_tests {
             2,
             "a session its owner closed is not closed again on drop"
         );
+    }
+
+    #[tokio::test]
+    async fn a_new_session_starts_with_no_registrations() {
+        let gitea = FakeForge::new(ForgeKind::Gitea);
+        let forgejo = FakeForge::new(ForgeKind::Forgejo);
+        let mut ledger = Ledger::default();
+        ledger.session(gitea.as_ref(), &key());
+        ledger.registrations.record("g-aaaaa", &Default::default());
+        ledger.session(gitea.as_ref(), &key());
+        assert!(
+            ledger.registrations.contains("g-aaaaa"),
+            "the same session keeps what it registered"
+        );
+        ledger.session(forgejo.as_ref(), &key());
+        assert!(
+            ledger.registrations.is_empty(),
+            "the new forge's session registered none of them"
+        );
+        ledger.registrations.record("g-bbbbb", &Default::default());
+        ledger.session_to_close(forgejo.as_ref(), &key());
+        assert!(ledger.registrations.is_empty(), "a closed session forgets them");
     }
 }

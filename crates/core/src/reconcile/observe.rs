@@ -8,7 +8,7 @@ use std::sync::Arc;
 use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::Job;
 
-use super::ledger::InFlight;
+use super::ledger::{InFlight, Registrations};
 use crate::crd::RunnerGroup;
 use crate::forge::{ForgeRunnerState, ForgeView, RunnerRef};
 use crate::plan::{ObservedRunner, RunnerPhase};
@@ -129,30 +129,29 @@ pub fn age_seconds(job: &Job, now: Timestamp) -> u64 {
 }
 
 /// Runner references for the forge: every runner of `observed` (Jobs and creations the store
-/// does not show yet), with its phase, its Job's annotations and whether the store shows it.
-pub fn runner_refs(jobs: &[Arc<Job>], observed: &[ObservedRunner]) -> Vec<RunnerRef> {
+/// does not show yet), with its phase, its annotations, whether the store shows it and whether
+/// the group's session registered it ([`Registrations::runner_ref`]).
+pub fn runner_refs(
+    jobs: &[Arc<Job>],
+    observed: &[ObservedRunner],
+    registrations: &Registrations,
+) -> Vec<RunnerRef> {
     observed
         .iter()
-        .map(|r| {
-            let job = jobs
-                .iter()
-                .find(|j| j.metadata.name.as_deref() == Some(r.name.as_str()));
-            RunnerRef {
-                name: r.name.clone(),
-                annotations: job
-                    .and_then(|j| j.metadata.annotations.clone())
-                    .unwrap_or_default(),
-                phase: r.phase,
-                stored: job.is_some(),
-            }
-        })
+        .map(|r| registrations.runner_ref(&r.name, r.phase, find_job(jobs, &r.name)))
         .collect()
+}
+
+/// The Job named `name` among `jobs`.
+pub fn find_job<'a>(jobs: &'a [Arc<Job>], name: &str) -> Option<&'a Job> {
+    jobs.iter()
+        .find(|j| j.metadata.name.as_deref() == Some(name))
+        .map(|j| j.as_ref())
 }
 
 /// The annotations of the Job named `name` (empty when the store does not have it).
 pub fn job_annotations(jobs: &[Arc<Job>], name: &str) -> BTreeMap<String, String> {
-    jobs.iter()
-        .find(|j| j.metadata.name.as_deref() == Some(name))
+    find_job(jobs, name)
         .and_then(|j| j.metadata.annotations.clone())
         .unwrap_or_default()
 }
@@ -472,8 +471,38 @@ mod tests {
         let refs = runner_refs(
             &jobs,
             &observe_runners(&jobs, &InFlight::default(), "h", ts(2000)),
+            &Registrations::default(),
         );
         assert_eq!(refs[0].name, "g-1");
         assert_eq!(refs[0].phase, RunnerPhase::Pending);
+    }
+
+    /// A runner created in the last pass that the store does not list yet: the forge is told
+    /// what its registration returned, and that this session made it; a stored runner the
+    /// session did not register is told from its Job alone.
+    #[test]
+    fn an_unstored_runner_is_told_with_what_its_registration_returned() {
+        let mut stored = job("g-old01", None);
+        stored.metadata.annotations = Some(BTreeMap::from([("id".to_owned(), "1".to_owned())]));
+        let jobs = [Arc::new(stored)];
+        let mut fl = InFlight::default();
+        fl.created.insert("g-new01".into());
+        let mut book = Registrations::default();
+        book.record("g-new01", &BTreeMap::from([("id".to_owned(), "2".to_owned())]));
+        let refs = runner_refs(&jobs, &observe_runners(&jobs, &fl, "h", ts(2000)), &book);
+        let got: Vec<(&str, Option<&str>, bool, bool)> = refs
+            .iter()
+            .map(|r| {
+                let id = r.annotations.get("id").map(String::as_str);
+                (r.name.as_str(), id, r.stored, r.registered_here)
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("g-new01", Some("2"), false, true),
+                ("g-old01", Some("1"), true, false)
+            ]
+        );
     }
 }

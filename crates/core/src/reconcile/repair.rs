@@ -40,7 +40,11 @@ pub async fn retire_runners_without_secret(t: &Target<'_>) -> Result<Vec<String>
             Err(e) => return Err(ReconcileError::kube("delete job")(e)),
         }
         // Best effort: a registration the forge keeps is a ghost its next sweep removes.
-        if let Err(e) = t.forge.deregister(t.group, &runner_ref(t.observed, &name)).await {
+        if let Err(e) = t
+            .forge
+            .deregister(t.group, &runner_ref(t.observed, t.registrations, &name))
+            .await
+        {
             debug!(runner = %name, error = %e, "could not deregister a runner left without its Secret");
         }
         info!(runner = %name, group = %t.group.key, "removed a runner Job left without its Secret");

@@ -38,6 +38,7 @@ fn rref(name: &str, phase: RunnerPhase, id: Option<i64>, handle: Option<&str>) -
         name: name.into(),
         // A runner without its ids stands for one created in flight.
         stored: !annotations.is_empty(),
+        registered_here: false,
         annotations,
         phase,
     }

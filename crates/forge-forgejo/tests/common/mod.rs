@@ -130,5 +130,6 @@ pub fn runner_ref(name: &str, phase: RunnerPhase, annotations: &BTreeMap<String,
         phase,
         // A runner without annotations stands for one created in flight.
         stored: !annotations.is_empty(),
+        registered_here: false,
     }
 }

@@ -6,7 +6,9 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use forgerunner_core::Forge;
 use forgerunner_core::crd::{ForgeKind, GithubSpec};
+pub use forgerunner_core::forge::ForgeSession;
 use forgerunner_core::forge::{Credentials, GroupContext, GroupKey, ReconcileTrigger, SecretValue};
 use forgerunner_core::metrics::Metrics;
 use forgerunner_core::{ForgeError, RunnerGroup};
@@ -122,6 +124,19 @@ pub fn context(group: RunnerGroup, credentials: Credentials) -> GroupContext {
     }
 }
 
+/// Opens the session of a group as core does ([`Forge::open`]). The sessions of one group share
+/// its state at the backend, so a test may open one for each call.
+pub trait OpenSession {
+    /// The session of `ctx`'s group.
+    fn session(&self, ctx: &GroupContext) -> Box<dyn ForgeSession>;
+}
+
+impl OpenSession for GithubForge {
+    fn session(&self, ctx: &GroupContext) -> Box<dyn ForgeSession> {
+        self.open(&ctx.key)
+    }
+}
+
 /// A PAT context for `name` against `emu`.
 pub fn pat_context(emu: &Emulator, name: &str) -> GroupContext {
     context(
@@ -152,7 +167,7 @@ where
 /// The forge's view with no runners, retrying while the backend reports `NotReady`.
 pub async fn demand(forge: &GithubForge, ctx: &GroupContext) -> forgerunner_core::forge::ForgeView {
     eventually(Duration::from_secs(10), "demand", || async {
-        match forge.observe(ctx, &[]).await {
+        match forge.session(ctx).snapshot(ctx, &[]).await {
             Ok(d) => Some(d),
             Err(ForgeError::NotReady(_)) => None,
             Err(e) => panic!("demand failed: {e}"),

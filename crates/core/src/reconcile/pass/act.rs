@@ -44,6 +44,7 @@ pub(super) async fn act(
         killed: &seen.killed,
         check_pod_security,
         identities: &decided.identities,
+        registrations: &ledger.registrations,
     };
     let retired = retire_once(&target, &mut ledger.upkeep).await;
     let mut report = apply_plan(&target, &decided.plan, &decided.plan.create_classes).await;
@@ -79,6 +80,9 @@ pub(super) async fn act(
     }
     if check_pod_security && !report.created.is_empty() {
         ledger.upkeep.pod_security_checked = group.metadata.generation;
+    }
+    for (runner, annotations) in &report.registered {
+        ledger.registrations.record(runner, annotations);
     }
     ledger.writes.record(&report.created, &report.deleted);
     ledger.classes.record(&report.created_classes, &report.deleted);

@@ -1,47 +1,34 @@
 //! `ForgejoForge`: the `Forge` implementation for Forgejo 11+.
 //!
-//! Poll-style: `observe` reads the waiting jobs at the group's scope with the group's label
+//! Poll-style: a snapshot reads the waiting jobs at the group's scope with the group's label
 //! names as Forgejo's server-side filter. Listings are shared: one jobs listing per (instance,
 //! scope, labels, token) and one runner listing per (instance, scope, token) per poll
 //! interval, however many groups use them.
 
-use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_trait::async_trait;
-use forgerunner_core::crd::{
-    DEFAULT_FORGEJO_POLL_INTERVAL_SECONDS, ForgeKind, ForgejoScope, ForgejoSpec, RunnerGroup, RunnerGroupSpec,
-};
+use forgerunner_core::crd::{ForgeKind, ForgejoSpec, RunnerGroupSpec};
 use forgerunner_core::forge::{
-    ClusterRefs, Forge, ForgeError, ForgeFacts, ForgeProfile, ForgeSession, ForgeView, GroupContext,
-    GroupKey, OutboundUrl, ReconcileTrigger, RemoveOutcome, RunnerCredentials, RunnerRef, SecretValue,
-    WaitingJob,
+    Forge, ForgeProfile, ForgeSession, GroupContext, GroupKey, ReconcileTrigger, SecretValue,
 };
 use forgerunner_core::metrics::Metrics;
 use forgerunner_core::validate::SpecViolation;
 use forgerunner_http::pool::clear;
 use forgerunner_http::{Cell, Connection, Fetched, InstanceKey, ListingMemory, Pool, entries_of};
-use k8s_openapi::api::core::v1::PodSpec;
 
 use crate::classes::Claim;
 use crate::client::{ClientOptions, FORGEJO, ForgejoClient};
 use crate::error::ForgejoError;
-use crate::observe::{self, Graces, Listing, RunnerRows};
-use crate::runner_versions;
 use crate::scope::{Routes, Scope};
+use crate::session::ForgejoSession;
 use crate::state::{GroupBook, HeldBackoff};
-use crate::types::{RunJob, Runner, RunnerList};
+use crate::types::{RunJob, RunnerList};
 use crate::version::{ForgejoVersion, Mode, VersionError};
 
-mod actions;
 mod release;
-
-/// At most this many runners are looked up by id per pass when a paged runner listing did
-/// not show them; the rest stay unknown until a later pass (unknown is safe: such a runner
-/// still covers demand and still times out).
-const MAX_LOOKUPS: usize = 16;
 
 /// Tunables of the backend; the defaults suit production.
 #[derive(Clone, Debug)]
@@ -317,25 +304,6 @@ impl ForgejoForge {
             .await
     }
 
-    /// Looks up by id (at most [`MAX_LOOKUPS`] per pass) our active runners that a paged
-    /// listing did not show: the rows found, and the ids Forgejo no longer knows (404). A lookup
-    /// that fails proves nothing: that runner stays unknown for this pass.
-    async fn look_up(&self, r: &Resolved<'_>, ids: &[i64]) -> (Vec<Runner>, BTreeSet<i64>) {
-        let (mut found, mut gone) = (Vec::new(), BTreeSet::new());
-        for id in ids.iter().take(MAX_LOOKUPS) {
-            match r.instance.client.get_runner(r.version, &r.scope, *id).await {
-                Ok(Some(row)) => found.push(row),
-                Ok(None) => {
-                    gone.insert(*id);
-                }
-                Err(e) => {
-                    tracing::debug!(runner_id = id, error = %e, "could not look up a Forgejo runner");
-                }
-            }
-        }
-        (found, gone)
-    }
-
     /// Drops the cached runner listing of the scope (after a create or delete).
     pub(crate) async fn expire_runners(&self, r: &Resolved<'_>) {
         self.runners_cell(&r.scope_key).expire().await;
@@ -363,274 +331,6 @@ impl ForgejoForge {
             Err(_) => f(&mut GroupBook::default()),
         }
     }
-
-    async fn observe_inner(&self, ctx: &GroupContext, refs: &[RunnerRef]) -> Result<ForgeView, ForgejoError> {
-        let r = self.resolve(ctx).await?;
-        let jobs = self.jobs(&r).await?;
-        let jobs_listing = Listing {
-            rows: &jobs.value,
-            at: jobs.at,
-        };
-        let now = Instant::now();
-        let mut versions = runner_versions::of_image(&ctx.group.spec);
-        let seen = match r.mode {
-            Mode::Ephemeral => {
-                let runners = self.runners(&r, r.interval).await?;
-                let listed = &runners.value;
-                // A paged listing may have skipped live runners (its order shifts as runners
-                // call in): ask for the missing ones by id before calling any of them gone.
-                let (found, gone) = if listed.whole {
-                    (Vec::new(), BTreeSet::new())
-                } else {
-                    self.look_up(&r, &observe::unlisted_ids(refs, &listed.rows)).await
-                };
-                let mut rows: Cow<'_, [Runner]> = Cow::Borrowed(&listed.rows);
-                if !found.is_empty() {
-                    rows.to_mut().extend(found);
-                }
-                runner_versions::report_listed(&mut versions, refs, &rows);
-                let graces = Graces {
-                    offline: self.opts.offline_grace,
-                    ghost: self.opts.ghost_grace,
-                };
-                self.with_book(&ctx.key, |book| {
-                    observe::view_v15(
-                        observe::Group {
-                            name: &ctx.key.name,
-                            claim: &r.claim,
-                        },
-                        book,
-                        refs,
-                        jobs_listing,
-                        RunnerRows {
-                            rows: &rows,
-                            at: runners.at,
-                            whole: listed.whole,
-                            gone: &gone,
-                        },
-                        graces,
-                        now,
-                    )
-                })
-            }
-            Mode::RegistrationToken => self.with_book(&ctx.key, |book| {
-                observe::view_token(&r.claim, book, refs, jobs_listing, now)
-            }),
-        };
-        // This pass's listings and book are cached by now.
-        self.report_cache();
-        // Forgejo's job listing carries no queue time: only the stages from first seen on.
-        // Jobs `waiting_jobs` does not count (done by a runner the listing predates, or held
-        // back) are left out: the planner makes a runner of the class each listed job wants,
-        // and a runner of a class is bound only to a free job of its class.
-        let waiting = self.with_book(&ctx.key, |book| {
-            observe::waiting(&jobs.value, &r.claim)
-                .into_iter()
-                .filter(|j| !book.discounted(&j.handle, jobs.at, now))
-                .map(|j| WaitingJob {
-                    id: j.id.to_string(),
-                    queued_at: None,
-                    labels: j.runs_on.clone(),
-                })
-                .collect()
-        });
-        Ok(ForgeView {
-            waiting,
-            waiting_jobs: seen.waiting_jobs,
-            runners: seen.runners,
-            ghosts: seen.ghosts,
-            // Runner states come from listings, not as they happen: an idle-looking runner may
-            // have just taken a job, so surplus runners leave through the idle timeout.
-            complete: false,
-            facts: ForgeFacts {
-                scale_set_id: None,
-                forge_version: Some(r.raw_version),
-            },
-            // Bound runners carry their job from creation on; Forgejo sends no rate-limit
-            // headers.
-            job_identities: BTreeMap::new(),
-            budget: None,
-            stranded: seen.stranded,
-            // Core's ledger nets runners bound to no job that succeeded after the jobs listing;
-            // bound ones are netted by their handle here (`accounted`). Only a success dates a
-            // take: 11–14 guess busy runners from the count of running jobs.
-            listed_at: Some(jobs.at),
-            accounted: seen.accounted,
-            takes_by_success_only: true,
-            // The jobs listing is filtered by the group's and its classes' labels on the server
-            // (`labels` query, `GetActionRunJobs` in `routers/api/v1/shared/runners.go`): jobs
-            // no group matches are never in it. Naming them needs an unfiltered listing per scope, not made yet.
-            unmatched: Vec::new(),
-            // Forgejo 11–14 list no runners: the image alone tells a release.
-            versions,
-        })
-    }
-}
-
-// No `rerun_job` (`Unsupported`): no Forgejo, v11 to v17-dev, has a re-run API route; only its UI.
-/// What [`Forge::describe`] and the sessions ([`crate::session::Session`]) are made of;
-/// tests call them directly.
-impl ForgejoForge {
-    /// What the forge refuses in `spec` (the error side of [`Forge::describe`]).
-    pub fn validate(&self, spec: &RunnerGroupSpec) -> Vec<SpecViolation> {
-        let mut out = spec
-            .forgejo
-            .as_ref()
-            .map(crate::validate::validate_forgejo)
-            .unwrap_or_default();
-        out.extend(crate::validate::validate_container_mode(spec));
-        out.extend(crate::validate::validate_docker_daemon(spec));
-        out.extend(crate::validate::validate_class_docker_daemon(spec));
-        out
-    }
-
-    /// What `spec` names in the cluster ([`ForgeProfile::cluster_refs`]).
-    pub fn cluster_refs(&self, spec: &RunnerGroupSpec) -> ClusterRefs {
-        let fj = spec.forgejo.as_ref();
-        ClusterRefs {
-            credentials_secret: fj.map(|f| f.credentials.clone()).unwrap_or_default(),
-            ca_bundle_config_map: fj
-                .and_then(|f| f.ca_bundle_config_map.clone())
-                .filter(|n| !n.is_empty()),
-            // Forgejo has no job-level webhook: polling only.
-            webhook_secret: None,
-        }
-    }
-
-    /// The URLs of `spec` the operator connects to ([`ForgeProfile::outbound_urls`]).
-    pub fn outbound_urls(&self, spec: &RunnerGroupSpec) -> Vec<OutboundUrl> {
-        let Some(fj) = spec.forgejo.as_ref() else {
-            return Vec::new();
-        };
-        let mut urls = vec![OutboundUrl {
-            field: "spec.forgejo.url",
-            url: fj.url.clone(),
-        }];
-        urls.extend(fj.proxy_url.iter().map(|p| OutboundUrl {
-            field: "spec.forgejo.proxyUrl",
-            url: p.clone(),
-        }));
-        urls
-    }
-
-    /// How long a group may go without a pass ([`ForgeProfile::resync_interval`]).
-    pub fn resync_interval(&self, spec: &RunnerGroupSpec) -> Duration {
-        let seconds = spec.forgejo.as_ref().map_or(
-            DEFAULT_FORGEJO_POLL_INTERVAL_SECONDS,
-            ForgejoSpec::poll_interval_seconds,
-        );
-        Duration::from_secs(u64::from(seconds))
-    }
-
-    /// The default pod of one new runner ([`ForgeSession::runner_pod`]).
-    pub fn default_runner_pod(
-        &self,
-        group: &RunnerGroup,
-        _runner_name: &str,
-        secret_name: &str,
-        credentials: &RunnerCredentials,
-        class: Option<&forgerunner_core::crd::RunnerClass>,
-    ) -> PodSpec {
-        let own = group
-            .spec
-            .forgejo
-            .as_ref()
-            .map(|f| f.labels.clone())
-            .unwrap_or_default();
-        // The group's labels and the class's: `one-job --label` (15+) or `register --labels`
-        // (11–14) declare them.
-        let labels = crate::classes::runner_labels(&own, class);
-        let credentials = crate::pod::with_labels(credentials, &labels);
-        let mut pod =
-            crate::pod::default_runner_pod(&labels, group.spec.image.as_deref(), secret_name, &credentials);
-        crate::pod::apply_trust(&group.spec, &mut pod);
-        crate::pod::apply_config_file(&group.spec, &mut pod);
-        crate::cache::apply_cache(group, &mut pod);
-        // Container mode and the restricted Pod Security settings.
-        crate::pod_security::finish_pod(&mut pod, &group.spec);
-        pod
-    }
-
-    /// The forge's view of the group ([`ForgeSession::snapshot`]).
-    pub async fn observe(
-        &self,
-        group: &GroupContext,
-        runners: &[RunnerRef],
-    ) -> Result<ForgeView, ForgeError> {
-        Ok(self.observe_inner(group, runners).await?)
-    }
-
-    /// What a new runner of the group's own needs to join ([`ForgeSession::register`]).
-    pub async fn runner_credentials(
-        &self,
-        group: &GroupContext,
-        runner_name: &str,
-    ) -> Result<RunnerCredentials, ForgeError> {
-        Ok(self.credentials_inner(group, runner_name, None).await?)
-    }
-
-    /// Forgejo 15 binds the runner to a waiting job of its class (see `create_ephemeral`).
-    pub async fn runner_credentials_of_class(
-        &self,
-        group: &GroupContext,
-        runner_name: &str,
-        class: Option<&forgerunner_core::crd::RunnerClass>,
-    ) -> Result<RunnerCredentials, ForgeError> {
-        Ok(self.credentials_inner(group, runner_name, class).await?)
-    }
-
-    /// Deregisters a runner ([`ForgeSession::deregister`]).
-    pub async fn remove_runner(
-        &self,
-        group: &GroupContext,
-        runner: &RunnerRef,
-    ) -> Result<RemoveOutcome, ForgeError> {
-        Ok(self.remove_inner(group, runner).await?)
-    }
-
-    /// Deletes the group's forge-side resources ([`ForgeSession::delete_group`]).
-    pub async fn shutdown(&self, group: &GroupContext) -> Result<(), ForgeError> {
-        self.release_group(&group.key);
-        Ok(())
-    }
-
-    /// Stops the group's background work and forgets its state ([`ForgeSession::close`]).
-    pub async fn release(&self, key: &GroupKey) {
-        self.release_group(key);
-    }
-
-    /// What a failed cleanup may leave ([`ForgeProfile::cleanup_hint`]).
-    pub fn cleanup_hint(&self, spec: &RunnerGroupSpec) -> String {
-        // Forgejo's own cleanup of offline runners (`services/cron/tasks_actions.go`
-        // `registerOfflineRunnersCleanup`) exists from 12, is off by default, and by default
-        // deletes only instance-wide runners (`GLOBAL_SCOPE_ONLY`); 11 has none, and there is no
-        // runner DELETE in the API before 15.
-        let global = spec
-            .forgejo
-            .as_ref()
-            .is_some_and(|f| f.scope == ForgejoScope::Global);
-        let scope_setting = if global {
-            ""
-        } else {
-            " and GLOBAL_SCOPE_ONLY = false (org, user and repository runners are kept otherwise)"
-        };
-        format!(
-            "runners named after the group may stay registered at Forgejo: delete them under \
-             Settings → Actions → Runners of the group's scope. On Forgejo 12 or newer the \
-             [cron.cleanup_offline_runners] job can remove offline runners after a day: set \
-             ENABLED = true{scope_setting}; Forgejo 11 has no such job"
-        )
-    }
-
-    /// forgejo-runner's own `cache-server` ([`crate::cache`]).
-    pub fn cache_server(
-        &self,
-        group: &RunnerGroup,
-        service_host: &str,
-        secret: &forgerunner_core::forge::SecretValue,
-    ) -> Option<forgerunner_core::cache_server::CacheServer> {
-        Some(crate::cache::cache_server(group, service_host, secret))
-    }
 }
 
 #[async_trait]
@@ -640,22 +340,11 @@ impl Forge for ForgejoForge {
     }
 
     fn describe(&self, spec: &RunnerGroupSpec) -> Result<ForgeProfile, Vec<SpecViolation>> {
-        let violations = self.validate(spec);
-        if !violations.is_empty() {
-            return Err(violations);
-        }
-        Ok(ForgeProfile {
-            cluster_refs: self.cluster_refs(spec),
-            outbound_urls: self.outbound_urls(spec),
-            resync_interval: self.resync_interval(spec),
-            cleanup_hint: self.cleanup_hint(spec),
-            runner_role_rules: Vec::new(),
-            runner_exits: BTreeMap::new(),
-        })
+        crate::profile::describe(spec)
     }
 
     fn open(&self, key: &GroupKey) -> Box<dyn ForgeSession> {
-        Box::new(crate::session::Session::new(self.clone(), key.clone()))
+        Box::new(ForgejoSession::new(self.clone(), key.clone()))
     }
 
     async fn shutdown_all(&self) {

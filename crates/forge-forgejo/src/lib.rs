@@ -34,6 +34,7 @@ pub mod labels;
 mod observe;
 pub mod pod;
 pub mod pod_security;
+mod profile;
 mod requests;
 mod runner_versions;
 pub mod scope;

@@ -31,7 +31,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{Container, EnvVar, PodSpec, VolumeMount};
 
 use forgerunner_core::crd::RunnerGroupSpec;
-use forgerunner_core::forge::RunnerCredentials;
+use forgerunner_core::forge::{RunnerCredentials, RunnerPodRequest};
 pub use forgerunner_core::runner_pod::RUNNER_CONTAINER;
 use forgerunner_core::runner_pod::trust::{RunnerTrust, TrustStyle};
 // `DATA_DIR` is forgejo-runner's home and work directory; `REGISTER_CONTAINER` registers a
@@ -167,6 +167,28 @@ pub fn default_runner_pod(
         restart_policy: Some("Never".to_string()),
         ..PodSpec::default()
     }
+}
+
+/// One new runner's pod ([`forgerunner_core::forge::ForgeSession::runner_pod`]): the
+/// [`default_runner_pod`] declaring the group's labels and its class's (`one-job --label` on 15+,
+/// `register --labels` on 11–14), the group's trust settings, config file and cache, then
+/// container mode and the restricted Pod Security settings.
+pub(crate) fn runner_pod(r: &RunnerPodRequest<'_>) -> PodSpec {
+    let group = r.group;
+    let own = group
+        .spec
+        .forgejo
+        .as_ref()
+        .map(|f| f.labels.clone())
+        .unwrap_or_default();
+    let labels = crate::classes::runner_labels(&own, r.class);
+    let credentials = with_labels(r.credentials, &labels);
+    let mut pod = default_runner_pod(&labels, group.spec.image.as_deref(), r.secret_name, &credentials);
+    apply_trust(&group.spec, &mut pod);
+    apply_config_file(&group.spec, &mut pod);
+    crate::cache::apply_cache(group, &mut pod);
+    crate::pod_security::finish_pod(&mut pod, &group.spec);
+    pod
 }
 
 /// Carries `spec.forgejo.caBundleConfigMap` and `spec.forgejo.proxyUrl` into the containers

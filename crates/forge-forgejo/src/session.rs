@@ -1,5 +1,9 @@
-//! One group's session at the forge: a handle on the backend and the group's key; every call
-//! goes to the backend's method of the same job.
+//! One group at Forgejo ([`ForgeSession`]): its snapshot ([`view`]), registering and removing
+//! its runners ([`runners`]), their pods and its cache server. What the group's passes share
+//! with other groups (clients, listings, tokens) and the group's book of job handles are the
+//! backend's ([`ForgejoForge`]); the session is the backend and the group's key.
+//!
+//! No `rerun_job` (`Unsupported`): no Forgejo, v11 to v17-dev, has a re-run API route; only its UI.
 
 use async_trait::async_trait;
 use forgerunner_core::cache_server::CacheServer;
@@ -13,48 +17,50 @@ use k8s_openapi::api::core::v1::PodSpec;
 
 use crate::forge::ForgejoForge;
 
+mod runners;
+mod view;
+
 /// One group's session ([`forgerunner_core::forge::Forge::open`]).
-pub(crate) struct Session {
+pub(crate) struct ForgejoSession {
     forge: ForgejoForge,
     key: GroupKey,
 }
 
-impl Session {
+impl ForgejoSession {
     /// The session of the group `key` at `forge`.
-    pub(crate) fn new(forge: ForgejoForge, key: GroupKey) -> Session {
-        Session { forge, key }
+    pub(crate) fn new(forge: ForgejoForge, key: GroupKey) -> ForgejoSession {
+        ForgejoSession { forge, key }
     }
 }
 
 #[async_trait]
-impl ForgeSession for Session {
+impl ForgeSession for ForgejoSession {
     async fn snapshot(&self, group: &GroupContext, runners: &[RunnerRef]) -> Result<ForgeView, ForgeError> {
-        self.forge.observe(group, runners).await
+        Ok(self.view(group, runners).await?)
     }
 
+    /// Forgejo 15 binds the runner to a waiting job of its class.
     async fn register(
         &self,
         group: &GroupContext,
         runner_name: &str,
         class: Option<&RunnerClass>,
     ) -> Result<RunnerCredentials, ForgeError> {
-        self.forge
-            .runner_credentials_of_class(group, runner_name, class)
-            .await
+        Ok(self.credentials(group, runner_name, class).await?)
     }
 
-    fn runner_pod(&self, r: &RunnerPodRequest<'_>) -> PodSpec {
-        self.forge
-            .default_runner_pod(r.group, r.runner_name, r.secret_name, r.credentials, r.class)
+    fn runner_pod(&self, request: &RunnerPodRequest<'_>) -> PodSpec {
+        crate::pod::runner_pod(request)
     }
 
+    /// forgejo-runner's own `cache-server` ([`crate::cache`]).
     fn cache_server(
         &self,
         group: &RunnerGroup,
         service_host: &str,
         secret: &SecretValue,
     ) -> Option<CacheServer> {
-        self.forge.cache_server(group, service_host, secret)
+        Some(crate::cache::cache_server(group, service_host, secret))
     }
 
     async fn deregister(
@@ -62,14 +68,17 @@ impl ForgeSession for Session {
         group: &GroupContext,
         runner: &RunnerRef,
     ) -> Result<RemoveOutcome, ForgeError> {
-        self.forge.remove_runner(group, runner).await
+        Ok(self.remove(group, runner).await?)
     }
 
+    /// Nothing of the group's stays at Forgejo but runner rows (see the profile's cleanup
+    /// hint): the group's book and what only it used in this process go.
     async fn delete_group(&self, group: &GroupContext) -> Result<(), ForgeError> {
-        self.forge.shutdown(group).await
+        self.forge.release_group(&group.key);
+        Ok(())
     }
 
     async fn close(&self) {
-        self.forge.release(&self.key).await;
+        self.forge.release_group(&self.key);
     }
 }

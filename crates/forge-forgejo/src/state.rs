@@ -18,7 +18,7 @@ pub const RUNNER_ID_ANNOTATION: &str = "forgerunner.dev/forgejo-runner-id";
 /// Job annotation: the job handle the runner is bound to (v15), absent for unbound runners.
 pub const JOB_HANDLE_ANNOTATION: &str = "forgerunner.dev/forgejo-job-handle";
 
-/// A binding handed out by `runner_credentials` is trusted this long without its Job being
+/// A binding handed out by `register` is trusted this long without its Job being
 /// seen (the cluster store may lag, or the Job creation failed).
 const HANDED_OUT_GRACE: Duration = Duration::from_secs(120);
 /// How long a creation by this process is remembered (listing freshness, ghost protection,
@@ -69,7 +69,7 @@ pub fn job_handle(r: &RunnerRef) -> Option<&str> {
 /// One group's bookkeeping.
 #[derive(Debug, Default)]
 pub struct GroupBook {
-    /// Handles bound by `runner_credentials` whose Job has not been seen yet → (runner, when).
+    /// Handles bound by `register` whose Job has not been seen yet → (runner, when).
     handed_out: BTreeMap<String, (String, Instant)>,
     /// Handles bound to live (pending or running) runners, from their Jobs → runner.
     observed: BTreeMap<String, String>,

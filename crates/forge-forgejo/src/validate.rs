@@ -24,7 +24,7 @@ use crate::labels::{DEFAULT_DOCKER_IMAGE, RunnerLabel, parse_labels};
 use crate::pod::DATA_DIR;
 
 /// Paths of `spec.forgejo`'s fields, which the shared rules name.
-const FIELDS: BlockFields = forgerunner_http::block_fields!("forgejo");
+pub(crate) const FIELDS: BlockFields = forgerunner_http::block_fields!("forgejo");
 
 /// Field of the label rules.
 const LABELS_FIELD: &str = FIELDS.labels;

@@ -15,9 +15,10 @@ mod common;
 
 use common::{ctx, fake, forge, runner_ref};
 use forgerunner_core::crd::ForgejoScope;
-use forgerunner_core::forge::{GroupContext, RunnerCredentials};
+use forgerunner_core::forge::{Forge, GroupContext, RunnerCredentials};
 use forgerunner_core::plan::RunnerPhase;
 use forgerunner_forgejo::pod::{ENV_JOB_HANDLE, ENV_RUNNER_LABELS, TOKEN_KEY};
+use forgerunner_http::pod_checks::default_pod;
 use forgerunner_testkit::forge_common::rpc::RunnerClient;
 use forgerunner_testkit::forgejo::{ADMIN_TOKEN, ForgejoFakeHandle};
 use serde_json::json;
@@ -98,7 +99,7 @@ async fn v15_binds_each_class_runner_to_a_job_of_its_class() {
     fake.queue_job("o/r", "gpu", &["linux", "gpu"]);
     let f = forge();
     let c = sized(&fake);
-    let view = f.observe(&c, &[]).await.unwrap();
+    let view = f.open(&c.key).snapshot(&c, &[]).await.unwrap();
     assert_eq!(view.waiting_jobs, 2, "both sized jobs wait for the group");
     let mut labels: Vec<Vec<String>> = view.waiting.iter().map(|j| j.labels.clone()).collect();
     labels.sort();
@@ -106,7 +107,8 @@ async fn v15_binds_each_class_runner_to_a_job_of_its_class() {
 
     let (small_class, large_class) = (&c.group.spec.classes[0], &c.group.spec.classes[1]);
     let small_creds = f
-        .runner_credentials_of_class(&c, "sized-aaaaa", Some(small_class))
+        .open(&c.key)
+        .register(&c, "sized-aaaaa", Some(small_class))
         .await
         .unwrap();
     assert_eq!(
@@ -114,7 +116,8 @@ async fn v15_binds_each_class_runner_to_a_job_of_its_class() {
         Some(&fake.job(small).unwrap().handle),
         "the small runner is bound to the [linux] job, not the older [linux, large] one"
     );
-    let small_pod = f.default_runner_pod(
+    let small_pod = default_pod(
+        &f,
         &c.group,
         "sized-aaaaa",
         "sized-aaaaa",
@@ -125,14 +128,16 @@ async fn v15_binds_each_class_runner_to_a_job_of_its_class() {
     assert_eq!(small_labels, ["self-hosted:host", "linux:host"]);
 
     let large_creds = f
-        .runner_credentials_of_class(&c, "sized-bbbbb", Some(large_class))
+        .open(&c.key)
+        .register(&c, "sized-bbbbb", Some(large_class))
         .await
         .unwrap();
     assert_eq!(
         large_creds.env.get(ENV_JOB_HANDLE),
         Some(&fake.job(large).unwrap().handle)
     );
-    let large_pod = f.default_runner_pod(
+    let large_pod = default_pod(
+        &f,
         &c.group,
         "sized-bbbbb",
         "sized-bbbbb",
@@ -158,17 +163,15 @@ async fn v15_never_binds_a_runner_to_another_class_s_job() {
     fake.queue_job("o/r", "big", &["linux", "large"]);
     let f = forge();
     let c = sized(&fake);
-    assert_eq!(f.observe(&c, &[]).await.unwrap().waiting_jobs, 1);
+    assert_eq!(f.open(&c.key).snapshot(&c, &[]).await.unwrap().waiting_jobs, 1);
     let small_class = &c.group.spec.classes[0];
     let small = f
-        .runner_credentials_of_class(&c, "sized-aaaaa", Some(small_class))
+        .open(&c.key)
+        .register(&c, "sized-aaaaa", Some(small_class))
         .await
         .unwrap();
     assert_eq!(small.env.get(ENV_JOB_HANDLE), None, "no [linux] job waits");
-    let own = f
-        .runner_credentials_of_class(&c, "sized-bbbbb", None)
-        .await
-        .unwrap();
+    let own = f.open(&c.key).register(&c, "sized-bbbbb", None).await.unwrap();
     assert_eq!(
         own.env.get(ENV_JOB_HANDLE),
         None,
@@ -185,15 +188,23 @@ async fn v14_a_class_runner_registers_with_its_class_labels() {
     fake.queue_job("o/r", "tiny", &["linux"]);
     let f = forge();
     let c = sized(&fake);
-    assert_eq!(f.observe(&c, &[]).await.unwrap().waiting_jobs, 2);
+    assert_eq!(f.open(&c.key).snapshot(&c, &[]).await.unwrap().waiting_jobs, 2);
     let large_class = &c.group.spec.classes[1];
     let creds = f
-        .runner_credentials_of_class(&c, "sized-aaaaa", Some(large_class))
+        .open(&c.key)
+        .register(&c, "sized-aaaaa", Some(large_class))
         .await
         .unwrap();
     let want = "self-hosted:host,linux:host,large:host";
     assert_eq!(creds.env.get(ENV_RUNNER_LABELS).map(String::as_str), Some(want));
-    let pod = f.default_runner_pod(&c.group, "sized-aaaaa", "sized-aaaaa", &creds, Some(large_class));
+    let pod = default_pod(
+        &f,
+        &c.group,
+        "sized-aaaaa",
+        "sized-aaaaa",
+        &creds,
+        Some(large_class),
+    );
     let register = &pod.init_containers.as_ref().expect("register step")[0];
     let env = register.env.as_ref().expect("env");
     let labels = env
@@ -213,10 +224,11 @@ async fn v15_a_job_done_since_the_listing_is_not_listed_as_waiting() {
     fake.queue_job("o/r", "big", &["linux", "large"]);
     let f = forge();
     let c = sized(&fake);
-    assert_eq!(f.observe(&c, &[]).await.unwrap().waiting.len(), 2);
+    assert_eq!(f.open(&c.key).snapshot(&c, &[]).await.unwrap().waiting.len(), 2);
     let small_class = &c.group.spec.classes[0];
     let creds = f
-        .runner_credentials_of_class(&c, "sized-aaaaa", Some(small_class))
+        .open(&c.key)
+        .register(&c, "sized-aaaaa", Some(small_class))
         .await
         .unwrap();
     let labels = vec!["self-hosted:host".to_owned(), "linux:host".to_owned()];
@@ -228,7 +240,7 @@ async fn v15_a_job_done_since_the_listing_is_not_listed_as_waiting() {
         RunnerPhase::Succeeded,
         &creds.annotations,
     )];
-    let view = f.observe(&c, &refs).await.unwrap();
+    let view = f.open(&c.key).snapshot(&c, &refs).await.unwrap();
     assert_eq!(view.waiting_jobs, 1);
     let listed: Vec<Vec<String>> = view.waiting.iter().map(|j| j.labels.clone()).collect();
     assert_eq!(listed, [vec!["linux", "large"]], "only the large job waits");

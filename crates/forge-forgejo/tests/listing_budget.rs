@@ -7,7 +7,7 @@ mod common;
 use std::sync::Arc;
 
 use forgerunner_core::crd::ForgejoScope;
-use forgerunner_core::forge::GroupContext;
+use forgerunner_core::forge::{Forge, GroupContext};
 use forgerunner_core::metrics::Metrics;
 use forgerunner_forgejo::ForgejoForge;
 use forgerunner_http::ListingMemory;
@@ -63,7 +63,7 @@ async fn listings_of_many_scopes_stay_within_one_budget_and_groups_still_see_the
     let f = forge(&memory);
     for round in 0..2 {
         for g in &groups(&fake) {
-            let view = f.observe(g, &[]).await.unwrap();
+            let view = f.open(&g.key).snapshot(g, &[]).await.unwrap();
             assert_eq!(
                 view.waiting_jobs as usize, JOBS_PER_REPO,
                 "round {round}: {}",
@@ -91,7 +91,7 @@ async fn under_a_budget_that_holds_them_all_listings_are_reused() {
     let f = forge(&memory);
     for _ in 0..2 {
         for g in &groups(&fake) {
-            f.observe(g, &[]).await.unwrap();
+            f.open(&g.key).snapshot(g, &[]).await.unwrap();
         }
     }
     assert_eq!(jobs_listings(&fake), REPOS);

@@ -13,9 +13,10 @@ use std::time::Duration;
 use common::{ctx, fake, forge};
 use forgerunner_core::crd::{ContainerMode, ContainerModeType, ForgejoScope};
 use forgerunner_core::embedded::Embedded;
-use forgerunner_core::forge::{GroupContext, RunnerCredentials};
+use forgerunner_core::forge::{Forge, GroupContext, RunnerCredentials};
 use forgerunner_core::runner_job::{RunnerJobInput, build_runner_job};
 use forgerunner_forgejo::forge::ForgejoForge;
+use forgerunner_http::pod_checks::default_pod;
 use forgerunner_testkit::forgejo::{ADMIN_TOKEN, Conclusion, JobStatus, RunnerOptions, runner_behaviour};
 use forgerunner_testkit::sim::PodInfo;
 use forgerunner_testkit::sim::behaviour::PodScratch;
@@ -30,7 +31,7 @@ fn pod_info(
     name: &str,
     creds: &RunnerCredentials,
 ) -> PodInfo {
-    let pod = f.default_runner_pod(&c.group, name, name, creds, None);
+    let pod = default_pod(f, &c.group, name, name, creds, None);
     container_info(
         &pod,
         &pod.containers[0],
@@ -128,11 +129,11 @@ async fn v15_pods_take_their_job_and_exit_zero() {
     );
     // Docker labels need a daemon: forgejo-runner's `configCheck` exits at start without one.
     with_dind(&mut c);
-    let bound = f.runner_credentials(&c, "web-aaaaa").await.unwrap();
+    let bound = f.open(&c.key).register(&c, "web-aaaaa", None).await.unwrap();
     assert!(bound.env.contains_key("FORGEJO_JOB_HANDLE"));
     // The second runner's handle is dropped: the pod then has no `--handle` and takes any
     // matching job, as a warm (unbound) runner does.
-    let mut unbound = f.runner_credentials(&c, "web-bbbbb").await.unwrap();
+    let mut unbound = f.open(&c.key).register(&c, "web-bbbbb", None).await.unwrap();
     unbound.env.remove("FORGEJO_JOB_HANDLE");
     unbound
         .annotations
@@ -174,8 +175,8 @@ async fn register_pod_on_14_takes_a_job_and_exits_zero() {
     );
     // Docker labels need a daemon: forgejo-runner's `configCheck` exits at start without one.
     with_dind(&mut c);
-    let creds = f.runner_credentials(&c, "web-aaaaa").await.unwrap();
-    let pod = f.default_runner_pod(&c.group, "web-aaaaa", "web-aaaaa", &creds, None);
+    let creds = f.open(&c.key).register(&c, "web-aaaaa", None).await.unwrap();
+    let pod = default_pod(&f, &c.group, "web-aaaaa", "web-aaaaa", &creds, None);
     // The kubelet's order: the `register` init container, then the runner, sharing /data.
     let scratch = PodScratch::default();
     let sim = runner_behaviour(fake.clone(), opts());
@@ -315,8 +316,8 @@ async fn validation_accepts_exactly_the_setups_forgejo_runner_can_run() {
         );
         // The runner pod the reconciler would create, played by the simulated forgejo-runner.
         let name = "web-abcde";
-        let creds = f.runner_credentials(&c, name).await.unwrap();
-        let default_pod = f.default_runner_pod(&c.group, name, name, &creds, None);
+        let creds = f.open(&c.key).register(&c, name, None).await.unwrap();
+        let default_pod = default_pod(&f, &c.group, name, name, &creds, None);
         let runner_job = build_runner_job(RunnerJobInput {
             group: &c.group,
             runner_name: name,
@@ -335,7 +336,7 @@ async fn validation_accepts_exactly_the_setups_forgejo_runner_can_run() {
         let status = fake.job(job).unwrap().status;
         let runs = code == 0 && status == JobStatus::Done(Conclusion::Success);
         assert_eq!(runs, case.valid, "{what}: exit {code}, job {status:?}");
-        let violations = f.validate(&c.group.spec);
+        let violations = f.describe(&c.group.spec).err().unwrap_or_default();
         assert_eq!(
             violations.is_empty(),
             runs,
@@ -399,8 +400,8 @@ async fn a_config_file_from_the_template_is_read_by_the_runner() {
     };
     c.group.spec.template = Some(Embedded::new(&tpl));
     let name = "web-abcde";
-    let creds = f.runner_credentials(&c, name).await.unwrap();
-    let default_pod = f.default_runner_pod(&c.group, name, name, &creds, None);
+    let creds = f.open(&c.key).register(&c, name, None).await.unwrap();
+    let default_pod = default_pod(&f, &c.group, name, name, &creds, None);
     let runner_job = build_runner_job(RunnerJobInput {
         group: &c.group,
         runner_name: name,

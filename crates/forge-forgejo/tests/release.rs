@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use common::{fake, group_context, spec};
 use forgerunner_core::crd::ForgejoScope;
-use forgerunner_core::forge::{GroupContext, ReconcileTrigger};
+use forgerunner_core::forge::{Forge, GroupContext, ReconcileTrigger};
 use forgerunner_core::metrics::{CacheLabels, Metrics};
 use forgerunner_forgejo::ForgejoForge;
 use forgerunner_testkit::forgejo::ADMIN_TOKEN;
@@ -42,8 +42,9 @@ async fn release_and_credential_change_drop_what_only_that_group_used() {
     let other = fake.add_token("o");
     let (a, b) = (ctx("a", &fake.url(), ADMIN_TOKEN), ctx("b", &fake.url(), &other));
     for c in [&a, &b] {
-        f.observe(c, &[]).await.expect("observe");
-        f.runner_credentials(c, &format!("{}-abcde", c.key.name))
+        f.open(&c.key).snapshot(c, &[]).await.expect("observe");
+        f.open(&c.key)
+            .register(c, &format!("{}-abcde", c.key.name), None)
             .await
             .expect("credentials");
     }
@@ -55,17 +56,17 @@ async fn release_and_credential_change_drop_what_only_that_group_used() {
 
     // b's Secret now holds another token: what only the old one used goes.
     let b2 = ctx("b", &fake.url(), &fake.add_token("o"));
-    f.observe(&b2, &[]).await.expect("observe");
+    f.open(&b2.key).snapshot(&b2, &[]).await.expect("observe");
     assert_eq!(
         all(&metrics),
         [2, 2, 1, 4],
         "b's old client, listing and token are gone"
     );
 
-    f.release(&a.key).await;
+    f.open(&a.key).close().await;
     assert_eq!(all(&metrics), [1, 1, 0, 2], "only b's entries are left");
-    f.release(&b2.key).await;
-    f.release(&b2.key).await;
+    f.open(&b2.key).close().await;
+    f.open(&b2.key).close().await;
     assert_eq!(
         all(&metrics),
         [0, 0, 0, 0],

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::{ctx, declared, fake, forge, runner_ref, web};
 use forgerunner_core::crd::{ContainerMode, ContainerModeType, ForgejoScope};
-use forgerunner_core::forge::{ForgeRunnerState, RemoveOutcome, SecretValue};
+use forgerunner_core::forge::{Forge, ForgeRunnerState, RemoveOutcome, SecretValue};
 use forgerunner_core::plan::RunnerPhase;
 use forgerunner_forgejo::HeldBackoff;
 use forgerunner_forgejo::state::{JOB_HANDLE_ANNOTATION, RUNNER_ID_ANNOTATION};
@@ -47,9 +47,9 @@ async fn v15_create_bind_observe_remove() {
     fake.queue_job("o/r", "b", &["debian"]);
     let f = forge();
     let c = web(&fake, ForgejoScope::Repo, Some("o/r"));
-    assert_eq!(f.observe(&c, &[]).await.unwrap().waiting_jobs, 2);
+    assert_eq!(f.open(&c.key).snapshot(&c, &[]).await.unwrap().waiting_jobs, 2);
 
-    let creds = f.runner_credentials(&c, "web-aaaaa").await.unwrap();
+    let creds = f.open(&c.key).register(&c, "web-aaaaa", None).await.unwrap();
     let handle = fake.job(first).unwrap().handle;
     assert_eq!(
         creds.env.get("FORGEJO_JOB_HANDLE"),
@@ -87,7 +87,7 @@ async fn v15_create_bind_observe_remove() {
 
     // Not connected yet: offline at Forgejo, but within the grace it reads idle.
     let refs = [runner_ref("web-aaaaa", RunnerPhase::Pending, &creds.annotations)];
-    let view = f.observe(&c, &refs).await.unwrap();
+    let view = f.open(&c.key).snapshot(&c, &refs).await.unwrap();
     assert_eq!(view.runners.get("web-aaaaa"), Some(&ForgeRunnerState::Idle));
     assert_eq!(
         view.waiting_jobs, 2,
@@ -97,22 +97,25 @@ async fn v15_create_bind_observe_remove() {
 
     // Remove (idle timeout): deleted at Forgejo; a second removal finds it gone.
     assert_eq!(
-        f.remove_runner(&c, &refs[0]).await.unwrap(),
+        f.open(&c.key).deregister(&c, &refs[0]).await.unwrap(),
         RemoveOutcome::Removed
     );
     assert!(fake.runner(id).is_none());
     assert!(fake.deleted_runners().contains(&id));
     assert_eq!(
-        f.remove_runner(&c, &refs[0]).await.unwrap(),
+        f.open(&c.key).deregister(&c, &refs[0]).await.unwrap(),
         RemoveOutcome::Removed
     );
 
     // A runner working on a task is busy and is not removed.
-    let busy = f.runner_credentials(&c, "web-bbbbb").await.unwrap();
+    let busy = f.open(&c.key).register(&c, "web-bbbbb", None).await.unwrap();
     let bid: i64 = busy.annotations[RUNNER_ID_ANNOTATION].parse().unwrap();
     fake.set_runner_seen(bid, Some(Duration::ZERO), Some(Duration::ZERO));
     let bref = runner_ref("web-bbbbb", RunnerPhase::Running, &busy.annotations);
-    assert_eq!(f.remove_runner(&c, &bref).await.unwrap(), RemoveOutcome::Busy);
+    assert_eq!(
+        f.open(&c.key).deregister(&c, &bref).await.unwrap(),
+        RemoveOutcome::Busy
+    );
     assert!(fake.runner(bid).is_some());
     // A ghost (offline, named like ours, no Job) is found by name and deleted.
     let ghost = fake.add_runner(
@@ -122,10 +125,17 @@ async fn v15_create_bind_observe_remove() {
         true,
     );
     let f2 = forge();
-    let view = f2.observe(&c, std::slice::from_ref(&bref)).await.unwrap();
+    let view = f2
+        .open(&c.key)
+        .snapshot(&c, std::slice::from_ref(&bref))
+        .await
+        .unwrap();
     assert_eq!(view.ghosts, ["web-zzzzz"]);
     let gref = runner_ref("web-zzzzz", RunnerPhase::Failed, &BTreeMap::new());
-    assert_eq!(f2.remove_runner(&c, &gref).await.unwrap(), RemoveOutcome::Removed);
+    assert_eq!(
+        f2.open(&c.key).deregister(&c, &gref).await.unwrap(),
+        RemoveOutcome::Removed
+    );
     assert!(fake.runner(ghost.id).is_none());
 }
 
@@ -139,7 +149,7 @@ async fn concurrent_creations_never_bind_one_handle_twice() {
     let c = web(&fake, ForgejoScope::Global, None);
     let calls = (0..20).map(|i| {
         let (f, c) = (&f, &c);
-        async move { f.runner_credentials(c, &format!("web-{i:05}")).await }
+        async move { f.open(&c.key).register(c, &format!("web-{i:05}"), None).await }
     });
     let results = futures::future::join_all(calls).await;
     let handles: Vec<String> = results
@@ -171,10 +181,13 @@ async fn a_finished_runner_covers_its_job_until_a_new_listing() {
     let mut spec = common::spec(&fake.url(), ForgejoScope::Global, None, &["debian:host"]);
     spec.poll_interval_seconds = Some(1);
     let c = common::group_context("web", spec, ADMIN_TOKEN);
-    let creds = f.runner_credentials(&c, "web-aaaaa").await.unwrap();
+    let creds = f.open(&c.key).register(&c, "web-aaaaa", None).await.unwrap();
     let id: i64 = creds.annotations[RUNNER_ID_ANNOTATION].parse().unwrap();
     let running = [runner_ref("web-aaaaa", RunnerPhase::Running, &creds.annotations)];
-    assert_eq!(f.observe(&c, &running).await.unwrap().waiting_jobs, 1);
+    assert_eq!(
+        f.open(&c.key).snapshot(&c, &running).await.unwrap().waiting_jobs,
+        1
+    );
 
     // The runner runs the job at Forgejo (its ephemeral row goes), while our cached listing
     // still shows the job waiting; the runner's Job succeeded.
@@ -188,16 +201,16 @@ async fn a_finished_runner_covers_its_job_until_a_new_listing() {
         RunnerPhase::Succeeded,
         &creds.annotations,
     )];
-    let view = f.observe(&c, &done).await.unwrap();
+    let view = f.open(&c.key).snapshot(&c, &done).await.unwrap();
     assert_eq!(view.waiting_jobs, 0, "the finished runner covers its job");
     // Its Job is cleaned up: still covered while the old listing is in use.
-    assert_eq!(f.observe(&c, &[]).await.unwrap().waiting_jobs, 0);
+    assert_eq!(f.open(&c.key).snapshot(&c, &[]).await.unwrap().waiting_jobs, 0);
     // A newer listing no longer shows the job; new demand counts in full again.
     tokio::time::sleep(Duration::from_millis(1100)).await;
     fake.queue_job("o/r", "b", &["debian"]);
-    assert_eq!(f.observe(&c, &[]).await.unwrap().waiting_jobs, 1);
+    assert_eq!(f.open(&c.key).snapshot(&c, &[]).await.unwrap().waiting_jobs, 1);
     tokio::time::sleep(Duration::from_millis(1100)).await;
-    assert_eq!(f.observe(&c, &[]).await.unwrap().waiting_jobs, 1);
+    assert_eq!(f.open(&c.key).snapshot(&c, &[]).await.unwrap().waiting_jobs, 1);
 }
 
 #[tokio::test]
@@ -220,7 +233,7 @@ async fn token_path_on_forgejo_14() {
         type_: ContainerModeType::Dind,
         kubernetes_mode_work_volume_claim: None,
     });
-    let view = f.observe(&c, &[]).await.unwrap();
+    let view = f.open(&c.key).snapshot(&c, &[]).await.unwrap();
     assert_eq!(view.waiting_jobs, 2);
     assert_eq!(view.facts.forge_version.as_deref(), Some("14.0.4+gitea-1.22.0"));
     assert!(
@@ -229,7 +242,7 @@ async fn token_path_on_forgejo_14() {
             .any(|r| r.path == "/api/v1/admin/runners/jobs")
     );
 
-    let creds = f.runner_credentials(&c, "web-aaaaa").await.unwrap();
+    let creds = f.open(&c.key).register(&c, "web-aaaaa", None).await.unwrap();
     let token = fake.registration_token(&FakeScope::Global);
     assert_eq!(
         creds
@@ -256,7 +269,11 @@ async fn token_path_on_forgejo_14() {
         .data
         .insert("registration_token".into(), SecretValue::new("fixed-token"));
     fake.clear_requests();
-    let creds = f.runner_credentials(&fixed, "web-bbbbb").await.unwrap();
+    let creds = f
+        .open(&fixed.key)
+        .register(&fixed, "web-bbbbb", None)
+        .await
+        .unwrap();
     assert_eq!(creds.secret_data["registration-token"].expose(), "fixed-token");
     assert!(
         !fake
@@ -274,14 +291,14 @@ async fn token_path_on_forgejo_14() {
     ];
     // A fresh backend: the first one's cached listing predates the task.
     let f = forge();
-    let view = f.observe(&c, &refs).await.unwrap();
+    let view = f.open(&c.key).snapshot(&c, &refs).await.unwrap();
     assert_eq!(view.waiting_jobs, 1);
     assert_eq!(view.runners.len(), 1, "one running job: one runner busy");
     assert!(view.runners.values().all(|s| *s == ForgeRunnerState::Busy));
     assert!(view.ghosts.is_empty());
     fake.clear_requests();
     assert_eq!(
-        f.remove_runner(&c, &refs[1]).await.unwrap(),
+        f.open(&c.key).deregister(&c, &refs[1]).await.unwrap(),
         RemoveOutcome::Removed
     );
     assert!(fake.requests().is_empty(), "no runner API before 15");
@@ -336,7 +353,7 @@ async fn v15_a_finished_bound_runner_is_netted_once() {
     let f = forge();
     let c = web(&fake, ForgejoScope::Repo, Some("o/r"));
     let mut books = forgerunner_core::reconcile::ledger::Ledger::default();
-    let creds = f.runner_credentials(&c, "web-aaaaa").await.unwrap();
+    let creds = f.open(&c.key).register(&c, "web-aaaaa", None).await.unwrap();
     let running = [runner_ref("web-aaaaa", RunnerPhase::Running, &creds.annotations)];
     assert_eq!(netted_view(&f, &c, &running, &mut books).await.waiting_jobs, 2);
     let id: i64 = creds.annotations[RUNNER_ID_ANNOTATION].parse().unwrap();
@@ -353,14 +370,14 @@ async fn v15_a_finished_bound_runner_is_netted_once() {
     assert_eq!(view.waiting_jobs, 1, "b still waits for a runner");
 }
 
-/// The view the reconciler plans on: `observe`, then netted by the group's books in core.
+/// The view the reconciler plans on: the snapshot, then netted by the group's books in core.
 async fn netted_view(
     f: &forgerunner_forgejo::ForgejoForge,
     c: &forgerunner_core::forge::GroupContext,
     refs: &[forgerunner_core::forge::RunnerRef],
     books: &mut forgerunner_core::reconcile::ledger::Ledger,
 ) -> forgerunner_core::forge::ForgeView {
-    let view = f.observe(c, refs).await.expect("observe");
+    let view = f.open(&c.key).snapshot(c, refs).await.expect("observe");
     forgerunner_core::testing::netted_view(view, refs, books)
 }
 
@@ -386,7 +403,7 @@ async fn a_runner_a_shifting_page_skipped_is_not_finished() {
     let mut refs = Vec::new();
     let mut ids = Vec::new();
     for name in ["web-aaaaa", "web-bbbbb", "web-ccccc"] {
-        let creds = f.runner_credentials(&c, name).await.unwrap();
+        let creds = f.open(&c.key).register(&c, name, None).await.unwrap();
         ids.push(creds.annotations[RUNNER_ID_ANNOTATION].parse::<i64>().unwrap());
         refs.push(runner_ref(name, RunnerPhase::Running, &creds.annotations));
     }
@@ -403,7 +420,7 @@ async fn a_runner_a_shifting_page_skipped_is_not_finished() {
             m.touch_runner(a);
         }
     });
-    let view = f.observe(&c, &refs).await.unwrap();
+    let view = f.open(&c.key).snapshot(&c, &refs).await.unwrap();
     assert_eq!(
         view.runners.get("web-aaaaa"),
         Some(&ForgeRunnerState::Idle),
@@ -428,7 +445,7 @@ async fn a_runner_a_shifting_page_skipped_is_not_finished() {
     // nothing, the lookup by id does.
     fake.add_runner(FakeScope::Global, "other-zzzzz", &[], true);
     let f = forge();
-    let view = f.observe(&c, &refs).await.unwrap();
+    let view = f.open(&c.key).snapshot(&c, &refs).await.unwrap();
     assert_eq!(view.runners.get("web-aaaaa"), Some(&ForgeRunnerState::Finished));
     assert_eq!(view.runners.get("web-bbbbb"), Some(&ForgeRunnerState::Idle));
     assert_eq!(view.runners.get("web-ccccc"), Some(&ForgeRunnerState::Idle));
@@ -477,14 +494,14 @@ async fn a_runner_whose_job_was_rerun_or_cancelled_hides_no_demand() {
     let mut spec = common::spec(&fake.url(), ForgejoScope::Global, None, &["debian:host"]);
     spec.poll_interval_seconds = Some(1);
     let c = common::group_context("web", spec, ADMIN_TOKEN);
-    let creds = f.runner_credentials(&c, "web-aaaaa").await.unwrap();
+    let creds = f.open(&c.key).register(&c, "web-aaaaa", None).await.unwrap();
     let old = fake.job(job).unwrap().handle;
     assert_eq!(creds.annotations.get(JOB_HANDLE_ANNOTATION), Some(&old));
     let id: i64 = creds.annotations[RUNNER_ID_ANNOTATION].parse().unwrap();
     // The runner polls for its handle.
     fake.set_runner_seen(id, Some(Duration::ZERO), None);
     let refs = [runner_ref("web-aaaaa", RunnerPhase::Running, &creds.annotations)];
-    let view = f.observe(&c, &refs).await.unwrap();
+    let view = f.open(&c.key).snapshot(&c, &refs).await.unwrap();
     assert_eq!(view.runners.get("web-aaaaa"), Some(&ForgeRunnerState::Idle));
     assert_eq!(
         plan_for(&view, &["web-aaaaa"]).create,
@@ -497,7 +514,7 @@ async fn a_runner_whose_job_was_rerun_or_cancelled_hides_no_demand() {
     let new = fake.rerun_job(job).unwrap();
     tokio::time::sleep(Duration::from_millis(1100)).await;
     fake.set_runner_seen(id, Some(Duration::ZERO), None);
-    let view = f.observe(&c, &refs).await.unwrap();
+    let view = f.open(&c.key).snapshot(&c, &refs).await.unwrap();
     assert_eq!(
         view.runners.get("web-aaaaa"),
         Some(&ForgeRunnerState::Offline),
@@ -514,7 +531,7 @@ async fn a_runner_whose_job_was_rerun_or_cancelled_hides_no_demand() {
             .any(|r| r.name == "web-aaaaa" && r.reason == forgerunner_core::plan::RemovalReason::JobGone),
         "the stranded runner goes at once: {plan:?}"
     );
-    let second = f.runner_credentials(&c, "web-bbbbb").await.unwrap();
+    let second = f.open(&c.key).register(&c, "web-bbbbb", None).await.unwrap();
     assert_eq!(second.annotations.get(JOB_HANDLE_ANNOTATION), Some(&new));
 }
 
@@ -529,13 +546,13 @@ async fn a_runner_whose_job_was_cancelled_makes_no_new_runner() {
     let mut spec = common::spec(&fake.url(), ForgejoScope::Global, None, &["debian:host"]);
     spec.poll_interval_seconds = Some(1);
     let c = common::group_context("web", spec, ADMIN_TOKEN);
-    let creds = f.runner_credentials(&c, "web-aaaaa").await.unwrap();
+    let creds = f.open(&c.key).register(&c, "web-aaaaa", None).await.unwrap();
     let id: i64 = creds.annotations[RUNNER_ID_ANNOTATION].parse().unwrap();
     assert!(fake.cancel_job(job));
     tokio::time::sleep(Duration::from_millis(1100)).await;
     fake.set_runner_seen(id, Some(Duration::ZERO), None);
     let refs = [runner_ref("web-aaaaa", RunnerPhase::Running, &creds.annotations)];
-    let view = f.observe(&c, &refs).await.unwrap();
+    let view = f.open(&c.key).snapshot(&c, &refs).await.unwrap();
     assert_eq!(view.runners.get("web-aaaaa"), Some(&ForgeRunnerState::Offline));
     let plan = plan_for(&view, &["web-aaaaa"]);
     assert_eq!(plan.create, 0);
@@ -571,13 +588,13 @@ async fn a_job_held_by_its_concurrency_group_is_backed_off_after_an_idle_removal
     spec.poll_interval_seconds = Some(1);
     let c = common::group_context("web", spec, ADMIN_TOKEN);
     assert_eq!(
-        f.observe(&c, &[]).await.unwrap().waiting_jobs,
+        f.open(&c.key).snapshot(&c, &[]).await.unwrap().waiting_jobs,
         1,
         "listed waiting"
     );
 
     // A runner is bound to it and polls for it: Forgejo hands it nothing.
-    let creds = f.runner_credentials(&c, "web-aaaaa").await.unwrap();
+    let creds = f.open(&c.key).register(&c, "web-aaaaa", None).await.unwrap();
     assert_eq!(creds.annotations.get(JOB_HANDLE_ANNOTATION), Some(&handle));
     let id: i64 = creds.annotations[RUNNER_ID_ANNOTATION].parse().unwrap();
     let r = fake.runner(id).unwrap();
@@ -590,17 +607,17 @@ async fn a_job_held_by_its_concurrency_group_is_backed_off_after_an_idle_removal
         .unwrap();
     assert_eq!(t["task"], serde_json::Value::Null, "held behind the running run");
     let refs = [runner_ref("web-aaaaa", RunnerPhase::Running, &creds.annotations)];
-    let view = f.observe(&c, &refs).await.unwrap();
+    let view = f.open(&c.key).snapshot(&c, &refs).await.unwrap();
     assert_eq!(view.runners.get("web-aaaaa"), Some(&ForgeRunnerState::Idle));
 
     // Its idle timeout removes it; the job still waits, but gets no new runner for a while.
     assert_eq!(
-        f.remove_runner(&c, &refs[0]).await.unwrap(),
+        f.open(&c.key).deregister(&c, &refs[0]).await.unwrap(),
         RemoveOutcome::Removed
     );
-    let view = f.observe(&c, &[]).await.unwrap();
+    let view = f.open(&c.key).snapshot(&c, &[]).await.unwrap();
     assert_eq!(view.waiting_jobs, 0, "backed off");
-    let spare = f.runner_credentials(&c, "web-bbbbb").await.unwrap();
+    let spare = f.open(&c.key).register(&c, "web-bbbbb", None).await.unwrap();
     assert_eq!(
         spare.annotations.get(JOB_HANDLE_ANNOTATION),
         None,
@@ -609,7 +626,7 @@ async fn a_job_held_by_its_concurrency_group_is_backed_off_after_an_idle_removal
 
     // After the backoff it is demand again.
     tokio::time::sleep(Duration::from_millis(1600)).await;
-    assert_eq!(f.observe(&c, &[]).await.unwrap().waiting_jobs, 1);
+    assert_eq!(f.open(&c.key).snapshot(&c, &[]).await.unwrap().waiting_jobs, 1);
 }
 
 /// M2 of the security review: the runner id on a runner's Job is only a hint, since anyone who
@@ -636,16 +653,19 @@ async fn a_runner_id_naming_another_runner_never_deletes_it() {
 
     // A stuck runner whose Job names the victim's id: nothing of that name is registered.
     let stuck = runner_ref("web-qqqqq", RunnerPhase::Pending, &forged);
-    assert_eq!(f.remove_runner(&c, &stuck).await.unwrap(), RemoveOutcome::Removed);
+    assert_eq!(
+        f.open(&c.key).deregister(&c, &stuck).await.unwrap(),
+        RemoveOutcome::Removed
+    );
     assert!(fake.runner(victim.id).is_some(), "the victim runner was deleted");
     assert!(!fake.deleted_runners().contains(&victim.id));
 
     // One of ours with the annotation rewritten: removed by its name, the victim kept.
-    let ours = f.runner_credentials(&c, "web-ppppp").await.unwrap();
+    let ours = f.open(&c.key).register(&c, "web-ppppp", None).await.unwrap();
     let id: i64 = ours.annotations[RUNNER_ID_ANNOTATION].parse().unwrap();
     let rewritten = runner_ref("web-ppppp", RunnerPhase::Pending, &forged);
     assert_eq!(
-        f.remove_runner(&c, &rewritten).await.unwrap(),
+        f.open(&c.key).deregister(&c, &rewritten).await.unwrap(),
         RemoveOutcome::Removed
     );
     assert!(fake.runner(id).is_none(), "our runner is removed by its name");

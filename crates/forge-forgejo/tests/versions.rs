@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use common::{declared, fake, forge, runner_ref, web};
 use forgerunner_core::crd::ForgejoScope;
-use forgerunner_core::forge::{GroupContext, RunnerRef};
+use forgerunner_core::forge::{Forge, GroupContext, RunnerRef};
 use forgerunner_core::plan::RunnerPhase;
 use forgerunner_core::runner_version::RunnerRelease;
 use forgerunner_forgejo::ForgejoForge;
@@ -25,7 +25,7 @@ async fn runner(
     name: &str,
     version: Option<&str>,
 ) -> RunnerRef {
-    let creds = f.runner_credentials(c, name).await.unwrap();
+    let creds = f.open(&c.key).register(c, name, None).await.unwrap();
     let id: i64 = creds.annotations[RUNNER_ID_ANNOTATION].parse().unwrap();
     if let Some(version) = version {
         let row = fake.runner(id).unwrap();
@@ -57,7 +57,7 @@ async fn forgejo_15_reports_the_versions_of_the_groups_runners() {
         assert!(fake.set_runner_version(row.id, version));
     }
 
-    let view = f.observe(&c, &refs).await.unwrap();
+    let view = f.open(&c.key).snapshot(&c, &refs).await.unwrap();
     assert_eq!(
         view.versions.reported,
         BTreeMap::from([("12.8.2".to_owned(), 2), ("v12.9.0".to_owned(), 1)])
@@ -73,7 +73,7 @@ async fn forgejo_15_reports_the_versions_of_the_groups_runners() {
     assert_eq!(view.versions.served, None, "Forgejo serves no runner release");
 
     c.group.spec.image = Some("data.forgejo.org/forgejo/runner:11.3.1".into());
-    let view = f.observe(&c, &refs).await.unwrap();
+    let view = f.open(&c.key).snapshot(&c, &refs).await.unwrap();
     assert_eq!(
         view.versions.image,
         Some((
@@ -94,7 +94,7 @@ async fn forgejo_14_reports_no_versions_only_the_image() {
     let row = fake.add_runner(FakeScope::Global, "web-aaaaa", &["debian"], false);
     assert!(fake.set_runner_version(row.id, "12.8.2"));
     let refs = [runner_ref("web-aaaaa", RunnerPhase::Running, &BTreeMap::new())];
-    let view = f.observe(&c, &refs).await.unwrap();
+    let view = f.open(&c.key).snapshot(&c, &refs).await.unwrap();
     assert!(view.versions.reported.is_empty(), "{:?}", view.versions.reported);
     assert_eq!(
         view.versions.image,

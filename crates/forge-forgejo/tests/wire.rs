@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use common::{ctx, fake, forge, forge_and_wakes, group_context, spec};
 use forgerunner_core::ErrorCategory;
 use forgerunner_core::crd::{ContainerMode, ContainerModeType, ForgejoScope};
-use forgerunner_core::forge::{ForgeError, GroupContext};
+use forgerunner_core::forge::{Forge, ForgeError, GroupContext};
 use forgerunner_testkit::forgejo::{ADMIN_TOKEN, Fault, ForgejoFakeHandle};
 
 fn count(fake: &ForgejoFakeHandle, path_part: &str) -> usize {
@@ -64,7 +64,7 @@ async fn every_scope_counts_its_own_waiting_jobs() {
     ];
     for (i, (scope, target, token, want, path)) in cases.into_iter().enumerate() {
         let c = ctx(&format!("g{i}"), &url, scope, target, &["debian:host"], &token);
-        let view = f.observe(&c, &[]).await.unwrap();
+        let view = f.open(&c.key).snapshot(&c, &[]).await.unwrap();
         assert_eq!(view.waiting_jobs, want, "{scope:?}");
         assert!(!view.complete);
         assert_eq!(view.facts.forge_version.as_deref(), Some("15.0.3+gitea-1.22.0"));
@@ -105,8 +105,8 @@ async fn the_label_filter_is_sent_and_the_listing_shared() {
         &labels,
         ADMIN_TOKEN,
     ));
-    assert_eq!(f.observe(&a, &[]).await.unwrap().waiting_jobs, 2);
-    assert_eq!(f.observe(&b, &[]).await.unwrap().waiting_jobs, 2);
+    assert_eq!(f.open(&a.key).snapshot(&a, &[]).await.unwrap().waiting_jobs, 2);
+    assert_eq!(f.open(&b.key).snapshot(&b, &[]).await.unwrap().waiting_jobs, 2);
     let lists: Vec<_> = fake
         .requests()
         .into_iter()
@@ -123,7 +123,10 @@ async fn the_label_filter_is_sent_and_the_listing_shared() {
         &["windows:host"],
         ADMIN_TOKEN,
     );
-    assert_eq!(f.observe(&none, &[]).await.unwrap().waiting_jobs, 0);
+    assert_eq!(
+        f.open(&none.key).snapshot(&none, &[]).await.unwrap().waiting_jobs,
+        0
+    );
 }
 
 #[tokio::test]
@@ -144,7 +147,7 @@ async fn a_listings_groups_are_woken_when_it_expires() {
             .name
     };
     let first = Instant::now();
-    f.observe(&a, &[]).await.unwrap();
+    f.open(&a.key).snapshot(&a, &[]).await.unwrap();
     assert_eq!(next_wake().await, "a");
     assert!(
         first.elapsed() >= Duration::from_secs(1),
@@ -155,11 +158,11 @@ async fn a_listings_groups_are_woken_when_it_expires() {
     fake.queue_job("o/r", "x", &["debian"]);
     // b joins: the listing it fetches is a's too, and both are woken when it expires.
     assert_eq!(
-        f.observe(&b, &[]).await.unwrap().waiting_jobs,
+        f.open(&b.key).snapshot(&b, &[]).await.unwrap().waiting_jobs,
         1,
         "an expired listing is fetched afresh"
     );
-    assert_eq!(f.observe(&a, &[]).await.unwrap().waiting_jobs, 1);
+    assert_eq!(f.open(&a.key).snapshot(&a, &[]).await.unwrap().waiting_jobs, 1);
     let mut woken = [next_wake().await, next_wake().await];
     woken.sort();
     assert_eq!(woken, ["a", "b"]);
@@ -177,7 +180,7 @@ async fn unsupported_versions_are_config_errors_that_say_what_to_do() {
         &["debian:host"],
         ADMIN_TOKEN,
     );
-    let err = f.observe(&c, &[]).await.unwrap_err();
+    let err = f.open(&c.key).snapshot(&c, &[]).await.unwrap_err();
     assert_eq!(err.category(), ErrorCategory::ForgeConfig);
     assert!(
         err.to_string().contains(
@@ -185,7 +188,7 @@ async fn unsupported_versions_are_config_errors_that_say_what_to_do() {
         ),
         "{err}"
     );
-    let err = f.runner_credentials(&c, "g-abcde").await.unwrap_err();
+    let err = f.open(&c.key).register(&c, "g-abcde", None).await.unwrap_err();
     assert_eq!(err.category(), ErrorCategory::ForgeConfig);
 }
 
@@ -199,7 +202,7 @@ async fn observe_error(fake: &ForgejoFakeHandle, name: &str, token: &str) -> For
         &["debian:host"],
         token,
     );
-    f.observe(&c, &[]).await.unwrap_err()
+    f.open(&c.key).snapshot(&c, &[]).await.unwrap_err()
 }
 
 #[tokio::test]
@@ -224,7 +227,7 @@ async fn http_failures_map_to_categories() {
         &["debian:host"],
         ADMIN_TOKEN,
     );
-    let e = f.observe(&c, &[]).await.unwrap_err();
+    let e = f.open(&c.key).snapshot(&c, &[]).await.unwrap_err();
     assert_eq!(e.category(), ErrorCategory::ForgeNotFound, "{e}");
     assert!(e.to_string().contains("organization ghost"), "{e}");
     // 429 with a long Retry-After: returned, not waited out.
@@ -258,7 +261,7 @@ async fn http_failures_map_to_categories() {
         &["debian:host"],
         ADMIN_TOKEN,
     );
-    assert!(f.observe(&c, &[]).await.is_ok());
+    assert!(f.open(&c.key).snapshot(&c, &[]).await.is_ok());
     fake.clear_faults();
     // Garbage and timeouts: unavailable.
     fake.inject_fault(Fault::garbage("/runners/jobs"));
@@ -300,7 +303,7 @@ async fn a_user_scope_must_name_the_tokens_owner() {
         &["debian:host"],
         &bob,
     );
-    let err = f.observe(&typo, &[]).await.unwrap_err();
+    let err = f.open(&typo.key).snapshot(&typo, &[]).await.unwrap_err();
     assert_eq!(err.category(), ErrorCategory::Unauthorized, "{err}");
     assert!(
         err.to_string()
@@ -312,14 +315,18 @@ async fn a_user_scope_must_name_the_tokens_owner() {
         0,
         "nothing listed for the wrong user"
     );
-    let err = f.runner_credentials(&typo, "g-abcde").await.unwrap_err();
+    let err = f
+        .open(&typo.key)
+        .register(&typo, "g-abcde", None)
+        .await
+        .unwrap_err();
     assert_eq!(err.category(), ErrorCategory::Unauthorized);
     assert!(fake.runners().is_empty(), "no runner made for the token's owner");
 
     // The owner, in any case: served, and the login is not read again.
     let ok = ctx("h", &url, ForgejoScope::User, Some("Bob"), &["debian:host"], &bob);
-    assert_eq!(f.observe(&ok, &[]).await.unwrap().waiting_jobs, 1);
-    assert_eq!(f.observe(&ok, &[]).await.unwrap().waiting_jobs, 1);
+    assert_eq!(f.open(&ok.key).snapshot(&ok, &[]).await.unwrap().waiting_jobs, 1);
+    assert_eq!(f.open(&ok.key).snapshot(&ok, &[]).await.unwrap().waiting_jobs, 1);
     let user_reads = fake
         .requests()
         .iter()
@@ -336,7 +343,7 @@ async fn a_user_scope_must_name_the_tokens_owner() {
         &["debian:host"],
         ADMIN_TOKEN,
     );
-    f.observe(&org, &[]).await.unwrap();
+    f.open(&org.key).snapshot(&org, &[]).await.unwrap();
     assert!(!fake.requests().iter().any(|r| r.path == "/api/v1/user"));
 }
 
@@ -356,7 +363,7 @@ async fn a_distribution_build_without_the_gitea_suffix_is_forgejo() {
         &["debian:host"],
         ADMIN_TOKEN,
     );
-    let view = f.observe(&c, &[]).await.unwrap();
+    let view = f.open(&c.key).snapshot(&c, &[]).await.unwrap();
     assert_eq!(view.waiting_jobs, 1);
     assert_eq!(view.facts.forge_version.as_deref(), Some("15.0.3"));
 }
@@ -375,7 +382,7 @@ async fn the_cleanup_hint_names_the_settings_the_scope_needs() {
         &["debian:host"],
         "t",
     );
-    let hint = f.cleanup_hint(&org.group.spec);
+    let hint = f.describe(&org.group.spec).expect("valid").cleanup_hint;
     assert!(
         hint.contains("ENABLED = true and GLOBAL_SCOPE_ONLY = false"),
         "{hint}"
@@ -389,6 +396,6 @@ async fn the_cleanup_hint_names_the_settings_the_scope_needs() {
         &["debian:host"],
         "t",
     );
-    let hint = f.cleanup_hint(&global.group.spec);
+    let hint = f.describe(&global.group.spec).expect("valid").cleanup_hint;
     assert!(!hint.contains("GLOBAL_SCOPE_ONLY"), "{hint}");
 }

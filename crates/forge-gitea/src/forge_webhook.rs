@@ -208,7 +208,7 @@ impl GiteaForge {
         picked.secrets
     }
 
-    /// Groups (seen by `observe`) that a `workflow_job` event concerns: in scope and, for a
+    /// Groups (seen by a snapshot) that a `workflow_job` event concerns: in scope and, for a
     /// queued job, able to serve its labels.
     fn concerned_groups(&self, event: &WorkflowJobEvent) -> Vec<GroupKey> {
         let Ok(groups) = self.groups.lock() else {

@@ -15,6 +15,7 @@ mod ghosts;
 pub mod labels;
 pub mod pod;
 pub mod pod_security;
+mod profile;
 mod release;
 mod rerun;
 mod runner_names;

@@ -31,6 +31,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::api::core::v1::{Container, EnvVar, PodSpec, VolumeMount};
 
 use forgerunner_core::crd::{GiteaSpec, RunnerGroupSpec};
+use forgerunner_core::forge::RunnerPodRequest;
+use forgerunner_core::runner_class::runner_labels;
 pub use forgerunner_core::runner_pod::RUNNER_CONTAINER;
 use forgerunner_core::runner_pod::trust::{RunnerTrust, TrustStyle};
 use forgerunner_core::runner_version::{RunnerVersions, pinned_release, runner_image};
@@ -229,6 +231,45 @@ fn template_config_file(group: &RunnerGroupSpec) -> Option<(EnvVar, ConfigPath, 
         .cloned()
         .collect();
     Some((var.clone(), path, mounts))
+}
+
+/// One new runner's pod ([`forgerunner_core::forge::ForgeSession::runner_pod`]): the
+/// [`default_runner_pod`] registering with the class's labels, the group's trust settings,
+/// config file and cache, then container mode and the restricted Pod Security settings.
+pub(crate) fn runner_pod(r: &RunnerPodRequest<'_>) -> PodSpec {
+    let group = r.group;
+    let image = group.spec.image.as_deref();
+    let mut pod = match &group.spec.gitea {
+        Some(spec) => {
+            let mut p = default_runner_pod(spec, image, r.runner_name, r.secret_name);
+            if let Some(class) = r.class {
+                register_with(&mut p, &runner_labels(&spec.labels, class));
+            }
+            apply_trust(&group.spec, spec, &mut p);
+            apply_config_file(&group.spec, &mut p);
+            crate::cache::apply_cache(group, &mut p);
+            p
+        }
+        // Validation rejects such a group before any runner is made; keep a sane shape.
+        None => {
+            let empty = GiteaSpec {
+                url: String::new(),
+                scope: forgerunner_core::crd::GiteaScope::Global,
+                org: None,
+                user: None,
+                repo: None,
+                credentials: String::new(),
+                labels: Vec::new(),
+                poll_interval_seconds: None,
+                webhook_secret: None,
+                ca_bundle_config_map: None,
+                proxy_url: None,
+            };
+            default_runner_pod(&empty, image, r.runner_name, r.secret_name)
+        }
+    };
+    crate::pod_security::finish_pod(&mut pod, &group.spec);
+    pod
 }
 
 /// Passes the config file the template names in `CONFIG_FILE` (on the `runner` container) to

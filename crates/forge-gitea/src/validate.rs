@@ -8,7 +8,7 @@ use forgerunner_core::validate::{SpecViolation, is_object_name, is_runner_label,
 use forgerunner_http::spec_rules::{self as rules, BlockFields};
 
 /// Paths of `spec.gitea`'s fields, which the shared rules name.
-const FIELDS: BlockFields = forgerunner_http::block_fields!("gitea");
+pub(crate) const FIELDS: BlockFields = forgerunner_http::block_fields!("gitea");
 
 /// The rules of `spec.gitea`; empty when valid.
 pub fn validate_gitea(gt: &GiteaSpec) -> Vec<SpecViolation> {

@@ -13,6 +13,7 @@ use forgerunner_core::crd::{GiteaScope, GiteaSpec, RunnerClass};
 use forgerunner_core::forge::{ReconcileTrigger, RunnerCredentials};
 use forgerunner_core::metrics::Metrics;
 use forgerunner_gitea::GiteaForge;
+use forgerunner_http::pod_checks::default_pod;
 use forgerunner_testkit::gitea::{ADMIN_TOKEN, FakeConfig, GiteaFakeHandle};
 
 fn classes() -> Vec<RunnerClass> {
@@ -98,7 +99,7 @@ fn a_class_runner_registers_with_the_group_labels_and_its_class_labels() {
     };
     let f = forge();
     let registered = |class: Option<&RunnerClass>| {
-        let pod = f.default_runner_pod(&group, "sized-abcde", "sized-abcde", &creds, class);
+        let pod = default_pod(&f, &group, "sized-abcde", "sized-abcde", &creds, class);
         let containers = pod.init_containers.iter().flatten().chain(&pod.containers);
         containers
             .map(|c| {

@@ -14,6 +14,7 @@ use forgerunner_core::forge::{ReconcileTrigger, RunnerCredentials, SecretValue};
 use forgerunner_core::metrics::Metrics;
 use forgerunner_core::runner_job::{RunnerJobInput, build_runner_job};
 use forgerunner_gitea::GiteaForge;
+use forgerunner_http::pod_checks::default_pod;
 use forgerunner_testkit::gitea::{
     Conclusion, FakeConfig, FakeScope, GiteaFakeHandle, JobState, RunnerOptions, runner_behaviour,
 };
@@ -122,7 +123,7 @@ async fn config_file_from_the_template_reaches_register_and_daemon() {
             env: forgerunner_gitea::pod::runner_env(ctx.group.spec.gitea.as_ref().unwrap(), "ci-abcde"),
             annotations: BTreeMap::new(),
         };
-        let default_pod = forge.default_runner_pod(&ctx.group, "ci-abcde", "ci-abcde", &creds, None);
+        let default_pod = default_pod(&forge, &ctx.group, "ci-abcde", "ci-abcde", &creds, None);
         let job = build_runner_job(RunnerJobInput {
             group: &ctx.group,
             runner_name: "ci-abcde",

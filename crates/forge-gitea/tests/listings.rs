@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use forgerunner_core::crd::{GiteaScope, GiteaSpec};
-use forgerunner_core::forge::{GroupContext, ReconcileTrigger, RemoveOutcome};
+use forgerunner_core::forge::{Forge, GroupContext, ReconcileTrigger, RemoveOutcome};
 use forgerunner_core::metrics::Metrics;
 use forgerunner_gitea::{ClientOptions, GiteaForge, GiteaOptions};
 use forgerunner_testkit::gitea::{ADMIN_TOKEN, FakeConfig, FakeScope, GiteaFakeHandle, JobState};
@@ -86,7 +86,11 @@ async fn a_busy_runner_a_shifting_listing_skipped_is_not_removed() {
     let c = ctx("grp", &fake.url(), GiteaScope::Repo, Some("acme/app"), 30);
     // Right after the first page, our runner polls and takes the job: it jumps to the head.
     fake.poll_after_runner_page(1, ours);
-    let outcome = f.remove_runner(&c, &common::running("grp-abcde")).await.unwrap();
+    let outcome = f
+        .open(&c.key)
+        .deregister(&c, &common::running("grp-abcde"))
+        .await
+        .unwrap();
     assert_eq!(fake.job(job).unwrap().state, JobState::Running, "it took the job");
     assert_eq!(outcome, RemoveOutcome::Busy, "a runner at work is kept");
     assert!(fake.runners().iter().any(|r| r.id == ours), "still registered");
@@ -101,7 +105,11 @@ async fn an_idle_runner_a_shifting_listing_skipped_is_still_deregistered() {
     let f = forge(opts());
     let c = ctx("grp", &fake.url(), GiteaScope::Repo, Some("acme/app"), 30);
     fake.poll_after_runner_page(1, ours);
-    let outcome = f.remove_runner(&c, &common::running("grp-abcde")).await.unwrap();
+    let outcome = f
+        .open(&c.key)
+        .deregister(&c, &common::running("grp-abcde"))
+        .await
+        .unwrap();
     assert_eq!(outcome, RemoveOutcome::Removed);
     assert!(
         fake.runners().iter().all(|r| r.id != ours),
@@ -112,7 +120,11 @@ async fn an_idle_runner_a_shifting_listing_skipped_is_still_deregistered() {
     let scope = FakeScope::Repo("acme".into(), "app".into());
     fake.add_runner(scope, "other-extra", &["windows"], true);
     let before = runner_listings(&fake);
-    let outcome = f.remove_runner(&c, &common::running("grp-zzzzz")).await.unwrap();
+    let outcome = f
+        .open(&c.key)
+        .deregister(&c, &common::running("grp-zzzzz"))
+        .await
+        .unwrap();
     assert_eq!(outcome, RemoveOutcome::Removed, "never registered");
     assert_eq!(runner_listings(&fake) - before, 2, "one listing of two pages");
 }
@@ -215,7 +227,11 @@ async fn after_three_shifting_listings_the_jobs_listing_decides() {
             fake.poll_after_runner_page(1, *id);
         }
         let (listings, jobs) = (runner_listings(&fake), jobs_listings());
-        let outcome = f.remove_runner(&c, &common::running(name)).await.unwrap();
+        let outcome = f
+            .open(&c.key)
+            .deregister(&c, &common::running(name))
+            .await
+            .unwrap();
         assert_eq!(outcome, want, "{name}");
         assert_eq!(
             runner_listings(&fake) - listings,

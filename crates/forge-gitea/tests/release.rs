@@ -7,7 +7,7 @@ mod common;
 use std::sync::Arc;
 
 use forgerunner_core::crd::{GiteaScope, GiteaSpec};
-use forgerunner_core::forge::{GroupContext, ReconcileTrigger};
+use forgerunner_core::forge::{Forge, GroupContext, ReconcileTrigger};
 use forgerunner_core::metrics::{CacheLabels, Metrics};
 use forgerunner_gitea::GiteaForge;
 use forgerunner_testkit::gitea::{ADMIN_TOKEN, FakeConfig, GiteaFakeHandle};
@@ -41,8 +41,9 @@ fn all(m: &Metrics) -> [i64; 4] {
 
 /// One pass of a group: observe, then a runner's registration token.
 async fn pass(f: &GiteaForge, c: &GroupContext) {
-    f.observe(c, &[]).await.expect("observe");
-    f.runner_credentials(c, &format!("{}-abcde", c.key.name))
+    f.open(&c.key).snapshot(c, &[]).await.expect("observe");
+    f.open(&c.key)
+        .register(c, &format!("{}-abcde", c.key.name), None)
         .await
         .expect("credentials");
 }
@@ -66,17 +67,17 @@ async fn release_and_credential_change_drop_what_only_that_group_used() {
     let rotated = fake.add_token("ops2", true);
     let b2 = ctx("b", &fake.url(), &rotated);
     pass(&f, &b2).await;
-    f.observe(&a, &[]).await.expect("observe");
+    f.open(&a.key).snapshot(&a, &[]).await.expect("observe");
     assert_eq!(
         all(&metrics)[..3],
         [2, 4, 2],
         "clients, listings, tokens of a and the new b"
     );
 
-    f.release(&a.key).await;
+    f.open(&a.key).close().await;
     assert_eq!(all(&metrics), [1, 2, 1, 1], "only b's entries are left");
-    f.release(&b2.key).await;
-    f.release(&b2.key).await;
+    f.open(&b2.key).close().await;
+    f.open(&b2.key).close().await;
     assert_eq!(
         all(&metrics),
         [0, 0, 0, 0],

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use forgerunner_core::crd::{GiteaScope, GiteaSpec};
-use forgerunner_core::forge::{ForgeError, GroupContext, ReconcileTrigger, RerunOutcome};
+use forgerunner_core::forge::{Forge, ForgeError, GroupContext, ReconcileTrigger, RerunOutcome};
 use forgerunner_core::job_identity::JobIdentity;
 use forgerunner_core::metrics::Metrics;
 use forgerunner_gitea::{ClientOptions, GiteaForge, GiteaOptions};
@@ -81,7 +81,11 @@ impl RunOfTwo {
         let sibling = fake.queue_job_in_run_of(killed, &["linux"]).unwrap();
         assert_eq!(fake.take_job(killed_runner), Some(killed));
         assert_eq!(fake.take_job(sibling_runner), Some(sibling));
-        let view = forge.observe(&ctx, &[common::running("g-killed")]).await.unwrap();
+        let view = forge
+            .open(&ctx.key)
+            .snapshot(&ctx, &[common::running("g-killed")])
+            .await
+            .unwrap();
         let identity = view.job_identities["g-killed"].clone();
         RunOfTwo {
             fake,
@@ -120,7 +124,10 @@ impl RunOfTwo {
 
     /// Asks the forge to re-run the job of `g-killed` that `identity` names.
     async fn rerun(&self, identity: &JobIdentity) -> Result<RerunOutcome, ForgeError> {
-        self.forge.rerun_job(&self.ctx, "g-killed", identity).await
+        self.forge
+            .open(&self.ctx.key)
+            .rerun_job(&self.ctx, "g-killed", identity)
+            .await
     }
 }
 
@@ -230,6 +237,7 @@ async fn a_token_without_write_access_is_told_which_right_it_needs() {
     let reader = group(&run.fake, &run.fake.add_token("bob", false));
     let err = run
         .forge
+        .open(&reader.key)
         .rerun_job(&reader, "g-killed", &run.identity)
         .await
         .unwrap_err();

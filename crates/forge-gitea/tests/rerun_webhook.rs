@@ -14,7 +14,7 @@ mod common;
 use std::sync::Arc;
 
 use forgerunner_core::crd::{GiteaScope, GiteaSpec};
-use forgerunner_core::forge::{GroupContext, GroupKey, RerunOutcome, SecretValue};
+use forgerunner_core::forge::{Forge, GroupContext, GroupKey, RerunOutcome, SecretValue};
 use forgerunner_core::metrics::Metrics;
 use forgerunner_gitea::{ClientOptions, GiteaClient, GiteaForge, parse_workflow_job, sign};
 use forgerunner_testkit::gitea::{ADMIN_TOKEN, FakeConfig, FakeScope, GiteaFakeHandle};
@@ -130,7 +130,8 @@ async fn our_reruns_queued_delivery_gives_the_job_a_runner_at_once() {
     let mut run = Killed::start().await;
     let view = run
         .forge
-        .observe(&run.ctx, &[common::running("g-killed")])
+        .open(&run.ctx.key)
+        .snapshot(&run.ctx, &[common::running("g-killed")])
         .await
         .unwrap();
     let identity = view.job_identities["g-killed"].clone();
@@ -139,6 +140,7 @@ async fn our_reruns_queued_delivery_gives_the_job_a_runner_at_once() {
 
     let outcome = run
         .forge
+        .open(&run.ctx.key)
         .rerun_job(&run.ctx, "g-killed", &identity)
         .await
         .unwrap();

@@ -12,7 +12,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use forgerunner_core::crd::{GiteaScope, GiteaSpec};
-use forgerunner_core::forge::{ForgeRunnerState, GroupContext, GroupKey, ReconcileTrigger, SecretValue};
+use forgerunner_core::forge::{
+    Forge, ForgeRunnerState, GroupContext, GroupKey, ReconcileTrigger, SecretValue,
+};
 use forgerunner_core::metrics::Metrics;
 use forgerunner_core::reconcile::ledger::Ledger;
 use forgerunner_gitea::{ClientOptions, GiteaForge, GiteaOptions, parse_workflow_job, sign};
@@ -101,7 +103,11 @@ fn deliver(
 
 /// How the forge reports one runner of `c`.
 async fn state(f: &GiteaForge, c: &GroupContext, name: &str) -> Option<ForgeRunnerState> {
-    let view = f.observe(c, &[common::running(name)]).await.unwrap();
+    let view = f
+        .open(&c.key)
+        .snapshot(c, &[common::running(name)])
+        .await
+        .unwrap();
     view.runners.get(name).copied()
 }
 
@@ -170,7 +176,11 @@ async fn a_taken_job_leaves_demand_with_its_runner() {
     assert_eq!(jobs(&f, &g).await, 0, "taken by our runner");
     assert_eq!(state(&f, &g, "g-abc12").await, Some(ForgeRunnerState::Busy));
     // The delivery also names the runner's job, for its pod's annotations.
-    let view = f.observe(&g, &[common::running("g-abc12")]).await.unwrap();
+    let view = f
+        .open(&g.key)
+        .snapshot(&g, &[common::running("g-abc12")])
+        .await
+        .unwrap();
     let job = &view.job_identities["g-abc12"];
     assert_eq!(job.repository.as_deref(), Some(REPO));
     assert_eq!(job.job_id, Some(a.to_string()));
@@ -364,7 +374,10 @@ async fn a_runner_busy_after_the_jobs_listing_covers_its_job() {
 
     // The runner takes the job; removing another runner refreshes the runners listing only.
     assert_eq!(fake.take_job(runner), Some(id));
-    f.remove_runner(&c, &common::running("g-gone1")).await.unwrap();
+    f.open(&c.key)
+        .deregister(&c, &common::running("g-gone1"))
+        .await
+        .unwrap();
     let view = netted_view(&f, &c, &refs, &mut books).await;
     assert_eq!(listings(&fake), before, "still the cached jobs listing");
     assert_eq!(view.runners.get("g-bus01"), Some(&ForgeRunnerState::Busy));
@@ -382,13 +395,13 @@ async fn a_runner_busy_after_the_jobs_listing_covers_its_job() {
     );
 }
 
-/// The view the reconciler plans on: `observe`, then netted by the group's books in core.
+/// The view the reconciler plans on: the snapshot, then netted by the group's books in core.
 async fn netted_view(
     f: &forgerunner_gitea::GiteaForge,
     c: &forgerunner_core::forge::GroupContext,
     refs: &[forgerunner_core::forge::RunnerRef],
     books: &mut forgerunner_core::reconcile::ledger::Ledger,
 ) -> forgerunner_core::forge::ForgeView {
-    let view = f.observe(c, refs).await.expect("observe");
+    let view = f.open(&c.key).snapshot(c, refs).await.expect("observe");
     forgerunner_core::testing::netted_view(view, refs, books)
 }

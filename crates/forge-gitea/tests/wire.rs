@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use forgerunner_core::crd::{GiteaScope, GiteaSpec};
 use forgerunner_core::forge::{
-    ForgeError, ForgeRunnerState, GroupContext, ReconcileTrigger, RemoveOutcome, RunnerRef, SecretValue,
+    Forge, ForgeError, ForgeRunnerState, GroupContext, ReconcileTrigger, RemoveOutcome, RunnerRef,
+    SecretValue,
 };
 use forgerunner_core::metrics::Metrics;
 use forgerunner_gitea::{ClientOptions, GiteaClient, GiteaError, GiteaForge, GiteaOptions, Scope};
@@ -80,26 +81,16 @@ fn count(fake: &GiteaFakeHandle, path_part: &str) -> usize {
 async fn version_gate() {
     let old = fake("1.24.3").await;
     let (f, _) = forge();
-    let err = f
-        .observe(
-            &ctx("g", &old.url(), GiteaScope::Global, None, &["linux"], ADMIN_TOKEN),
-            &[],
-        )
-        .await
-        .unwrap_err();
+    let c = ctx("g", &old.url(), GiteaScope::Global, None, &["linux"], ADMIN_TOKEN);
+    let err = f.open(&c.key).snapshot(&c, &[]).await.unwrap_err();
     assert!(
         matches!(&err, ForgeError::Config(m) if m.contains("1.25")),
         "{err}"
     );
 
     let new = fake("1.25.1").await;
-    let d = f
-        .observe(
-            &ctx("g", &new.url(), GiteaScope::Global, None, &["linux"], ADMIN_TOKEN),
-            &[],
-        )
-        .await
-        .unwrap();
+    let c = ctx("g", &new.url(), GiteaScope::Global, None, &["linux"], ADMIN_TOKEN);
+    let d = f.open(&c.key).snapshot(&c, &[]).await.unwrap();
     assert_eq!(d.facts.forge_version.as_deref(), Some("1.25.1"));
 }
 
@@ -383,7 +374,7 @@ async fn credentials_state_removal_and_ghosts() {
         ADMIN_TOKEN,
     );
     fake.add_repo("acme/app");
-    let creds = f.runner_credentials(&c, "grp-abcde").await.unwrap();
+    let creds = f.open(&c.key).register(&c, "grp-abcde", None).await.unwrap();
     let expected = fake.registration_token(&FakeScope::Repo("acme".into(), "app".into()));
     assert_eq!(creds.secret_data["registration_token"].expose(), expected);
     // The labels are the pod's to say (a class's runner registers with its class's): none
@@ -410,7 +401,11 @@ async fn credentials_state_removal_and_ghosts() {
         .data
         .insert("registration_token".into(), SecretValue::new("fixed"));
     let before = count(&fake, "registration-token");
-    let creds = f.runner_credentials(&fixed, "glob-abcde").await.unwrap();
+    let creds = f
+        .open(&fixed.key)
+        .register(&fixed, "glob-abcde", None)
+        .await
+        .unwrap();
     assert_eq!(creds.secret_data["registration_token"].expose(), "fixed");
     assert_eq!(count(&fake, "registration-token"), before);
 
@@ -425,18 +420,18 @@ async fn credentials_state_removal_and_ghosts() {
         .iter()
         .map(|n| common::running(n))
         .collect();
-    let states = f.observe(&c, &refs).await.unwrap().runners;
+    let states = f.open(&c.key).snapshot(&c, &refs).await.unwrap().runners;
     assert_eq!(states.get("grp-zz9zz"), Some(&ForgeRunnerState::Offline));
     assert_eq!(states.get("grp-idle1"), Some(&ForgeRunnerState::Idle));
     assert_eq!(states.get("grp-nope0"), None);
 
     assert_eq!(
-        f.remove_runner(&c, &refs[0]).await.unwrap(),
+        f.open(&c.key).deregister(&c, &refs[0]).await.unwrap(),
         RemoveOutcome::Removed
     );
     assert!(fake.runners().iter().all(|r| r.id != ghost));
     assert_eq!(
-        f.remove_runner(&c, &refs[2]).await.unwrap(),
+        f.open(&c.key).deregister(&c, &refs[2]).await.unwrap(),
         RemoveOutcome::Removed,
         "unknown = removed"
     );
@@ -463,7 +458,10 @@ async fn credentials_state_removal_and_ghosts() {
         .await
         .unwrap();
     assert!(resp.status().is_success());
-    assert_eq!(f.remove_runner(&c, &refs[1]).await.unwrap(), RemoveOutcome::Busy);
+    assert_eq!(
+        f.open(&c.key).deregister(&c, &refs[1]).await.unwrap(),
+        RemoveOutcome::Busy
+    );
     assert!(fake.runners().iter().any(|r| r.id == busy_id));
 }
 
@@ -524,14 +522,14 @@ async fn fixed_instance_registration_token_is_refused_outside_global_scope() {
     let id = reg["runner"]["id"].as_i64().unwrap();
     assert_eq!(fake.runners()[0].scope, FakeScope::Global);
     let refs = [common::running("org-abcde")];
-    let view = f.observe(&org, &refs).await.unwrap();
+    let view = f.open(&org.key).snapshot(&org, &refs).await.unwrap();
     assert_eq!(
         view.runners.get("org-abcde"),
         None,
         "not in the org's runner list"
     );
     assert_eq!(
-        f.remove_runner(&org, &refs[0]).await.unwrap(),
+        f.open(&org.key).deregister(&org, &refs[0]).await.unwrap(),
         RemoveOutcome::Removed
     );
     assert!(
@@ -543,7 +541,11 @@ async fn fixed_instance_registration_token_is_refused_outside_global_scope() {
     // So the org group refuses the key: a credentials problem of this group, before any
     // runner is made and before any request.
     let before = fake.requests().len();
-    match f.runner_credentials(&org_fixed, "org-fghij").await {
+    match f
+        .open(&org_fixed.key)
+        .register(&org_fixed, "org-fghij", None)
+        .await
+    {
         Err(ForgeError::InvalidCredentials(m)) => {
             assert!(
                 m.contains("registration_token") && m.contains("scope: global"),
@@ -559,7 +561,7 @@ async fn fixed_instance_registration_token_is_refused_outside_global_scope() {
             c.secret_data["registration_token"].expose() == FIXED
         ),
     }
-    match f.observe(&org_fixed, &[]).await {
+    match f.open(&org_fixed.key).snapshot(&org_fixed, &[]).await {
         Err(ForgeError::InvalidCredentials(m)) => assert!(m.contains("registration_token"), "{m}"),
         other => panic!("observe must report the key too, got {other:?}"),
     }
@@ -572,7 +574,7 @@ async fn fixed_instance_registration_token_is_refused_outside_global_scope() {
             .insert("registration_token".into(), SecretValue::new(FIXED));
         assert!(
             matches!(
-                f.runner_credentials(&c, "other-abcde").await,
+                f.open(&c.key).register(&c, "other-abcde", None).await,
                 Err(ForgeError::InvalidCredentials(_))
             ),
             "{scope:?}"
@@ -592,8 +594,12 @@ async fn fixed_instance_registration_token_is_refused_outside_global_scope() {
         .credentials
         .data
         .insert("registration_token".into(), SecretValue::new(FIXED));
-    assert!(f.observe(&global, &[]).await.is_ok());
-    let creds = f.runner_credentials(&global, "glob-abcde").await.unwrap();
+    assert!(f.open(&global.key).snapshot(&global, &[]).await.is_ok());
+    let creds = f
+        .open(&global.key)
+        .register(&global, "glob-abcde", None)
+        .await
+        .unwrap();
     assert_eq!(creds.secret_data["registration_token"].expose(), FIXED);
 }
 
@@ -673,10 +679,12 @@ async fn proxy_and_ca_bundle_are_used() {
         g.ca_bundle_config_map = Some("corp-ca".into());
     }
     proxied.ca_bundle = Some(TEST_CA.into());
-    let view = f.observe(&proxied, &[]).await.unwrap();
+    let view = f.open(&proxied.key).snapshot(&proxied, &[]).await.unwrap();
     assert_eq!(view.waiting_jobs, 1);
     assert_eq!(
-        f.cluster_refs(&proxied.group.spec)
+        f.describe(&proxied.group.spec)
+            .expect("valid")
+            .cluster_refs
             .ca_bundle_config_map
             .as_deref(),
         Some("corp-ca")
@@ -692,7 +700,7 @@ async fn proxy_and_ca_bundle_are_used() {
         ADMIN_TOKEN,
     );
     assert!(matches!(
-        f.observe(&direct, &[]).await,
+        f.open(&direct.key).snapshot(&direct, &[]).await,
         Err(ForgeError::Unavailable(_))
     ));
 
@@ -706,7 +714,7 @@ async fn proxy_and_ca_bundle_are_used() {
     );
     bad_ca.ca_bundle = Some("-----BEGIN CERTIFICATE-----\n!!!\n-----END CERTIFICATE-----\n".into());
     assert!(matches!(
-        f.observe(&bad_ca, &[]).await,
+        f.open(&bad_ca.key).snapshot(&bad_ca, &[]).await,
         Err(ForgeError::Config(_))
     ));
     let mut bad_proxy = ctx(
@@ -720,7 +728,7 @@ async fn proxy_and_ca_bundle_are_used() {
     if let Some(g) = bad_proxy.group.spec.gitea.as_mut() {
         g.proxy_url = Some("http://user:hunter2@[::not".into());
     }
-    match f.observe(&bad_proxy, &[]).await {
+    match f.open(&bad_proxy.key).snapshot(&bad_proxy, &[]).await {
         Err(ForgeError::Config(m)) => assert!(!m.contains("hunter2"), "proxy URL never echoed: {m}"),
         other => panic!("expected Config, got {other:?}"),
     }

@@ -11,8 +11,8 @@
 //! single-flight listing cache ([`single_flight`]) under one
 //! budget for every cached listing ([`listing_memory`]), the pool of clients per instance and
 //! credentials ([`pool`]), scopes ([`scope`]), version numbers ([`version`]), shared wire
-//! types ([`wire`]), the runner pod profile ([`act_runner`]) and the cache server
-//! ([`cache_server`]).
+//! types ([`wire`]), the runner pod profile ([`act_runner`]), the cache server
+//! ([`cache_server`]) and what `Forge::describe` makes of a valid block ([`profile`]).
 //!
 //! Its own crate because `core` knows no HTTP and forge crates never import each other, yet the
 //! forge clients must treat these settings and limits the same way.
@@ -29,6 +29,7 @@ pub mod listing_memory;
 #[cfg(any(test, feature = "testing"))]
 pub mod pod_checks;
 pub mod pool;
+pub mod profile;
 pub mod redirect;
 pub mod request_error;
 pub mod rest;

@@ -7,9 +7,9 @@
 use std::collections::BTreeMap;
 
 use forgerunner_core::RunnerGroup;
-use forgerunner_core::crd::{ContainerMode, ContainerModeType, RunnerGroupSpec};
+use forgerunner_core::crd::{ContainerMode, ContainerModeType, RunnerClass, RunnerGroupSpec};
 use forgerunner_core::embedded::Embedded;
-use forgerunner_core::forge::{Forge, RunnerCredentials};
+use forgerunner_core::forge::{Forge, GroupKey, RunnerCredentials, RunnerPodRequest};
 use forgerunner_core::runner_pod::{PssRule, restricted_violations};
 use forgerunner_core::testing::{runner_container, runner_env};
 use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec, ResourceRequirements};
@@ -37,6 +37,30 @@ pub fn group(
     g.metadata.namespace = Some("ci".into());
     g.metadata.uid = Some("uid-1".into());
     g
+}
+
+/// The forge's default pod for runner `runner_name` of `g` (of `class`; `None`: one of the
+/// group's own) with its Secret `secret_name`, asked of the group's session as the reconciler
+/// asks for it, before the reconciler lays anything on it.
+pub fn default_pod(
+    forge: &dyn Forge,
+    g: &RunnerGroup,
+    runner_name: &str,
+    secret_name: &str,
+    credentials: &RunnerCredentials,
+    class: Option<&RunnerClass>,
+) -> PodSpec {
+    let key = GroupKey {
+        namespace: g.metadata.namespace.clone().unwrap_or_default(),
+        name: g.metadata.name.clone().unwrap_or_default(),
+    };
+    forge.open(&key).runner_pod(&RunnerPodRequest {
+        group: g,
+        runner_name,
+        secret_name,
+        credentials,
+        class,
+    })
 }
 
 /// The runner pod the reconciler would create for `g`.

@@ -36,7 +36,7 @@ impl ForgejoForge {
     }
 
     /// Forgets `group`'s book and whatever no other group uses.
-    pub(super) fn release_group(&self, group: &GroupKey) {
+    pub(crate) fn release_group(&self, group: &GroupKey) {
         if let Ok(mut b) = self.books.lock() {
             b.remove(group);
         }
@@ -63,7 +63,7 @@ impl ForgejoForge {
     }
 
     /// Sets the cache gauge from the maps' sizes.
-    pub(super) fn report_cache(&self) {
+    pub(crate) fn report_cache(&self) {
         self.metrics.set_cache_entries(
             "forgejo",
             &[

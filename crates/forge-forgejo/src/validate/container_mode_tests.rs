@@ -8,8 +8,9 @@ use std::sync::Arc;
 
 use forgerunner_core::crd::{ContainerModeType, RunnerGroupSpec};
 use forgerunner_core::embedded::Embedded;
-use forgerunner_core::forge::ReconcileTrigger;
+use forgerunner_core::forge::{Forge, ReconcileTrigger};
 use forgerunner_core::metrics::Metrics;
+use forgerunner_core::validate::SpecViolation;
 use forgerunner_http::spec_rules::testing::assert_not_ready_with_invalid_spec;
 
 use super::tests::harness;
@@ -21,6 +22,11 @@ fn labelled(mode: Option<ContainerModeType>, labels: &[&str]) -> RunnerGroupSpec
 
 fn forge() -> ForgejoForge {
     ForgejoForge::new(Arc::new(Metrics::default()), ReconcileTrigger::channel().0)
+}
+
+/// What `f` refuses in `spec` (the error side of `describe`).
+fn refused(f: &ForgejoForge, spec: &RunnerGroupSpec) -> Vec<SpecViolation> {
+    f.describe(spec).err().unwrap_or_default()
 }
 
 // With no mode, and in a kubernetes mode so that only the mode is wrong, host labels: docker
@@ -42,7 +48,7 @@ fn with_template(mut s: RunnerGroupSpec, runner: serde_json::Value) -> RunnerGro
 #[test]
 fn docker_labels_without_a_daemon_are_refused_naming_the_fixes() {
     let f = forge();
-    let v = f.validate(&labelled(None, &["ubuntu-latest", "linux:host"]));
+    let v = refused(&f, &labelled(None, &["ubuntu-latest", "linux:host"]));
     assert_eq!(v.len(), 1, "{v:?}");
     assert_eq!(v[0].field, "spec.forgejo.labels");
     assert_eq!(
@@ -52,7 +58,7 @@ fn docker_labels_without_a_daemon_are_refused_naming_the_fixes() {
          containerMode.type: dind, set DOCKER_HOST on the runner container in spec.template, or give the \
          label a host scheme (ubuntu-latest:host)"
     );
-    let v = f.validate(&labelled(None, &["a:docker://node:22", "b:docker"]));
+    let v = refused(&f, &labelled(None, &["a:docker://node:22", "b:docker"]));
     assert_eq!(v.len(), 1, "{v:?}");
     assert_eq!(
         v[0].message,
@@ -61,11 +67,11 @@ fn docker_labels_without_a_daemon_are_refused_naming_the_fixes() {
          container in spec.template, or give each of them a host scheme (a:host)"
     );
     // Host labels need nothing; a template that gives the runner a daemon is enough.
-    assert_eq!(f.validate(&labelled(None, &["a:host", "b:host"])), []);
+    assert_eq!(refused(&f, &labelled(None, &["a:host", "b:host"])), []);
     let docker = || labelled(None, &["ubuntu-latest"]);
     let env = serde_json::json!({"name": "runner",
         "env": [{"name": "DOCKER_HOST", "value": "tcp://docker.ci.svc:2375"}]});
-    assert_eq!(f.validate(&with_template(docker(), env)), []);
+    assert_eq!(refused(&f, &with_template(docker(), env)), []);
     for path in [
         "/var/run/docker.sock",
         "/var/run",
@@ -75,17 +81,17 @@ fn docker_labels_without_a_daemon_are_refused_naming_the_fixes() {
     ] {
         let mount = serde_json::json!({"name": "runner",
             "volumeMounts": [{"name": "sock", "mountPath": path}]});
-        assert_eq!(f.validate(&with_template(docker(), mount)), [], "{path}");
+        assert_eq!(refused(&f, &with_template(docker(), mount)), [], "{path}");
     }
     for path in ["/data", "/var/lib/docker", "/tmp"] {
         let mount = serde_json::json!({"name": "runner",
             "volumeMounts": [{"name": "sock", "mountPath": path}]});
-        assert_eq!(f.validate(&with_template(docker(), mount)).len(), 1, "{path}");
+        assert_eq!(refused(&f, &with_template(docker(), mount)).len(), 1, "{path}");
     }
     // Only the runner container's environment counts.
     let sidecar = serde_json::json!({"name": "side",
         "env": [{"name": "DOCKER_HOST", "value": "tcp://x:2375"}]});
-    assert_eq!(f.validate(&with_template(docker(), sidecar)).len(), 1);
+    assert_eq!(refused(&f, &with_template(docker(), sidecar)).len(), 1);
 }
 
 #[test]

@@ -1,9 +1,10 @@
 use super::*;
 use forgerunner_core::crd::{ForgeKind, GiteaScope, RunnerGroup};
-use forgerunner_core::forge::{ReconcileTrigger, RunnerCredentials};
+use forgerunner_core::forge::{Forge, ReconcileTrigger, RunnerCredentials};
 use forgerunner_core::metrics::Metrics;
 use forgerunner_core::runner_pod::trust::GO_CA_FILE;
 use forgerunner_http::act_runner::DATA_VOLUME;
+use forgerunner_http::pod_checks::default_pod;
 use std::sync::Arc;
 
 fn spec() -> GiteaSpec {
@@ -158,7 +159,7 @@ fn forge_pod(gitea: GiteaSpec) -> PodSpec {
         env: BTreeMap::new(),
         annotations: BTreeMap::new(),
     };
-    forge.default_runner_pod(&group(gitea), "g-abcde", "g-abcde", &creds, None)
+    default_pod(&forge, &group(gitea), "g-abcde", "g-abcde", &creds, None)
 }
 
 #[test]
@@ -213,8 +214,9 @@ fn ca_bundle_and_proxy_reach_both_containers_only_when_set() {
 fn no_exit_code_means_outdated() {
     let (trigger, _rx) = ReconcileTrigger::channel();
     let forge = crate::GiteaForge::new(Arc::new(Metrics::default()), trigger);
+    let profile = forge.describe(&group(spec()).spec).expect("valid");
     for code in [1, 2, 7, 137, 143] {
-        assert_eq!(forge.runner_exit_meaning(code), None, "exit {code}");
+        assert_eq!(profile.runner_exit(code), None, "exit {code}");
     }
 }
 
@@ -232,7 +234,7 @@ fn pod_of(g: &RunnerGroup) -> PodSpec {
         env: BTreeMap::new(),
         annotations: BTreeMap::new(),
     };
-    forge.default_runner_pod(g, "g-abcde", "g-abcde", &creds, None)
+    default_pod(&forge, g, "g-abcde", "g-abcde", &creds, None)
 }
 
 /// The binary reads a config only from `--config` (act_runner `internal/app/cmd/cmd.go`, a

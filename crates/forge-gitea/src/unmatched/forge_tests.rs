@@ -1,11 +1,11 @@
-//! The unmatched-jobs scan through `GiteaForge::observe`, against the testkit's fake Gitea:
-//! once per listing for all the groups of a scope.
+//! The unmatched-jobs scan through the groups' snapshots (`ForgeSession::snapshot`), against the
+//! testkit's fake Gitea: once per listing for all the groups of a scope.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use forgerunner_core::crd::{ForgeKind, GiteaScope, GiteaSpec, RunnerGroup};
-use forgerunner_core::forge::{Credentials, GroupContext, GroupKey, ReconcileTrigger, SecretValue};
+use forgerunner_core::forge::{Credentials, Forge, GroupContext, GroupKey, ReconcileTrigger, SecretValue};
 use forgerunner_core::metrics::Metrics;
 use forgerunner_testkit::gitea::{ADMIN_TOKEN, FakeConfig, GiteaFakeHandle};
 
@@ -53,7 +53,7 @@ fn group(fake: &GiteaFakeHandle, name: &str, label: &str) -> GroupContext {
 async fn round(forge: &GiteaForge, groups: &[GroupContext]) -> Vec<Vec<String>> {
     let mut seen = Vec::new();
     for g in groups {
-        let view = forge.observe(g, &[]).await.expect("observe");
+        let view = forge.open(&g.key).snapshot(g, &[]).await.expect("observe");
         seen.push(view.unmatched.into_iter().map(|j| j.id).collect());
     }
     seen

@@ -5,7 +5,7 @@ pub mod webhook;
 use std::collections::BTreeMap;
 
 use forgerunner_core::crd::{ForgeKind, GiteaSpec, RunnerGroup};
-use forgerunner_core::forge::{Credentials, GroupContext, GroupKey, SecretValue};
+use forgerunner_core::forge::{Credentials, Forge, GroupContext, GroupKey, SecretValue};
 
 /// A Gitea group `name` in namespace `ns` (at most 8 runners) with `gitea` as its forge block,
 /// as the reconciler would hand it to the forge, its Secret holding `token`.
@@ -44,7 +44,7 @@ pub async fn view(
     f: &forgerunner_gitea::GiteaForge,
     c: &GroupContext,
 ) -> Result<forgerunner_core::forge::ForgeView, forgerunner_core::ForgeError> {
-    f.observe(c, &[]).await
+    f.open(&c.key).snapshot(c, &[]).await
 }
 
 /// A running runner of ours named `name`, as the reconciler hands it to the forge.

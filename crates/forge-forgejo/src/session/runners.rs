@@ -1,6 +1,7 @@
-//! What a pass does at Forgejo besides observing: issue a new runner's credentials (create an
-//! ephemeral runner bound to a free job handle on 15+, hand out the registration token on
-//! 11–14) and remove a runner that will never run.
+//! What a pass does at Forgejo besides observing: issue a new runner's credentials
+//! (`ForgeSession::register`: create an ephemeral runner bound to a free job handle on 15+, hand
+//! out the registration token on 11–14) and remove a runner that will never run
+//! (`ForgeSession::deregister`).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -9,10 +10,11 @@ use forgerunner_core::crd::RunnerClass;
 use forgerunner_core::forge::{GroupContext, RemoveOutcome, RunnerCredentials, RunnerRef};
 use forgerunner_core::plan::RunnerPhase;
 
-use super::{ForgejoForge, Resolved};
+use super::ForgejoSession;
 use crate::classes::runner_labels;
 use crate::client::DeleteOutcome;
 use crate::error::ForgejoError;
+use crate::forge::Resolved;
 use crate::observe::waiting;
 use crate::pod::{
     ENV_INSTANCE_URL, ENV_JOB_HANDLE, ENV_RUNNER_UUID, REGISTRATION_TOKEN_KEY, TOKEN_KEY, register_env,
@@ -22,26 +24,27 @@ use crate::types::{Runner, RunnerStatus};
 use crate::version::Mode;
 
 /// Secret key of the group's credentials that may hold a fixed registration token.
-pub const SECRET_REGISTRATION_TOKEN_KEY: &str = "registration_token";
+const SECRET_REGISTRATION_TOKEN_KEY: &str = "registration_token";
 
-impl ForgejoForge {
+impl ForgejoSession {
     /// A new runner's credentials; `class` is its class of `spec.classes` (`None`: one of the
     /// group's own).
-    pub(crate) async fn credentials_inner(
+    pub(super) async fn credentials(
         &self,
         ctx: &GroupContext,
         runner_name: &str,
         class: Option<&RunnerClass>,
     ) -> Result<RunnerCredentials, ForgejoError> {
-        let r = self.resolve(ctx).await?;
+        let forge = &self.forge;
+        let r = forge.resolve(ctx).await?;
         match r.mode {
             Mode::Ephemeral => self.create_ephemeral(ctx, &r, runner_name, class).await,
             Mode::RegistrationToken => {
                 let token = match ctx.credentials.get(SECRET_REGISTRATION_TOKEN_KEY) {
                     Some(t) => t.clone(),
-                    None => self.registration_token(&r).await?,
+                    None => forge.registration_token(&r).await?,
                 };
-                self.with_book(&ctx.key, |b| b.created(runner_name, Instant::now()));
+                forge.with_book(&ctx.key, |b| b.created(runner_name, Instant::now()));
                 Ok(RunnerCredentials {
                     secret_data: BTreeMap::from([(REGISTRATION_TOKEN_KEY.to_string(), token)]),
                     env: register_env(&r.spec.url, runner_name, &runner_labels(&r.spec.labels, class)),
@@ -65,13 +68,14 @@ impl ForgejoForge {
         runner_name: &str,
         class: Option<&RunnerClass>,
     ) -> Result<RunnerCredentials, ForgejoError> {
-        let jobs = self.jobs(r).await?;
+        let forge = &self.forge;
+        let jobs = forge.jobs(r).await?;
         let class_name = class.map(|c| c.name.as_str());
         let oldest_first: Vec<_> = waiting(&jobs.value, &r.claim)
             .into_iter()
             .filter(|j| r.claim.is_for(&j.runs_on, class_name))
             .collect();
-        let handle = self.with_book(&ctx.key, |b| {
+        let handle = forge.with_book(&ctx.key, |b| {
             b.bind(
                 oldest_first.iter().map(|j| j.handle.as_str()),
                 jobs.at,
@@ -88,14 +92,14 @@ impl ForgejoForge {
             Ok(c) => c,
             Err(e) => {
                 if let Some(h) = &handle {
-                    self.with_book(&ctx.key, |b| b.unbind(h));
+                    forge.with_book(&ctx.key, |b| b.unbind(h));
                 }
                 return Err(e);
             }
         };
-        self.with_book(&ctx.key, |b| b.created(runner_name, Instant::now()));
+        forge.with_book(&ctx.key, |b| b.created(runner_name, Instant::now()));
         // The cached runner listing predates this runner: the next pass reads a fresh one.
-        self.expire_runners(r).await;
+        forge.expire_runners(r).await;
         let mut env = BTreeMap::from([
             (ENV_INSTANCE_URL.to_string(), r.spec.url.trim().to_string()),
             (ENV_RUNNER_UUID.to_string(), created.uuid.clone()),
@@ -124,12 +128,15 @@ impl ForgejoForge {
         })
     }
 
-    pub(crate) async fn remove_inner(
+    /// Deletes the runner's row unless it is at work; on 11–14, with no runner API, there is
+    /// nothing to delete.
+    pub(super) async fn remove(
         &self,
         ctx: &GroupContext,
         runner: &RunnerRef,
     ) -> Result<RemoveOutcome, ForgejoError> {
-        let r = self.resolve(ctx).await?;
+        let forge = &self.forge;
+        let r = forge.resolve(ctx).await?;
         if r.mode == Mode::RegistrationToken {
             // No runner API before 15: nothing can be deregistered. The row stays until someone
             // deletes it, or (12+) Forgejo's `cron.cleanup_offline_runners` does, which is off
@@ -173,15 +180,15 @@ impl ForgejoForge {
             && row.status == RunnerStatus::Idle
         {
             let now = Instant::now();
-            let (evidence, backoff) = (self.opts.held_evidence, self.opts.held_backoff);
-            self.with_book(&ctx.key, |b| {
+            let (evidence, backoff) = (forge.opts.held_evidence, forge.opts.held_backoff);
+            forge.with_book(&ctx.key, |b| {
                 if b.connected_for(&runner.name, now) >= evidence {
                     b.note_held(handle, backoff, now);
                 }
             });
         }
         let outcome = client.delete_runner(r.version, &r.scope, row.id).await?;
-        self.expire_runners(&r).await;
+        forge.expire_runners(&r).await;
         tracing::debug!(
             group = %ctx.key,
             runner = %runner.name,
@@ -194,7 +201,8 @@ impl ForgejoForge {
 
     /// The row named `name` in a fresh listing of the group's scope, if any.
     async fn runner_named(&self, r: &Resolved<'_>, name: &str) -> Result<Option<Runner>, ForgejoError> {
-        let rows = self.runners(r, Duration::ZERO).await?;
+        let forge = &self.forge;
+        let rows = forge.runners(r, Duration::ZERO).await?;
         Ok(rows.value.rows.iter().find(|x| x.name == name).cloned())
     }
 }

@@ -507,6 +507,10 @@ pub struct FakeForge {
     pub shutdowns: AtomicU32,
     /// How many times a group's session was closed.
     pub closes: AtomicU32,
+    /// How many times a spec was described.
+    pub describes: AtomicU32,
+    /// How many snapshots sessions took.
+    pub snapshots: AtomicU32,
     /// The API budget the forge reports with each view.
     pub budget: Mutex<Option<RateBudget>>,
     /// The job each runner runs, as the forge reports it.
@@ -536,6 +540,8 @@ impl FakeForge {
             told: Mutex::default(),
             shutdowns: AtomicU32::new(0),
             closes: AtomicU32::new(0),
+            describes: AtomicU32::new(0),
+            snapshots: AtomicU32::new(0),
             budget: Mutex::new(None),
             identities: Mutex::new(BTreeMap::new()),
             role_rules: Mutex::new(Vec::new()),
@@ -568,6 +574,7 @@ impl Forge for FakeForge {
     }
 
     fn describe(&self, spec: &RunnerGroupSpec) -> Result<ForgeProfile, Vec<SpecViolation>> {
+        self.describes.fetch_add(1, Ordering::SeqCst);
         // One rule of the forge's own, to show its violations reach the condition.
         if let Some(g) = &spec.gitea
             && g.labels.iter().any(|l| l == "reserved")
@@ -642,6 +649,7 @@ impl ForgeSession for FakeSession {
 
     async fn snapshot(&self, _group: &GroupContext, runners: &[RunnerRef]) -> Result<ForgeView, ForgeError> {
         let fake = &self.0;
+        fake.snapshots.fetch_add(1, Ordering::SeqCst);
         fake.note_told(runners);
         if fake.fail_demand.load(Ordering::SeqCst) {
             return Err(ForgeError::Unavailable("fake outage".into()));

@@ -126,6 +126,47 @@ async fn the_forge_is_told_which_runners_its_session_registered() {
     h.stop().await;
 }
 
+/// A pass describes the spec once: the fair-share turn and the pass share one profile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pass_describes_the_spec_once() {
+    let h = Harness::start(true).await;
+    h.create_secret("creds").await;
+    h.create_group("once", gitea_spec(0, 2, 600)).await;
+    let key = GroupKey {
+        namespace: NS.into(),
+        name: "once".into(),
+    };
+    wait_for("a first snapshot", || async {
+        h.forge.snapshots.load(Ordering::SeqCst) >= 1
+    })
+    .await;
+    let counts = || {
+        (
+            h.forge.describes.load(Ordering::SeqCst),
+            h.forge.snapshots.load(Ordering::SeqCst),
+        )
+    };
+    let (described, snapped) = counts();
+    for _ in 0..3 {
+        let before = h.forge.snapshots.load(Ordering::SeqCst);
+        h.trigger.wake(key.clone());
+        wait_for("another pass", || async {
+            h.forge.snapshots.load(Ordering::SeqCst) > before
+        })
+        .await;
+    }
+    let (d, s) = counts();
+    let passes = s - snapped;
+    assert!(passes >= 3, "three more passes");
+    // A pass may be between its description and its snapshot at either reading: one either way.
+    assert!(
+        (d - described).abs_diff(passes) <= 1,
+        "one description per pass: {} for {passes} passes",
+        d - described
+    );
+    h.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_runners_are_removed_after_timeout_and_cleanup_runs() {
     let h = Harness::start(true).await;

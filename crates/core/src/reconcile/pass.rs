@@ -16,7 +16,7 @@ use kube::runtime::controller::Action;
 use super::context::Context;
 use super::error::ReconcileError;
 use super::ledger::Ledger;
-use super::pipeline::group_key;
+use super::pipeline::{CheckedForge, group_key};
 use super::status::error_conditions;
 use crate::crd::RunnerGroup;
 
@@ -24,11 +24,17 @@ pub(super) use dereference::group_context;
 
 /// Runs one pass over `group` and reports its outcome in the status: what the pass did, or why
 /// it stopped.
-pub(super) async fn run(group: Arc<RunnerGroup>, ctx: &Context) -> Result<Action, ReconcileError> {
+///
+/// `checked` is what the pipeline made of the spec ([`super::pipeline::checked_forge`]) before it took its turn.
+pub(super) async fn run(
+    group: Arc<RunnerGroup>,
+    ctx: &Context,
+    checked: CheckedForge<'_>,
+) -> Result<Action, ReconcileError> {
     let key = group_key(&group);
     let mut ledger = ctx.lease_ledger(&key);
     let group = ledger.status.overlay(group);
-    match steps(&group, ctx, &mut ledger).await {
+    match steps(&group, ctx, checked, &mut ledger).await {
         Ok(action) => {
             ctx.record_success(&key);
             Ok(action)
@@ -52,12 +58,17 @@ pub(super) async fn run(group: Arc<RunnerGroup>, ctx: &Context) -> Result<Action
     }
 }
 
-async fn steps(group: &RunnerGroup, ctx: &Context, ledger: &mut Ledger) -> Result<Action, ReconcileError> {
+async fn steps(
+    group: &RunnerGroup,
+    ctx: &Context,
+    checked: CheckedForge<'_>,
+    ledger: &mut Ledger,
+) -> Result<Action, ReconcileError> {
     if !ctx.jobs_synced.load(std::sync::atomic::Ordering::SeqCst) {
         // Planning on a store that has not listed yet would count no runners.
         return Ok(Action::requeue(Duration::from_millis(200)));
     }
-    let found = dereference::dereference(ctx, group, ledger).await?;
+    let found = dereference::dereference(ctx, group, checked, ledger).await?;
     let seen = observe::observe(ctx, group, &found, ledger).await?;
     let decided = decide::decide(group, &seen, ctx.calendar.now(), ledger);
     let done = act::act(ctx, group, &found, &seen, &decided, ledger).await;

@@ -16,7 +16,7 @@ use super::error::ReconcileError;
 use super::fair_share::{TURN_WAIT, Turn, instance_key};
 use crate::crd::RunnerGroup;
 use crate::error::ErrorCategory;
-use crate::forge::{Forge, ForgeProfile, GroupKey};
+use crate::forge::{Forge, ForgeProfile, GroupKey, OutboundUrl};
 use crate::metrics::{ReconcileErrorLabels, ReconcileLabels};
 use crate::names::group_name_problem;
 use crate::validate::validate_spec;
@@ -48,7 +48,14 @@ pub async fn reconcile(group: Arc<RunnerGroup>, ctx: Arc<Context>) -> Result<Act
         .get_or_create(&ReconcileLabels { forge: forge_label })
         .inc();
     let ns = group.namespace().unwrap_or_default();
-    let Some(_turn) = take_turn(&group, &ctx, &ns).await else {
+    // The spec is described once per pass: the turn is taken on its forge instance, and the
+    // pass goes on with the same profile.
+    let checked = checked_forge(&ctx, &group);
+    let urls = checked
+        .as_ref()
+        .map(|(_, p)| p.outbound_urls.as_slice())
+        .unwrap_or_default();
+    let Some(_turn) = take_turn(urls, &ctx, &ns).await else {
         ctx.metrics
             .reconciles_deferred
             .get_or_create(&ReconcileLabels { forge: forge_label })
@@ -66,7 +73,7 @@ pub async fn reconcile(group: Arc<RunnerGroup>, ctx: Arc<Context>) -> Result<Act
         Ok(Action::await_change())
     } else {
         match ensure_finalizer(&api, group).await {
-            Ok(g) => super::pass::run(g, &ctx).await,
+            Ok(g) => super::pass::run(g, &ctx, checked).await,
             Err(e) => Err(e),
         }
     };
@@ -77,17 +84,12 @@ pub async fn reconcile(group: Arc<RunnerGroup>, ctx: Arc<Context>) -> Result<Act
     result
 }
 
-/// Waits (briefly) for a turn of the group's forge instance and namespace
-/// ([`super::fair_share`]); `None` when they stayed taken.
-async fn take_turn(group: &RunnerGroup, ctx: &Context, namespace: &str) -> Option<Turn> {
-    let urls = ctx
-        .forges
-        .for_spec(&group.spec)
-        .and_then(|f| f.describe(&group.spec).ok())
-        .map(|p| p.outbound_urls)
-        .unwrap_or_default();
+/// Waits (briefly) for a turn of the forge instance behind `urls` (none for a spec refused,
+/// whose pass fails at once) and of the namespace ([`super::fair_share`]); `None` when they
+/// stayed taken.
+async fn take_turn(urls: &[OutboundUrl], ctx: &Context, namespace: &str) -> Option<Turn> {
     ctx.fair_share
-        .enter(&instance_key(&urls), namespace, TURN_WAIT)
+        .enter(&instance_key(urls), namespace, TURN_WAIT)
         .await
 }
 
@@ -196,14 +198,14 @@ pub fn described_spec(
     }
 }
 
+/// A live group's forge and what it makes of the spec, or why the pass cannot go on.
+pub(super) type CheckedForge<'a> = Result<(&'a dyn Forge, ForgeProfile), ReconcileError>;
+
 /// The group's forge and what it makes of the spec, the spec checked (the common rules even
 /// when the forge is disabled) and its URLs inside the operator's forge host allowlist.
 /// Cleanup goes through here too, so a refused group is never sent a request, not even on
 /// deletion.
-pub(super) fn checked_forge<'a>(
-    ctx: &'a Context,
-    group: &RunnerGroup,
-) -> Result<(&'a dyn Forge, ForgeProfile), ReconcileError> {
+pub(super) fn checked_forge<'a>(ctx: &'a Context, group: &RunnerGroup) -> CheckedForge<'a> {
     let forge = ctx.forges.for_spec(&group.spec);
     let profile = described_spec(group, forge)?;
     let (Some(forge), Some(profile)) = (forge, profile) else {

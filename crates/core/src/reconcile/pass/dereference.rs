@@ -21,7 +21,7 @@ use crate::reconcile::cache_server::keep_cache;
 use crate::reconcile::context::Context;
 use crate::reconcile::error::ReconcileError;
 use crate::reconcile::ledger::{Ledger, ReadRefs, Upkeep};
-use crate::reconcile::pipeline::{checked_forge, group_key};
+use crate::reconcile::pipeline::{CheckedForge, group_key};
 use crate::reconcile::runner_rbac::keep_runner_rbac;
 
 /// What the dereference step found.
@@ -41,9 +41,10 @@ pub(super) struct Found {
 pub(super) async fn dereference(
     ctx: &Context,
     group: &RunnerGroup,
+    checked: CheckedForge<'_>,
     ledger: &mut Ledger,
 ) -> Result<Found, ReconcileError> {
-    let (forge, profile) = checked_forge(ctx, group)?;
+    let (forge, profile) = checked?;
     let session = ledger.session(forge, &group_key(group));
     let names = profile.cluster_refs.clone();
     let (upkeep, refs) = (&mut ledger.upkeep, &mut ledger.refs);

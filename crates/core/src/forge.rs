@@ -121,8 +121,10 @@ pub struct ForgeView {
     /// What is left of the API budget of the group's credential, when the forge reports it;
     /// creation slows down before it runs out ([`crate::budget`]).
     pub budget: Option<RateBudget>,
-    /// The waiting jobs by id, where the forge names them, for the latency per stage
-    /// (`crate::metrics::Stage`). Empty where the forge only gives counts.
+    /// The waiting jobs by id, oldest first, where the forge names them: for the latency per
+    /// stage (`crate::metrics::Stage`), the class of each new runner, and the job a new runner is
+    /// bound to where the forge binds runners to jobs ([`WaitingJob::binding`]). Empty where the
+    /// forge only gives counts.
     pub waiting: Vec<WaitingJob>,
     /// Runners that will never take a job: the one job they were made for is gone (re-run
     /// under a new handle, cancelled). The planner removes them at once unless they worked.
@@ -167,6 +169,11 @@ pub struct WaitingJob {
     /// The labels the job asks for (`runs-on`), where the forge tells them; the class of its
     /// runner is chosen from them ([`crate::runner_class`]). Empty where the forge does not say.
     pub labels: Vec<String>,
+    /// Where the forge binds a runner to one job (Forgejo 15's job handle): the key that binds a
+    /// runner to this job alone. Core reserves each such job for one runner at a time and hands
+    /// the job to [`ForgeSession::register`] ([`crate::reconcile::ledger::Reservations`]).
+    /// `None` where any runner of the right labels takes any job.
+    pub binding: Option<String>,
 }
 
 /// What a group's forge block names in the cluster; the reconciler reads these for the forge
@@ -243,6 +250,41 @@ pub struct RunnerRef {
     pub registered_here: bool,
 }
 
+impl RunnerRef {
+    /// The job the runner was made for alone ([`WaitingJob::binding`]), from its Job's
+    /// [`crate::runner_job::JOB_BINDING_ANNOTATION`]; `None` for a runner that takes any job.
+    pub fn binding(&self) -> Option<&str> {
+        self.annotations
+            .get(crate::runner_job::JOB_BINDING_ANNOTATION)
+            .map(String::as_str)
+            .filter(|b| !b.is_empty())
+    }
+}
+
+/// One new runner to register ([`ForgeSession::register`]).
+#[derive(Clone, Copy, Debug)]
+pub struct RunnerRequest<'a> {
+    /// The runner's name (= Job name = forge-side name).
+    pub name: &'a str,
+    /// The runner's class of `spec.classes` (`None`: one of the group's own).
+    pub class: Option<&'a RunnerClass>,
+    /// The waiting job core reserved for the runner, where the forge binds runners to jobs
+    /// ([`WaitingJob::binding`]): the forge binds the runner to it alone. `None`: the runner takes
+    /// any job its labels match (or no job of its class was free).
+    pub job: Option<&'a WaitingJob>,
+}
+
+impl<'a> RunnerRequest<'a> {
+    /// A request for the runner `name` of `class` bound to no job.
+    pub fn unbound(name: &'a str, class: Option<&'a RunnerClass>) -> RunnerRequest<'a> {
+        RunnerRequest {
+            name,
+            class,
+            job: None,
+        }
+    }
+}
+
 /// How the forge sees one of our runners.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum ForgeRunnerState {
@@ -267,6 +309,11 @@ pub enum RemoveOutcome {
     Removed,
     /// The runner took a job meanwhile; it must be left alone.
     Busy,
+    /// Removed, though the runner had waited connected long enough to get the one job it was
+    /// bound to ([`RunnerRef::binding`]) and did not get it: the forge holds that job back while
+    /// listing it waiting (Forgejo 14+ queues a job behind its concurrency group). Core makes no
+    /// runner for that job for a while ([`crate::reconcile::ledger::Reservations::withhold`]).
+    Withheld,
 }
 
 /// What a runner's exit code means to its forge, when it means more than "failed".
@@ -494,15 +541,14 @@ pub trait ForgeSession: Send + Sync {
     /// snapshot of its data. `runners` are all of the group's runners in the cluster.
     async fn snapshot(&self, group: &GroupContext, runners: &[RunnerRef]) -> Result<ForgeView, ForgeError>;
 
-    /// What a new runner named `runner_name` of `class` (`None`: one of the group's own) needs
-    /// to join the forge. GitHub registers a class's runner in the class's own scale set;
-    /// Forgejo 15 binds it to a waiting job of its class; the others take the class's labels
-    /// from the pod ([`ForgeSession::runner_pod`]).
+    /// What the new runner `request` names needs to join the forge. GitHub registers a class's
+    /// runner in the class's own scale set; Forgejo 15 binds it to the job core reserved for it
+    /// ([`RunnerRequest::job`]); the others take the class's labels from the pod
+    /// ([`ForgeSession::runner_pod`]).
     async fn register(
         &self,
         group: &GroupContext,
-        runner_name: &str,
-        class: Option<&RunnerClass>,
+        request: &RunnerRequest<'_>,
     ) -> Result<RunnerCredentials, ForgeError>;
 
     /// The forge's default pod for one new runner: image, command and env. The reconciler

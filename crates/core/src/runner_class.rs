@@ -105,5 +105,20 @@ pub fn wanted<S: AsRef<str>>(classes: &[ClassMatch], group: &BTreeSet<String>, r
     }
 }
 
+/// Whether a job asking for `runs_on` is one for a runner of `class` (`None`: one of the
+/// group's own), as [`wanted`] decides whose runners a job wants.
+pub fn is_for<S: AsRef<str>>(
+    classes: &[ClassMatch],
+    group: &BTreeSet<String>,
+    runs_on: &[S],
+    class: Option<&str>,
+) -> bool {
+    match wanted(classes, group, runs_on) {
+        Wanted::Class(i) => classes.get(i).map(|c| c.name.as_str()) == class,
+        Wanted::Group => class.is_none(),
+        Wanted::Nobody => false,
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -34,6 +34,21 @@ pub const FORGE_LABEL: &str = "forgerunner.dev/forge";
 pub const BUSY_ANNOTATION: &str = "forgerunner.dev/busy";
 /// Annotation holding [`template_hash`] of the spec a runner's pod was built from.
 pub const TEMPLATE_HASH_ANNOTATION: &str = "forgerunner.dev/template-hash";
+/// Annotation holding the binding of the one job a runner was made for
+/// ([`crate::forge::WaitingJob::binding`]); absent on a runner that takes any job. Two runner
+/// Jobs with the same value would be two runners for one job.
+pub const JOB_BINDING_ANNOTATION: &str = "forgerunner.dev/job-binding";
+/// Records on a new runner's Job `annotations` the binding of the job it was made for, if any
+/// ([`JOB_BINDING_ANNOTATION`]).
+pub fn record_binding(
+    annotations: &mut std::collections::BTreeMap<String, String>,
+    job: Option<&crate::forge::WaitingJob>,
+) {
+    if let Some(b) = job.and_then(|j| j.binding.as_ref()) {
+        annotations.insert(JOB_BINDING_ANNOTATION.to_owned(), b.clone());
+    }
+}
+
 /// Spec fields that never change a runner's pod: scaling and timing, and forge settings the
 /// operator alone uses. A change to one of them must not replace idle runners.
 const NOT_POD_SHAPING: [&str; 5] = [

@@ -523,6 +523,11 @@ pub struct FakeForge {
     pub rerun_answer: Mutex<RerunOutcome>,
     /// The runner releases the forge tells with each view.
     pub versions: Mutex<crate::runner_version::RunnerVersions>,
+    /// Jobs listed waiting with each view, oldest first (with bindings: a forge that binds each
+    /// runner to one job); empty by default.
+    pub waiting: Mutex<Vec<crate::forge::WaitingJob>>,
+    /// The binding of the job each registration was bound to, by runner name, in order.
+    pub bound: Mutex<Vec<(String, Option<String>)>>,
     /// The fake itself, for the sessions it opens.
     this: std::sync::Weak<FakeForge>,
 }
@@ -548,6 +553,8 @@ impl FakeForge {
             reruns: Mutex::new(Vec::new()),
             rerun_answer: Mutex::new(RerunOutcome::Unsupported),
             versions: Mutex::default(),
+            waiting: Mutex::default(),
+            bound: Mutex::default(),
         })
     }
 
@@ -663,6 +670,7 @@ impl ForgeSession for FakeSession {
             budget: *fake.budget.lock().expect("lock"),
             job_identities: fake.identities.lock().expect("lock").clone(),
             versions: fake.versions.lock().expect("lock").clone(),
+            waiting: fake.waiting.lock().expect("lock").clone(),
             ..ForgeView::default()
         })
     }
@@ -670,10 +678,16 @@ impl ForgeSession for FakeSession {
     async fn register(
         &self,
         _group: &GroupContext,
-        name: &str,
-        _class: Option<&crate::crd::RunnerClass>,
+        request: &crate::forge::RunnerRequest<'_>,
     ) -> Result<RunnerCredentials, ForgeError> {
+        let name = request.name;
         self.0.issued.lock().expect("lock").push(name.to_owned());
+        let binding = request.job.and_then(|j| j.binding.clone());
+        self.0
+            .bound
+            .lock()
+            .expect("lock")
+            .push((name.to_owned(), binding));
         Ok(RunnerCredentials {
             secret_data: BTreeMap::from([("token".to_owned(), SecretValue::new(SECRET_VALUE))]),
             env: BTreeMap::from([("RUNNER_NAME".to_owned(), name.to_owned())]),
@@ -793,8 +807,46 @@ pub fn netted_view(
             outdated: false,
         })
         .collect();
-    books.net_waiting_jobs(&mut view, &runners, std::time::Instant::now());
+    books.net_waiting_jobs(&mut view, &runners, refs, std::time::Instant::now());
     view
+}
+
+/// Registers the new runner `name` of `class` through `session` as a pass does: bound to the
+/// job the group's `books` reserve for it in `view` (a view [`netted_view`] returned), with that
+/// job's binding among the annotations the runner's Job gets. A failed registration frees the
+/// job again.
+pub async fn register_as_a_pass_does(
+    session: &dyn ForgeSession,
+    group: &GroupContext,
+    books: &mut crate::reconcile::ledger::Ledger,
+    view: &crate::forge::ForgeView,
+    name: &str,
+    class: Option<&crate::crd::RunnerClass>,
+) -> Result<RunnerCredentials, ForgeError> {
+    let job = books.reservations.reserve(
+        &group.group.spec,
+        view,
+        class.map(|c| c.name.as_str()),
+        name,
+        std::time::Instant::now(),
+    );
+    let request = crate::forge::RunnerRequest {
+        name,
+        class,
+        job: job.as_ref(),
+    };
+    match session.register(group, &request).await {
+        Ok(mut creds) => {
+            crate::runner_job::record_binding(&mut creds.annotations, job.as_ref());
+            Ok(creds)
+        }
+        Err(e) => {
+            if let Some(b) = job.as_ref().and_then(|j| j.binding.as_deref()) {
+                books.reservations.release(b);
+            }
+            Err(e)
+        }
+    }
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 
 mod common;
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -11,10 +12,10 @@ use std::time::Duration;
 use forgerunner_core::Fence;
 use forgerunner_core::budget::RateBudget;
 use forgerunner_core::crd::ForgeKind;
-use forgerunner_core::forge::GroupKey;
+use forgerunner_core::forge::{GroupKey, WaitingJob};
 use forgerunner_core::job_identity::{JOB_NAME_ANNOTATION, JOB_RUN_ID_ANNOTATION, JobIdentity};
 use forgerunner_core::reconcile::FINALIZER;
-use forgerunner_core::runner_job::{FORGE_LABEL, GROUP_LABEL};
+use forgerunner_core::runner_job::{FORGE_LABEL, GROUP_LABEL, JOB_BINDING_ANNOTATION};
 use forgerunner_core::testing::{OUTDATED_EXIT, SECRET_VALUE};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Secret;
@@ -123,6 +124,65 @@ async fn the_forge_is_told_which_runners_its_session_registered() {
         name: "books".into(),
     });
     wait_for("both told adopted after the restart", || async { told(false) }).await;
+    h.stop().await;
+}
+
+/// Where the forge binds each runner to one job (Forgejo 15's handles), the pass reserves a
+/// job for each runner it makes, oldest first, one runner per job: the forge is asked to bind
+/// the runner to it, its Job records the binding, and later passes tell the forge of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_new_runner_is_bound_to_its_own_job() {
+    let h = Harness::start(true).await;
+    h.create_secret("creds").await;
+    *h.forge.waiting.lock().expect("lock") = ["b0", "b1", "b2"]
+        .iter()
+        .enumerate()
+        .map(|(i, b)| WaitingJob {
+            id: i.to_string(),
+            queued_at: None,
+            labels: Vec::new(),
+            binding: Some((*b).to_owned()),
+        })
+        .collect();
+    h.forge.jobs.store(3, Ordering::SeqCst);
+    h.create_group("bound", gitea_spec(0, 2, 600)).await;
+    wait_for("2 runner jobs", || async {
+        h.runner_jobs("bound").await.len() == 2
+    })
+    .await;
+    let jobs = h.runner_jobs("bound").await;
+    let recorded: BTreeMap<String, String> = jobs
+        .iter()
+        .filter_map(|j| {
+            let binding = j.metadata.annotations.as_ref()?.get(JOB_BINDING_ANNOTATION)?;
+            Some((j.metadata.name.clone()?, binding.clone()))
+        })
+        .collect();
+    let bindings: BTreeSet<&str> = recorded.values().map(String::as_str).collect();
+    assert_eq!(
+        bindings,
+        BTreeSet::from(["b0", "b1"]),
+        "the two oldest, once each"
+    );
+    let asked: BTreeMap<String, String> = h
+        .forge
+        .bound
+        .lock()
+        .expect("lock")
+        .iter()
+        .filter_map(|(name, b)| Some((name.clone(), b.clone()?)))
+        .collect();
+    assert_eq!(
+        asked, recorded,
+        "the forge bound each runner to the job its Job records"
+    );
+    let forge = h.forge.clone();
+    wait_for("the forge told each runner's binding", || async {
+        recorded
+            .iter()
+            .all(|(name, b)| forge.told(name).is_some_and(|r| r.binding() == Some(b.as_str())))
+    })
+    .await;
     h.stop().await;
 }
 

@@ -24,7 +24,7 @@ use crate::client::{ClientOptions, FORGEJO, ForgejoClient};
 use crate::error::ForgejoError;
 use crate::scope::{Routes, Scope};
 use crate::session::ForgejoSession;
-use crate::state::{GroupBook, HeldBackoff};
+use crate::state::RunnerClocks;
 use crate::types::{RunJob, RunnerList};
 use crate::version::{ForgejoVersion, Mode, VersionError};
 
@@ -45,11 +45,9 @@ pub struct ForgejoOptions {
     /// An offline runner row created by this process less than this ago is never a ghost.
     pub ghost_grace: Duration,
     /// A runner bound to a job that was connected at least this long when it was removed idle
-    /// had time to take its job: the job is held back by Forgejo ([`GroupBook::note_held`]).
+    /// had time to take its job: Forgejo withholds the job, and the removal says so
+    /// (`RemoveOutcome::Withheld`; core backs the job off).
     pub held_evidence: Duration,
-    /// How long no runner is made for a held job after the first such removal; each further
-    /// one doubles it, up to [`HeldBackoff::max`].
-    pub held_backoff: HeldBackoff,
     /// The budget every cached listing is charged to; `None`: one of
     /// [`ListingMemory::DEFAULT_ENTRIES`] for this backend alone. The operator hands the Gitea
     /// and Forgejo backends one shared budget (`listingCacheEntries`).
@@ -67,10 +65,6 @@ impl Default for ForgejoOptions {
             // forgejo-runner polls every 2 s by default (`FetchInterval`, `config.go` `New`):
             // a minute of polling is thirty chances to get an available job.
             held_evidence: Duration::from_secs(60),
-            held_backoff: HeldBackoff {
-                first: Duration::from_secs(60),
-                max: Duration::from_secs(30 * 60),
-            },
             listing_memory: None,
         }
     }
@@ -124,8 +118,8 @@ pub struct SharedjoShared {
     /// What the cached jobs and runner listings are charged to.
     listing_memory: ListingMemory,
     tokens: Pool<ScopeKey, Cell<SecretValue>>,
-    /// Per group: bindings, finished runners, creations, offline times.
-    pub(crate) books: Mutex<HashMap<GroupKey, GroupBook>>,
+    /// Per group: its runners' creations and offline and connected times.
+    pub(crate) books: Mutex<HashMap<GroupKey, RunnerClocks>>,
     /// Per group, the listing it uses (and with it its scope and instance).
     users: Mutex<HashMap<GroupKey, JobsKey>>,
 }
@@ -323,12 +317,12 @@ impl ForgejoForge {
         Ok((*got.value).clone())
     }
 
-    /// Runs `f` on the group's book (created empty on first use).
-    pub(crate) fn with_book<T>(&self, key: &GroupKey, f: impl FnOnce(&mut GroupBook) -> T) -> T {
+    /// Runs `f` on the group's runner clocks (created empty on first use).
+    pub(crate) fn with_book<T>(&self, key: &GroupKey, f: impl FnOnce(&mut RunnerClocks) -> T) -> T {
         match self.books.lock() {
             Ok(mut m) => f(m.entry(key.clone()).or_default()),
             // A poisoned map loses the bookkeeping of one pass, never more.
-            Err(_) => f(&mut GroupBook::default()),
+            Err(_) => f(&mut RunnerClocks::default()),
         }
     }
 }

@@ -49,5 +49,4 @@ pub use error::ForgejoError;
 pub use forge::{ForgejoForge, ForgejoOptions};
 pub use labels::{LabelSet, RunnerLabel, parse_labels};
 pub use scope::Scope;
-pub use state::HeldBackoff;
 pub use version::{ForgejoVersion, Mode};

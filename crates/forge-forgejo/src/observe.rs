@@ -9,7 +9,7 @@ use forgerunner_core::names::is_runner_name_of;
 use forgerunner_core::plan::RunnerPhase;
 
 use crate::classes::Claim;
-use crate::state::{GroupBook, job_handle, runner_id};
+use crate::state::{RunnerClocks, runner_id};
 use crate::types::{RunJob, Runner, RunnerStatus};
 
 /// A listing and when its fetch started.
@@ -59,17 +59,6 @@ pub(crate) struct Seen {
     pub(crate) ghosts: Vec<String>,
     /// Bound runners whose job is gone ([`is_stranded`]): the planner removes them at once.
     pub(crate) stranded: BTreeSet<String>,
-    /// Runners bound to a job: the book nets their job by its handle, so core's ledger does
-    /// not net them again (`ForgeView::accounted`); it nets the others, which took some job.
-    pub(crate) accounted: BTreeSet<String>,
-}
-
-/// Our runners bound to a job handle ([`Seen::accounted`]).
-fn bound(refs: &[RunnerRef]) -> BTreeSet<String> {
-    refs.iter()
-        .filter(|r| job_handle(r).is_some())
-        .map(|r| r.name.clone())
-        .collect()
 }
 
 /// The group being observed: its name (runner name prefix) and the jobs it serves.
@@ -100,21 +89,17 @@ pub(crate) fn waiting<'a>(jobs: &'a [RunJob], claim: &Claim) -> Vec<&'a RunJob> 
     w
 }
 
-/// Waiting jobs not already done by one of our bound runners the listing predates, nor held
-/// back by Forgejo ([`GroupBook::note_held`]). Unbound runners that finished after the listing
-/// are netted by core's ledger (the view's `listed_at`).
-fn demand(book: &mut GroupBook, waiting: &[&RunJob], jobs_at: Instant, now: Instant) -> u32 {
-    let handles: BTreeSet<&str> = waiting.iter().map(|j| j.handle.as_str()).collect();
-    let covered = book.covered(&handles, jobs_at, now);
-    u32::try_from(waiting.len())
-        .unwrap_or(u32::MAX)
-        .saturating_sub(covered)
+/// How many jobs the listing shows waiting for a runner of the group. Core's ledger nets them
+/// for the runners bound to them and for those that took a job after the listing was fetched
+/// (the view's `listed_at`).
+fn demand(waiting: &[&RunJob]) -> u32 {
+    u32::try_from(waiting.len()).unwrap_or(u32::MAX)
 }
 
 /// Forgejo 15+: runner rows and job handles tell each runner's state.
 pub(crate) fn view_v15(
     group: Group<'_>,
-    book: &mut GroupBook,
+    clocks: &mut RunnerClocks,
     refs: &[RunnerRef],
     jobs: Listing<'_, RunJob>,
     runners: RunnerRows<'_>,
@@ -122,9 +107,8 @@ pub(crate) fn view_v15(
     now: Instant,
 ) -> Seen {
     let (group_name, claim) = (group.name, group.claim);
-    book.sync(refs, now);
+    clocks.sync(refs, now);
     let waiting_jobs = waiting(jobs.rows, claim);
-    let waiting_handles: BTreeSet<&str> = waiting_jobs.iter().map(|j| j.handle.as_str()).collect();
     // Every handle the jobs listing shows, waiting or running.
     let listed_handles: BTreeSet<&str> = jobs.rows.iter().map(|j| j.handle.as_str()).collect();
     let mut states = BTreeMap::new();
@@ -139,26 +123,26 @@ pub(crate) fn view_v15(
         let state = match row {
             Some(x)
                 if x.status != RunnerStatus::Active
-                    && is_stranded(r, book, &jobs, &runners, &listed_handles) =>
+                    && is_stranded(r, clocks, &jobs, &runners, &listed_handles) =>
             {
-                book.offline_for(&r.name, x.status == RunnerStatus::Offline, now, graces.offline);
-                book.connected(&r.name, x.status != RunnerStatus::Offline, now);
+                clocks.offline_for(&r.name, x.status == RunnerStatus::Offline, now, graces.offline);
+                clocks.connected(&r.name, x.status != RunnerStatus::Offline, now);
                 stranded.insert(r.name.clone());
                 ForgeRunnerState::Offline
             }
             Some(x) => match x.status {
                 RunnerStatus::Active => {
-                    book.connected(&r.name, true, now);
+                    clocks.connected(&r.name, true, now);
                     ForgeRunnerState::Busy
                 }
                 RunnerStatus::Idle => {
-                    book.offline_for(&r.name, false, now, graces.offline);
-                    book.connected(&r.name, true, now);
+                    clocks.offline_for(&r.name, false, now, graces.offline);
+                    clocks.connected(&r.name, true, now);
                     ForgeRunnerState::Idle
                 }
                 RunnerStatus::Offline => {
-                    book.connected(&r.name, false, now);
-                    if book.offline_for(&r.name, true, now, graces.offline) {
+                    clocks.connected(&r.name, false, now);
+                    if clocks.offline_for(&r.name, true, now, graces.offline) {
                         ForgeRunnerState::Offline
                     } else {
                         ForgeRunnerState::Idle
@@ -172,7 +156,7 @@ pub(crate) fn view_v15(
                 // from a paged listing although it lives, and a live runner taken for finished
                 // would neither cover its job nor ever be reaped. The runner listing is
                 // trusted over an older jobs listing that may still show the job waiting.
-                let listing_knows = book.created_at(&r.name).is_none_or(|c| runners.at >= c);
+                let listing_knows = clocks.created_at(&r.name).is_none_or(|c| runners.at >= c);
                 let proven = runners.whole || id.is_some_and(|id| runners.gone.contains(&id));
                 if id.is_some() && listing_knows && proven && r.phase != RunnerPhase::Failed {
                     ForgeRunnerState::Finished
@@ -191,30 +175,16 @@ pub(crate) fn view_v15(
         .iter()
         .filter(|x| x.status == RunnerStatus::Offline && is_runner_name_of(group_name, &x.name))
         .filter(|x| !names.contains(x.name.as_str()))
-        .filter(|x| !book.recently_created(&x.name, now, graces.ghost))
+        .filter(|x| !clocks.recently_created(&x.name, now, graces.ghost))
         .map(|x| x.name.clone())
-        .collect();
-    // The jobs listing may be older than the runner listing: a job still shown waiting whose
-    // bound runner is already at work (or done) is not waiting for a new runner.
-    let at_work: BTreeSet<&str> = refs
-        .iter()
-        .filter(|r| {
-            matches!(
-                states.get(&r.name),
-                Some(ForgeRunnerState::Busy | ForgeRunnerState::Finished)
-            )
-        })
-        .filter_map(job_handle)
         .collect();
     // A stranded runner can take no job: the planner removes it at once and it covers no
     // demand (the re-run of its own job gets a runner of its own).
     Seen {
-        waiting_jobs: demand(book, &waiting_jobs, jobs.at, now)
-            .saturating_sub(book.uncovered_among(&at_work, &waiting_handles)),
+        waiting_jobs: demand(&waiting_jobs),
         runners: states,
         ghosts: ghosts.into_iter().collect(),
         stranded,
-        accounted: bound(refs),
     }
 }
 
@@ -227,17 +197,17 @@ pub(crate) fn view_v15(
 /// timeout.
 fn is_stranded(
     r: &RunnerRef,
-    book: &GroupBook,
+    clocks: &RunnerClocks,
     jobs: &Listing<'_, RunJob>,
     runners: &RunnerRows<'_>,
     listed_handles: &BTreeSet<&str>,
 ) -> bool {
-    let Some(handle) = job_handle(r) else {
+    let Some(handle) = r.binding() else {
         return false;
     };
     r.phase.is_active()
         && !listed_handles.contains(handle)
-        && book.created_at(&r.name).is_none_or(|c| jobs.at >= c)
+        && clocks.created_at(&r.name).is_none_or(|c| jobs.at >= c)
         && runners.at >= jobs.at
 }
 
@@ -245,12 +215,12 @@ fn is_stranded(
 /// active runners (running pods first) are reported busy, as many as jobs are running.
 pub(crate) fn view_token(
     claim: &Claim,
-    book: &mut GroupBook,
+    clocks: &mut RunnerClocks,
     refs: &[RunnerRef],
     jobs: Listing<'_, RunJob>,
     now: Instant,
 ) -> Seen {
-    book.sync(refs, now);
+    clocks.sync(refs, now);
     let waiting_jobs = waiting(jobs.rows, claim);
     let running = jobs
         .rows
@@ -262,7 +232,7 @@ pub(crate) fn view_token(
     active.sort_by(|a, b| {
         (a.phase != RunnerPhase::Running)
             .cmp(&(b.phase != RunnerPhase::Running))
-            .then_with(|| book.created_at(&a.name).cmp(&book.created_at(&b.name)))
+            .then_with(|| clocks.created_at(&a.name).cmp(&clocks.created_at(&b.name)))
             .then_with(|| a.name.cmp(&b.name))
     });
     let runners = active
@@ -271,11 +241,10 @@ pub(crate) fn view_token(
         .map(|r| (r.name.clone(), ForgeRunnerState::Busy))
         .collect();
     Seen {
-        waiting_jobs: demand(book, &waiting_jobs, jobs.at, now),
+        waiting_jobs: demand(&waiting_jobs),
         runners,
         ghosts: Vec::new(),
         stranded: BTreeSet::new(),
-        accounted: bound(refs),
     }
 }
 

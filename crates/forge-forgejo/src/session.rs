@@ -7,10 +7,9 @@
 
 use async_trait::async_trait;
 use forgerunner_core::cache_server::CacheServer;
-use forgerunner_core::crd::RunnerClass;
 use forgerunner_core::forge::{
     ForgeSession, ForgeView, GroupContext, GroupKey, RemoveOutcome, RunnerCredentials, RunnerPodRequest,
-    RunnerRef, SecretValue,
+    RunnerRef, RunnerRequest, SecretValue,
 };
 use forgerunner_core::{ForgeError, RunnerGroup};
 use k8s_openapi::api::core::v1::PodSpec;
@@ -39,14 +38,13 @@ impl ForgeSession for ForgejoSession {
         Ok(self.view(group, runners).await?)
     }
 
-    /// Forgejo 15 binds the runner to a waiting job of its class.
+    /// Forgejo 15 binds the runner to the job core reserved for it.
     async fn register(
         &self,
         group: &GroupContext,
-        runner_name: &str,
-        class: Option<&RunnerClass>,
+        request: &RunnerRequest<'_>,
     ) -> Result<RunnerCredentials, ForgeError> {
-        Ok(self.credentials(group, runner_name, class).await?)
+        Ok(self.credentials(group, request).await?)
     }
 
     fn runner_pod(&self, request: &RunnerPodRequest<'_>) -> PodSpec {

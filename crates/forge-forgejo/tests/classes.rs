@@ -13,10 +13,13 @@
 
 mod common;
 
-use common::{ctx, fake, forge, runner_ref};
+use forgerunner_core::forge::RunnerRequest;
+
+use common::{ctx, fake, forge, register_in_a_pass, runner_ref};
 use forgerunner_core::crd::ForgejoScope;
 use forgerunner_core::forge::{Forge, GroupContext, RunnerCredentials};
 use forgerunner_core::plan::RunnerPhase;
+use forgerunner_core::reconcile::ledger::Ledger;
 use forgerunner_forgejo::pod::{ENV_JOB_HANDLE, ENV_RUNNER_LABELS, TOKEN_KEY};
 use forgerunner_http::pod_checks::default_pod;
 use forgerunner_testkit::forge_common::rpc::RunnerClient;
@@ -99,6 +102,7 @@ async fn v15_binds_each_class_runner_to_a_job_of_its_class() {
     fake.queue_job("o/r", "gpu", &["linux", "gpu"]);
     let f = forge();
     let c = sized(&fake);
+    let mut books = Ledger::default();
     let view = f.open(&c.key).snapshot(&c, &[]).await.unwrap();
     assert_eq!(view.waiting_jobs, 2, "both sized jobs wait for the group");
     let mut labels: Vec<Vec<String>> = view.waiting.iter().map(|j| j.labels.clone()).collect();
@@ -106,11 +110,7 @@ async fn v15_binds_each_class_runner_to_a_job_of_its_class() {
     assert_eq!(labels, [vec!["linux"], vec!["linux", "large"]]);
 
     let (small_class, large_class) = (&c.group.spec.classes[0], &c.group.spec.classes[1]);
-    let small_creds = f
-        .open(&c.key)
-        .register(&c, "sized-aaaaa", Some(small_class))
-        .await
-        .unwrap();
+    let small_creds = register_in_a_pass(&f, &c, &mut books, &[], "sized-aaaaa", Some(small_class)).await;
     assert_eq!(
         small_creds.env.get(ENV_JOB_HANDLE),
         Some(&fake.job(small).unwrap().handle),
@@ -127,11 +127,7 @@ async fn v15_binds_each_class_runner_to_a_job_of_its_class() {
     let small_labels = declared_labels(&small_pod);
     assert_eq!(small_labels, ["self-hosted:host", "linux:host"]);
 
-    let large_creds = f
-        .open(&c.key)
-        .register(&c, "sized-bbbbb", Some(large_class))
-        .await
-        .unwrap();
+    let large_creds = register_in_a_pass(&f, &c, &mut books, &[], "sized-bbbbb", Some(large_class)).await;
     assert_eq!(
         large_creds.env.get(ENV_JOB_HANDLE),
         Some(&fake.job(large).unwrap().handle)
@@ -163,15 +159,12 @@ async fn v15_never_binds_a_runner_to_another_class_s_job() {
     fake.queue_job("o/r", "big", &["linux", "large"]);
     let f = forge();
     let c = sized(&fake);
+    let mut books = Ledger::default();
     assert_eq!(f.open(&c.key).snapshot(&c, &[]).await.unwrap().waiting_jobs, 1);
     let small_class = &c.group.spec.classes[0];
-    let small = f
-        .open(&c.key)
-        .register(&c, "sized-aaaaa", Some(small_class))
-        .await
-        .unwrap();
+    let small = register_in_a_pass(&f, &c, &mut books, &[], "sized-aaaaa", Some(small_class)).await;
     assert_eq!(small.env.get(ENV_JOB_HANDLE), None, "no [linux] job waits");
-    let own = f.open(&c.key).register(&c, "sized-bbbbb", None).await.unwrap();
+    let own = register_in_a_pass(&f, &c, &mut books, &[], "sized-bbbbb", None).await;
     assert_eq!(
         own.env.get(ENV_JOB_HANDLE),
         None,
@@ -192,7 +185,7 @@ async fn v14_a_class_runner_registers_with_its_class_labels() {
     let large_class = &c.group.spec.classes[1];
     let creds = f
         .open(&c.key)
-        .register(&c, "sized-aaaaa", Some(large_class))
+        .register(&c, &RunnerRequest::unbound("sized-aaaaa", Some(large_class)))
         .await
         .unwrap();
     let want = "self-hosted:host,linux:host,large:host";
@@ -224,13 +217,10 @@ async fn v15_a_job_done_since_the_listing_is_not_listed_as_waiting() {
     fake.queue_job("o/r", "big", &["linux", "large"]);
     let f = forge();
     let c = sized(&fake);
+    let mut books = Ledger::default();
     assert_eq!(f.open(&c.key).snapshot(&c, &[]).await.unwrap().waiting.len(), 2);
     let small_class = &c.group.spec.classes[0];
-    let creds = f
-        .open(&c.key)
-        .register(&c, "sized-aaaaa", Some(small_class))
-        .await
-        .unwrap();
+    let creds = register_in_a_pass(&f, &c, &mut books, &[], "sized-aaaaa", Some(small_class)).await;
     let labels = vec!["self-hosted:host".to_owned(), "linux:host".to_owned()];
     assert!(take_bound_job(&fake, &creds, &labels, true).await);
     assert!(fake.job(small).is_some_and(|j| j.task_id != 0));
@@ -240,7 +230,7 @@ async fn v15_a_job_done_since_the_listing_is_not_listed_as_waiting() {
         RunnerPhase::Succeeded,
         &creds.annotations,
     )];
-    let view = f.open(&c.key).snapshot(&c, &refs).await.unwrap();
+    let view = common::netted_view(&f, &c, &refs, &mut books).await;
     assert_eq!(view.waiting_jobs, 1);
     let listed: Vec<Vec<String>> = view.waiting.iter().map(|j| j.labels.clone()).collect();
     assert_eq!(listed, [vec!["linux", "large"]], "only the large job waits");

@@ -7,6 +7,8 @@
 
 mod common;
 
+use forgerunner_core::forge::RunnerRequest;
+
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -129,15 +131,17 @@ async fn v15_pods_take_their_job_and_exit_zero() {
     );
     // Docker labels need a daemon: forgejo-runner's `configCheck` exits at start without one.
     with_dind(&mut c);
-    let bound = f.open(&c.key).register(&c, "web-aaaaa", None).await.unwrap();
+    let mut books = forgerunner_core::reconcile::ledger::Ledger::default();
+    let bound = common::register_in_a_pass(&f, &c, &mut books, &[], "web-aaaaa", None).await;
     assert!(bound.env.contains_key("FORGEJO_JOB_HANDLE"));
-    // The second runner's handle is dropped: the pod then has no `--handle` and takes any
-    // matching job, as a warm (unbound) runner does.
-    let mut unbound = f.open(&c.key).register(&c, "web-bbbbb", None).await.unwrap();
-    unbound.env.remove("FORGEJO_JOB_HANDLE");
-    unbound
-        .annotations
-        .remove(forgerunner_forgejo::state::JOB_HANDLE_ANNOTATION);
+    // The second runner is bound to no job: its pod has no `--handle` and takes any matching
+    // job, as a warm runner does.
+    let unbound = f
+        .open(&c.key)
+        .register(&c, &RunnerRequest::unbound("web-bbbbb", None))
+        .await
+        .unwrap();
+    assert!(!unbound.env.contains_key("FORGEJO_JOB_HANDLE"));
     let sim = runner_behaviour(fake.clone(), opts());
     let code = sim.run(pod_info(&c, &f, "web-aaaaa", &bound)).await;
     assert_eq!(code, 0);
@@ -175,7 +179,11 @@ async fn register_pod_on_14_takes_a_job_and_exits_zero() {
     );
     // Docker labels need a daemon: forgejo-runner's `configCheck` exits at start without one.
     with_dind(&mut c);
-    let creds = f.open(&c.key).register(&c, "web-aaaaa", None).await.unwrap();
+    let creds = f
+        .open(&c.key)
+        .register(&c, &RunnerRequest::unbound("web-aaaaa", None))
+        .await
+        .unwrap();
     let pod = default_pod(&f, &c.group, "web-aaaaa", "web-aaaaa", &creds, None);
     // The kubelet's order: the `register` init container, then the runner, sharing /data.
     let scratch = PodScratch::default();
@@ -316,7 +324,11 @@ async fn validation_accepts_exactly_the_setups_forgejo_runner_can_run() {
         );
         // The runner pod the reconciler would create, played by the simulated forgejo-runner.
         let name = "web-abcde";
-        let creds = f.open(&c.key).register(&c, name, None).await.unwrap();
+        let creds = f
+            .open(&c.key)
+            .register(&c, &RunnerRequest::unbound(name, None))
+            .await
+            .unwrap();
         let default_pod = default_pod(&f, &c.group, name, name, &creds, None);
         let runner_job = build_runner_job(RunnerJobInput {
             group: &c.group,
@@ -400,7 +412,11 @@ async fn a_config_file_from_the_template_is_read_by_the_runner() {
     };
     c.group.spec.template = Some(Embedded::new(&tpl));
     let name = "web-abcde";
-    let creds = f.open(&c.key).register(&c, name, None).await.unwrap();
+    let creds = f
+        .open(&c.key)
+        .register(&c, &RunnerRequest::unbound(name, None))
+        .await
+        .unwrap();
     let default_pod = default_pod(&f, &c.group, name, name, &creds, None);
     let runner_job = build_runner_job(RunnerJobInput {
         group: &c.group,

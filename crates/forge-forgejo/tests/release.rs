@@ -4,6 +4,8 @@
 
 mod common;
 
+use forgerunner_core::forge::RunnerRequest;
+
 use std::sync::Arc;
 
 use common::{fake, group_context, spec};
@@ -44,7 +46,7 @@ async fn release_and_credential_change_drop_what_only_that_group_used() {
     for c in [&a, &b] {
         f.open(&c.key).snapshot(c, &[]).await.expect("observe");
         f.open(&c.key)
-            .register(c, &format!("{}-abcde", c.key.name), None)
+            .register(c, &RunnerRequest::unbound(&format!("{}-abcde", c.key.name), None))
             .await
             .expect("credentials");
     }

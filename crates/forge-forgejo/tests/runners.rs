@@ -4,15 +4,18 @@
 
 mod common;
 
+use forgerunner_core::forge::RunnerRequest;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use common::{ctx, declared, fake, forge, runner_ref, web};
+use common::{ctx, declared, fake, forge, netted_view, register_in_a_pass, runner_ref, web};
 use forgerunner_core::crd::{ContainerMode, ContainerModeType, ForgejoScope};
 use forgerunner_core::forge::{Forge, ForgeRunnerState, RemoveOutcome, SecretValue};
 use forgerunner_core::plan::RunnerPhase;
-use forgerunner_forgejo::HeldBackoff;
-use forgerunner_forgejo::state::{JOB_HANDLE_ANNOTATION, RUNNER_ID_ANNOTATION};
+use forgerunner_core::reconcile::ledger::{Ledger, Reservations, WithheldBackoff};
+use forgerunner_core::runner_job::JOB_BINDING_ANNOTATION;
+use forgerunner_forgejo::state::RUNNER_ID_ANNOTATION;
 use forgerunner_testkit::forge_common::rpc::RunnerClient;
 use forgerunner_testkit::forgejo::{ADMIN_TOKEN, FakeConfig, FakeScope, ForgejoFakeHandle, JobSpec};
 use serde_json::json;
@@ -49,14 +52,15 @@ async fn v15_create_bind_observe_remove() {
     let c = web(&fake, ForgejoScope::Repo, Some("o/r"));
     assert_eq!(f.open(&c.key).snapshot(&c, &[]).await.unwrap().waiting_jobs, 2);
 
-    let creds = f.open(&c.key).register(&c, "web-aaaaa", None).await.unwrap();
+    let mut books = Ledger::default();
+    let creds = register_in_a_pass(&f, &c, &mut books, &[], "web-aaaaa", None).await;
     let handle = fake.job(first).unwrap().handle;
     assert_eq!(
         creds.env.get("FORGEJO_JOB_HANDLE"),
         Some(&handle),
         "oldest job first"
     );
-    assert_eq!(creds.annotations.get(JOB_HANDLE_ANNOTATION), Some(&handle));
+    assert_eq!(creds.annotations.get(JOB_BINDING_ANNOTATION), Some(&handle));
     // Bound before its pod exists: the job's identity goes on at creation.
     assert_eq!(
         creds
@@ -108,7 +112,11 @@ async fn v15_create_bind_observe_remove() {
     );
 
     // A runner working on a task is busy and is not removed.
-    let busy = f.open(&c.key).register(&c, "web-bbbbb", None).await.unwrap();
+    let busy = f
+        .open(&c.key)
+        .register(&c, &RunnerRequest::unbound("web-bbbbb", None))
+        .await
+        .unwrap();
     let bid: i64 = busy.annotations[RUNNER_ID_ANNOTATION].parse().unwrap();
     fake.set_runner_seen(bid, Some(Duration::ZERO), Some(Duration::ZERO));
     let bref = runner_ref("web-bbbbb", RunnerPhase::Running, &busy.annotations);
@@ -139,6 +147,8 @@ async fn v15_create_bind_observe_remove() {
     assert!(fake.runner(ghost.id).is_none());
 }
 
+/// A pass reserves a job for each runner it makes before it registers them all at once: each
+/// job gets one runner, and the runners without a job take any.
 #[tokio::test]
 async fn concurrent_creations_never_bind_one_handle_twice() {
     let fake = fake("15.0.3+gitea-1.22.0").await;
@@ -147,29 +157,35 @@ async fn concurrent_creations_never_bind_one_handle_twice() {
     }
     let f = forge();
     let c = web(&fake, ForgejoScope::Global, None);
-    let calls = (0..20).map(|i| {
+    let mut books = Ledger::default();
+    let view = netted_view(&f, &c, &[], &mut books).await;
+    let now = std::time::Instant::now();
+    let planned: Vec<(String, Option<_>)> = (0..20)
+        .map(|i| {
+            let name = format!("web-{i:05}");
+            let job = books.reservations.reserve(&c.group.spec, &view, None, &name, now);
+            (name, job)
+        })
+        .collect();
+    let calls = planned.iter().map(|(name, job)| {
         let (f, c) = (&f, &c);
-        async move { f.open(&c.key).register(c, &format!("web-{i:05}"), None).await }
+        let request = RunnerRequest {
+            name,
+            class: None,
+            job: job.as_ref(),
+        };
+        async move { f.open(&c.key).register(c, &request).await }
     });
     let results = futures::future::join_all(calls).await;
     let handles: Vec<String> = results
         .iter()
-        .filter_map(|r| {
-            r.as_ref()
-                .unwrap()
-                .annotations
-                .get(JOB_HANDLE_ANNOTATION)
-                .cloned()
-        })
+        .filter_map(|r| r.as_ref().unwrap().env.get("FORGEJO_JOB_HANDLE").cloned())
         .collect();
     let distinct: BTreeSet<&String> = handles.iter().collect();
     assert_eq!(handles.len(), 10, "10 bound");
     assert_eq!(distinct.len(), 10, "each handle once");
-    let unbound = results
-        .iter()
-        .filter(|r| !r.as_ref().unwrap().env.contains_key("FORGEJO_JOB_HANDLE"))
-        .count();
-    assert_eq!(unbound, 10, "10 unbound (they take any matching job)");
+    let listed: BTreeSet<String> = view.waiting.iter().filter_map(|j| j.binding.clone()).collect();
+    assert_eq!(distinct.into_iter().cloned().collect::<BTreeSet<_>>(), listed);
     assert_eq!(fake.runners().len(), 20);
 }
 
@@ -181,18 +197,16 @@ async fn a_finished_runner_covers_its_job_until_a_new_listing() {
     let mut spec = common::spec(&fake.url(), ForgejoScope::Global, None, &["debian:host"]);
     spec.poll_interval_seconds = Some(1);
     let c = common::group_context("web", spec, ADMIN_TOKEN);
-    let creds = f.open(&c.key).register(&c, "web-aaaaa", None).await.unwrap();
+    let mut books = Ledger::default();
+    let creds = register_in_a_pass(&f, &c, &mut books, &[], "web-aaaaa", None).await;
     let id: i64 = creds.annotations[RUNNER_ID_ANNOTATION].parse().unwrap();
     let running = [runner_ref("web-aaaaa", RunnerPhase::Running, &creds.annotations)];
-    assert_eq!(
-        f.open(&c.key).snapshot(&c, &running).await.unwrap().waiting_jobs,
-        1
-    );
+    assert_eq!(netted_view(&f, &c, &running, &mut books).await.waiting_jobs, 1);
 
     // The runner runs the job at Forgejo (its ephemeral row goes), while our cached listing
     // still shows the job waiting; the runner's Job succeeded.
     let row = fake.runner(id).unwrap();
-    let handle = creds.annotations.get(JOB_HANDLE_ANNOTATION).cloned();
+    let handle = creds.annotations.get(JOB_BINDING_ANNOTATION).cloned();
     take_task(&fake, &row.uuid, &row.token, handle.as_deref(), true).await;
     assert!(fake.runner(id).is_none(), "ephemeral row deleted after its task");
     assert_ne!(fake.job(job).unwrap().status.as_str(), "waiting");
@@ -201,16 +215,16 @@ async fn a_finished_runner_covers_its_job_until_a_new_listing() {
         RunnerPhase::Succeeded,
         &creds.annotations,
     )];
-    let view = f.open(&c.key).snapshot(&c, &done).await.unwrap();
+    let view = netted_view(&f, &c, &done, &mut books).await;
     assert_eq!(view.waiting_jobs, 0, "the finished runner covers its job");
     // Its Job is cleaned up: still covered while the old listing is in use.
-    assert_eq!(f.open(&c.key).snapshot(&c, &[]).await.unwrap().waiting_jobs, 0);
+    assert_eq!(netted_view(&f, &c, &[], &mut books).await.waiting_jobs, 0);
     // A newer listing no longer shows the job; new demand counts in full again.
     tokio::time::sleep(Duration::from_millis(1100)).await;
     fake.queue_job("o/r", "b", &["debian"]);
-    assert_eq!(f.open(&c.key).snapshot(&c, &[]).await.unwrap().waiting_jobs, 1);
+    assert_eq!(netted_view(&f, &c, &[], &mut books).await.waiting_jobs, 1);
     tokio::time::sleep(Duration::from_millis(1100)).await;
-    assert_eq!(f.open(&c.key).snapshot(&c, &[]).await.unwrap().waiting_jobs, 1);
+    assert_eq!(netted_view(&f, &c, &[], &mut books).await.waiting_jobs, 1);
 }
 
 #[tokio::test]
@@ -242,7 +256,11 @@ async fn token_path_on_forgejo_14() {
             .any(|r| r.path == "/api/v1/admin/runners/jobs")
     );
 
-    let creds = f.open(&c.key).register(&c, "web-aaaaa", None).await.unwrap();
+    let creds = f
+        .open(&c.key)
+        .register(&c, &RunnerRequest::unbound("web-aaaaa", None))
+        .await
+        .unwrap();
     let token = fake.registration_token(&FakeScope::Global);
     assert_eq!(
         creds
@@ -271,7 +289,7 @@ async fn token_path_on_forgejo_14() {
     fake.clear_requests();
     let creds = f
         .open(&fixed.key)
-        .register(&fixed, "web-bbbbb", None)
+        .register(&fixed, &RunnerRequest::unbound("web-bbbbb", None))
         .await
         .unwrap();
     assert_eq!(creds.secret_data["registration-token"].expose(), "fixed-token");
@@ -352,13 +370,13 @@ async fn v15_a_finished_bound_runner_is_netted_once() {
     fake.queue_job("o/r", "b", &["debian"]);
     let f = forge();
     let c = web(&fake, ForgejoScope::Repo, Some("o/r"));
-    let mut books = forgerunner_core::reconcile::ledger::Ledger::default();
-    let creds = f.open(&c.key).register(&c, "web-aaaaa", None).await.unwrap();
+    let mut books = Ledger::default();
+    let creds = register_in_a_pass(&f, &c, &mut books, &[], "web-aaaaa", None).await;
     let running = [runner_ref("web-aaaaa", RunnerPhase::Running, &creds.annotations)];
     assert_eq!(netted_view(&f, &c, &running, &mut books).await.waiting_jobs, 2);
     let id: i64 = creds.annotations[RUNNER_ID_ANNOTATION].parse().unwrap();
     let row = fake.runner(id).unwrap();
-    let handle = creds.annotations.get(JOB_HANDLE_ANNOTATION).cloned();
+    let handle = creds.annotations.get(JOB_BINDING_ANNOTATION).cloned();
     take_task(&fake, &row.uuid, &row.token, handle.as_deref(), true).await;
     let done = [runner_ref(
         "web-aaaaa",
@@ -368,17 +386,6 @@ async fn v15_a_finished_bound_runner_is_netted_once() {
     let view = netted_view(&f, &c, &done, &mut books).await;
     assert_eq!(view.accounted, BTreeSet::from(["web-aaaaa".to_owned()]));
     assert_eq!(view.waiting_jobs, 1, "b still waits for a runner");
-}
-
-/// The view the reconciler plans on: the snapshot, then netted by the group's books in core.
-async fn netted_view(
-    f: &forgerunner_forgejo::ForgejoForge,
-    c: &forgerunner_core::forge::GroupContext,
-    refs: &[forgerunner_core::forge::RunnerRef],
-    books: &mut forgerunner_core::reconcile::ledger::Ledger,
-) -> forgerunner_core::forge::ForgeView {
-    let view = f.open(&c.key).snapshot(c, refs).await.expect("observe");
-    forgerunner_core::testing::netted_view(view, refs, books)
 }
 
 /// Forgejo lists runners by `last_online DESC` (`models/actions/runner.go`
@@ -400,10 +407,9 @@ async fn a_runner_a_shifting_page_skipped_is_not_finished() {
     }
     let f = forge();
     let c = web(&fake, ForgejoScope::Global, None);
-    let mut refs = Vec::new();
-    let mut ids = Vec::new();
+    let (mut refs, mut ids, mut books) = (Vec::new(), Vec::new(), Ledger::default());
     for name in ["web-aaaaa", "web-bbbbb", "web-ccccc"] {
-        let creds = f.open(&c.key).register(&c, name, None).await.unwrap();
+        let creds = register_in_a_pass(&f, &c, &mut books, &refs, name, None).await;
         ids.push(creds.annotations[RUNNER_ID_ANNOTATION].parse::<i64>().unwrap());
         refs.push(runner_ref(name, RunnerPhase::Running, &creds.annotations));
     }
@@ -437,7 +443,10 @@ async fn a_runner_a_shifting_page_skipped_is_not_finished() {
         &fake,
         &gone.uuid,
         &gone.token,
-        refs[0].annotations.get(JOB_HANDLE_ANNOTATION).map(String::as_str),
+        refs[0]
+            .annotations
+            .get(JOB_BINDING_ANNOTATION)
+            .map(String::as_str),
         true,
     )
     .await;
@@ -494,9 +503,10 @@ async fn a_runner_whose_job_was_rerun_or_cancelled_hides_no_demand() {
     let mut spec = common::spec(&fake.url(), ForgejoScope::Global, None, &["debian:host"]);
     spec.poll_interval_seconds = Some(1);
     let c = common::group_context("web", spec, ADMIN_TOKEN);
-    let creds = f.open(&c.key).register(&c, "web-aaaaa", None).await.unwrap();
+    let mut books = Ledger::default();
+    let creds = register_in_a_pass(&f, &c, &mut books, &[], "web-aaaaa", None).await;
     let old = fake.job(job).unwrap().handle;
-    assert_eq!(creds.annotations.get(JOB_HANDLE_ANNOTATION), Some(&old));
+    assert_eq!(creds.annotations.get(JOB_BINDING_ANNOTATION), Some(&old));
     let id: i64 = creds.annotations[RUNNER_ID_ANNOTATION].parse().unwrap();
     // The runner polls for its handle.
     fake.set_runner_seen(id, Some(Duration::ZERO), None);
@@ -531,8 +541,8 @@ async fn a_runner_whose_job_was_rerun_or_cancelled_hides_no_demand() {
             .any(|r| r.name == "web-aaaaa" && r.reason == forgerunner_core::plan::RemovalReason::JobGone),
         "the stranded runner goes at once: {plan:?}"
     );
-    let second = f.open(&c.key).register(&c, "web-bbbbb", None).await.unwrap();
-    assert_eq!(second.annotations.get(JOB_HANDLE_ANNOTATION), Some(&new));
+    let second = register_in_a_pass(&f, &c, &mut books, &refs, "web-bbbbb", None).await;
+    assert_eq!(second.annotations.get(JOB_BINDING_ANNOTATION), Some(&new));
 }
 
 /// A job cancelled before its bound runner got it (`Status = cancelled`, no longer listed by
@@ -546,7 +556,12 @@ async fn a_runner_whose_job_was_cancelled_makes_no_new_runner() {
     let mut spec = common::spec(&fake.url(), ForgejoScope::Global, None, &["debian:host"]);
     spec.poll_interval_seconds = Some(1);
     let c = common::group_context("web", spec, ADMIN_TOKEN);
-    let creds = f.open(&c.key).register(&c, "web-aaaaa", None).await.unwrap();
+    let mut books = Ledger::default();
+    let creds = register_in_a_pass(&f, &c, &mut books, &[], "web-aaaaa", None).await;
+    assert!(
+        creds.annotations.contains_key(JOB_BINDING_ANNOTATION),
+        "bound to the job"
+    );
     let id: i64 = creds.annotations[RUNNER_ID_ANNOTATION].parse().unwrap();
     assert!(fake.cancel_job(job));
     tokio::time::sleep(Duration::from_millis(1100)).await;
@@ -577,13 +592,14 @@ async fn a_job_held_by_its_concurrency_group_is_backed_off_after_an_idle_removal
     take_task(&fake, &row.uuid, &row.token, None, false).await;
     let held = fake.queue(JobSpec::new("o/r", "deploy", &["debian"]).concurrency("prod"));
     let handle = fake.job(held).unwrap().handle;
-    let (f, _wakes) = common::forge_with(|o| {
-        o.held_evidence = Duration::ZERO;
-        o.held_backoff = HeldBackoff {
+    let (f, _wakes) = common::forge_with(|o| o.held_evidence = Duration::ZERO);
+    let mut books = Ledger {
+        reservations: Reservations::with_backoff(WithheldBackoff {
             first: Duration::from_millis(1500),
             max: Duration::from_secs(60),
-        };
-    });
+        }),
+        ..Ledger::default()
+    };
     let mut spec = common::spec(&fake.url(), ForgejoScope::Global, None, &["debian:host"]);
     spec.poll_interval_seconds = Some(1);
     let c = common::group_context("web", spec, ADMIN_TOKEN);
@@ -594,8 +610,8 @@ async fn a_job_held_by_its_concurrency_group_is_backed_off_after_an_idle_removal
     );
 
     // A runner is bound to it and polls for it: Forgejo hands it nothing.
-    let creds = f.open(&c.key).register(&c, "web-aaaaa", None).await.unwrap();
-    assert_eq!(creds.annotations.get(JOB_HANDLE_ANNOTATION), Some(&handle));
+    let creds = register_in_a_pass(&f, &c, &mut books, &[], "web-aaaaa", None).await;
+    assert_eq!(creds.annotations.get(JOB_BINDING_ANNOTATION), Some(&handle));
     let id: i64 = creds.annotations[RUNNER_ID_ANNOTATION].parse().unwrap();
     let r = fake.runner(id).unwrap();
     let mut client = RunnerClient::new(&fake.url()).unwrap();
@@ -610,23 +626,25 @@ async fn a_job_held_by_its_concurrency_group_is_backed_off_after_an_idle_removal
     let view = f.open(&c.key).snapshot(&c, &refs).await.unwrap();
     assert_eq!(view.runners.get("web-aaaaa"), Some(&ForgeRunnerState::Idle));
 
-    // Its idle timeout removes it; the job still waits, but gets no new runner for a while.
+    // Its idle timeout removes it, telling that Forgejo withholds the job; the job still waits,
+    // but core makes no new runner for it for a while.
     assert_eq!(
         f.open(&c.key).deregister(&c, &refs[0]).await.unwrap(),
-        RemoveOutcome::Removed
+        RemoveOutcome::Withheld
     );
-    let view = f.open(&c.key).snapshot(&c, &[]).await.unwrap();
+    books.reservations.withhold(&handle, std::time::Instant::now());
+    let view = netted_view(&f, &c, &[], &mut books).await;
     assert_eq!(view.waiting_jobs, 0, "backed off");
-    let spare = f.open(&c.key).register(&c, "web-bbbbb", None).await.unwrap();
+    let spare = register_in_a_pass(&f, &c, &mut books, &[], "web-bbbbb", None).await;
     assert_eq!(
-        spare.annotations.get(JOB_HANDLE_ANNOTATION),
+        spare.annotations.get(JOB_BINDING_ANNOTATION),
         None,
         "not bound to it"
     );
 
     // After the backoff it is demand again.
     tokio::time::sleep(Duration::from_millis(1600)).await;
-    assert_eq!(f.open(&c.key).snapshot(&c, &[]).await.unwrap().waiting_jobs, 1);
+    assert_eq!(netted_view(&f, &c, &[], &mut books).await.waiting_jobs, 1);
 }
 
 /// M2 of the security review: the runner id on a runner's Job is only a hint, since anyone who
@@ -661,7 +679,11 @@ async fn a_runner_id_naming_another_runner_never_deletes_it() {
     assert!(!fake.deleted_runners().contains(&victim.id));
 
     // One of ours with the annotation rewritten: removed by its name, the victim kept.
-    let ours = f.open(&c.key).register(&c, "web-ppppp", None).await.unwrap();
+    let ours = f
+        .open(&c.key)
+        .register(&c, &RunnerRequest::unbound("web-ppppp", None))
+        .await
+        .unwrap();
     let id: i64 = ours.annotations[RUNNER_ID_ANNOTATION].parse().unwrap();
     let rewritten = runner_ref("web-ppppp", RunnerPhase::Pending, &forged);
     assert_eq!(

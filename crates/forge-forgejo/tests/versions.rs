@@ -5,6 +5,8 @@
 
 mod common;
 
+use forgerunner_core::forge::RunnerRequest;
+
 use std::collections::BTreeMap;
 
 use common::{declared, fake, forge, runner_ref, web};
@@ -25,7 +27,11 @@ async fn runner(
     name: &str,
     version: Option<&str>,
 ) -> RunnerRef {
-    let creds = f.open(&c.key).register(c, name, None).await.unwrap();
+    let creds = f
+        .open(&c.key)
+        .register(c, &RunnerRequest::unbound(name, None))
+        .await
+        .unwrap();
     let id: i64 = creds.annotations[RUNNER_ID_ANNOTATION].parse().unwrap();
     if let Some(version) = version {
         let row = fake.runner(id).unwrap();

@@ -4,6 +4,8 @@
 
 mod common;
 
+use forgerunner_core::forge::RunnerRequest;
+
 use std::time::{Duration, Instant};
 
 use common::{ctx, fake, forge, forge_and_wakes, group_context, spec};
@@ -188,7 +190,11 @@ async fn unsupported_versions_are_config_errors_that_say_what_to_do() {
         ),
         "{err}"
     );
-    let err = f.open(&c.key).register(&c, "g-abcde", None).await.unwrap_err();
+    let err = f
+        .open(&c.key)
+        .register(&c, &RunnerRequest::unbound("g-abcde", None))
+        .await
+        .unwrap_err();
     assert_eq!(err.category(), ErrorCategory::ForgeConfig);
 }
 
@@ -317,7 +323,7 @@ async fn a_user_scope_must_name_the_tokens_owner() {
     );
     let err = f
         .open(&typo.key)
-        .register(&typo, "g-abcde", None)
+        .register(&typo, &RunnerRequest::unbound("g-abcde", None))
         .await
         .unwrap_err();
     assert_eq!(err.category(), ErrorCategory::Unauthorized);

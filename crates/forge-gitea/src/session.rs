@@ -5,10 +5,9 @@
 
 use async_trait::async_trait;
 use forgerunner_core::cache_server::CacheServer;
-use forgerunner_core::crd::RunnerClass;
 use forgerunner_core::forge::{
     ForgeSession, ForgeView, GroupContext, GroupKey, RemoveOutcome, RerunOutcome, RunnerCredentials,
-    RunnerPodRequest, RunnerRef, SecretValue,
+    RunnerPodRequest, RunnerRef, RunnerRequest, SecretValue,
 };
 use forgerunner_core::job_identity::JobIdentity;
 use forgerunner_core::{ForgeError, RunnerGroup};
@@ -42,10 +41,9 @@ impl ForgeSession for GiteaSession {
     async fn register(
         &self,
         group: &GroupContext,
-        runner_name: &str,
-        _class: Option<&RunnerClass>,
+        request: &RunnerRequest<'_>,
     ) -> Result<RunnerCredentials, ForgeError> {
-        Ok(self.credentials(group, runner_name).await?)
+        Ok(self.credentials(group, request.name).await?)
     }
 
     fn runner_pod(&self, request: &RunnerPodRequest<'_>) -> PodSpec {

@@ -4,6 +4,8 @@
 
 mod common;
 
+use forgerunner_core::forge::RunnerRequest;
+
 use std::sync::Arc;
 
 use forgerunner_core::crd::{GiteaScope, GiteaSpec};
@@ -43,7 +45,7 @@ fn all(m: &Metrics) -> [i64; 4] {
 async fn pass(f: &GiteaForge, c: &GroupContext) {
     f.open(&c.key).snapshot(c, &[]).await.expect("observe");
     f.open(&c.key)
-        .register(c, &format!("{}-abcde", c.key.name), None)
+        .register(c, &RunnerRequest::unbound(&format!("{}-abcde", c.key.name), None))
         .await
         .expect("credentials");
 }

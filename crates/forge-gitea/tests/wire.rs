@@ -3,6 +3,8 @@
 
 mod common;
 
+use forgerunner_core::forge::RunnerRequest;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -374,7 +376,11 @@ async fn credentials_state_removal_and_ghosts() {
         ADMIN_TOKEN,
     );
     fake.add_repo("acme/app");
-    let creds = f.open(&c.key).register(&c, "grp-abcde", None).await.unwrap();
+    let creds = f
+        .open(&c.key)
+        .register(&c, &RunnerRequest::unbound("grp-abcde", None))
+        .await
+        .unwrap();
     let expected = fake.registration_token(&FakeScope::Repo("acme".into(), "app".into()));
     assert_eq!(creds.secret_data["registration_token"].expose(), expected);
     // The labels are the pod's to say (a class's runner registers with its class's): none
@@ -403,7 +409,7 @@ async fn credentials_state_removal_and_ghosts() {
     let before = count(&fake, "registration-token");
     let creds = f
         .open(&fixed.key)
-        .register(&fixed, "glob-abcde", None)
+        .register(&fixed, &RunnerRequest::unbound("glob-abcde", None))
         .await
         .unwrap();
     assert_eq!(creds.secret_data["registration_token"].expose(), "fixed");
@@ -543,7 +549,7 @@ async fn fixed_instance_registration_token_is_refused_outside_global_scope() {
     let before = fake.requests().len();
     match f
         .open(&org_fixed.key)
-        .register(&org_fixed, "org-fghij", None)
+        .register(&org_fixed, &RunnerRequest::unbound("org-fghij", None))
         .await
     {
         Err(ForgeError::InvalidCredentials(m)) => {
@@ -574,7 +580,9 @@ async fn fixed_instance_registration_token_is_refused_outside_global_scope() {
             .insert("registration_token".into(), SecretValue::new(FIXED));
         assert!(
             matches!(
-                f.open(&c.key).register(&c, "other-abcde", None).await,
+                f.open(&c.key)
+                    .register(&c, &RunnerRequest::unbound("other-abcde", None))
+                    .await,
                 Err(ForgeError::InvalidCredentials(_))
             ),
             "{scope:?}"
@@ -597,7 +605,7 @@ async fn fixed_instance_registration_token_is_refused_outside_global_scope() {
     assert!(f.open(&global.key).snapshot(&global, &[]).await.is_ok());
     let creds = f
         .open(&global.key)
-        .register(&global, "glob-abcde", None)
+        .register(&global, &RunnerRequest::unbound("glob-abcde", None))
         .await
         .unwrap();
     assert_eq!(creds.secret_data["registration_token"].expose(), FIXED);

@@ -4,6 +4,8 @@
 
 mod common;
 
+use forgerunner_core::forge::RunnerRequest;
+
 use std::collections::BTreeSet;
 
 use common::*;
@@ -90,7 +92,7 @@ async fn each_class_is_a_scale_set_whose_jobs_and_runners_are_the_classes() {
     let creds = h
         .forge
         .session(&ctx)
-        .register(&ctx, "sized-large-r1", Some(&class))
+        .register(&ctx, &RunnerRequest::unbound("sized-large-r1", Some(&class)))
         .await
         .expect("JIT config of the class");
     assert_eq!(
@@ -100,7 +102,7 @@ async fn each_class_is_a_scale_set_whose_jobs_and_runners_are_the_classes() {
     let plain = h
         .forge
         .session(&ctx)
-        .register(&ctx, "sized-r2", None)
+        .register(&ctx, &RunnerRequest::unbound("sized-r2", None))
         .await
         .expect("JIT config of the group");
     assert_eq!(

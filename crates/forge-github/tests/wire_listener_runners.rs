@@ -3,6 +3,8 @@
 
 mod common;
 
+use forgerunner_core::forge::RunnerRequest;
+
 use std::time::Duration;
 
 use base64::Engine;
@@ -147,7 +149,11 @@ async fn admin_token_expiry_and_poll_faults_are_survived() {
     emu.wait_until(WAIT, |s| s.sessions.len() == 1).await;
     // A TTL under the refresh margin means every admin call refreshes first.
     let chains = emu.requests_to(Endpoint::AdminConnection).len();
-    h.forge.session(&ctx).register(&ctx, "r-ttl", None).await.unwrap();
+    h.forge
+        .session(&ctx)
+        .register(&ctx, &RunnerRequest::unbound("r-ttl", None))
+        .await
+        .unwrap();
     assert!(
         emu.requests_to(Endpoint::AdminConnection).len() > chains,
         "token refreshed before exp"
@@ -157,7 +163,7 @@ async fn admin_token_expiry_and_poll_faults_are_survived() {
     emu.expire_admin_tokens();
     h.forge
         .session(&ctx)
-        .register(&ctx, "r-revoked", None)
+        .register(&ctx, &RunnerRequest::unbound("r-revoked", None))
         .await
         .unwrap();
 
@@ -189,7 +195,7 @@ async fn jit_config_busy_refusal_and_removal() {
     let creds = h
         .forge
         .session(&ctx)
-        .register(&ctx, "runners-abcde", None)
+        .register(&ctx, &RunnerRequest::unbound("runners-abcde", None))
         .await
         .unwrap();
     let blob = creds.secret_data.get(JIT_CONFIG_KEY).expect("jitconfig key");
@@ -214,7 +220,7 @@ async fn jit_config_busy_refusal_and_removal() {
     let again = h
         .forge
         .session(&ctx)
-        .register(&ctx, "runners-abcde", None)
+        .register(&ctx, &RunnerRequest::unbound("runners-abcde", None))
         .await
         .unwrap();
     assert_ne!(again.annotations.get(RUNNER_ID_ANNOTATION), Some(&runner_id));
@@ -310,7 +316,7 @@ async fn jit_config_busy_refusal_and_removal() {
     let idle = h
         .forge
         .session(&ctx)
-        .register(&ctx, "runners-idle", None)
+        .register(&ctx, &RunnerRequest::unbound("runners-idle", None))
         .await
         .unwrap();
     let idle = RunnerRef {
@@ -347,7 +353,7 @@ async fn a_runner_id_naming_another_runner_never_deletes_it() {
     let victim = other
         .forge
         .session(&other_ctx)
-        .register(&other_ctx, "other-vvvvv", None)
+        .register(&other_ctx, &RunnerRequest::unbound("other-vvvvv", None))
         .await
         .unwrap();
     let victim_id = victim.annotations[RUNNER_ID_ANNOTATION].clone();
@@ -396,7 +402,7 @@ async fn a_runner_id_naming_another_runner_never_deletes_it() {
     let mine = h
         .forge
         .session(&ctx)
-        .register(&ctx, "guard-ppppp", None)
+        .register(&ctx, &RunnerRequest::unbound("guard-ppppp", None))
         .await
         .unwrap();
     let told = RunnerRef {
@@ -410,7 +416,7 @@ async fn a_runner_id_naming_another_runner_never_deletes_it() {
     );
     h.forge
         .session(&ctx)
-        .register(&ctx, "guard-rrrrr", None)
+        .register(&ctx, &RunnerRequest::unbound("guard-rrrrr", None))
         .await
         .unwrap();
     let after = harness();
@@ -477,7 +483,7 @@ async fn runners_adopted_after_a_restart_keep_scale_down_off_until_known() {
     let creds = before
         .forge
         .session(&ctx)
-        .register(&ctx, "adopt-abcde", None)
+        .register(&ctx, &RunnerRequest::unbound("adopt-abcde", None))
         .await
         .unwrap();
     before.forge.shutdown_all().await;
@@ -541,7 +547,7 @@ async fn runners_adopted_after_a_restart_keep_scale_down_off_until_known() {
     let mine = after
         .forge
         .session(&ctx)
-        .register(&ctx, "adopt-fghij", None)
+        .register(&ctx, &RunnerRequest::unbound("adopt-fghij", None))
         .await
         .unwrap();
     let own = RunnerRef {
@@ -618,7 +624,7 @@ async fn a_runner_registered_here_is_removed_without_a_lookup() {
     let creds = h
         .forge
         .session(&ctx)
-        .register(&ctx, "fresh-aaaaa", None)
+        .register(&ctx, &RunnerRequest::unbound("fresh-aaaaa", None))
         .await
         .unwrap();
     let before = lookups();
@@ -638,7 +644,7 @@ async fn a_runner_registered_here_is_removed_without_a_lookup() {
 
     h.forge
         .session(&ctx)
-        .register(&ctx, "fresh-bbbbb", None)
+        .register(&ctx, &RunnerRequest::unbound("fresh-bbbbb", None))
         .await
         .unwrap();
     assert_eq!(

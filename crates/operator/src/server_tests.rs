@@ -74,8 +74,7 @@ impl ForgeSession for NoSession {
     async fn register(
         &self,
         _: &GroupContext,
-        _: &str,
-        _: Option<&forgerunner_core::crd::RunnerClass>,
+        _: &forgerunner_core::forge::RunnerRequest<'_>,
     ) -> Result<RunnerCredentials, ForgeError> {
         Err(ForgeError::Config("test forge".into()))
     }

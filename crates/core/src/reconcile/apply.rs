@@ -23,11 +23,13 @@ use crate::crd::RunnerClass;
 use crate::fence::Fence;
 use crate::forge::{
     ForgeProfile, ForgeSession, GroupContext, RemoveOutcome, RunnerCredentials, RunnerPodRequest, RunnerRef,
+    RunnerRequest, WaitingJob,
 };
-use crate::names::runner_name;
 use crate::plan::{Plan, Removal, RemovalReason, RunnerPhase};
 use crate::runner_class::dress_job;
-use crate::runner_job::{BUSY_ANNOTATION, RunnerJobInput, build_runner_job, build_runner_secret};
+use crate::runner_job::{
+    BUSY_ANNOTATION, RunnerJobInput, build_runner_job, build_runner_secret, record_binding,
+};
 use crate::runner_pod::disruption::Disruption;
 use crate::runner_pod::restricted_violations;
 use crate::startup::StartupFailure;
@@ -46,6 +48,11 @@ pub struct ApplyReport {
     pub registered: Vec<(String, BTreeMap<String, String>)>,
     /// Those of `created` that have a class, with their class.
     pub created_classes: Vec<(String, String)>,
+    /// Runners planned in this pass that were not made (their job reservation is freed).
+    pub unmade: Vec<String>,
+    /// The jobs the forge withholds, by binding, as removals of runners bound to them told
+    /// ([`RemoveOutcome::Withheld`]).
+    pub withheld: Vec<String>,
     /// Names of Jobs this pass deleted (they may linger in the store for a moment).
     pub deleted: Vec<String>,
     /// Active runners removed (idle timeout, scale-down).
@@ -124,9 +131,21 @@ pub(super) fn is_status(e: &kube::Error, code: u16) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == code)
 }
 
-/// Applies `plan`: busy marks, removals, then creations, one runner per entry of `classes` (its
-/// class of `spec.classes`, or `None` for one of the group's own; see [`crate::runner_class`]).
-pub async fn apply_plan(t: &Target<'_>, plan: &Plan, classes: &[Option<String>]) -> ApplyReport {
+/// A runner the plan makes in this pass: its name, its class of `spec.classes` (`None`: one of
+/// the group's own; see [`crate::runner_class`]) and the job reserved for it, where the forge
+/// binds runners to jobs ([`super::ledger::Reservations`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewRunner {
+    /// The runner's name (= Job name = forge-side name).
+    pub name: String,
+    /// The runner's class, by name.
+    pub class: Option<String>,
+    /// The job it is bound to, if any.
+    pub job: Option<WaitingJob>,
+}
+
+/// Applies `plan`: busy marks, removals, then creations, one runner per entry of `new_runners`.
+pub async fn apply_plan(t: &Target<'_>, plan: &Plan, new_runners: &[NewRunner]) -> ApplyReport {
     let mut report = ApplyReport::default();
     for name in &plan.mark_busy {
         mark_busy(t, name, &mut report).await;
@@ -134,38 +153,32 @@ pub async fn apply_plan(t: &Target<'_>, plan: &Plan, classes: &[Option<String>])
     for removal in &plan.remove {
         remove(t, removal, &mut report).await;
     }
-    if !classes.is_empty() {
-        let spec_classes = &t.group.group.spec.classes;
-        // Indices, not references, in the stream: its closures must work for any lifetime.
-        // Chosen from this very spec, so every name is found.
-        let wanted: Vec<Option<usize>> = classes
-            .iter()
-            .map(|name| {
-                name.as_ref()
-                    .and_then(|n| spec_classes.iter().position(|c| &c.name == n))
-            })
-            .collect();
+    if !new_runners.is_empty() {
         // Distinct Docker cache claims for the runners of this pass (`spec.dockerCache`).
         let claims =
-            docker_cache::claims_for(&t.jobs.clone().into_client(), &t.group.group, wanted.len()).await;
-        let results: Vec<(Option<usize>, Creation)> = futures::stream::iter(wanted.into_iter().zip(claims))
-            .map(|(class, claim)| create_runner(t, class, claim).map(move |r| (class, r)))
+            docker_cache::claims_for(&t.jobs.clone().into_client(), &t.group.group, new_runners.len()).await;
+        // Indices, not references, in the stream: its closures must work for any lifetime.
+        let results: Vec<(usize, Creation)> = futures::stream::iter((0..new_runners.len()).zip(claims))
+            .map(|(i, claim)| create_runner(t, &new_runners[i], claim).map(move |r| (i, r)))
             .buffer_unordered(CREATE_PARALLELISM)
             .collect()
             .await;
-        for (class, creation) in results {
+        for (new, creation) in results.into_iter().map(|(i, c)| (&new_runners[i], c)) {
             report.registered.extend(creation.registered);
             match creation.outcome {
-                Ok((name, violations)) => {
-                    if let Some(class) = class.and_then(|i| spec_classes.get(i)) {
-                        report.created_classes.push((name.clone(), class.name.clone()));
+                Ok(violations) => {
+                    if let Some(class) = &new.class {
+                        report.created_classes.push((new.name.clone(), class.clone()));
                     }
-                    report.created.push(name);
+                    report.created.push(new.name.clone());
                     if report.pod_security.is_empty() {
                         report.pod_security = violations;
                     }
                 }
-                Err(e) => report.fail(e),
+                Err(e) => {
+                    report.unmade.push(new.name.clone());
+                    report.fail(e);
+                }
             }
         }
     }
@@ -236,9 +249,12 @@ async fn deregister_for_removal(t: &Target<'_>, r: &Removal, report: &mut ApplyR
     )
     .await
     {
-        Ok(RemoveOutcome::Removed) => {
+        Ok(outcome @ (RemoveOutcome::Removed | RemoveOutcome::Withheld)) => {
             if r.reason == RemovalReason::Orphaned {
                 report.orphans_removed += 1;
+            }
+            if let (RemoveOutcome::Withheld, Some(binding)) = (outcome, rr.binding()) {
+                report.withheld.push(binding.to_owned());
             }
             true
         }
@@ -338,25 +354,32 @@ pub(super) fn post_params() -> PostParams {
     }
 }
 
-/// A runner created: its name, and how its pod breaks the `restricted` Pod Security profile.
-type Created = (String, Vec<String>);
+/// How a runner's pod breaks the `restricted` Pod Security profile (empty when it passes).
+type Violations = Vec<String>;
 
 /// One attempt to create a runner: what the forge registered (the runner's name and the
-/// annotations it returned), and how the attempt ended.
+/// annotations its Job got from the forge and from core), and how the attempt ended.
 struct Creation {
     registered: Option<(String, BTreeMap<String, String>)>,
-    outcome: Result<Created, ReconcileError>,
+    outcome: Result<Violations, ReconcileError>,
 }
 
-/// Creates one runner: credentials at the forge, then the Job, then its Secret. The outcome is
-/// its name and how its pod breaks the `restricted` Pod Security profile (empty when it passes).
-/// `class` is the index of the runner's class in `spec.classes` (`None`: one of the group's own).
-/// `claim` is the runner's Docker cache claim, if it gets one ([`docker_cache::claims_for`]).
-async fn create_runner(t: &Target<'_>, class: Option<usize>, claim: Option<String>) -> Creation {
+/// Creates the runner `new`: credentials at the forge, then the Job, then its Secret. The
+/// outcome is how its pod breaks the `restricted` Pod Security profile. `claim` is the runner's
+/// Docker cache claim, if it gets one ([`docker_cache::claims_for`]).
+async fn create_runner(t: &Target<'_>, new: &NewRunner, claim: Option<String>) -> Creation {
     let group = &t.group.group;
-    let class: Option<&RunnerClass> = class.and_then(|i| group.spec.classes.get(i));
-    let name = runner_name(&t.group.key.name);
-    let creds = match register(t, &name, class).await {
+    // Chosen from this very spec, so a class is found.
+    let class: Option<&RunnerClass> = new
+        .class
+        .as_ref()
+        .and_then(|n| group.spec.classes.iter().find(|c| &c.name == n));
+    let request = RunnerRequest {
+        name: &new.name,
+        class,
+        job: new.job.as_ref(),
+    };
+    let mut creds = match register(t, &request).await {
         Ok(creds) => creds,
         Err(e) => {
             return Creation {
@@ -365,25 +388,22 @@ async fn create_runner(t: &Target<'_>, class: Option<usize>, claim: Option<Strin
             };
         }
     };
-    let outcome = start_runner(t, &name, &creds, class, claim).await;
+    record_binding(&mut creds.annotations, new.job.as_ref());
+    let outcome = start_runner(t, &new.name, &creds, class, claim).await;
     Creation {
-        registered: Some((name, creds.annotations)),
+        registered: Some((new.name.clone(), creds.annotations)),
         outcome,
     }
 }
 
-/// Registers the new runner `name` of `class` at the forge.
-async fn register(
-    t: &Target<'_>,
-    name: &str,
-    class: Option<&RunnerClass>,
-) -> Result<RunnerCredentials, ReconcileError> {
+/// Registers the new runner of `request` at the forge.
+async fn register(t: &Target<'_>, request: &RunnerRequest<'_>) -> Result<RunnerCredentials, ReconcileError> {
     t.fence.check()?;
     bounded(
         t.forge_deadline,
         "runner_credentials",
         t.group,
-        t.forge.register(t.group, name, class),
+        t.forge.register(t.group, request),
     )
     .await
 }
@@ -396,7 +416,7 @@ async fn start_runner(
     creds: &RunnerCredentials,
     class: Option<&RunnerClass>,
     claim: Option<String>,
-) -> Result<Created, ReconcileError> {
+) -> Result<Violations, ReconcileError> {
     // Taken after the forge call, so a forge that is slow to register runners holds none of
     // the permits every other group's creations need. The semaphore is never closed; if it
     // were, creating without a permit is still correct.
@@ -419,7 +439,7 @@ async fn start_runner(
         return Err(e);
     }
     info!(runner = %name, group = %t.group.key, "runner created");
-    Ok((name.to_owned(), pod_security_violations(t, &job)))
+    Ok(pod_security_violations(t, &job))
 }
 
 /// The runner Job of a new runner: the forge's default pod with the user's template, its class

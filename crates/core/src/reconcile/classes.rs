@@ -210,6 +210,7 @@ mod tests {
             id: id.into(),
             queued_at: queued.map(|t| jiff::Timestamp::from_second(t).expect("valid timestamp")),
             labels: labels.iter().map(|l| (*l).to_owned()).collect(),
+            binding: None,
         }
     }
 

@@ -13,9 +13,11 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::batch::v1::Job;
 
 pub mod registrations;
+pub mod reservations;
 pub mod taken;
 
 pub use registrations::Registrations;
+pub use reservations::{Reservations, WithheldBackoff};
 pub use taken::TakenSinceListing;
 
 use super::hook_leftovers::SweepClock;
@@ -25,7 +27,9 @@ use super::stage_track::StageTracker;
 use super::stalled::WaitBook;
 use crate::crd::ForgeKind;
 use crate::crd::{RunnerGroup, RunnerGroupStatus};
-use crate::forge::{ClusterRefs, Credentials, Forge, ForgeSession, ForgeView, GroupKey, SecretValue};
+use crate::forge::{
+    ClusterRefs, Credentials, Forge, ForgeSession, ForgeView, GroupKey, RunnerRef, SecretValue,
+};
 use crate::metrics::JobSeriesBook;
 use crate::plan::ObservedRunner;
 use crate::plan::memory::PlanMemory;
@@ -66,6 +70,8 @@ pub struct Ledger {
     pub session: Option<GroupSession>,
     /// Runners that session registered, with what the forge said of each.
     pub registrations: Registrations,
+    /// Jobs reserved for one runner each, where the forge binds runners to jobs.
+    pub reservations: Reservations,
 }
 
 impl Ledger {
@@ -103,8 +109,18 @@ impl Ledger {
     }
 
     /// Takes out of `view.waiting_jobs` the jobs its listing may still show waiting although one
-    /// of `runners` took them after the listing was fetched ([`TakenSinceListing`]).
-    pub fn net_waiting_jobs(&mut self, view: &mut ForgeView, runners: &[ObservedRunner], now: Instant) {
+    /// of `runners` (told the forge as `refs`) took them, or is bound to them
+    /// ([`Reservations`]), or took some job after the listing was fetched
+    /// ([`TakenSinceListing`]).
+    pub fn net_waiting_jobs(
+        &mut self,
+        view: &mut ForgeView,
+        runners: &[ObservedRunner],
+        refs: &[RunnerRef],
+        now: Instant,
+    ) {
+        self.reservations.observe(refs, now);
+        self.reservations.net(view, refs, now);
         if let Some(listed_at) = view.listed_at {
             let covered = self.taken.covered(
                 runners,

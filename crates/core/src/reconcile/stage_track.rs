@@ -297,6 +297,7 @@ mod tests {
             id: id.into(),
             queued_at: queued.map(ts),
             labels: Vec::new(),
+            binding: None,
         }
     }
 
@@ -513,6 +514,7 @@ mod tests {
             id: "1".into(),
             queued_at: Some(ms(queued_ms)),
             labels: Vec::new(),
+            binding: None,
         }];
         let seen = t.pass(&q, &[], 0, created_at_100, ms(seen_ms));
         let made = t.pass(&q, &[], 1, created_at_100, ms(runner_ms));

@@ -371,6 +371,7 @@ mod tests {
             id: id.into(),
             queued_at: queued.map(at),
             labels: Vec::new(),
+            binding: None,
         }
     }
 

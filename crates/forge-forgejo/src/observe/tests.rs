@@ -1,6 +1,7 @@
 use crate::classes::Claim;
 use crate::labels::parse_labels;
-use crate::state::{JOB_HANDLE_ANNOTATION, RUNNER_ID_ANNOTATION};
+use crate::state::RUNNER_ID_ANNOTATION;
+use forgerunner_core::runner_job::JOB_BINDING_ANNOTATION;
 
 use super::*;
 
@@ -32,7 +33,7 @@ fn rref(name: &str, phase: RunnerPhase, id: Option<i64>, handle: Option<&str>) -
         annotations.insert(RUNNER_ID_ANNOTATION.to_string(), id.to_string());
     }
     if let Some(h) = handle {
-        annotations.insert(JOB_HANDLE_ANNOTATION.to_string(), h.to_string());
+        annotations.insert(JOB_BINDING_ANNOTATION.to_string(), h.to_string());
     }
     RunnerRef {
         name: name.into(),
@@ -63,7 +64,7 @@ const GRACES: Graces = Graces {
 #[test]
 fn v15_states_ghosts_and_demand() {
     let labels = Claim::own(&parse_labels(&["debian"]).expect("labels"));
-    let mut book = GroupBook::default();
+    let mut book = RunnerClocks::default();
     let t0 = Instant::now();
     let jobs = [
         job(5, "waiting", "h5"),
@@ -135,8 +136,8 @@ fn v15_states_ghosts_and_demand() {
     );
     assert_eq!(seen.runners.get("web-bbbbb"), Some(&ForgeRunnerState::Offline));
     assert_eq!(
-        seen.waiting_jobs, 1,
-        "h3 is done although the listing shows it waiting"
+        seen.waiting_jobs, 2,
+        "the listing's count: core nets h3, whose bound runner is done (`Reservations`)"
     );
     // A newer listing without h3 ends the cover.
     let jobs2 = [job(5, "waiting", "h5")];
@@ -158,7 +159,7 @@ fn v15_states_ghosts_and_demand() {
 #[test]
 fn v15_runner_created_after_the_listing_is_not_finished() {
     let labels = Claim::own(&parse_labels(&["debian"]).expect("labels"));
-    let mut book = GroupBook::default();
+    let mut book = RunnerClocks::default();
     let listing = Instant::now();
     let created = listing + Duration::from_millis(1);
     book.created("web-aaaaa", created);
@@ -206,7 +207,7 @@ fn v15_runner_created_after_the_listing_is_not_finished() {
 #[test]
 fn token_path_reports_the_oldest_runners_busy_per_running_job() {
     let labels = Claim::own(&parse_labels(&["debian"]).expect("labels"));
-    let mut book = GroupBook::default();
+    let mut book = RunnerClocks::default();
     let t0 = Instant::now();
     book.created("web-bbbbb", t0);
     book.created("web-aaaaa", t0 + Duration::from_secs(1));
@@ -234,7 +235,7 @@ fn token_path_reports_the_oldest_runners_busy_per_running_job() {
 #[test]
 fn a_bound_runner_whose_job_another_runner_runs_stays_idle() {
     let labels = Claim::own(&parse_labels(&["debian"]).expect("labels"));
-    let mut book = GroupBook::default();
+    let mut book = RunnerClocks::default();
     let t0 = Instant::now();
     let jobs = [job(4, "running", "h4")];
     let rows = [row(10, "web-aaaaa", RunnerStatus::Idle)];
@@ -256,11 +257,12 @@ fn a_bound_runner_whose_job_another_runner_runs_stays_idle() {
 }
 
 /// The jobs listing can be older than the runner listing: a job it still shows waiting whose
-/// bound runner is already at work is not demand (else a spare runner is made).
+/// bound runner is already at work is reported busy by its row, and the listing's count stands;
+/// core nets the job (`Reservations::net`), else a spare runner is made.
 #[test]
-fn a_waiting_job_whose_bound_runner_is_at_work_is_not_demand() {
+fn a_waiting_job_whose_bound_runner_is_at_work_is_reported_busy() {
     let labels = Claim::own(&parse_labels(&["debian"]).expect("labels"));
-    let mut book = GroupBook::default();
+    let mut book = RunnerClocks::default();
     let t0 = Instant::now();
     let jobs = [job(4, "waiting", "h4"), job(5, "waiting", "h5")];
     let rows = [row(10, "web-aaaaa", RunnerStatus::Active)];
@@ -278,7 +280,7 @@ fn a_waiting_job_whose_bound_runner_is_at_work_is_not_demand() {
         t0,
     );
     assert_eq!(seen.runners.get("web-aaaaa"), Some(&ForgeRunnerState::Busy));
-    assert_eq!(seen.waiting_jobs, 1, "only h5 waits for a runner");
+    assert_eq!(seen.waiting_jobs, 2, "the listing's count");
 }
 
 /// Forgejo orders the runner list by `last_online DESC` (`models/actions/runner.go`
@@ -288,7 +290,7 @@ fn a_waiting_job_whose_bound_runner_is_at_work_is_not_demand() {
 #[test]
 fn absence_from_a_paged_listing_is_finished_only_when_a_lookup_says_so() {
     let labels = Claim::own(&parse_labels(&["debian"]).expect("labels"));
-    let mut book = GroupBook::default();
+    let mut book = RunnerClocks::default();
     let t0 = Instant::now();
     let jobs = [job(1, "waiting", "h1"), job(2, "waiting", "h2")];
     let rows = [row(11, "web-bbbbb", RunnerStatus::Idle)];
@@ -297,7 +299,7 @@ fn absence_from_a_paged_listing_is_finished_only_when_a_lookup_says_so() {
         rref("web-bbbbb", RunnerPhase::Running, Some(11), Some("h2")),
     ];
     assert_eq!(unlisted_ids(&refs, &rows), [10]);
-    let view = |book: &mut GroupBook, gone: &BTreeSet<i64>| {
+    let view = |book: &mut RunnerClocks, gone: &BTreeSet<i64>| {
         view_v15(
             Group {
                 name: "web",
@@ -336,7 +338,7 @@ fn a_bound_runner_is_stranded_only_on_listings_that_prove_it() {
     let rows = [row(10, "web-aaaaa", RunnerStatus::Idle)];
     let refs = [rref("web-aaaaa", RunnerPhase::Running, Some(10), Some("h1"))];
     let seen = |jobs_at: Instant, runners_at: Instant, created: Option<Instant>| {
-        let mut book = GroupBook::default();
+        let mut book = RunnerClocks::default();
         if let Some(c) = created {
             book.created("web-aaaaa", c);
         }

@@ -1,13 +1,12 @@
 //! What a pass does at Forgejo besides observing: issue a new runner's credentials
-//! (`ForgeSession::register`: create an ephemeral runner bound to a free job handle on 15+, hand
-//! out the registration token on 11–14) and remove a runner that will never run
+//! (`ForgeSession::register`: create an ephemeral runner on 15+, bound to the job core reserved
+//! for it; hand out the registration token on 11–14) and remove a runner that will never run
 //! (`ForgeSession::deregister`).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use forgerunner_core::crd::RunnerClass;
-use forgerunner_core::forge::{GroupContext, RemoveOutcome, RunnerCredentials, RunnerRef};
+use forgerunner_core::forge::{GroupContext, RemoveOutcome, RunnerCredentials, RunnerRef, RunnerRequest};
 use forgerunner_core::plan::RunnerPhase;
 
 use super::ForgejoSession;
@@ -15,11 +14,10 @@ use crate::classes::runner_labels;
 use crate::client::DeleteOutcome;
 use crate::error::ForgejoError;
 use crate::forge::Resolved;
-use crate::observe::waiting;
 use crate::pod::{
     ENV_INSTANCE_URL, ENV_JOB_HANDLE, ENV_RUNNER_UUID, REGISTRATION_TOKEN_KEY, TOKEN_KEY, register_env,
 };
-use crate::state::{JOB_HANDLE_ANNOTATION, RUNNER_ID_ANNOTATION, job_handle, runner_id};
+use crate::state::{RUNNER_ID_ANNOTATION, runner_id};
 use crate::types::{Runner, RunnerStatus};
 use crate::version::Mode;
 
@@ -27,18 +25,17 @@ use crate::version::Mode;
 const SECRET_REGISTRATION_TOKEN_KEY: &str = "registration_token";
 
 impl ForgejoSession {
-    /// A new runner's credentials; `class` is its class of `spec.classes` (`None`: one of the
-    /// group's own).
+    /// A new runner's credentials.
     pub(super) async fn credentials(
         &self,
         ctx: &GroupContext,
-        runner_name: &str,
-        class: Option<&RunnerClass>,
+        request: &RunnerRequest<'_>,
     ) -> Result<RunnerCredentials, ForgejoError> {
         let forge = &self.forge;
         let r = forge.resolve(ctx).await?;
+        let (runner_name, class) = (request.name, request.class);
         match r.mode {
-            Mode::Ephemeral => self.create_ephemeral(ctx, &r, runner_name, class).await,
+            Mode::Ephemeral => self.create_ephemeral(ctx, &r, request).await,
             Mode::RegistrationToken => {
                 let token = match ctx.credentials.get(SECRET_REGISTRATION_TOKEN_KEY) {
                     Some(t) => t.clone(),
@@ -54,49 +51,23 @@ impl ForgejoSession {
         }
     }
 
-    /// Binds a free waiting job (if any) that wants the runner's `class` under the book's
-    /// lock, then creates the runner; the binding is released again if the creation fails.
-    ///
-    /// Only a job of the runner's class: core's planner made the runner for such a job
-    /// (`forgerunner_core::plan`), and Forgejo hands a bound runner its job
-    /// only if the runner's labels hold every `runs-on` label (`models/actions/task.go`
-    /// `CreateTaskForRunner`), so a runner bound to another class's job could wait forever.
+    /// Creates the ephemeral runner, bound to the job core reserved for it
+    /// ([`RunnerRequest::job`]: its handle is the job's binding), if any; an unbound runner takes
+    /// any job its labels match.
     async fn create_ephemeral(
         &self,
         ctx: &GroupContext,
         r: &Resolved<'_>,
-        runner_name: &str,
-        class: Option<&RunnerClass>,
+        request: &RunnerRequest<'_>,
     ) -> Result<RunnerCredentials, ForgejoError> {
         let forge = &self.forge;
-        let jobs = forge.jobs(r).await?;
-        let class_name = class.map(|c| c.name.as_str());
-        let oldest_first: Vec<_> = waiting(&jobs.value, &r.claim)
-            .into_iter()
-            .filter(|j| r.claim.is_for(&j.runs_on, class_name))
-            .collect();
-        let handle = forge.with_book(&ctx.key, |b| {
-            b.bind(
-                oldest_first.iter().map(|j| j.handle.as_str()),
-                jobs.at,
-                runner_name,
-                Instant::now(),
-            )
-        });
-        let created = match r
+        let runner_name = request.name;
+        let handle = request.job.and_then(|j| j.binding.clone());
+        let created = r
             .instance
             .client
             .create_runner(r.version, &r.scope, runner_name)
-            .await
-        {
-            Ok(c) => c,
-            Err(e) => {
-                if let Some(h) = &handle {
-                    forge.with_book(&ctx.key, |b| b.unbind(h));
-                }
-                return Err(e);
-            }
-        };
+            .await?;
         forge.with_book(&ctx.key, |b| b.created(runner_name, Instant::now()));
         // The cached runner listing predates this runner: the next pass reads a fresh one.
         forge.expire_runners(r).await;
@@ -106,18 +77,22 @@ impl ForgejoSession {
         ]);
         let mut annotations = BTreeMap::from([(RUNNER_ID_ANNOTATION.to_string(), created.id.to_string())]);
         if let Some(h) = handle {
-            // Bound to this job before its pod starts: its identity goes on at creation.
-            if let Some(job) = oldest_first.iter().find(|j| j.handle == h) {
+            // Bound to this job before its pod starts: its identity goes on at creation, from
+            // the listing the job was reserved from (cached).
+            // A failed read only leaves the identity to be recorded once the runner works; the
+            // runner row exists by now and must reach its pod.
+            if let Ok(jobs) = forge.jobs(r).await
+                && let Some(job) = jobs.value.iter().find(|j| j.handle == h)
+            {
                 annotations.extend(job.identity().annotations());
             }
-            env.insert(ENV_JOB_HANDLE.to_string(), h.clone());
-            annotations.insert(JOB_HANDLE_ANNOTATION.to_string(), h);
+            env.insert(ENV_JOB_HANDLE.to_string(), h);
         }
         tracing::debug!(
             group = %ctx.key,
             runner = runner_name,
             runner_id = created.id,
-            class = class_name.unwrap_or_default(),
+            class = request.class.map(|c| c.name.as_str()).unwrap_or_default(),
             bound = env.contains_key(ENV_JOB_HANDLE),
             "created ephemeral Forgejo runner"
         );
@@ -171,22 +146,16 @@ impl ForgejoSession {
             return Ok(RemoveOutcome::Busy);
         }
         // A bound runner leaves idle although it has been polling for its job long enough to
-        // get it: Forgejo holds that job back (14+: queued behind its concurrency group, yet
-        // listed `waiting`). Back off the job instead of binding a new runner to it at once.
-        // Only removals tell: the planner removes a runner that never got a job through its
-        // idle timeout, and a stuck one never connected.
-        if let Some(handle) = job_handle(runner)
+        // get it: Forgejo withholds that job (14+: queued behind its concurrency group, yet
+        // listed `waiting`), and core backs it off instead of binding a new runner to it at
+        // once. Only removals tell: the planner removes a runner that never got a job through
+        // its idle timeout, and a stuck one never connected.
+        let withheld = runner.binding().is_some()
             && runner.phase == RunnerPhase::Running
             && row.status == RunnerStatus::Idle
-        {
-            let now = Instant::now();
-            let (evidence, backoff) = (forge.opts.held_evidence, forge.opts.held_backoff);
-            forge.with_book(&ctx.key, |b| {
-                if b.connected_for(&runner.name, now) >= evidence {
-                    b.note_held(handle, backoff, now);
-                }
+            && forge.with_book(&ctx.key, |b| {
+                b.connected_for(&runner.name, Instant::now()) >= forge.opts.held_evidence
             });
-        }
         let outcome = client.delete_runner(r.version, &r.scope, row.id).await?;
         forge.expire_runners(&r).await;
         tracing::debug!(
@@ -194,9 +163,14 @@ impl ForgejoSession {
             runner = %runner.name,
             runner_id = row.id,
             already_gone = outcome == DeleteOutcome::AlreadyGone,
+            withheld,
             "removed Forgejo runner"
         );
-        Ok(RemoveOutcome::Removed)
+        Ok(if withheld {
+            RemoveOutcome::Withheld
+        } else {
+            RemoveOutcome::Removed
+        })
     }
 
     /// The row named `name` in a fresh listing of the group's scope, if any.

@@ -1,7 +1,8 @@
 //! The group as Forgejo shows it (`ForgeSession::snapshot`): the waiting and running jobs its
 //! labels and classes filter (one listing per scope, labels and poll interval, shared by its
 //! groups) and, on 15+, its runners' rows (11–14 list no runners: the running jobs tell how many
-//! are busy), netted against the group's book of job handles ([`crate::state`]).
+//! are busy). Core nets the jobs for the runners bound to them (on 15+, each waiting job's
+//! handle is its binding) and for runners that took a job after the listing.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
@@ -60,13 +61,13 @@ impl ForgejoSession {
                     offline: forge.opts.offline_grace,
                     ghost: forge.opts.ghost_grace,
                 };
-                forge.with_book(&ctx.key, |book| {
+                forge.with_book(&ctx.key, |clocks| {
                     observe::view_v15(
                         observe::Group {
                             name: &ctx.key.name,
                             claim: &r.claim,
                         },
-                        book,
+                        clocks,
                         refs,
                         jobs_listing,
                         RunnerRows {
@@ -80,27 +81,24 @@ impl ForgejoSession {
                     )
                 })
             }
-            Mode::RegistrationToken => forge.with_book(&ctx.key, |book| {
-                observe::view_token(&r.claim, book, refs, jobs_listing, now)
+            Mode::RegistrationToken => forge.with_book(&ctx.key, |clocks| {
+                observe::view_token(&r.claim, clocks, refs, jobs_listing, now)
             }),
         };
-        // This pass's listings and book are cached by now.
+        // This pass's listings are cached by now.
         forge.report_cache();
         // Forgejo's job listing carries no queue time: only the stages from first seen on.
-        // Jobs `waiting_jobs` does not count (done by a runner the listing predates, or held
-        // back) are left out: the planner makes a runner of the class each listed job wants,
-        // and a runner of a class is bound only to a free job of its class.
-        let waiting = forge.with_book(&ctx.key, |book| {
-            observe::waiting(&jobs.value, &r.claim)
-                .into_iter()
-                .filter(|j| !book.discounted(&j.handle, jobs.at, now))
-                .map(|j| WaitingJob {
-                    id: j.id.to_string(),
-                    queued_at: None,
-                    labels: j.runs_on.clone(),
-                })
-                .collect()
-        });
+        // On 15+ a runner is bound to one job by its handle (`forgejo-runner one-job --handle`).
+        let binds = r.mode == Mode::Ephemeral;
+        let waiting = observe::waiting(&jobs.value, &r.claim)
+            .into_iter()
+            .map(|j| WaitingJob {
+                id: j.id.to_string(),
+                queued_at: None,
+                labels: j.runs_on.clone(),
+                binding: binds.then(|| j.handle.clone()),
+            })
+            .collect();
         Ok(ForgeView {
             waiting,
             waiting_jobs: seen.waiting_jobs,
@@ -118,11 +116,11 @@ impl ForgejoSession {
             job_identities: BTreeMap::new(),
             budget: None,
             stranded: seen.stranded,
-            // Core's ledger nets runners bound to no job that succeeded after the jobs listing;
-            // bound ones are netted by their handle here (`accounted`). Only a success dates a
-            // take: 11–14 guess busy runners from the count of running jobs.
+            // Core's ledger nets runners bound to a job by its handle, and those bound to none
+            // that succeeded after the jobs listing. Only a success dates a take: 11–14 guess
+            // busy runners from the count of running jobs.
             listed_at: Some(jobs.at),
-            accounted: seen.accounted,
+            accounted: BTreeSet::new(),
             takes_by_success_only: true,
             // The jobs listing is filtered by the group's and its classes' labels on the server
             // (`labels` query, `GetActionRunJobs` in `routers/api/v1/shared/runners.go`): jobs

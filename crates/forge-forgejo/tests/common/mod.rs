@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use forgerunner_core::crd::{ForgeKind, ForgejoScope, ForgejoSpec, RunnerGroup};
 use forgerunner_core::forge::{
-    Credentials, GroupContext, GroupKey, ReconcileTrigger, RunnerRef, SecretValue,
+    Credentials, Forge, GroupContext, GroupKey, ReconcileTrigger, RunnerRef, SecretValue,
 };
 use forgerunner_core::metrics::Metrics;
 use forgerunner_core::plan::RunnerPhase;
@@ -132,4 +132,33 @@ pub fn runner_ref(name: &str, phase: RunnerPhase, annotations: &BTreeMap<String,
         stored: !annotations.is_empty(),
         registered_here: false,
     }
+}
+
+/// The view a pass plans on: `f`'s snapshot of `refs`, netted by the group's core `books`.
+pub async fn netted_view(
+    f: &ForgejoForge,
+    c: &GroupContext,
+    refs: &[RunnerRef],
+    books: &mut forgerunner_core::reconcile::ledger::Ledger,
+) -> forgerunner_core::forge::ForgeView {
+    let view = f.open(&c.key).snapshot(c, refs).await.expect("snapshot");
+    forgerunner_core::testing::netted_view(view, refs, books)
+}
+
+/// Registers the new runner `name` of `class` as a pass does after observing `refs`: bound to
+/// the job core's `books` reserve for it (the oldest free job of its class), with the binding
+/// among its Job's annotations.
+pub async fn register_in_a_pass(
+    f: &ForgejoForge,
+    c: &GroupContext,
+    books: &mut forgerunner_core::reconcile::ledger::Ledger,
+    refs: &[RunnerRef],
+    name: &str,
+    class: Option<&forgerunner_core::crd::RunnerClass>,
+) -> forgerunner_core::forge::RunnerCredentials {
+    let view = netted_view(f, c, refs, books).await;
+    let session = f.open(&c.key);
+    forgerunner_core::testing::register_as_a_pass_does(session.as_ref(), c, books, &view, name, class)
+        .await
+        .expect("register")
 }

@@ -47,6 +47,7 @@ impl GiteaSession {
                 id: id.to_string(),
                 queued_at: *queued_at,
                 labels: labels.clone(),
+                binding: None,
             })
             .collect();
         let mut identities = BTreeMap::new();
@@ -58,6 +59,7 @@ impl GiteaSession {
                         id: job.id.to_string(),
                         queued_at: job.created_at,
                         labels: job.labels.clone(),
+                        binding: None,
                     });
                 }
                 JobStatus::InProgress => {

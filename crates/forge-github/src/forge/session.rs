@@ -7,10 +7,9 @@ use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 use forgerunner_core::ForgeError;
-use forgerunner_core::crd::RunnerClass;
 use forgerunner_core::forge::{
     ForgeSession, ForgeView, GroupContext, GroupKey, RemoveOutcome, RerunOutcome, RunnerCredentials,
-    RunnerPodRequest, RunnerRef,
+    RunnerPodRequest, RunnerRef, RunnerRequest,
 };
 use forgerunner_core::job_identity::JobIdentity;
 use k8s_openapi::api::core::v1::PodSpec;
@@ -84,14 +83,14 @@ impl ForgeSession for GithubSession {
         Ok(self.view(ctx, runners).await?)
     }
 
-    /// A JIT config for `runner_name` from the scale set of its `class` (`None`: the group's
-    /// own): a runner takes only the jobs of the set it registered in.
+    /// A JIT config for the runner from the scale set of its class (`None`: the group's own): a
+    /// runner takes only the jobs of the set it registered in.
     async fn register(
         &self,
         ctx: &GroupContext,
-        runner_name: &str,
-        class: Option<&RunnerClass>,
+        request: &RunnerRequest<'_>,
     ) -> Result<RunnerCredentials, ForgeError> {
+        let (runner_name, class) = (request.name, request.class);
         let entry = self.forge.entry(&ctx.key);
         let work_folder = pod::work_folder(&ctx.group);
         let mut attempt = 0;

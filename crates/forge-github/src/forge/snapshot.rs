@@ -127,6 +127,7 @@ impl GithubSession {
                             id: key.to_string(),
                             queued_at,
                             labels: set.labels.clone(),
+                            binding: None,
                         })
                 })
                 .collect(),

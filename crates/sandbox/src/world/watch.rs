@@ -72,7 +72,7 @@ impl RunnerSize {
 
 /// Annotation binding a runner Job to one forge job (Forgejo 15's job handle); two runner Jobs
 /// with the same value are two runners for one job.
-pub const BINDING_ANNOTATION: &str = "forgerunner.dev/forgejo-job-handle";
+pub const BINDING_ANNOTATION: &str = forgerunner_core::runner_job::JOB_BINDING_ANNOTATION;
 
 /// A background watch of every runner Job in a namespace.
 pub struct JobWatch {

@@ -9,11 +9,12 @@ use super::decide::Decided;
 use super::dereference::Found;
 use super::observe::Seen;
 use crate::crd::RunnerGroup;
-use crate::reconcile::apply::{ApplyReport, Target, apply_plan};
+use crate::names::runner_name;
+use crate::reconcile::apply::{ApplyReport, NewRunner, Target, apply_plan};
 use crate::reconcile::context::Context;
 use crate::reconcile::hook_leftovers;
 use crate::reconcile::identity::spawn_record_identities;
-use crate::reconcile::ledger::{Ledger, Upkeep};
+use crate::reconcile::ledger::{Ledger, Reservations, Upkeep};
 use crate::reconcile::pass_metrics::job_identity;
 use crate::reconcile::repair::retire_runners_without_secret;
 use crate::reconcile::rerun;
@@ -47,7 +48,8 @@ pub(super) async fn act(
         registrations: &ledger.registrations,
     };
     let retired = retire_once(&target, &mut ledger.upkeep).await;
-    let mut report = apply_plan(&target, &decided.plan, &decided.plan.create_classes).await;
+    let new_runners = new_runners(found, seen, decided, &mut ledger.reservations);
+    let mut report = apply_plan(&target, &decided.plan, &new_runners).await;
     let disrupted: Vec<_> = report
         .disrupted
         .iter()
@@ -84,9 +86,50 @@ pub(super) async fn act(
     for (runner, annotations) in &report.registered {
         ledger.registrations.record(runner, annotations);
     }
+    settle_reservations(&new_runners, &report, ledger);
     ledger.writes.record(&report.created, &report.deleted);
     ledger.classes.record(&report.created_classes, &report.deleted);
     report
+}
+
+/// The runners the plan makes, one per class it creates, each named and bound to the job the
+/// group's reservations give it (where the forge binds runners to jobs).
+fn new_runners(
+    found: &Found,
+    seen: &Seen,
+    decided: &Decided,
+    reservations: &mut Reservations,
+) -> Vec<NewRunner> {
+    let now = Instant::now();
+    let group = &found.group;
+    decided
+        .plan
+        .create_classes
+        .iter()
+        .map(|class| {
+            let name = runner_name(&group.key.name);
+            let job = reservations.reserve(&group.group.spec, &seen.view, class.as_deref(), &name, now);
+            NewRunner {
+                name,
+                class: class.clone(),
+                job,
+            }
+        })
+        .collect()
+}
+
+/// Frees the jobs reserved for runners that were not made, and backs off the jobs the forge
+/// withholds.
+fn settle_reservations(new_runners: &[NewRunner], report: &ApplyReport, ledger: &mut Ledger) {
+    for new in new_runners.iter().filter(|n| report.unmade.contains(&n.name)) {
+        if let Some(binding) = new.job.as_ref().and_then(|j| j.binding.as_deref()) {
+            ledger.reservations.release(binding);
+        }
+    }
+    let now = Instant::now();
+    for binding in &report.withheld {
+        ledger.reservations.withhold(binding, now);
+    }
 }
 
 /// Retires pending runners whose Secret is missing, once per process and after a failed pass:

@@ -82,6 +82,22 @@ pub struct ObservedRunner {
     pub outdated: bool,
 }
 
+impl ObservedRunner {
+    /// A runner just made: pending, unknown to the forge, no time on any clock.
+    pub fn fresh(name: impl Into<String>) -> ObservedRunner {
+        ObservedRunner {
+            name: name.into(),
+            phase: RunnerPhase::Pending,
+            forge_state: ForgeRunnerState::Unknown,
+            age_seconds: 0,
+            running_seconds: 0,
+            ever_busy: false,
+            stuck: None,
+            outdated: false,
+        }
+    }
+}
+
 /// Everything the planner decides from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PlanInput<'a> {

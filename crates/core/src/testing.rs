@@ -787,6 +787,23 @@ pub fn runner_env(pod: &k8s_openapi::api::core::v1::PodSpec, name: &str) -> Opti
         .and_then(|e| e.value.clone())
 }
 
+/// A Job named `name` with `annotations` and nothing else.
+pub fn annotated_job(name: &str, annotations: &[(&str, &str)]) -> k8s_openapi::api::batch::v1::Job {
+    k8s_openapi::api::batch::v1::Job {
+        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            name: Some(name.to_owned()),
+            annotations: Some(
+                annotations
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect(),
+            ),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
 /// The view the reconciler plans on: a forge's `view` of `refs`, netted by the group's `books`
 /// for runners that took a job after the cached jobs listing (`Ledger::net_waiting_jobs`).
 pub fn netted_view(
@@ -797,14 +814,9 @@ pub fn netted_view(
     let runners: Vec<crate::plan::ObservedRunner> = refs
         .iter()
         .map(|r| crate::plan::ObservedRunner {
-            name: r.name.clone(),
             phase: r.phase,
             forge_state: view.runners.get(&r.name).copied().unwrap_or_default(),
-            age_seconds: 0,
-            running_seconds: 0,
-            ever_busy: false,
-            stuck: None,
-            outdated: false,
+            ..crate::plan::ObservedRunner::fresh(r.name.clone())
         })
         .collect();
     books.net_waiting_jobs(&mut view, &runners, refs, std::time::Instant::now());

@@ -3,8 +3,6 @@
 
 mod common;
 
-use forgerunner_core::forge::RunnerRequest;
-
 use std::time::Duration;
 
 use base64::Engine;
@@ -149,11 +147,7 @@ async fn admin_token_expiry_and_poll_faults_are_survived() {
     emu.wait_until(WAIT, |s| s.sessions.len() == 1).await;
     // A TTL under the refresh margin means every admin call refreshes first.
     let chains = emu.requests_to(Endpoint::AdminConnection).len();
-    h.forge
-        .session(&ctx)
-        .register(&ctx, &RunnerRequest::unbound("r-ttl", None))
-        .await
-        .unwrap();
+    registered(&h.forge, &ctx, "r-ttl").await;
     assert!(
         emu.requests_to(Endpoint::AdminConnection).len() > chains,
         "token refreshed before exp"
@@ -161,11 +155,7 @@ async fn admin_token_expiry_and_poll_faults_are_survived() {
 
     // Revoked admin tokens: a 401 drops the cache and the call is retried once.
     emu.expire_admin_tokens();
-    h.forge
-        .session(&ctx)
-        .register(&ctx, &RunnerRequest::unbound("r-revoked", None))
-        .await
-        .unwrap();
+    registered(&h.forge, &ctx, "r-revoked").await;
 
     emu.inject(Fault::status(Endpoint::GetMessage, 503).times(2));
     emu.inject(Fault::too_many_requests(Endpoint::GetMessage, Some(Duration::from_secs(1))).times(1));
@@ -192,12 +182,7 @@ async fn jit_config_busy_refusal_and_removal() {
     let ctx = pat_context(&emu, "runners");
     let id = ScaleSetId(demand(&h.forge, &ctx).await.facts.scale_set_id.unwrap());
 
-    let creds = h
-        .forge
-        .session(&ctx)
-        .register(&ctx, &RunnerRequest::unbound("runners-abcde", None))
-        .await
-        .unwrap();
+    let creds = registered(&h.forge, &ctx, "runners-abcde").await;
     let blob = creds.secret_data.get(JIT_CONFIG_KEY).expect("jitconfig key");
     let decoded: serde_json::Value = serde_json::from_slice(
         &base64::engine::general_purpose::STANDARD
@@ -217,12 +202,7 @@ async fn jit_config_busy_refusal_and_removal() {
     );
 
     // A name collision (e.g. a retry after a crash) replaces the stale registration.
-    let again = h
-        .forge
-        .session(&ctx)
-        .register(&ctx, &RunnerRequest::unbound("runners-abcde", None))
-        .await
-        .unwrap();
+    let again = registered(&h.forge, &ctx, "runners-abcde").await;
     assert_ne!(again.annotations.get(RUNNER_ID_ANNOTATION), Some(&runner_id));
     assert_eq!(
         emu.state()
@@ -235,7 +215,7 @@ async fn jit_config_busy_refusal_and_removal() {
 
     // No request per runner: a runner with a JIT registration is idle until the messages say
     // otherwise; one without is unknown.
-    let registered = RunnerRef {
+    let ours = RunnerRef {
         name: "runners-abcde".into(),
         annotations: again.annotations.clone(),
         phase: RunnerPhase::Running,
@@ -245,7 +225,7 @@ async fn jit_config_busy_refusal_and_removal() {
     let states = h
         .forge
         .session(&ctx)
-        .snapshot(&ctx, &[registered.clone(), runner_ref("ghost")])
+        .snapshot(&ctx, &[ours.clone(), runner_ref("ghost")])
         .await
         .unwrap()
         .runners;
@@ -276,11 +256,8 @@ async fn jit_config_busy_refusal_and_removal() {
         .unwrap()
         .runners;
     assert_eq!(states.get("runners-abcde"), Some(&ForgeRunnerState::Busy));
-    let r = registered;
-    assert_eq!(
-        h.forge.session(&ctx).deregister(&ctx, &r).await.unwrap(),
-        RemoveOutcome::Busy
-    );
+    let r = ours;
+    assert_eq!(removed(&h.forge, &ctx, &r).await, RemoveOutcome::Busy);
     assert_eq!(emu.state().runners.len(), 1, "never forced");
 
     // Done: the ephemeral runner is gone; removal is a no-op success.
@@ -307,27 +284,16 @@ async fn jit_config_busy_refusal_and_removal() {
         Some(&ForgeRunnerState::Finished),
         "the completion was seen with the statistics that dropped the job"
     );
-    assert_eq!(
-        h.forge.session(&ctx).deregister(&ctx, &r).await.unwrap(),
-        RemoveOutcome::Removed
-    );
+    assert_eq!(removed(&h.forge, &ctx, &r).await, RemoveOutcome::Removed);
 
     // An idle runner is removed at the service.
-    let idle = h
-        .forge
-        .session(&ctx)
-        .register(&ctx, &RunnerRequest::unbound("runners-idle", None))
-        .await
-        .unwrap();
+    let idle = registered(&h.forge, &ctx, "runners-idle").await;
     let idle = RunnerRef {
         annotations: idle.annotations,
         registered_here: true,
         ..runner_ref("runners-idle")
     };
-    assert_eq!(
-        h.forge.session(&ctx).deregister(&ctx, &idle).await.unwrap(),
-        RemoveOutcome::Removed
-    );
+    assert_eq!(removed(&h.forge, &ctx, &idle).await, RemoveOutcome::Removed);
     assert!(emu.state().runners.is_empty());
     h.forge.shutdown_all().await;
 }
@@ -350,12 +316,7 @@ async fn a_runner_id_naming_another_runner_never_deletes_it() {
     let other = harness();
     let other_ctx = pat_context(&emu, "other");
     demand(&other.forge, &other_ctx).await;
-    let victim = other
-        .forge
-        .session(&other_ctx)
-        .register(&other_ctx, &RunnerRequest::unbound("other-vvvvv", None))
-        .await
-        .unwrap();
+    let victim = registered(&other.forge, &other_ctx, "other-vvvvv").await;
     let victim_id = victim.annotations[RUNNER_ID_ANNOTATION].clone();
     let forged: std::collections::BTreeMap<String, String> =
         [(RUNNER_ID_ANNOTATION.to_string(), victim_id.clone())].into();
@@ -376,22 +337,14 @@ async fn a_runner_id_naming_another_runner_never_deletes_it() {
     // A stuck runner whose Job names the victim's id; nothing of its name is registered.
     for forge in [&h.forge, &harness().forge] {
         assert_eq!(
-            forge
-                .session(&ctx)
-                .deregister(&ctx, &forged_ref("guard-qqqqq"))
-                .await
-                .unwrap(),
+            removed(forge, &ctx, &forged_ref("guard-qqqqq")).await,
             RemoveOutcome::Removed
         );
         assert!(victim_alive(), "the victim runner was deleted");
     }
     // A Job named like the victim as well: the victim is in another scale set.
     assert_eq!(
-        h.forge
-            .session(&ctx)
-            .deregister(&ctx, &forged_ref("other-vvvvv"))
-            .await
-            .unwrap(),
+        removed(&h.forge, &ctx, &forged_ref("other-vvvvv")).await,
         RemoveOutcome::Removed
     );
     assert!(victim_alive(), "the victim runner was deleted");
@@ -399,35 +352,18 @@ async fn a_runner_id_naming_another_runner_never_deletes_it() {
     // Ours with the annotation rewritten: registered by this process, or by the one before a
     // restart (found by its name), each is removed and the victim kept. Core tells a runner its
     // session registered with the ids the registration returned, whatever its Job says.
-    let mine = h
-        .forge
-        .session(&ctx)
-        .register(&ctx, &RunnerRequest::unbound("guard-ppppp", None))
-        .await
-        .unwrap();
+    let mine = registered(&h.forge, &ctx, "guard-ppppp").await;
     let told = RunnerRef {
         annotations: forged.clone().into_iter().chain(mine.annotations).collect(),
         registered_here: true,
         ..forged_ref("guard-ppppp")
     };
-    assert_eq!(
-        h.forge.session(&ctx).deregister(&ctx, &told).await.unwrap(),
-        RemoveOutcome::Removed
-    );
-    h.forge
-        .session(&ctx)
-        .register(&ctx, &RunnerRequest::unbound("guard-rrrrr", None))
-        .await
-        .unwrap();
+    assert_eq!(removed(&h.forge, &ctx, &told).await, RemoveOutcome::Removed);
+    registered(&h.forge, &ctx, "guard-rrrrr").await;
     let after = harness();
     demand(&after.forge, &ctx).await;
     assert_eq!(
-        after
-            .forge
-            .session(&ctx)
-            .deregister(&ctx, &forged_ref("guard-rrrrr"))
-            .await
-            .unwrap(),
+        removed(&after.forge, &ctx, &forged_ref("guard-rrrrr")).await,
         RemoveOutcome::Removed
     );
     let names: Vec<String> = emu.state().runners.iter().map(|r| r.name.clone()).collect();
@@ -480,12 +416,7 @@ async fn runners_adopted_after_a_restart_keep_scale_down_off_until_known() {
     // The process before the restart registered a runner and stopped.
     let before = harness();
     let ctx = pat_context(&emu, "adopt");
-    let creds = before
-        .forge
-        .session(&ctx)
-        .register(&ctx, &RunnerRequest::unbound("adopt-abcde", None))
-        .await
-        .unwrap();
+    let creds = registered(&before.forge, &ctx, "adopt-abcde").await;
     before.forge.shutdown_all().await;
     let adopted = |annotations: &[(&str, &str)], phase: RunnerPhase| RunnerRef {
         name: "adopt-abcde".into(),
@@ -544,12 +475,7 @@ async fn runners_adopted_after_a_restart_keep_scale_down_off_until_known() {
         "finished: nothing to remove"
     );
     // A runner this process registered is tracked from its start.
-    let mine = after
-        .forge
-        .session(&ctx)
-        .register(&ctx, &RunnerRequest::unbound("adopt-fghij", None))
-        .await
-        .unwrap();
+    let mine = registered(&after.forge, &ctx, "adopt-fghij").await;
     let own = RunnerRef {
         name: "adopt-fghij".into(),
         annotations: mine.annotations.clone(),
@@ -621,12 +547,7 @@ async fn a_runner_registered_here_is_removed_without_a_lookup() {
             .filter(|r| r.method == "GET" && r.query.as_deref().is_some_and(|q| q.contains("agentName")))
             .count()
     };
-    let creds = h
-        .forge
-        .session(&ctx)
-        .register(&ctx, &RunnerRequest::unbound("fresh-aaaaa", None))
-        .await
-        .unwrap();
+    let creds = registered(&h.forge, &ctx, "fresh-aaaaa").await;
     let before = lookups();
     let fresh = RunnerRef {
         name: "fresh-aaaaa".into(),
@@ -635,24 +556,13 @@ async fn a_runner_registered_here_is_removed_without_a_lookup() {
         stored: false,
         registered_here: true,
     };
-    assert_eq!(
-        h.forge.session(&ctx).deregister(&ctx, &fresh).await.unwrap(),
-        RemoveOutcome::Removed
-    );
+    assert_eq!(removed(&h.forge, &ctx, &fresh).await, RemoveOutcome::Removed);
     assert_eq!(lookups(), before, "no lookup by name");
     assert!(emu.state().runners.is_empty(), "removed at the service");
 
-    h.forge
-        .session(&ctx)
-        .register(&ctx, &RunnerRequest::unbound("fresh-bbbbb", None))
-        .await
-        .unwrap();
+    registered(&h.forge, &ctx, "fresh-bbbbb").await;
     assert_eq!(
-        h.forge
-            .session(&ctx)
-            .deregister(&ctx, &runner_ref("fresh-bbbbb"))
-            .await
-            .unwrap(),
+        removed(&h.forge, &ctx, &runner_ref("fresh-bbbbb")).await,
         RemoveOutcome::Removed
     );
     assert_eq!(lookups(), before + 1, "an adopted runner is looked up by name");

@@ -203,22 +203,9 @@ fn log_identity(key: &GroupKey, runner: &str, annotations: &BTreeMap<String, Str
 mod tests {
     use super::*;
     use crate::job_identity::{JOB_NAME_ANNOTATION, JOB_RUN_ID_ANNOTATION};
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
     fn job(name: &str, annotations: &[(&str, &str)]) -> Arc<Job> {
-        Arc::new(Job {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                annotations: Some(
-                    annotations
-                        .iter()
-                        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                        .collect(),
-                ),
-                ..ObjectMeta::default()
-            },
-            ..Job::default()
-        })
+        Arc::new(crate::testing::annotated_job(name, annotations))
     }
 
     fn id(run: &str) -> JobIdentity {

@@ -199,16 +199,7 @@ pub fn observe_runners(
         .collect();
     let seen: BTreeSet<String> = out.iter().map(|r| r.name.clone()).collect();
     for name in in_flight.created.iter().filter(|n| !seen.contains(*n)) {
-        out.push(ObservedRunner {
-            name: name.clone(),
-            phase: RunnerPhase::Pending,
-            forge_state: ForgeRunnerState::Unknown,
-            age_seconds: 0,
-            running_seconds: 0,
-            ever_busy: false,
-            stuck: None,
-            outdated: false,
-        });
+        out.push(ObservedRunner::fresh(name.clone()));
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));
     out

@@ -9,7 +9,10 @@ use std::time::Duration;
 use forgerunner_core::Forge;
 use forgerunner_core::crd::{ForgeKind, GithubSpec};
 pub use forgerunner_core::forge::ForgeSession;
-use forgerunner_core::forge::{Credentials, GroupContext, GroupKey, ReconcileTrigger, SecretValue};
+use forgerunner_core::forge::{
+    Credentials, GroupContext, GroupKey, ReconcileTrigger, RemoveOutcome, RunnerCredentials, RunnerRef,
+    RunnerRequest, SecretValue,
+};
 use forgerunner_core::metrics::Metrics;
 use forgerunner_core::{ForgeError, RunnerGroup};
 use forgerunner_github::backoff::Backoff;
@@ -181,3 +184,22 @@ pub const WAIT: Duration = Duration::from_secs(15);
 pub mod listener;
 pub mod service;
 pub mod stub;
+
+/// Registers the runner `name` of the group's own (bound to no job) through a session of
+/// `ctx`'s group, as core does; panics on an error.
+pub async fn registered(forge: &GithubForge, ctx: &GroupContext, name: &str) -> RunnerCredentials {
+    forge
+        .session(ctx)
+        .register(ctx, &RunnerRequest::unbound(name, None))
+        .await
+        .expect("register")
+}
+
+/// Deregisters `runner` through a session of `ctx`'s group, as core does; panics on an error.
+pub async fn removed(forge: &GithubForge, ctx: &GroupContext, runner: &RunnerRef) -> RemoveOutcome {
+    forge
+        .session(ctx)
+        .deregister(ctx, runner)
+        .await
+        .expect("deregister")
+}

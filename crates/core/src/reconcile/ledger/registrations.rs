@@ -82,22 +82,11 @@ impl Registrations {
 
 #[cfg(test)]
 mod tests {
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
     use super::*;
-    use crate::forge::ForgeRunnerState;
 
     fn observed(name: &str) -> ObservedRunner {
-        ObservedRunner {
-            name: name.to_owned(),
-            phase: RunnerPhase::Pending,
-            forge_state: ForgeRunnerState::Unknown,
-            age_seconds: 0,
-            running_seconds: 0,
-            ever_busy: false,
-            stuck: None,
-            outdated: false,
-        }
+        ObservedRunner::fresh(name)
     }
 
     fn ids(id: &str) -> BTreeMap<String, String> {
@@ -105,19 +94,7 @@ mod tests {
     }
 
     fn job(name: &str, annotations: &[(&str, &str)]) -> Job {
-        Job {
-            metadata: ObjectMeta {
-                name: Some(name.to_owned()),
-                annotations: Some(
-                    annotations
-                        .iter()
-                        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                        .collect(),
-                ),
-                ..ObjectMeta::default()
-            },
-            ..Job::default()
-        }
+        crate::testing::annotated_job(name, annotations)
     }
 
     #[test]

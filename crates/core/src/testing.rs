@@ -787,6 +787,37 @@ pub fn runner_env(pod: &k8s_openapi::api::core::v1::PodSpec, name: &str) -> Opti
         .and_then(|e| e.value.clone())
 }
 
+/// A runner of the group as the cluster shows it, with its Job's `annotations`; one without
+/// annotations stands for a runner created in flight, which the store does not show yet.
+pub fn runner_ref(
+    name: &str,
+    phase: crate::plan::RunnerPhase,
+    annotations: BTreeMap<String, String>,
+) -> RunnerRef {
+    RunnerRef {
+        name: name.into(),
+        stored: !annotations.is_empty(),
+        registered_here: false,
+        annotations,
+        phase,
+    }
+}
+
+/// Waiting jobs, oldest first, one per binding of `bindings` (a forge that binds each runner to
+/// one job), with ids `0`, `1`, … and no labels.
+pub fn bound_jobs(bindings: &[&str]) -> Vec<crate::forge::WaitingJob> {
+    bindings
+        .iter()
+        .enumerate()
+        .map(|(i, b)| crate::forge::WaitingJob {
+            id: i.to_string(),
+            queued_at: None,
+            labels: Vec::new(),
+            binding: Some((*b).to_owned()),
+        })
+        .collect()
+}
+
 /// A Job named `name` with `annotations` and nothing else.
 pub fn annotated_job(name: &str, annotations: &[(&str, &str)]) -> k8s_openapi::api::batch::v1::Job {
     k8s_openapi::api::batch::v1::Job {

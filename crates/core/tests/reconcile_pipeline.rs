@@ -12,11 +12,11 @@ use std::time::Duration;
 use forgerunner_core::Fence;
 use forgerunner_core::budget::RateBudget;
 use forgerunner_core::crd::ForgeKind;
-use forgerunner_core::forge::{GroupKey, WaitingJob};
+use forgerunner_core::forge::GroupKey;
 use forgerunner_core::job_identity::{JOB_NAME_ANNOTATION, JOB_RUN_ID_ANNOTATION, JobIdentity};
 use forgerunner_core::reconcile::FINALIZER;
 use forgerunner_core::runner_job::{FORGE_LABEL, GROUP_LABEL, JOB_BINDING_ANNOTATION};
-use forgerunner_core::testing::{OUTDATED_EXIT, SECRET_VALUE};
+use forgerunner_core::testing::{OUTDATED_EXIT, SECRET_VALUE, bound_jobs};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::events::v1::Event;
@@ -134,16 +134,7 @@ async fn the_forge_is_told_which_runners_its_session_registered() {
 async fn each_new_runner_is_bound_to_its_own_job() {
     let h = Harness::start(true).await;
     h.create_secret("creds").await;
-    *h.forge.waiting.lock().expect("lock") = ["b0", "b1", "b2"]
-        .iter()
-        .enumerate()
-        .map(|(i, b)| WaitingJob {
-            id: i.to_string(),
-            queued_at: None,
-            labels: Vec::new(),
-            binding: Some((*b).to_owned()),
-        })
-        .collect();
+    *h.forge.waiting.lock().expect("lock") = bound_jobs(&["b0", "b1", "b2"]);
     h.forge.jobs.store(3, Ordering::SeqCst);
     h.create_group("bound", gitea_spec(0, 2, 600)).await;
     wait_for("2 runner jobs", || async {

@@ -35,14 +35,7 @@ fn rref(name: &str, phase: RunnerPhase, id: Option<i64>, handle: Option<&str>) -
     if let Some(h) = handle {
         annotations.insert(JOB_BINDING_ANNOTATION.to_string(), h.to_string());
     }
-    RunnerRef {
-        name: name.into(),
-        // A runner without its ids stands for one created in flight.
-        stored: !annotations.is_empty(),
-        registered_here: false,
-        annotations,
-        phase,
-    }
+    forgerunner_core::testing::runner_ref(name, phase, annotations)
 }
 
 /// A whole (one-page) runner listing fetched at `at`.

@@ -124,14 +124,7 @@ pub async fn declared(fake: &ForgejoFakeHandle, uuid: &str, token: &str, version
 
 /// A runner of ours as the cluster shows it.
 pub fn runner_ref(name: &str, phase: RunnerPhase, annotations: &BTreeMap<String, String>) -> RunnerRef {
-    RunnerRef {
-        name: name.into(),
-        annotations: annotations.clone(),
-        phase,
-        // A runner without annotations stands for one created in flight.
-        stored: !annotations.is_empty(),
-        registered_here: false,
-    }
+    forgerunner_core::testing::runner_ref(name, phase, annotations.clone())
 }
 
 /// The view a pass plans on: `f`'s snapshot of `refs`, netted by the group's core `books`.

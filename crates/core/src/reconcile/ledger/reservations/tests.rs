@@ -3,7 +3,7 @@ use std::collections::BTreeMap;
 use super::*;
 use crate::crd::ForgeKind;
 use crate::runner_job::JOB_BINDING_ANNOTATION;
-use crate::testing::RunnerGroupBuilder;
+use crate::testing::{RunnerGroupBuilder, bound_jobs, runner_ref};
 
 fn spec() -> RunnerGroupSpec {
     RunnerGroupBuilder::new(ForgeKind::Forgejo).build().spec
@@ -16,29 +16,14 @@ fn r(name: &str, phase: RunnerPhase, binding: Option<&str>) -> RunnerRef {
         .map(|b| (JOB_BINDING_ANNOTATION.to_owned(), b.to_owned()))
         .into_iter()
         .collect();
-    RunnerRef {
-        name: name.into(),
-        stored: !annotations.is_empty(),
-        registered_here: false,
-        annotations,
-        phase,
-    }
+    runner_ref(name, phase, annotations)
 }
 
 /// A view listing `bindings` waiting, fetched at `listed_at`.
 fn view(bindings: &[&str], listed_at: Instant) -> ForgeView {
     ForgeView {
         waiting_jobs: u32::try_from(bindings.len()).expect("few"),
-        waiting: bindings
-            .iter()
-            .enumerate()
-            .map(|(i, b)| WaitingJob {
-                id: i.to_string(),
-                queued_at: None,
-                labels: Vec::new(),
-                binding: Some((*b).to_owned()),
-            })
-            .collect(),
+        waiting: bound_jobs(bindings),
         listed_at: Some(listed_at),
         ..ForgeView::default()
     }

@@ -78,15 +78,6 @@ impl Claim {
     pub fn takes<S: AsRef<str>>(&self, runs_on: &[S]) -> bool {
         self.wants(runs_on) != Wanted::Nobody
     }
-
-    /// Whether a job asking for `runs_on` wants a runner of `class` (`None`: the group's own).
-    pub fn is_for<S: AsRef<str>>(&self, runs_on: &[S], class: Option<&str>) -> bool {
-        match self.wants(runs_on) {
-            Wanted::Class(i) => self.classes.get(i).map(|c| c.name.as_str()) == class,
-            Wanted::Group => class.is_none(),
-            Wanted::Nobody => false,
-        }
-    }
 }
 
 /// The labels a runner of `class` (`None`: one of the group's own) declares: the group's
@@ -129,16 +120,12 @@ mod tests {
     }
 
     #[test]
-    fn a_job_is_for_the_first_class_that_takes_it() {
-        let c = claim();
-        assert!(c.is_for(&["linux"], Some("small")));
-        assert!(!c.is_for(&["linux"], Some("large")), "small comes first");
-        assert!(c.is_for(&["linux", "large"], Some("large")));
-        assert!(!c.is_for(&["linux", "large"], Some("small")));
-        assert!(!c.is_for(&["linux", "large"], None));
-        assert!(c.is_for(&["self-hosted"], None));
-        assert!(!c.takes(&["large", "gpu"]), "no runner of the group has gpu");
-        assert!(!c.is_for(&["large", "gpu"], None));
+    fn a_job_no_runner_of_the_group_can_run_is_not_taken() {
+        assert!(claim().takes(&["linux", "large"]));
+        assert!(
+            !claim().takes(&["large", "gpu"]),
+            "no runner of the group has gpu"
+        );
     }
 
     #[test]

@@ -50,6 +50,24 @@ fn a_job_wants_the_first_class_it_names_that_can_take_it() {
     assert_eq!(wanted(&only_large, &linux, &["linux", "large"]), Wanted::Class(0));
 }
 
+/// Which runner a job is for (the runner a reservation may bind to it): the first class that
+/// takes it, or the group's own.
+#[test]
+fn a_job_is_for_the_first_class_that_takes_it() {
+    let group = names(&["self-hosted", "linux"]);
+    let c = sizes();
+    assert!(is_for(&c, &group, &["linux"], Some("small")));
+    assert!(
+        !is_for(&c, &group, &["linux"], Some("large")),
+        "small comes first"
+    );
+    assert!(is_for(&c, &group, &["linux", "large"], Some("large")));
+    assert!(!is_for(&c, &group, &["linux", "large"], Some("small")));
+    assert!(!is_for(&c, &group, &["linux", "large"], None));
+    assert!(is_for(&c, &group, &["self-hosted"], None));
+    assert!(!is_for(&c, &group, &["large", "gpu"], None));
+}
+
 #[test]
 fn a_class_label_replaces_the_group_label_of_its_name() {
     let c: RunnerClass = serde_json::from_value(serde_json::json!({

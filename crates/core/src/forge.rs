@@ -5,9 +5,9 @@
 //! the operator binary dispatches over the enabled ones. No HTTP here: the traits speak in
 //! domain types.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::PodSpec;
@@ -106,8 +106,12 @@ pub struct ForgeView {
     pub waiting_jobs: u32,
     /// How the forge sees each of our runners, by name (missing names are `Unknown`).
     pub runners: BTreeMap<String, ForgeRunnerState>,
-    /// Runners registered at the forge for this group and not connected. Those without a Job in
-    /// the cluster are ghosts: the planner deregisters them.
+    /// The runner rows the forge lists for the group, where it lists them (`None`: it lists
+    /// none). Facts for core's ghost rule, with no time rule of the forge's.
+    pub listed_rows: Option<ListedRows>,
+    /// Runner rows offline, and not busy, for at least core's ghost grace: those without a Job
+    /// in the cluster are ghosts, and the planner deregisters them. Core's ledger fills it from
+    /// `listed_rows` (`reconcile::ledger::OfflineRows`); forges leave it empty.
     pub ghosts: Vec<String>,
     /// The view tells as it happens which runners took a job, so surplus runners that look idle
     /// may be scaled down. Without it an idle-looking runner may have just taken a job, and
@@ -128,14 +132,14 @@ pub struct ForgeView {
     pub waiting: Vec<WaitingJob>,
     /// Runners that will never take a job: the one job they were made for is gone (re-run
     /// under a new handle, cancelled). The planner removes them at once unless they worked.
-    pub stranded: std::collections::BTreeSet<String>,
+    pub stranded: BTreeSet<String>,
     /// When the fetch of the jobs listing behind `waiting_jobs` started, for a forge whose
     /// listing may be older than its runners' states; `None` when the view is one consistent
     /// snapshot (GitHub's statistics message).
-    pub listed_at: Option<std::time::Instant>,
+    pub listed_at: Option<Instant>,
     /// Runners whose job the forge's data already shows taken (in progress in the listing, or
     /// named by a delivery since): `waiting_jobs` does not count their jobs.
-    pub accounted: std::collections::BTreeSet<String>,
+    pub accounted: BTreeSet<String>,
     /// A Busy state in `runners` does not tell when the runner took its job (Forgejo guesses
     /// busy runners from the count of running jobs, or nets a bound runner's job by its handle
     /// itself): core's ledger then dates a take from the first pass that sees the runner's Job
@@ -146,6 +150,21 @@ pub struct ForgeView {
     pub unmatched: Vec<UnmatchedJob>,
     /// What the forge tells of the group's runner releases ([`crate::runner_version`]).
     pub versions: crate::runner_version::RunnerVersions,
+}
+
+/// The runner rows a forge's listing shows for a group ([`ForgeView::listed_rows`]): the rows
+/// named like the group's runners ([`crate::names::is_runner_name_of`]), ours included, by name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListedRows {
+    /// Rows offline and not busy.
+    pub offline: BTreeSet<String>,
+    /// Rows online or busy.
+    pub online: BTreeSet<String>,
+    /// The listing showed every row of its scope, so a row it does not show is gone; a partial
+    /// (paged) listing may have skipped a row.
+    pub whole: bool,
+    /// When the listing's fetch started.
+    pub listed_at: Instant,
 }
 
 /// A job waiting in a group's scope whose labels no group matches.
@@ -233,9 +252,9 @@ pub struct RunnerRef {
     /// Runner name (= Job name = forge-side runner name).
     pub name: String,
     /// Annotations of the runner Job (forge ids recorded at creation). For a runner
-    /// `registered_here`, the keys [`ForgeSession::register`] returned hold what it returned,
-    /// whatever the Job says now (anyone who may edit Jobs can rewrite the Job's copy); a runner
-    /// the store does not show yet has only those.
+    /// [`RunnerRef::registered_here`], the keys [`ForgeSession::register`] returned hold what it
+    /// returned, whatever the Job says now (anyone who may edit Jobs can rewrite the Job's copy);
+    /// a runner the store does not show yet has only those.
     pub annotations: BTreeMap<String, String>,
     /// Where the runner's Job is in its life; a forge uses it to account for runners that
     /// finished before its own data shows it.
@@ -243,14 +262,20 @@ pub struct RunnerRef {
     /// The cluster's store shows the runner's Job. False for a runner this process created
     /// that the store has not listed yet.
     pub stored: bool,
-    /// This group's session ([`Forge::open`]) registered the runner, so it has seen the runner's
-    /// whole life, and the ids in `annotations` are the forge's own answer. False for a runner
-    /// adopted: registered by an earlier process, an earlier leadership term, or a session the
-    /// group had at another forge.
-    pub registered_here: bool,
+    /// When this group's session ([`Forge::open`]) registered the runner (taken right after
+    /// [`ForgeSession::register`] returned): the session has seen the runner's whole life, and
+    /// the ids in `annotations` are the forge's own answer. `None` for a runner adopted:
+    /// registered by an earlier process, an earlier leadership term, or a session the group had
+    /// at another forge.
+    pub registered_at: Option<Instant>,
 }
 
 impl RunnerRef {
+    /// Whether this group's session registered the runner ([`RunnerRef::registered_at`]).
+    pub fn registered_here(&self) -> bool {
+        self.registered_at.is_some()
+    }
+
     /// The job the runner was made for alone ([`WaitingJob::binding`]), from its Job's
     /// [`crate::runner_job::JOB_BINDING_ANNOTATION`]; `None` for a runner that takes any job.
     pub fn binding(&self) -> Option<&str> {
@@ -420,7 +445,7 @@ impl ReconcileTrigger {
     /// Polling forges use it when a shared listing expires: the reconciler requeues a group one
     /// interval after each pass, and a pass woken between listings reuses the cached one, so
     /// without this a job queued just after a listing could wait almost two intervals.
-    pub fn wake_at(&self, keys: Vec<GroupKey>, due: std::time::Instant) {
+    pub fn wake_at(&self, keys: Vec<GroupKey>, due: Instant) {
         if keys.is_empty() {
             return;
         }

@@ -797,7 +797,7 @@ pub fn runner_ref(
     RunnerRef {
         name: name.into(),
         stored: !annotations.is_empty(),
-        registered_here: false,
+        registered_at: None,
         annotations,
         phase,
     }
@@ -835,8 +835,9 @@ pub fn annotated_job(name: &str, annotations: &[(&str, &str)]) -> k8s_openapi::a
     }
 }
 
-/// The view the reconciler plans on: a forge's `view` of `refs`, netted by the group's `books`
-/// for runners that took a job after the cached jobs listing (`Ledger::net_waiting_jobs`).
+/// The view the reconciler plans on: a forge's `view` of `refs`, settled by the group's `books`
+/// (`Ledger::settle_view`): netted for runners that took a job after the cached jobs listing,
+/// with the ghosts of the forge's runner rows.
 pub fn netted_view(
     mut view: crate::forge::ForgeView,
     refs: &[crate::forge::RunnerRef],
@@ -850,7 +851,7 @@ pub fn netted_view(
             ..crate::plan::ObservedRunner::fresh(r.name.clone())
         })
         .collect();
-    books.net_waiting_jobs(&mut view, &runners, refs, std::time::Instant::now());
+    books.settle_view(&mut view, &runners, refs, std::time::Instant::now());
     view
 }
 

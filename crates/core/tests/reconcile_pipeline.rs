@@ -114,7 +114,7 @@ async fn the_forge_is_told_which_runners_its_session_registered() {
         names.iter().all(|n| {
             forge
                 .told(n)
-                .is_some_and(|r| r.stored && r.registered_here == registered_here)
+                .is_some_and(|r| r.stored && r.registered_here() == registered_here)
         })
     };
     wait_for("both told stored and registered here", || async { told(true) }).await;

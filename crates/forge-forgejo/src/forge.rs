@@ -42,8 +42,6 @@ pub struct ForgejoOptions {
     /// A runner that looks offline for less than this is reported idle (a new runner is
     /// offline until its pod connects).
     pub offline_grace: Duration,
-    /// An offline runner row created by this process less than this ago is never a ghost.
-    pub ghost_grace: Duration,
     /// A runner bound to a job that was connected at least this long when it was removed idle
     /// had time to take its job: Forgejo withholds the job, and the removal says so
     /// (`RemoveOutcome::Withheld`; core backs the job off).
@@ -61,7 +59,6 @@ impl Default for ForgejoOptions {
             version_ttl: Duration::from_secs(600),
             token_ttl: Duration::from_secs(300),
             offline_grace: Duration::from_secs(180),
-            ghost_grace: Duration::from_secs(300),
             // forgejo-runner polls every 2 s by default (`FetchInterval`, `config.go` `New`):
             // a minute of polling is thirty chances to get an available job.
             held_evidence: Duration::from_secs(60),

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use forgerunner_core::forge::{ForgeRunnerState, RunnerRef};
+use forgerunner_core::forge::{ForgeRunnerState, ListedRows, RunnerRef};
 use forgerunner_core::names::is_runner_name_of;
 use forgerunner_core::plan::RunnerPhase;
 
@@ -56,7 +56,9 @@ pub(crate) fn row_of<'a>(r: &RunnerRef, rows: &'a [Runner]) -> Option<&'a Runner
 pub(crate) struct Seen {
     pub(crate) waiting_jobs: u32,
     pub(crate) runners: BTreeMap<String, ForgeRunnerState>,
-    pub(crate) ghosts: Vec<String>,
+    /// The rows named like the group's runners, for core's ghost rule; `None` on 11–14, which
+    /// list no runners.
+    pub(crate) listed_rows: Option<ListedRows>,
     /// Bound runners whose job is gone ([`is_stranded`]): the planner removes them at once.
     pub(crate) stranded: BTreeSet<String>,
 }
@@ -65,17 +67,6 @@ pub(crate) struct Seen {
 pub(crate) struct Group<'a> {
     pub(crate) name: &'a str,
     pub(crate) claim: &'a Claim,
-}
-
-/// Tunables of the reading.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Graces {
-    /// A runner that looks offline for less than this is reported idle (a new runner is
-    /// offline until its pod starts and connects).
-    pub(crate) offline: Duration,
-    /// An offline runner row this process created less than this ago is no ghost (its Job may
-    /// not be in the cluster store yet).
-    pub(crate) ghost: Duration,
 }
 
 /// The waiting jobs some runner of the group can take, oldest first (the listing is
@@ -96,18 +87,20 @@ fn demand(waiting: &[&RunJob]) -> u32 {
     u32::try_from(waiting.len()).unwrap_or(u32::MAX)
 }
 
-/// Forgejo 15+: runner rows and job handles tell each runner's state.
+/// Forgejo 15+: runner rows and job handles tell each runner's state. A runner that looks
+/// offline for less than `offline_grace` is reported idle (a new runner is offline until its pod
+/// starts and connects).
 pub(crate) fn view_v15(
     group: Group<'_>,
     clocks: &mut RunnerClocks,
     refs: &[RunnerRef],
     jobs: Listing<'_, RunJob>,
     runners: RunnerRows<'_>,
-    graces: Graces,
+    offline_grace: Duration,
     now: Instant,
 ) -> Seen {
     let (group_name, claim) = (group.name, group.claim);
-    clocks.sync(refs, now);
+    clocks.sync(refs);
     let waiting_jobs = waiting(jobs.rows, claim);
     // Every handle the jobs listing shows, waiting or running.
     let listed_handles: BTreeSet<&str> = jobs.rows.iter().map(|j| j.handle.as_str()).collect();
@@ -122,10 +115,9 @@ pub(crate) fn view_v15(
         // that never gets its job would then never leave.
         let state = match row {
             Some(x)
-                if x.status != RunnerStatus::Active
-                    && is_stranded(r, clocks, &jobs, &runners, &listed_handles) =>
+                if x.status != RunnerStatus::Active && is_stranded(r, &jobs, &runners, &listed_handles) =>
             {
-                clocks.offline_for(&r.name, x.status == RunnerStatus::Offline, now, graces.offline);
+                clocks.offline_for(&r.name, x.status == RunnerStatus::Offline, now, offline_grace);
                 clocks.connected(&r.name, x.status != RunnerStatus::Offline, now);
                 stranded.insert(r.name.clone());
                 ForgeRunnerState::Offline
@@ -136,13 +128,13 @@ pub(crate) fn view_v15(
                     ForgeRunnerState::Busy
                 }
                 RunnerStatus::Idle => {
-                    clocks.offline_for(&r.name, false, now, graces.offline);
+                    clocks.offline_for(&r.name, false, now, offline_grace);
                     clocks.connected(&r.name, true, now);
                     ForgeRunnerState::Idle
                 }
                 RunnerStatus::Offline => {
                     clocks.connected(&r.name, false, now);
-                    if clocks.offline_for(&r.name, true, now, graces.offline) {
+                    if clocks.offline_for(&r.name, true, now, offline_grace) {
                         ForgeRunnerState::Offline
                     } else {
                         ForgeRunnerState::Idle
@@ -151,12 +143,13 @@ pub(crate) fn view_v15(
             },
             None => {
                 // Ephemeral rows are deleted after their task. Only a listing fetched after the
-                // runner was created can tell that it is gone, and only a whole one (or a
-                // lookup by id): a runner that called in between two page requests is missing
-                // from a paged listing although it lives, and a live runner taken for finished
-                // would neither cover its job nor ever be reaped. The runner listing is
-                // trusted over an older jobs listing that may still show the job waiting.
-                let listing_knows = clocks.created_at(&r.name).is_none_or(|c| runners.at >= c);
+                // runner was registered (core's `registered_at`; an adopted runner's is older)
+                // can tell that it is gone, and only a whole one (or a lookup by id): a runner
+                // that called in between two page requests is missing from a paged listing
+                // although it lives, and a live runner taken for finished would neither cover
+                // its job nor ever be reaped. The runner listing is trusted over an older jobs
+                // listing that may still show the job waiting.
+                let listing_knows = r.registered_at.is_none_or(|c| runners.at >= c);
                 let proven = runners.whole || id.is_some_and(|id| runners.gone.contains(&id));
                 if id.is_some() && listing_knows && proven && r.phase != RunnerPhase::Failed {
                     ForgeRunnerState::Finished
@@ -169,21 +162,26 @@ pub(crate) fn view_v15(
             states.insert(r.name.clone(), state);
         }
     }
-    let names: BTreeSet<&str> = refs.iter().map(|r| r.name.as_str()).collect();
-    let ghosts: BTreeSet<String> = runners
+    // Core tells the ghosts among the offline rows: a new runner's row is offline until its pod
+    // connects, whoever made it.
+    let (offline, online): (Vec<&Runner>, Vec<&Runner>) = runners
         .rows
         .iter()
-        .filter(|x| x.status == RunnerStatus::Offline && is_runner_name_of(group_name, &x.name))
-        .filter(|x| !names.contains(x.name.as_str()))
-        .filter(|x| !clocks.recently_created(&x.name, now, graces.ghost))
-        .map(|x| x.name.clone())
-        .collect();
+        .filter(|x| is_runner_name_of(group_name, &x.name))
+        .partition(|x| x.status == RunnerStatus::Offline);
+    let names = |rows: Vec<&Runner>| rows.into_iter().map(|x| x.name.clone()).collect();
+    let listed_rows = ListedRows {
+        offline: names(offline),
+        online: names(online),
+        whole: runners.whole,
+        listed_at: runners.at,
+    };
     // A stranded runner can take no job: the planner removes it at once and it covers no
     // demand (the re-run of its own job gets a runner of its own).
     Seen {
         waiting_jobs: demand(&waiting_jobs),
         runners: states,
-        ghosts: ghosts.into_iter().collect(),
+        listed_rows: Some(listed_rows),
         stranded,
     }
 }
@@ -197,7 +195,6 @@ pub(crate) fn view_v15(
 /// timeout.
 fn is_stranded(
     r: &RunnerRef,
-    clocks: &RunnerClocks,
     jobs: &Listing<'_, RunJob>,
     runners: &RunnerRows<'_>,
     listed_handles: &BTreeSet<&str>,
@@ -207,7 +204,7 @@ fn is_stranded(
     };
     r.phase.is_active()
         && !listed_handles.contains(handle)
-        && clocks.created_at(&r.name).is_none_or(|c| jobs.at >= c)
+        && r.registered_at.is_none_or(|c| jobs.at >= c)
         && runners.at >= jobs.at
 }
 
@@ -218,9 +215,8 @@ pub(crate) fn view_token(
     clocks: &mut RunnerClocks,
     refs: &[RunnerRef],
     jobs: Listing<'_, RunJob>,
-    now: Instant,
 ) -> Seen {
-    clocks.sync(refs, now);
+    clocks.sync(refs);
     let waiting_jobs = waiting(jobs.rows, claim);
     let running = jobs
         .rows
@@ -228,11 +224,11 @@ pub(crate) fn view_token(
         .filter(|j| j.is_running() && claim.takes(&j.runs_on))
         .count();
     let mut active: Vec<&RunnerRef> = refs.iter().filter(|r| r.phase.is_active()).collect();
-    // Runners created by an earlier process have no creation time here: they rank oldest.
+    // Runners registered by an earlier process have no registration time: they rank oldest.
     active.sort_by(|a, b| {
         (a.phase != RunnerPhase::Running)
             .cmp(&(b.phase != RunnerPhase::Running))
-            .then_with(|| clocks.created_at(&a.name).cmp(&clocks.created_at(&b.name)))
+            .then_with(|| a.registered_at.cmp(&b.registered_at))
             .then_with(|| a.name.cmp(&b.name))
     });
     let runners = active
@@ -243,7 +239,7 @@ pub(crate) fn view_token(
     Seen {
         waiting_jobs: demand(&waiting_jobs),
         runners,
-        ghosts: Vec::new(),
+        listed_rows: None,
         stranded: BTreeSet::new(),
     }
 }

@@ -119,7 +119,7 @@ mod tests {
                 .unwrap_or_default(),
             phase: RunnerPhase::Running,
             stored: true,
-            registered_here: false,
+            registered_at: None,
         }
     }
 

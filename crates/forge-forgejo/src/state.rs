@@ -1,10 +1,12 @@
-//! Per-group clocks of Forgejo's runners (pure, no I/O): which runners this process created and
-//! when, and since when each runner has looked offline or connected. They read Forgejo's runner
-//! rows over time: a new runner is offline until its pod connects, and a runner bound to a job
-//! that stayed connected long enough without getting it tells that Forgejo withholds the job.
+//! Per-group clocks of Forgejo's runners (pure, no I/O): since when each runner has looked
+//! offline or connected. They read Forgejo's runner rows over time: a new runner is offline until
+//! its pod connects, and a runner bound to a job that stayed connected long enough without
+//! getting it tells that Forgejo withholds the job.
 //!
-//! The jobs are core's books: which job each new runner is bound to, and which listed jobs need
-//! no new runner (`forgerunner_core::reconcile::ledger::Reservations`).
+//! The rest is core's books: when this session registered each runner (`RunnerRef::registered_at`),
+//! which job each new runner is bound to and which listed jobs need no new runner
+//! (`forgerunner_core::reconcile::ledger::Reservations`), and which offline rows are ghosts
+//! (`forgerunner_core::reconcile::ledger::OfflineRows`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -13,10 +15,6 @@ use forgerunner_core::forge::RunnerRef;
 
 /// Job annotation: the Forgejo runner id (v15), for deletion after a restart.
 pub const RUNNER_ID_ANNOTATION: &str = "forgerunner.dev/forgejo-runner-id";
-
-/// How long a creation by this process is remembered (listing freshness, ghost protection,
-/// age order).
-const CREATED_MEMORY: Duration = Duration::from_secs(3600);
 
 /// The runner id recorded on a runner's Job, if any.
 pub fn runner_id(r: &RunnerRef) -> Option<i64> {
@@ -28,8 +26,6 @@ pub fn runner_id(r: &RunnerRef) -> Option<i64> {
 /// One group's runner clocks.
 #[derive(Debug, Default)]
 pub struct RunnerClocks {
-    /// Runners this process created, with when.
-    created: BTreeMap<String, Instant>,
     /// Since when each runner has looked offline.
     offline_since: BTreeMap<String, Instant>,
     /// Since when each runner has looked connected (its row `idle` or `active`).
@@ -37,31 +33,12 @@ pub struct RunnerClocks {
 }
 
 impl RunnerClocks {
-    /// Forgets the runners the cluster no longer shows (`refs`), but for recent creations.
-    pub fn sync(&mut self, refs: &[RunnerRef], now: Instant) {
+    /// Forgets the runners the cluster no longer shows (`refs`).
+    pub fn sync(&mut self, refs: &[RunnerRef]) {
         let seen: BTreeSet<&str> = refs.iter().map(|r| r.name.as_str()).collect();
-        self.created
-            .retain(|name, at| seen.contains(name.as_str()) || now.duration_since(*at) < CREATED_MEMORY);
         self.offline_since.retain(|name, _| seen.contains(name.as_str()));
         self.connected_since
             .retain(|name, _| seen.contains(name.as_str()));
-    }
-
-    /// Records that this process created (or registered) `runner` at `at`.
-    pub fn created(&mut self, runner: &str, at: Instant) {
-        self.created.insert(runner.to_string(), at);
-    }
-
-    /// When this process created `runner`, if it did.
-    pub fn created_at(&self, runner: &str) -> Option<Instant> {
-        self.created.get(runner).copied()
-    }
-
-    /// Whether `runner` was created by this process less than `grace` ago.
-    pub fn recently_created(&self, runner: &str, now: Instant, grace: Duration) -> bool {
-        self.created
-            .get(runner)
-            .is_some_and(|at| now.duration_since(*at) < grace)
     }
 
     /// Records whether `runner` looks connected now (its row `idle` or `active`).
@@ -107,22 +84,18 @@ mod tests {
         assert!(!b.offline_for("x", true, t0 + g + g / 2, g));
     }
 
-    /// The clocks of a runner the cluster no longer shows go; a recent creation stays (its Job
-    /// may not be in the store yet).
+    /// The clocks of a runner the cluster no longer shows go.
     #[test]
     fn clocks_of_runners_gone_from_the_cluster_are_forgotten() {
         let mut b = RunnerClocks::default();
         let t0 = Instant::now();
-        b.created("fresh", t0);
         b.connected("gone", true, t0);
         b.offline_for("gone", true, t0, Duration::ZERO);
-        b.sync(&[], t0);
-        assert_eq!(b.created_at("fresh"), Some(t0));
+        b.sync(&[]);
         assert_eq!(
             b.connected_for("gone", t0 + Duration::from_secs(5)),
             Duration::ZERO
         );
-        b.sync(&[], t0 + CREATED_MEMORY);
-        assert_eq!(b.created_at("fresh"), None);
+        assert!(b.offline_since.is_empty() && b.connected_since.is_empty());
     }
 }

@@ -13,7 +13,7 @@ use common::{ctx, declared, fake, forge, netted_view, register_in_a_pass, runner
 use forgerunner_core::crd::{ContainerMode, ContainerModeType, ForgejoScope};
 use forgerunner_core::forge::{Forge, ForgeRunnerState, RemoveOutcome, SecretValue};
 use forgerunner_core::plan::RunnerPhase;
-use forgerunner_core::reconcile::ledger::{Ledger, Reservations, WithheldBackoff};
+use forgerunner_core::reconcile::ledger::{Ledger, OfflineRows, Reservations, WithheldBackoff};
 use forgerunner_core::runner_job::JOB_BINDING_ANNOTATION;
 use forgerunner_forgejo::state::RUNNER_ID_ANNOTATION;
 use forgerunner_testkit::forge_common::rpc::RunnerClient;
@@ -97,7 +97,10 @@ async fn v15_create_bind_observe_remove() {
         view.waiting_jobs, 2,
         "a bound job still waits; the planner counts the runner"
     );
-    assert!(view.ghosts.is_empty(), "our own fresh runner is no ghost");
+    let listed = view.listed_rows.as_ref().expect("15+ lists runner rows");
+    assert!(listed.offline.contains("web-aaaaa"), "its row is offline");
+    let settled = forgerunner_core::testing::netted_view(view, &refs, &mut books);
+    assert!(settled.ghosts.is_empty(), "our own fresh runner is no ghost");
 
     // Remove (idle timeout): deleted at Forgejo; a second removal finds it gone.
     assert_eq!(
@@ -138,7 +141,17 @@ async fn v15_create_bind_observe_remove() {
         .snapshot(&c, std::slice::from_ref(&bref))
         .await
         .unwrap();
-    assert_eq!(view.ghosts, ["web-zzzzz"]);
+    assert_eq!(
+        view.listed_rows.as_ref().map(|r| r.offline.clone()),
+        Some(BTreeSet::from(["web-zzzzz".to_owned()]))
+    );
+    // Core calls it a ghost: at first sight with no grace (core's `OfflineRows` tests the grace).
+    let mut no_grace = Ledger {
+        offline_rows: OfflineRows::with_grace(Duration::ZERO),
+        ..Ledger::default()
+    };
+    let settled = forgerunner_core::testing::netted_view(view, std::slice::from_ref(&bref), &mut no_grace);
+    assert_eq!(settled.ghosts, ["web-zzzzz"]);
     let gref = runner_ref("web-zzzzz", RunnerPhase::Failed, &BTreeMap::new());
     assert_eq!(
         f2.open(&c.key).deregister(&c, &gref).await.unwrap(),
@@ -313,7 +326,7 @@ async fn token_path_on_forgejo_14() {
     assert_eq!(view.waiting_jobs, 1);
     assert_eq!(view.runners.len(), 1, "one running job: one runner busy");
     assert!(view.runners.values().all(|s| *s == ForgeRunnerState::Busy));
-    assert!(view.ghosts.is_empty());
+    assert_eq!(view.listed_rows, None, "11–14 list no runner rows");
     fake.clear_requests();
     assert_eq!(
         f.open(&c.key).deregister(&c, &refs[1]).await.unwrap(),
@@ -345,7 +358,7 @@ async fn token_path_a_runner_that_finished_after_the_listing_is_netted_by_core()
     take_task(&fake, &row.uuid, &row.token, None, true).await;
     let done = [forgerunner_core::forge::RunnerRef {
         stored: true,
-        registered_here: false,
+        registered_at: None,
         ..runner_ref("web-aaaaa", RunnerPhase::Succeeded, &BTreeMap::new())
     }];
     let view = netted_view(&f, &c, &done, &mut books).await;

@@ -21,7 +21,6 @@ use forgerunner_http::{Cell, Connection, Fetched, InstanceKey, ListingMemory, Po
 use crate::client::{ClientOptions, GITEA, GiteaClient, RunnerListing};
 use crate::error::GiteaError;
 use crate::forge_webhook::AnnouncedState;
-use crate::ghosts::OfflineSince;
 use crate::labels::ServedLabels;
 use crate::pod::REGISTRATION_TOKEN_KEY;
 use crate::scope::{Routes, Scope};
@@ -39,11 +38,6 @@ pub struct GiteaOptions {
     pub version_ttl: Duration,
     /// How long a fetched registration token is reused (POST does not rotate it).
     pub token_ttl: Duration,
-    /// How long a runner row named like the group must stay offline (and not busy), seen so
-    /// in listings this far apart, before it is reported as a ghost. A freshly registered
-    /// runner is offline until its daemon first calls in, and at `scope: global` the rows
-    /// include same-named groups' runners elsewhere; see `ghosts`.
-    pub ghost_grace: Duration,
     /// The budget every cached listing is charged to; `None`: one of
     /// [`ListingMemory::DEFAULT_ENTRIES`] for this backend alone. The operator hands the Gitea
     /// and Forgejo backends one shared budget (`listingCacheEntries`).
@@ -56,9 +50,6 @@ impl Default for GiteaOptions {
             client: ClientOptions::default(),
             version_ttl: Duration::from_secs(600),
             token_ttl: Duration::from_secs(300),
-            // Between `register` and the daemon's first call lie, at worst, the start of the
-            // dind sidecar (an image pull on a cold node) and of the runner container.
-            ghost_grace: Duration::from_secs(300),
             listing_memory: None,
         }
     }
@@ -116,8 +107,6 @@ pub struct GiteaShared {
     pub(crate) runners: Pool<ListingKey, Cell<RunnerListing>>,
     /// What the cached jobs and runner listings are charged to.
     listing_memory: ListingMemory,
-    /// Per listing scope, since when its offline rows have been offline (ghost candidates).
-    pub(crate) offline: Mutex<HashMap<ListingKey, OfflineSince>>,
     pub(crate) tokens: Pool<ListingKey, Cell<SecretValue>>,
     pub(crate) groups: Mutex<HashMap<GroupKey, GroupInfo>>,
     /// What webhook deliveries told since each scope's cached jobs listing.
@@ -159,7 +148,6 @@ impl GiteaForge {
             instances: Pool::default(),
             jobs: Pool::default(),
             runners: Pool::default(),
-            offline: Mutex::default(),
             tokens: Pool::default(),
             groups: Mutex::default(),
             announced: Mutex::default(),

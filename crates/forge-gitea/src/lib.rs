@@ -2,7 +2,7 @@
 //!
 //! - [`GiteaForge`] implements `forgerunner_core::Forge`: queued-job polling at the group's
 //!   scope (shared between groups), label matching, registration tokens, runner state and
-//!   removal, ghost runner reporting, re-running a killed runner's job (Gitea 1.26+).
+//!   removal, the runner rows core tells ghosts from, re-running a killed runner's job (Gitea 1.26+).
 //! - [`GiteaClient`] is the REST client underneath.
 //! - [`verify_signature`] and [`parse_workflow_job`] serve the `workflow_job` webhook route.
 
@@ -11,7 +11,6 @@ pub mod client;
 pub mod error;
 pub mod forge;
 mod forge_webhook;
-mod ghosts;
 pub mod labels;
 pub mod pod;
 pub mod pod_security;

@@ -7,7 +7,7 @@ use std::collections::HashSet;
 
 use forgerunner_core::forge::GroupKey;
 use forgerunner_http::InstanceKey;
-use forgerunner_http::pool::{clear, len, retain};
+use forgerunner_http::pool::{clear, len};
 
 use crate::forge::{GiteaForge, ListingKey};
 
@@ -33,7 +33,6 @@ impl GiteaForge {
         let instances: HashSet<&InstanceKey> = live.iter().map(ListingKey::instance).collect();
         self.jobs.retain(|k| live.contains(k));
         self.runners.retain(|k| live.contains(k));
-        retain(&self.offline, |k| live.contains(k));
         self.tokens.retain(|k| live.contains(k));
         self.instances.retain(|k| instances.contains(k));
         if let Ok(mut a) = self.announced.lock() {
@@ -48,7 +47,6 @@ impl GiteaForge {
         clear(&self.groups);
         self.jobs.clear();
         self.runners.clear();
-        clear(&self.offline);
         self.tokens.clear();
         self.forget_announced();
         self.unmatched_scans.clear();
@@ -59,7 +57,7 @@ impl GiteaForge {
     /// Sets the cache gauge from the maps' sizes.
     pub(crate) fn report_cache(&self) {
         // The unmatched scans are not counted: one per jobs listing at most, pruned with it.
-        let listings = self.jobs.len() + self.runners.len() + len(&self.offline) + len(&self.announced);
+        let listings = self.jobs.len() + self.runners.len() + len(&self.announced);
         let groups = len(&self.groups);
         self.metrics.set_cache_entries(
             "gitea",

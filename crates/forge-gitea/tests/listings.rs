@@ -8,8 +8,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use forgerunner_core::crd::{GiteaScope, GiteaSpec};
+use forgerunner_core::forge::ForgeView;
 use forgerunner_core::forge::{Forge, GroupContext, ReconcileTrigger, RemoveOutcome};
 use forgerunner_core::metrics::Metrics;
+use forgerunner_core::reconcile::ledger::{Ledger, OfflineRows};
 use forgerunner_gitea::{ClientOptions, GiteaForge, GiteaOptions};
 use forgerunner_testkit::gitea::{ADMIN_TOKEN, FakeConfig, FakeScope, GiteaFakeHandle, JobState};
 
@@ -48,6 +50,13 @@ fn ctx(name: &str, url: &str, scope: GiteaScope, target: Option<&str>, poll_seco
         proxy_url: None,
     };
     common::group_context(name, gitea, ADMIN_TOKEN)
+}
+
+/// The ghosts a pass finds in `f`'s view of `c` with no runners in the cluster, by the group's
+/// core `books`.
+async fn ghosts(f: &GiteaForge, c: &GroupContext, books: &mut Ledger) -> Vec<String> {
+    let view: ForgeView = common::view(f, c).await.unwrap();
+    forgerunner_core::testing::netted_view(view, &[], books).ghosts
 }
 
 fn runner_listings(fake: &GiteaFakeHandle) -> usize {
@@ -144,37 +153,47 @@ async fn a_global_group_does_not_sweep_a_runner_that_was_just_registered() {
     // Group `ci` of another namespace, at organization acme, has just registered a runner.
     let fresh = fake.add_runner(FakeScope::Owner("acme".into()), "ci-k3x9z", &["linux"], false);
     let view = common::view(&f, &global).await.unwrap();
-    assert!(view.ghosts.is_empty(), "not a ghost yet: {:?}", view.ghosts);
+    let listed = view.listed_rows.as_ref().map(|r| r.offline.clone());
+    assert_eq!(
+        listed,
+        Some(["ci-k3x9z".to_owned()].into()),
+        "the row is listed offline"
+    );
+    // Core's books with the default grace: not a ghost yet.
+    let ghosts = forgerunner_core::testing::netted_view(view, &[], &mut Ledger::default()).ghosts;
+    assert!(ghosts.is_empty(), "not a ghost yet: {ghosts:?}");
     assert!(fake.runners().iter().any(|r| r.id == fresh));
 }
 
 /// A row stays a ghost candidate only while it stays offline and idle: once seen offline for
-/// the grace, across listings, it is a ghost; one whose daemon called in meanwhile never is.
+/// the grace, across Gitea's listings, core's books call it a ghost; one whose daemon called in
+/// meanwhile never is.
 #[tokio::test]
 async fn an_offline_row_is_a_ghost_only_after_the_grace() {
     let fake = fake().await;
     let grace = Duration::from_millis(1500);
-    let f = forge(GiteaOptions {
-        ghost_grace: grace,
-        ..opts()
-    });
+    let f = forge(opts());
+    let mut books = Ledger {
+        offline_rows: OfflineRows::with_grace(grace),
+        ..Ledger::default()
+    };
     // Listings at most a second apart.
     let c = ctx("ci", &fake.url(), GiteaScope::Global, None, 1);
     let starts = fake.add_runner(FakeScope::Global, "ci-start", &["linux"], false);
     let dead = fake.add_runner(FakeScope::Global, "ci-dead0", &["linux"], false);
     let first_seen = tokio::time::Instant::now();
-    assert!(common::view(&f, &c).await.unwrap().ghosts.is_empty());
+    assert!(ghosts(&f, &c, &mut books).await.is_empty());
     // The first one's daemon starts; the other never does.
     fake.runner_calls_in(starts);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    let ghosts = loop {
-        let ghosts = common::view(&f, &c).await.unwrap().ghosts;
-        if !ghosts.is_empty() || tokio::time::Instant::now() > deadline {
-            break ghosts;
+    let found = loop {
+        let this_pass = ghosts(&f, &c, &mut books).await;
+        if !this_pass.is_empty() || tokio::time::Instant::now() > deadline {
+            break this_pass;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
-    assert_eq!(ghosts, ["ci-dead0"]);
+    assert_eq!(found, ["ci-dead0"]);
     assert!(first_seen.elapsed() >= grace, "not before the grace");
     assert!(fake.runners().iter().any(|r| r.id == dead));
 }

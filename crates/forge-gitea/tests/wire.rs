@@ -5,6 +5,7 @@ mod common;
 
 use forgerunner_core::forge::RunnerRequest;
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,6 +15,7 @@ use forgerunner_core::forge::{
     SecretValue,
 };
 use forgerunner_core::metrics::Metrics;
+use forgerunner_core::reconcile::ledger::{Ledger, OfflineRows};
 use forgerunner_gitea::{ClientOptions, GiteaClient, GiteaError, GiteaForge, GiteaOptions, Scope};
 use forgerunner_testkit::gitea::{ADMIN_TOKEN, FakeConfig, FakeScope, Fault, GiteaFakeHandle};
 
@@ -33,8 +35,6 @@ fn fast_opts() -> GiteaOptions {
             backoff: Duration::from_millis(10),
             ..ClientOptions::default()
         },
-        // Ghosts at first sight here; the grace has its own tests (`listings.rs`).
-        ghost_grace: Duration::ZERO,
         ..GiteaOptions::default()
     }
 }
@@ -420,7 +420,18 @@ async fn credentials_state_removal_and_ghosts() {
     fake.add_runner(scope.clone(), "grp-idle1", &["linux"], true);
     fake.add_runner(scope.clone(), "other-abcde", &["linux"], false);
     let d = common::view(&f, &c).await.unwrap();
-    assert_eq!(d.ghosts, ["grp-zz9zz"]);
+    let rows = d.listed_rows.clone().expect("Gitea lists runner rows");
+    assert_eq!(rows.offline, BTreeSet::from(["grp-zz9zz".to_owned()]));
+    assert_eq!(rows.online, BTreeSet::from(["grp-idle1".to_owned()]));
+    assert!(rows.whole);
+    // Core calls the offline row a ghost: at first sight here, the grace has its own tests
+    // (core's `OfflineRows`, and `listings.rs`).
+    let mut books = Ledger {
+        offline_rows: OfflineRows::with_grace(Duration::ZERO),
+        ..Ledger::default()
+    };
+    let settled = forgerunner_core::testing::netted_view(d, &[], &mut books);
+    assert_eq!(settled.ghosts, ["grp-zz9zz"]);
 
     let refs: Vec<RunnerRef> = ["grp-zz9zz", "grp-idle1", "grp-nope0"]
         .iter()

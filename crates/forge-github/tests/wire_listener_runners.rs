@@ -3,7 +3,7 @@
 
 mod common;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use base64::Engine;
 use common::*;
@@ -20,7 +20,7 @@ fn runner_ref(name: &str) -> RunnerRef {
         annotations: Default::default(),
         phase: RunnerPhase::Running,
         stored: true,
-        registered_here: false,
+        registered_at: None,
     }
 }
 
@@ -220,7 +220,7 @@ async fn jit_config_busy_refusal_and_removal() {
         annotations: again.annotations.clone(),
         phase: RunnerPhase::Running,
         stored: true,
-        registered_here: true,
+        registered_at: Some(Instant::now()),
     };
     let states = h
         .forge
@@ -290,7 +290,7 @@ async fn jit_config_busy_refusal_and_removal() {
     let idle = registered(&h.forge, &ctx, "runners-idle").await;
     let idle = RunnerRef {
         annotations: idle.annotations,
-        registered_here: true,
+        registered_at: Some(Instant::now()),
         ..runner_ref("runners-idle")
     };
     assert_eq!(removed(&h.forge, &ctx, &idle).await, RemoveOutcome::Removed);
@@ -325,7 +325,7 @@ async fn a_runner_id_naming_another_runner_never_deletes_it() {
         annotations: forged.clone(),
         phase: RunnerPhase::Pending,
         stored: true,
-        registered_here: false,
+        registered_at: None,
     };
     let victim_alive = || {
         emu.state()
@@ -355,7 +355,7 @@ async fn a_runner_id_naming_another_runner_never_deletes_it() {
     let mine = registered(&h.forge, &ctx, "guard-ppppp").await;
     let told = RunnerRef {
         annotations: forged.clone().into_iter().chain(mine.annotations).collect(),
-        registered_here: true,
+        registered_at: Some(Instant::now()),
         ..forged_ref("guard-ppppp")
     };
     assert_eq!(removed(&h.forge, &ctx, &told).await, RemoveOutcome::Removed);
@@ -428,7 +428,7 @@ async fn runners_adopted_after_a_restart_keep_scale_down_off_until_known() {
             .collect(),
         phase,
         stored: true,
-        registered_here: false,
+        registered_at: None,
     };
 
     let after = harness();
@@ -481,7 +481,7 @@ async fn runners_adopted_after_a_restart_keep_scale_down_off_until_known() {
         annotations: mine.annotations.clone(),
         phase: RunnerPhase::Running,
         stored: true,
-        registered_here: true,
+        registered_at: Some(Instant::now()),
     };
     let d = after.forge.session(&ctx).snapshot(&ctx, &[own]).await.unwrap();
     assert!(d.complete, "its own runners keep the view complete");
@@ -554,7 +554,7 @@ async fn a_runner_registered_here_is_removed_without_a_lookup() {
         annotations: creds.annotations,
         phase: RunnerPhase::Pending,
         stored: false,
-        registered_here: true,
+        registered_at: Some(Instant::now()),
     };
     assert_eq!(removed(&h.forge, &ctx, &fresh).await, RemoveOutcome::Removed);
     assert_eq!(lookups(), before, "no lookup by name");

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Instant;
 
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::batch::v1::Job;
@@ -43,9 +44,9 @@ const CREATE_PARALLELISM: usize = 32;
 pub struct ApplyReport {
     /// Names of runner Jobs created.
     pub created: Vec<String>,
-    /// Runners the forge registered in this pass, with the annotations it returned for each;
-    /// also those whose Job could not be made (the forge knows them all the same).
-    pub registered: Vec<(String, BTreeMap<String, String>)>,
+    /// Runners the forge registered in this pass; also those whose Job could not be made (the
+    /// forge knows them all the same).
+    pub registered: Vec<Registered>,
     /// Those of `created` that have a class, with their class.
     pub created_classes: Vec<(String, String)>,
     /// Runners planned in this pass that were not made (their job reservation is freed).
@@ -357,10 +358,20 @@ pub(super) fn post_params() -> PostParams {
 /// How a runner's pod breaks the `restricted` Pod Security profile (empty when it passes).
 type Violations = Vec<String>;
 
-/// One attempt to create a runner: what the forge registered (the runner's name and the
-/// annotations its Job got from the forge and from core), and how the attempt ended.
+/// A runner the forge registered in a pass ([`ApplyReport::registered`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Registered {
+    /// The runner's name.
+    pub runner: String,
+    /// The annotations its Job got from the forge and from core.
+    pub annotations: BTreeMap<String, String>,
+    /// When `register` returned.
+    pub at: Instant,
+}
+
+/// One attempt to create a runner: what the forge registered, and how the attempt ended.
 struct Creation {
-    registered: Option<(String, BTreeMap<String, String>)>,
+    registered: Option<Registered>,
     outcome: Result<Violations, ReconcileError>,
 }
 
@@ -379,7 +390,10 @@ async fn create_runner(t: &Target<'_>, new: &NewRunner, claim: Option<String>) -
         class,
         job: new.job.as_ref(),
     };
-    let mut creds = match register(t, &request).await {
+    let registered = register(t, &request).await;
+    // Right after the forge answered: a listing fetched before this may not show the runner.
+    let at = Instant::now();
+    let mut creds = match registered {
         Ok(creds) => creds,
         Err(e) => {
             return Creation {
@@ -389,9 +403,13 @@ async fn create_runner(t: &Target<'_>, new: &NewRunner, claim: Option<String>) -
         }
     };
     record_binding(&mut creds.annotations, new.job.as_ref());
-    let outcome = start_runner(t, &new.name, &creds, class, claim).await;
+    let outcome = start_runner(t, &new.name, &creds, at, class, claim).await;
     Creation {
-        registered: Some((new.name.clone(), creds.annotations)),
+        registered: Some(Registered {
+            runner: new.name.clone(),
+            annotations: creds.annotations,
+            at,
+        }),
         outcome,
     }
 }
@@ -408,12 +426,13 @@ async fn register(t: &Target<'_>, request: &RunnerRequest<'_>) -> Result<RunnerC
     .await
 }
 
-/// Makes the Job and the Secret of the runner `name` the forge registered with `creds`; undoes
-/// what it can when either fails.
+/// Makes the Job and the Secret of the runner `name` the forge registered with `creds` at
+/// `registered_at`; undoes what it can when either fails.
 async fn start_runner(
     t: &Target<'_>,
     name: &str,
     creds: &RunnerCredentials,
+    registered_at: Instant,
     class: Option<&RunnerClass>,
     claim: Option<String>,
 ) -> Result<Violations, ReconcileError> {
@@ -427,7 +446,7 @@ async fn start_runner(
     let created = match t.jobs.create(&post_params(), &job).await {
         Ok(j) => j,
         Err(e) => {
-            deregister_unstarted(t, name, creds).await;
+            deregister_unstarted(t, name, creds, registered_at).await;
             return Err(ReconcileError::kube("create job")(e));
         }
     };
@@ -435,7 +454,7 @@ async fn start_runner(
         // A pod without its Secret never starts; remove the Job rather than leak it, and its
         // registration with it.
         let _ = t.jobs.delete(name, &DeleteParams::background()).await;
-        deregister_unstarted(t, name, creds).await;
+        deregister_unstarted(t, name, creds, registered_at).await;
         return Err(e);
     }
     info!(runner = %name, group = %t.group.key, "runner created");
@@ -490,15 +509,15 @@ async fn store_runner_secret(
     }
 }
 
-/// Deregisters a new runner that will never start. The forge may have registered the name
-/// already (JIT, a runner row); it must not stay behind as a ghost.
-async fn deregister_unstarted(t: &Target<'_>, name: &str, creds: &RunnerCredentials) {
+/// Deregisters a new runner, registered at `registered_at`, that will never start. The forge
+/// may have registered the name already (JIT, a runner row); it must not stay behind as a ghost.
+async fn deregister_unstarted(t: &Target<'_>, name: &str, creds: &RunnerCredentials, registered_at: Instant) {
     let rr = RunnerRef {
         name: name.to_owned(),
         annotations: creds.annotations.clone(),
         phase: RunnerPhase::Pending,
         stored: false,
-        registered_here: true,
+        registered_at: Some(registered_at),
     };
     // A deposed leader leaves the ghost to the new leader's sweep.
     if t.fence.is_held()

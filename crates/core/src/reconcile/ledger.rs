@@ -12,10 +12,12 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::batch::v1::Job;
 
+pub mod offline_rows;
 pub mod registrations;
 pub mod reservations;
 pub mod taken;
 
+pub use offline_rows::{DEFAULT_GHOST_GRACE, OfflineRows};
 pub use registrations::Registrations;
 pub use reservations::{Reservations, WithheldBackoff};
 pub use taken::TakenSinceListing;
@@ -68,8 +70,11 @@ pub struct Ledger {
     pub classes: super::classes::InFlightClasses,
     /// The group's session at its forge, opened on first use ([`Ledger::session`]).
     pub session: Option<GroupSession>,
-    /// Runners that session registered, with what the forge said of each.
+    /// Runners that session registered, when, and what the forge said of each.
     pub registrations: Registrations,
+    /// Since when the forge's runner rows named like the group's have been offline: which are
+    /// ghosts.
+    pub offline_rows: OfflineRows,
     /// Jobs reserved for one runner each, where the forge binds runners to jobs.
     pub reservations: Reservations,
 }
@@ -83,6 +88,7 @@ impl Ledger {
             Some(s) if s.kind == forge.kind() => s.session.clone(),
             _ => {
                 self.registrations.clear();
+                self.offline_rows.clear();
                 let opened = GroupSession {
                     kind: forge.kind(),
                     session: Arc::from(forge.open(key)),
@@ -108,11 +114,12 @@ impl Ledger {
         session
     }
 
-    /// Takes out of `view.waiting_jobs` the jobs its listing may still show waiting although one
-    /// of `runners` (told the forge as `refs`) took them, or is bound to them
-    /// ([`Reservations`]), or took some job after the listing was fetched
-    /// ([`TakenSinceListing`]).
-    pub fn net_waiting_jobs(
+    /// Settles the forge's `view` for the planner: takes out of `view.waiting_jobs` the jobs its
+    /// listing may still show waiting although one of `runners` (told the forge as `refs`) took
+    /// them, or is bound to them ([`Reservations`]), or took some job after the listing was
+    /// fetched ([`TakenSinceListing`]); and names in `view.ghosts` the runner rows offline for
+    /// the ghost grace ([`OfflineRows`]).
+    pub fn settle_view(
         &mut self,
         view: &mut ForgeView,
         runners: &[ObservedRunner],
@@ -131,6 +138,7 @@ impl Ledger {
             );
             view.waiting_jobs = view.waiting_jobs.saturating_sub(covered);
         }
+        view.ghosts = self.offline_rows.settle(view.listed_rows.as_ref());
     }
 }
 
@@ -320,6 +328,40 @@ mod tests {
         assert_eq!(w.deleted, BTreeSet::from(["a".to_owned()]));
     }
 
+    /// The view the planner gets names as ghosts the rows offline for the grace, from the
+    /// forge's runner rows alone: a forge that lists no rows has none.
+    #[test]
+    fn settling_a_view_names_the_rows_offline_for_the_grace() {
+        let grace = Duration::from_secs(300);
+        let mut ledger = Ledger {
+            offline_rows: OfflineRows::with_grace(grace),
+            ..Ledger::default()
+        };
+        let t0 = Instant::now();
+        let view_at = |at: Instant| ForgeView {
+            listed_rows: Some(crate::forge::ListedRows {
+                offline: BTreeSet::from(["g-dead0".to_owned()]),
+                online: BTreeSet::new(),
+                whole: true,
+                listed_at: at,
+            }),
+            ..ForgeView::default()
+        };
+        let mut first = view_at(t0);
+        ledger.settle_view(&mut first, &[], &[], t0);
+        assert!(first.ghosts.is_empty(), "just seen");
+        let mut later = view_at(t0 + grace);
+        ledger.settle_view(&mut later, &[], &[], t0 + grace);
+        assert_eq!(later.ghosts, ["g-dead0"]);
+        let mut unlisted = ForgeView {
+            ghosts: vec!["g-dead0".to_owned()],
+            ..ForgeView::default()
+        };
+        ledger.settle_view(&mut unlisted, &[], &[], t0 + grace);
+        assert!(unlisted.ghosts.is_empty(), "no runner rows, no ghosts");
+        assert!(ledger.offline_rows.is_empty());
+    }
+
     #[test]
     fn the_written_status_stands_in_until_the_store_moves_on() {
         let mut book = StatusBook::default();
@@ -405,7 +447,9 @@ mod session_tests {
         let forgejo = FakeForge::new(ForgeKind::Forgejo);
         let mut ledger = Ledger::default();
         ledger.session(gitea.as_ref(), &key());
-        ledger.registrations.record("g-aaaaa", &Default::default());
+        ledger
+            .registrations
+            .record("g-aaaaa", &Default::default(), Instant::now());
         ledger.session(gitea.as_ref(), &key());
         assert!(
             ledger.registrations.contains("g-aaaaa"),
@@ -416,8 +460,29 @@ mod session_tests {
             ledger.registrations.is_empty(),
             "the new forge's session registered none of them"
         );
-        ledger.registrations.record("g-bbbbb", &Default::default());
+        ledger
+            .registrations
+            .record("g-bbbbb", &Default::default(), Instant::now());
         ledger.session_to_close(forgejo.as_ref(), &key());
         assert!(ledger.registrations.is_empty(), "a closed session forgets them");
+    }
+
+    #[tokio::test]
+    async fn a_group_moved_to_another_forge_forgets_the_old_forges_offline_rows() {
+        let gitea = FakeForge::new(ForgeKind::Gitea);
+        let forgejo = FakeForge::new(ForgeKind::Forgejo);
+        let mut ledger = Ledger::default();
+        ledger.session(gitea.as_ref(), &key());
+        let rows = crate::forge::ListedRows {
+            offline: BTreeSet::from(["g-dead0".to_owned()]),
+            online: BTreeSet::new(),
+            whole: false,
+            listed_at: Instant::now(),
+        };
+        ledger.offline_rows.settle(Some(&rows));
+        ledger.session(gitea.as_ref(), &key());
+        assert_eq!(ledger.offline_rows.len(), 1, "the same forge keeps watching");
+        ledger.session(forgejo.as_ref(), &key());
+        assert!(ledger.offline_rows.is_empty(), "another forge's rows");
     }
 }

@@ -479,13 +479,17 @@ mod tests {
         let mut fl = InFlight::default();
         fl.created.insert("g-new01".into());
         let mut book = Registrations::default();
-        book.record("g-new01", &BTreeMap::from([("id".to_owned(), "2".to_owned())]));
+        book.record(
+            "g-new01",
+            &BTreeMap::from([("id".to_owned(), "2".to_owned())]),
+            std::time::Instant::now(),
+        );
         let refs = runner_refs(&jobs, &observe_runners(&jobs, &fl, "h", ts(2000)), &book);
         let got: Vec<(&str, Option<&str>, bool, bool)> = refs
             .iter()
             .map(|r| {
                 let id = r.annotations.get("id").map(String::as_str);
-                (r.name.as_str(), id, r.stored, r.registered_here)
+                (r.name.as_str(), id, r.stored, r.registered_here())
             })
             .collect();
         assert_eq!(

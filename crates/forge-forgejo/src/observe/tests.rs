@@ -49,13 +49,20 @@ fn runners(rows: &[Runner], at: Instant) -> RunnerRows<'_> {
     }
 }
 
-const GRACES: Graces = Graces {
-    offline: Duration::from_secs(60),
-    ghost: Duration::from_secs(60),
-};
+const GRACE: Duration = Duration::from_secs(60);
+
+fn names(names: &[&str]) -> BTreeSet<String> {
+    names.iter().map(|n| (*n).to_owned()).collect()
+}
+
+/// `r`, registered by this session at `at`.
+fn registered(mut r: RunnerRef, at: Instant) -> RunnerRef {
+    r.registered_at = Some(at);
+    r
+}
 
 #[test]
-fn v15_states_ghosts_and_demand() {
+fn v15_states_rows_and_demand() {
     let labels = Claim::own(&parse_labels(&["debian"]).expect("labels"));
     let mut book = RunnerClocks::default();
     let t0 = Instant::now();
@@ -92,7 +99,7 @@ fn v15_states_ghosts_and_demand() {
         &refs,
         Listing { rows: &jobs, at: t0 },
         runners(&rows, t0),
-        GRACES,
+        GRACE,
         t0,
     );
     assert_eq!(seen.waiting_jobs, 2, "h5 and h3; gpu is not ours");
@@ -110,10 +117,19 @@ fn v15_states_ghosts_and_demand() {
         ForgeRunnerState::Finished,
         "row deleted after its task"
     );
-    assert_eq!(seen.ghosts, ["web-zzzzz"]);
+    // Every row named like ours, offline or not, for core's ghost rule; none of another group.
+    assert_eq!(
+        seen.listed_rows,
+        Some(ListedRows {
+            offline: names(&["web-bbbbb", "web-zzzzz"]),
+            online: names(&["web-aaaaa", "web-ccccc"]),
+            whole: true,
+            listed_at: t0,
+        })
+    );
 
     // Later: b is still offline past the grace; a succeeded, but the listing still shows h3.
-    let later = t0 + GRACES.offline;
+    let later = t0 + GRACE;
     let refs2 = [
         rref("web-aaaaa", RunnerPhase::Succeeded, Some(10), Some("h3")),
         rref("web-bbbbb", RunnerPhase::Pending, Some(11), None),
@@ -124,7 +140,7 @@ fn v15_states_ghosts_and_demand() {
         &refs2,
         Listing { rows: &jobs, at: t0 },
         runners(&rows, t0),
-        GRACES,
+        GRACE,
         later,
     );
     assert_eq!(seen.runners.get("web-bbbbb"), Some(&ForgeRunnerState::Offline));
@@ -143,7 +159,7 @@ fn v15_states_ghosts_and_demand() {
             at: later,
         },
         runners(&rows, later),
-        GRACES,
+        GRACE,
         later,
     );
     assert_eq!(seen.waiting_jobs, 1);
@@ -155,8 +171,10 @@ fn v15_runner_created_after_the_listing_is_not_finished() {
     let mut book = RunnerClocks::default();
     let listing = Instant::now();
     let created = listing + Duration::from_millis(1);
-    book.created("web-aaaaa", created);
-    let refs = [rref("web-aaaaa", RunnerPhase::Pending, Some(10), None)];
+    let refs = [registered(
+        rref("web-aaaaa", RunnerPhase::Pending, Some(10), None),
+        created,
+    )];
     let seen = view_v15(
         Group {
             name: "web",
@@ -169,7 +187,7 @@ fn v15_runner_created_after_the_listing_is_not_finished() {
             at: listing,
         },
         runners(&[], listing),
-        GRACES,
+        GRACE,
         created,
     );
     assert!(
@@ -177,7 +195,8 @@ fn v15_runner_created_after_the_listing_is_not_finished() {
         "unknown, not finished: {:?}",
         seen.runners
     );
-    // Nor is its offline row a ghost while it is fresh and its Job not yet seen.
+    // Its offline row, before its Job is seen, is reported as listed: whether it is a ghost is
+    // core's to tell, a grace after that listing (`OfflineRows`).
     let rows = [row(10, "web-aaaaa", RunnerStatus::Offline)];
     let seen = view_v15(
         Group {
@@ -191,10 +210,12 @@ fn v15_runner_created_after_the_listing_is_not_finished() {
             at: created,
         },
         runners(&rows, created),
-        GRACES,
+        GRACE,
         created,
     );
-    assert!(seen.ghosts.is_empty());
+    let listed = seen.listed_rows.expect("rows");
+    assert_eq!(listed.offline, names(&["web-aaaaa"]));
+    assert_eq!(listed.listed_at, created);
 }
 
 #[test]
@@ -202,25 +223,26 @@ fn token_path_reports_the_oldest_runners_busy_per_running_job() {
     let labels = Claim::own(&parse_labels(&["debian"]).expect("labels"));
     let mut book = RunnerClocks::default();
     let t0 = Instant::now();
-    book.created("web-bbbbb", t0);
-    book.created("web-aaaaa", t0 + Duration::from_secs(1));
     let jobs = [
         job(3, "running", ""),
         job(2, "waiting", ""),
         job(1, "waiting", ""),
     ];
     let refs = [
-        rref("web-aaaaa", RunnerPhase::Running, None, None),
-        rref("web-bbbbb", RunnerPhase::Running, None, None),
+        registered(
+            rref("web-aaaaa", RunnerPhase::Running, None, None),
+            t0 + Duration::from_secs(1),
+        ),
+        registered(rref("web-bbbbb", RunnerPhase::Running, None, None), t0),
         rref("web-ccccc", RunnerPhase::Pending, None, None),
     ];
-    let seen = view_token(&labels, &mut book, &refs, Listing { rows: &jobs, at: t0 }, t0);
+    let seen = view_token(&labels, &mut book, &refs, Listing { rows: &jobs, at: t0 });
     assert_eq!(seen.waiting_jobs, 2);
     assert_eq!(
         seen.runners.into_iter().collect::<Vec<_>>(),
         [("web-bbbbb".to_string(), ForgeRunnerState::Busy)]
     );
-    assert!(seen.ghosts.is_empty());
+    assert_eq!(seen.listed_rows, None, "11–14 list no runners");
 }
 
 /// A bound runner whose job another runner took: its own row is idle, so it stays idle (the idle
@@ -242,7 +264,7 @@ fn a_bound_runner_whose_job_another_runner_runs_stays_idle() {
         &refs,
         Listing { rows: &jobs, at: t0 },
         runners(&rows, t0),
-        GRACES,
+        GRACE,
         t0,
     );
     assert_eq!(seen.runners.get("web-aaaaa"), Some(&ForgeRunnerState::Idle));
@@ -269,7 +291,7 @@ fn a_waiting_job_whose_bound_runner_is_at_work_is_reported_busy() {
         &refs,
         Listing { rows: &jobs, at: t0 },
         runners(&rows, t0),
-        GRACES,
+        GRACE,
         t0,
     );
     assert_eq!(seen.runners.get("web-aaaaa"), Some(&ForgeRunnerState::Busy));
@@ -307,7 +329,7 @@ fn absence_from_a_paged_listing_is_finished_only_when_a_lookup_says_so() {
                 whole: false,
                 gone,
             },
-            GRACES,
+            GRACE,
             t0,
         )
     };
@@ -329,12 +351,11 @@ fn a_bound_runner_is_stranded_only_on_listings_that_prove_it() {
     let t1 = t0 + Duration::from_millis(5);
     let jobs = [job(2, "waiting", "h2")];
     let rows = [row(10, "web-aaaaa", RunnerStatus::Idle)];
-    let refs = [rref("web-aaaaa", RunnerPhase::Running, Some(10), Some("h1"))];
     let seen = |jobs_at: Instant, runners_at: Instant, created: Option<Instant>| {
         let mut book = RunnerClocks::default();
-        if let Some(c) = created {
-            book.created("web-aaaaa", c);
-        }
+        let mut r = rref("web-aaaaa", RunnerPhase::Running, Some(10), Some("h1"));
+        r.registered_at = created;
+        let refs = [r];
         view_v15(
             Group {
                 name: "web",
@@ -347,7 +368,7 @@ fn a_bound_runner_is_stranded_only_on_listings_that_prove_it() {
                 at: jobs_at,
             },
             runners(&rows, runners_at),
-            GRACES,
+            GRACE,
             t1,
         )
     };

@@ -41,7 +41,6 @@ impl ForgejoSession {
                     Some(t) => t.clone(),
                     None => forge.registration_token(&r).await?,
                 };
-                forge.with_book(&ctx.key, |b| b.created(runner_name, Instant::now()));
                 Ok(RunnerCredentials {
                     secret_data: BTreeMap::from([(REGISTRATION_TOKEN_KEY.to_string(), token)]),
                     env: register_env(&r.spec.url, runner_name, &runner_labels(&r.spec.labels, class)),
@@ -68,7 +67,6 @@ impl ForgejoSession {
             .client
             .create_runner(r.version, &r.scope, runner_name)
             .await?;
-        forge.with_book(&ctx.key, |b| b.created(runner_name, Instant::now()));
         // The cached runner listing predates this runner: the next pass reads a fresh one.
         forge.expire_runners(r).await;
         let mut env = BTreeMap::from([

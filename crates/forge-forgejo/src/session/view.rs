@@ -2,7 +2,8 @@
 //! labels and classes filter (one listing per scope, labels and poll interval, shared by its
 //! groups) and, on 15+, its runners' rows (11–14 list no runners: the running jobs tell how many
 //! are busy). Core nets the jobs for the runners bound to them (on 15+, each waiting job's
-//! handle is its binding) and for runners that took a job after the listing.
+//! handle is its binding) and for runners that took a job after the listing, and tells the ghosts
+//! among the rows named like the group's runners.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
@@ -13,7 +14,7 @@ use forgerunner_core::forge::{ForgeFacts, ForgeView, GroupContext, RunnerRef, Wa
 use super::ForgejoSession;
 use crate::error::ForgejoError;
 use crate::forge::{ForgejoForge, Resolved};
-use crate::observe::{self, Graces, Listing, RunnerRows};
+use crate::observe::{self, Listing, RunnerRows};
 use crate::runner_versions;
 use crate::types::Runner;
 use crate::version::Mode;
@@ -57,10 +58,6 @@ impl ForgejoSession {
                     rows.to_mut().extend(found);
                 }
                 runner_versions::report_listed(&mut versions, refs, &rows);
-                let graces = Graces {
-                    offline: forge.opts.offline_grace,
-                    ghost: forge.opts.ghost_grace,
-                };
                 forge.with_book(&ctx.key, |clocks| {
                     observe::view_v15(
                         observe::Group {
@@ -76,13 +73,13 @@ impl ForgejoSession {
                             whole: listed.whole,
                             gone: &gone,
                         },
-                        graces,
+                        forge.opts.offline_grace,
                         now,
                     )
                 })
             }
             Mode::RegistrationToken => forge.with_book(&ctx.key, |clocks| {
-                observe::view_token(&r.claim, clocks, refs, jobs_listing, now)
+                observe::view_token(&r.claim, clocks, refs, jobs_listing)
             }),
         };
         // This pass's listings are cached by now.
@@ -103,7 +100,8 @@ impl ForgejoSession {
             waiting,
             waiting_jobs: seen.waiting_jobs,
             runners: seen.runners,
-            ghosts: seen.ghosts,
+            listed_rows: seen.listed_rows,
+            ghosts: Vec::new(),
             // Runner states come from listings, not as they happen: an idle-looking runner may
             // have just taken a job, so surplus runners leave through the idle timeout.
             complete: false,

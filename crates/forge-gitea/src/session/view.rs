@@ -1,12 +1,13 @@
 //! The group as Gitea shows it (`ForgeSession::snapshot`): its scope's queued and running jobs
 //! (one listing per scope and poll interval, shared by its groups) with what webhook deliveries
-//! told since, its runners' rows, its ghosts and the queued jobs no group can take.
+//! told since, its runners' rows, the rows named like its runners (core tells the ghosts among
+//! them) and the queued jobs no group can take.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
 use forgerunner_core::forge::{
-    ForgeFacts, ForgeRunnerState, ForgeView, GroupContext, RunnerRef, UnmatchedJob, WaitingJob,
+    ForgeFacts, ForgeRunnerState, ForgeView, GroupContext, ListedRows, RunnerRef, UnmatchedJob, WaitingJob,
 };
 use forgerunner_core::names::is_runner_name_of;
 use forgerunner_http::Fetched;
@@ -111,7 +112,7 @@ impl GiteaSession {
             .map(|n| (*n).to_owned())
             .chain(announced.runners.keys().cloned())
             .collect();
-        let ghosts = forge.ghosts(&r, group, &listing);
+        let listed_rows = listed_rows(group, &listing);
         // This pass's listings are cached by now.
         forge.report_cache();
         Ok(ForgeView {
@@ -120,7 +121,8 @@ impl GiteaSession {
             // nets that out, knowing when the listing was fetched.
             waiting_jobs: queued,
             runners: states,
-            ghosts: ghosts.into_iter().collect(),
+            listed_rows: Some(listed_rows),
+            ghosts: Vec::new(),
             // Runner states come from a listing, not as they happen: an idle-looking runner may
             // have just taken a job, so surplus runners leave through the idle timeout.
             complete: false,
@@ -142,30 +144,27 @@ impl GiteaSession {
     }
 }
 
-impl GiteaForge {
-    /// Names of the group's ghosts in `listing`: rows named like the group's runners that have
-    /// been offline and not busy for at least [`GiteaOptions::ghost_grace`] (see `ghosts`).
-    fn ghosts(&self, r: &Resolved<'_>, group: &str, listing: &Fetched<RunnerListing>) -> BTreeSet<String> {
-        let Ok(mut books) = self.offline.lock() else {
-            // A poisoned map: report no ghost rather than one not checked.
-            return BTreeSet::new();
-        };
-        let book = books.entry(r.listing.clone()).or_default();
-        book.note(&listing.value, listing.at);
-        let ghosts = listing
-            .value
-            .runners
-            .iter()
-            .filter(|x| !x.is_online() && !x.busy && is_runner_name_of(group, &x.name))
-            .filter(|x| book.for_at_least(x.id, listing.at, self.opts.ghost_grace))
-            .map(|x| x.name.clone())
-            .collect();
-        if book.is_empty() {
-            books.remove(&r.listing);
-        }
-        ghosts
+/// The rows of `listing` named like the runners of `group`, offline (and not busy) or not, for
+/// core's ghost rule. Gitea lists a runner offline from `Register` until its daemon's first
+/// call (`Register` stamps no `last_online`), and at `scope: global` the listing holds every
+/// runner of the instance, a same-named group's elsewhere too: an offline row alone is no ghost.
+fn listed_rows(group: &str, listing: &Fetched<RunnerListing>) -> ListedRows {
+    let (offline, online) = listing
+        .value
+        .runners
+        .iter()
+        .filter(|x| is_runner_name_of(group, &x.name))
+        .partition::<Vec<_>, _>(|x| !x.is_online() && !x.busy);
+    let names = |rows: Vec<&crate::types::Runner>| rows.into_iter().map(|x| x.name.clone()).collect();
+    ListedRows {
+        offline: names(offline),
+        online: names(online),
+        whole: listing.value.complete,
+        listed_at: listing.at,
     }
+}
 
+impl GiteaForge {
     /// The queued jobs of the group's listing (fetched at `fetched_at`) no known group can
     /// take, counted for the group's namespace. The listing is scanned once for all its groups
     /// ([`Scans`]).

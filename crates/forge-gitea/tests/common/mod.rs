@@ -55,6 +55,6 @@ pub fn running(name: &str) -> forgerunner_core::forge::RunnerRef {
         annotations: BTreeMap::new(),
         phase: forgerunner_core::plan::RunnerPhase::Running,
         stored: true,
-        registered_here: false,
+        registered_at: None,
     }
 }

@@ -266,7 +266,7 @@ mod tests {
                 .unwrap_or_default(),
             phase: forgerunner_core::plan::RunnerPhase::Running,
             stored: true,
-            registered_here: false,
+            registered_at: None,
         };
         let in_use = sets_in_use(&[runner(Some("7")), runner(None), runner(Some("x"))]);
         assert_eq!(in_use, BTreeSet::from([7]));

@@ -157,7 +157,7 @@ impl ForgeSession for GithubSession {
             .annotations
             .get(RUNNER_ID_ANNOTATION)
             .and_then(|v| v.parse::<i64>().ok());
-        let issued = annotated.filter(|_| runner.registered_here);
+        let issued = annotated.filter(|_| runner.registered_here());
         let id = match issued {
             Some(id) => Some(id),
             None => match runners::find_by_name(&client, &runner.name).await? {

@@ -133,6 +133,7 @@ impl GithubSession {
                 .collect(),
             runners: states,
             // The Actions service drops offline ephemeral runners itself; nothing to report.
+            listed_rows: None,
             ghosts: Vec::new(),
             complete,
             facts: ForgeFacts {
@@ -159,7 +160,7 @@ impl GithubSession {
 fn activity_unknown(r: &RunnerRef, tracked: Option<ForgeRunnerState>) -> bool {
     r.phase.is_active()
         && tracked.is_none()
-        && !r.registered_here
+        && !r.registered_here()
         && r.annotations.get(BUSY_ANNOTATION).map(String::as_str) != Some("true")
 }
 
@@ -233,7 +234,7 @@ mod tests {
                 .unwrap_or_default(),
             phase: forgerunner_core::plan::RunnerPhase::Running,
             stored: true,
-            registered_here: false,
+            registered_at: None,
         };
         assert!(registered_in_another_scale_set(&runner(Some("7")), &[8]));
         assert!(!registered_in_another_scale_set(&runner(Some("8")), &[8]));

@@ -83,8 +83,8 @@ pub(super) async fn act(
     if check_pod_security && !report.created.is_empty() {
         ledger.upkeep.pod_security_checked = group.metadata.generation;
     }
-    for (runner, annotations) in &report.registered {
-        ledger.registrations.record(runner, annotations);
+    for r in &report.registered {
+        ledger.registrations.record(&r.runner, &r.annotations, r.at);
     }
     settle_reservations(&new_runners, &report, ledger);
     ledger.writes.record(&report.created, &report.deleted);

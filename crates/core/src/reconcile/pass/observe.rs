@@ -68,7 +68,7 @@ pub(super) async fn observe(
     let observed = found.session.snapshot(&found.group, &refs);
     let mut view = bounded(ctx.forge_deadline, "observe", &found.group, observed).await?;
     let runners = with_forge_states(runners, &view);
-    ledger.net_waiting_jobs(&mut view, &runners, &refs, std::time::Instant::now());
+    ledger.settle_view(&mut view, &runners, &refs, std::time::Instant::now());
     Ok(Seen {
         jobs,
         runners,

@@ -10,7 +10,8 @@
 //! - A runner gets a job only if its labels hold every `runs-on` label, and a runner bound by a
 //!   handle (15+) only that job (`models/actions/task.go` `CreateTaskForRunner`:
 //!   `j.IsRequestedByRunner(handle) && j.ItRunsOn(runner.AgentLabels)`). So a runner of a class
-//!   is bound only to a job that wants that class ([`Claim::is_for`]): the kind of job core's
+//!   is bound only to a job that wants that class (core's `runner_class::is_for`, which picks the
+//!   job it reserves for the runner): the kind of job core's
 //!   planner made a runner of that class for (`forgerunner_core::plan`, by the same
 //!   [`wanted`] rule), and one the runner's labels can take.
 //! - A runner's labels are those it declares (15+: `one-job --label`, `Declare` in

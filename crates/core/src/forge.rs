@@ -268,6 +268,10 @@ pub struct RunnerRef {
     /// registered by an earlier process, an earlier leadership term, or a session the group had
     /// at another forge.
     pub registered_at: Option<Instant>,
+    /// Since when passes have seen the forge show the runner connected (idle or busy) without a
+    /// break, as of the last view core settled (`reconcile::ledger::ConnectedSince`); `None`
+    /// when that view did not. For a forge whose rules need how long a runner has waited.
+    pub connected_since: Option<Instant>,
 }
 
 impl RunnerRef {

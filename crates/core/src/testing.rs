@@ -798,6 +798,7 @@ pub fn runner_ref(
         name: name.into(),
         stored: !annotations.is_empty(),
         registered_at: None,
+        connected_since: None,
         annotations,
         phase,
     }

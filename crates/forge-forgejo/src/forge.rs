@@ -24,7 +24,6 @@ use crate::client::{ClientOptions, FORGEJO, ForgejoClient};
 use crate::error::ForgejoError;
 use crate::scope::{Routes, Scope};
 use crate::session::ForgejoSession;
-use crate::state::RunnerClocks;
 use crate::types::{RunJob, RunnerList};
 use crate::version::{ForgejoVersion, Mode, VersionError};
 
@@ -39,11 +38,8 @@ pub struct ForgejoOptions {
     pub version_ttl: Duration,
     /// How long a fetched registration token is reused (reading does not rotate it).
     pub token_ttl: Duration,
-    /// A runner that looks offline for less than this is reported idle (a new runner is
-    /// offline until its pod connects).
-    pub offline_grace: Duration,
-    /// A runner bound to a job that was connected at least this long when it was removed idle
-    /// had time to take its job: Forgejo withholds the job, and the removal says so
+    /// A runner bound to a job that core had seen connected at least this long
+    /// (`RunnerRef::connected_since`) when it was removed idle had time to take its job: Forgejo withholds the job, and the removal says so
     /// (`RemoveOutcome::Withheld`; core backs the job off).
     pub held_evidence: Duration,
     /// The budget every cached listing is charged to; `None`: one of
@@ -58,7 +54,6 @@ impl Default for ForgejoOptions {
             client: ClientOptions::default(),
             version_ttl: Duration::from_secs(600),
             token_ttl: Duration::from_secs(300),
-            offline_grace: Duration::from_secs(180),
             // forgejo-runner polls every 2 s by default (`FetchInterval`, `config.go` `New`):
             // a minute of polling is thirty chances to get an available job.
             held_evidence: Duration::from_secs(60),
@@ -115,8 +110,6 @@ pub struct SharedjoShared {
     /// What the cached jobs and runner listings are charged to.
     listing_memory: ListingMemory,
     tokens: Pool<ScopeKey, Cell<SecretValue>>,
-    /// Per group: its runners' creations and offline and connected times.
-    pub(crate) books: Mutex<HashMap<GroupKey, RunnerClocks>>,
     /// Per group, the listing it uses (and with it its scope and instance).
     users: Mutex<HashMap<GroupKey, JobsKey>>,
 }
@@ -154,7 +147,6 @@ impl ForgejoForge {
             jobs: Pool::default(),
             runners: Pool::default(),
             tokens: Pool::default(),
-            books: Mutex::default(),
             users: Mutex::default(),
         }))
     }
@@ -313,15 +305,6 @@ impl ForgejoForge {
         self.report_cache();
         Ok((*got.value).clone())
     }
-
-    /// Runs `f` on the group's runner clocks (created empty on first use).
-    pub(crate) fn with_book<T>(&self, key: &GroupKey, f: impl FnOnce(&mut RunnerClocks) -> T) -> T {
-        match self.books.lock() {
-            Ok(mut m) => f(m.entry(key.clone()).or_default()),
-            // A poisoned map loses the bookkeeping of one pass, never more.
-            Err(_) => f(&mut RunnerClocks::default()),
-        }
-    }
 }
 
 #[async_trait]
@@ -340,7 +323,6 @@ impl Forge for ForgejoForge {
 
     async fn shutdown_all(&self) {
         // A new leader starts from nothing: forget every group, listing, token and client.
-        clear(&self.books);
         self.jobs.clear();
         self.runners.clear();
         self.tokens.clear();

@@ -2,14 +2,14 @@
 //! (pure, no I/O). The forge module fetches; this module decides.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use forgerunner_core::forge::{ForgeRunnerState, ListedRows, RunnerRef};
 use forgerunner_core::names::is_runner_name_of;
 use forgerunner_core::plan::RunnerPhase;
 
 use crate::classes::Claim;
-use crate::state::{RunnerClocks, runner_id};
+use crate::runner_id;
 use crate::types::{RunJob, Runner, RunnerStatus};
 
 /// A listing and when its fetch started.
@@ -38,7 +38,7 @@ pub(crate) fn unlisted_ids(refs: &[RunnerRef], rows: &[Runner]) -> Vec<i64> {
     let ids: BTreeSet<i64> = refs
         .iter()
         .filter(|r| r.phase.is_active())
-        .filter_map(runner_id)
+        .filter_map(runner_id::of)
         .filter(|id| !shown.contains(id))
         .collect();
     ids.into_iter().collect()
@@ -47,7 +47,7 @@ pub(crate) fn unlisted_ids(refs: &[RunnerRef], rows: &[Runner]) -> Vec<i64> {
 /// The listed row of our runner `r`: by the runner id it was created with, else (a runner
 /// whose creation was not recorded) by name.
 pub(crate) fn row_of<'a>(r: &RunnerRef, rows: &'a [Runner]) -> Option<&'a Runner> {
-    let id = runner_id(r);
+    let id = runner_id::of(r);
     rows.iter().find(|x| id.map_or(x.name == r.name, |id| x.id == id))
 }
 
@@ -87,27 +87,23 @@ fn demand(waiting: &[&RunJob]) -> u32 {
     u32::try_from(waiting.len()).unwrap_or(u32::MAX)
 }
 
-/// Forgejo 15+: runner rows and job handles tell each runner's state. A runner that looks
-/// offline for less than `offline_grace` is reported idle (a new runner is offline until its pod
-/// starts and connects).
+/// Forgejo 15+: runner rows and job handles tell each runner's state, as its row shows it now
+/// (a new runner is offline until its pod starts and connects; how long a runner has been
+/// connected is core's to count, `RunnerRef::connected_since`).
 pub(crate) fn view_v15(
     group: Group<'_>,
-    clocks: &mut RunnerClocks,
     refs: &[RunnerRef],
     jobs: Listing<'_, RunJob>,
     runners: RunnerRows<'_>,
-    offline_grace: Duration,
-    now: Instant,
 ) -> Seen {
     let (group_name, claim) = (group.name, group.claim);
-    clocks.sync(refs);
     let waiting_jobs = waiting(jobs.rows, claim);
     // Every handle the jobs listing shows, waiting or running.
     let listed_handles: BTreeSet<&str> = jobs.rows.iter().map(|j| j.handle.as_str()).collect();
     let mut states = BTreeMap::new();
     let mut stranded = BTreeSet::new();
     for r in refs {
-        let id = runner_id(r);
+        let id = runner_id::of(r);
         let row = row_of(r, runners.rows);
         // Busy only from the runner's own row: Forgejo reports `active` while the runner updates
         // a task. A bound job that runs may have been taken by another runner (one without a
@@ -117,29 +113,13 @@ pub(crate) fn view_v15(
             Some(x)
                 if x.status != RunnerStatus::Active && is_stranded(r, &jobs, &runners, &listed_handles) =>
             {
-                clocks.offline_for(&r.name, x.status == RunnerStatus::Offline, now, offline_grace);
-                clocks.connected(&r.name, x.status != RunnerStatus::Offline, now);
                 stranded.insert(r.name.clone());
                 ForgeRunnerState::Offline
             }
             Some(x) => match x.status {
-                RunnerStatus::Active => {
-                    clocks.connected(&r.name, true, now);
-                    ForgeRunnerState::Busy
-                }
-                RunnerStatus::Idle => {
-                    clocks.offline_for(&r.name, false, now, offline_grace);
-                    clocks.connected(&r.name, true, now);
-                    ForgeRunnerState::Idle
-                }
-                RunnerStatus::Offline => {
-                    clocks.connected(&r.name, false, now);
-                    if clocks.offline_for(&r.name, true, now, offline_grace) {
-                        ForgeRunnerState::Offline
-                    } else {
-                        ForgeRunnerState::Idle
-                    }
-                }
+                RunnerStatus::Active => ForgeRunnerState::Busy,
+                RunnerStatus::Idle => ForgeRunnerState::Idle,
+                RunnerStatus::Offline => ForgeRunnerState::Offline,
             },
             None => {
                 // Ephemeral rows are deleted after their task. Only a listing fetched after the
@@ -210,13 +190,7 @@ fn is_stranded(
 
 /// Forgejo 11–14: no runner API. So that a runner at work is never idle-reaped, the oldest
 /// active runners (running pods first) are reported busy, as many as jobs are running.
-pub(crate) fn view_token(
-    claim: &Claim,
-    clocks: &mut RunnerClocks,
-    refs: &[RunnerRef],
-    jobs: Listing<'_, RunJob>,
-) -> Seen {
-    clocks.sync(refs);
+pub(crate) fn view_token(claim: &Claim, refs: &[RunnerRef], jobs: Listing<'_, RunJob>) -> Seen {
     let waiting_jobs = waiting(jobs.rows, claim);
     let running = jobs
         .rows

@@ -61,7 +61,7 @@ mod tests {
     use forgerunner_core::testing::RunnerGroupBuilder;
 
     use super::*;
-    use crate::state::RUNNER_ID_ANNOTATION;
+    use crate::runner_id::RUNNER_ID_ANNOTATION;
 
     #[test]
     fn the_image_is_the_groups_else_the_default_and_pins_its_tag() {
@@ -120,6 +120,7 @@ mod tests {
             phase: RunnerPhase::Running,
             stored: true,
             registered_at: None,
+            connected_since: None,
         }
     }
 

@@ -52,8 +52,8 @@ async fn release_and_credential_change_drop_what_only_that_group_used() {
     }
     assert_eq!(
         all(&metrics),
-        [2, 2, 2, 4],
-        "a client, listing and token per token"
+        [2, 2, 2, 2],
+        "a client, listing and token per token; a group entry per group"
     );
 
     // b's Secret now holds another token: what only the old one used goes.
@@ -61,12 +61,12 @@ async fn release_and_credential_change_drop_what_only_that_group_used() {
     f.open(&b2.key).snapshot(&b2, &[]).await.expect("observe");
     assert_eq!(
         all(&metrics),
-        [2, 2, 1, 4],
+        [2, 2, 1, 2],
         "b's old client, listing and token are gone"
     );
 
     f.open(&a.key).close().await;
-    assert_eq!(all(&metrics), [1, 1, 0, 2], "only b's entries are left");
+    assert_eq!(all(&metrics), [1, 1, 0, 1], "only b's entries are left");
     f.open(&b2.key).close().await;
     f.open(&b2.key).close().await;
     assert_eq!(

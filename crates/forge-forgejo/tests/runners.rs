@@ -15,7 +15,7 @@ use forgerunner_core::forge::{Forge, ForgeRunnerState, RemoveOutcome, SecretValu
 use forgerunner_core::plan::RunnerPhase;
 use forgerunner_core::reconcile::ledger::{Ledger, OfflineRows, Reservations, WithheldBackoff};
 use forgerunner_core::runner_job::JOB_BINDING_ANNOTATION;
-use forgerunner_forgejo::state::RUNNER_ID_ANNOTATION;
+use forgerunner_forgejo::runner_id::RUNNER_ID_ANNOTATION;
 use forgerunner_testkit::forge_common::rpc::RunnerClient;
 use forgerunner_testkit::forgejo::{ADMIN_TOKEN, FakeConfig, FakeScope, ForgejoFakeHandle, JobSpec};
 use serde_json::json;
@@ -89,10 +89,10 @@ async fn v15_create_bind_observe_remove() {
         FakeScope::Repo("o".into(), "r".into())
     );
 
-    // Not connected yet: offline at Forgejo, but within the grace it reads idle.
+    // Not connected yet: offline at Forgejo, and reported as its row shows it.
     let refs = [runner_ref("web-aaaaa", RunnerPhase::Pending, &creds.annotations)];
     let view = f.open(&c.key).snapshot(&c, &refs).await.unwrap();
-    assert_eq!(view.runners.get("web-aaaaa"), Some(&ForgeRunnerState::Idle));
+    assert_eq!(view.runners.get("web-aaaaa"), Some(&ForgeRunnerState::Offline));
     assert_eq!(
         view.waiting_jobs, 2,
         "a bound job still waits; the planner counts the runner"
@@ -359,6 +359,7 @@ async fn token_path_a_runner_that_finished_after_the_listing_is_netted_by_core()
     let done = [forgerunner_core::forge::RunnerRef {
         stored: true,
         registered_at: None,
+        connected_since: None,
         ..runner_ref("web-aaaaa", RunnerPhase::Succeeded, &BTreeMap::new())
     }];
     let view = netted_view(&f, &c, &done, &mut books).await;
@@ -605,7 +606,7 @@ async fn a_job_held_by_its_concurrency_group_is_backed_off_after_an_idle_removal
     take_task(&fake, &row.uuid, &row.token, None, false).await;
     let held = fake.queue(JobSpec::new("o/r", "deploy", &["debian"]).concurrency("prod"));
     let handle = fake.job(held).unwrap().handle;
-    let (f, _wakes) = common::forge_with(|o| o.held_evidence = Duration::ZERO);
+    let f = forge();
     let mut books = Ledger {
         reservations: Reservations::with_backoff(WithheldBackoff {
             first: Duration::from_millis(1500),
@@ -639,8 +640,15 @@ async fn a_job_held_by_its_concurrency_group_is_backed_off_after_an_idle_removal
     let view = f.open(&c.key).snapshot(&c, &refs).await.unwrap();
     assert_eq!(view.runners.get("web-aaaaa"), Some(&ForgeRunnerState::Idle));
 
-    // Its idle timeout removes it, telling that Forgejo withholds the job; the job still waits,
-    // but core makes no new runner for it for a while.
+    // Its idle timeout removes it after core has seen it connected for longer than the minute
+    // forgejo-runner needs to get an available job (`held_evidence`): that tells that Forgejo
+    // withholds the job. The job still waits, but core makes no new runner for it for a while.
+    let connected_since = std::time::Instant::now().checked_sub(Duration::from_secs(61));
+    assert!(connected_since.is_some(), "the clock reaches a minute back");
+    let refs = [forgerunner_core::forge::RunnerRef {
+        connected_since,
+        ..refs[0].clone()
+    }];
     assert_eq!(
         f.open(&c.key).deregister(&c, &refs[0]).await.unwrap(),
         RemoveOutcome::Withheld

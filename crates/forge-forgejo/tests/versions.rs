@@ -15,7 +15,7 @@ use forgerunner_core::forge::{Forge, GroupContext, RunnerRef};
 use forgerunner_core::plan::RunnerPhase;
 use forgerunner_core::runner_version::RunnerRelease;
 use forgerunner_forgejo::ForgejoForge;
-use forgerunner_forgejo::state::RUNNER_ID_ANNOTATION;
+use forgerunner_forgejo::runner_id::RUNNER_ID_ANNOTATION;
 use forgerunner_testkit::forgejo::{FakeScope, ForgejoFakeHandle};
 
 /// Creates our runner `name` at Forgejo and, with `version`, has it declare that version over

@@ -21,6 +21,7 @@ fn runner_ref(name: &str) -> RunnerRef {
         phase: RunnerPhase::Running,
         stored: true,
         registered_at: None,
+        connected_since: None,
     }
 }
 
@@ -221,6 +222,7 @@ async fn jit_config_busy_refusal_and_removal() {
         phase: RunnerPhase::Running,
         stored: true,
         registered_at: Some(Instant::now()),
+        connected_since: None,
     };
     let states = h
         .forge
@@ -291,6 +293,7 @@ async fn jit_config_busy_refusal_and_removal() {
     let idle = RunnerRef {
         annotations: idle.annotations,
         registered_at: Some(Instant::now()),
+        connected_since: None,
         ..runner_ref("runners-idle")
     };
     assert_eq!(removed(&h.forge, &ctx, &idle).await, RemoveOutcome::Removed);
@@ -326,6 +329,7 @@ async fn a_runner_id_naming_another_runner_never_deletes_it() {
         phase: RunnerPhase::Pending,
         stored: true,
         registered_at: None,
+        connected_since: None,
     };
     let victim_alive = || {
         emu.state()
@@ -356,6 +360,7 @@ async fn a_runner_id_naming_another_runner_never_deletes_it() {
     let told = RunnerRef {
         annotations: forged.clone().into_iter().chain(mine.annotations).collect(),
         registered_at: Some(Instant::now()),
+        connected_since: None,
         ..forged_ref("guard-ppppp")
     };
     assert_eq!(removed(&h.forge, &ctx, &told).await, RemoveOutcome::Removed);
@@ -429,6 +434,7 @@ async fn runners_adopted_after_a_restart_keep_scale_down_off_until_known() {
         phase,
         stored: true,
         registered_at: None,
+        connected_since: None,
     };
 
     let after = harness();
@@ -482,6 +488,7 @@ async fn runners_adopted_after_a_restart_keep_scale_down_off_until_known() {
         phase: RunnerPhase::Running,
         stored: true,
         registered_at: Some(Instant::now()),
+        connected_since: None,
     };
     let d = after.forge.session(&ctx).snapshot(&ctx, &[own]).await.unwrap();
     assert!(d.complete, "its own runners keep the view complete");
@@ -555,6 +562,7 @@ async fn a_runner_registered_here_is_removed_without_a_lookup() {
         phase: RunnerPhase::Pending,
         stored: false,
         registered_at: Some(Instant::now()),
+        connected_since: None,
     };
     assert_eq!(removed(&h.forge, &ctx, &fresh).await, RemoveOutcome::Removed);
     assert_eq!(lookups(), before, "no lookup by name");

@@ -17,7 +17,7 @@ use super::FIELD_MANAGER;
 use super::docker_cache;
 use super::error::ReconcileError;
 use super::forge_call::bounded;
-use super::ledger::Registrations;
+use super::ledger::{ConnectedSince, Registrations};
 use super::observe::find_job;
 use super::runner_exit::{FailedPod, failed_runner_pod};
 use crate::crd::RunnerClass;
@@ -125,6 +125,9 @@ pub struct Target<'a> {
     /// Runners the group's session registered ([`Registrations`]), for what the forge is told
     /// of a runner it removes.
     pub registrations: &'a Registrations,
+    /// Since when the forge has shown each runner connected ([`ConnectedSince`]), for what the
+    /// forge is told of a runner it removes.
+    pub connected: &'a ConnectedSince,
 }
 
 /// Whether `e` is the API server answering `code`.
@@ -241,7 +244,10 @@ async fn deregister_for_removal(t: &Target<'_>, r: &Removal, report: &mut ApplyR
         report.fail(e.into());
         return false;
     }
-    let rr = runner_ref(t.observed, t.registrations, &r.name);
+    let rr = RunnerRef {
+        connected_since: t.connected.since(&r.name),
+        ..runner_ref(t.observed, t.registrations, &r.name)
+    };
     match bounded(
         t.forge_deadline,
         "remove_runner",
@@ -518,6 +524,7 @@ async fn deregister_unstarted(t: &Target<'_>, name: &str, creds: &RunnerCredenti
         phase: RunnerPhase::Pending,
         stored: false,
         registered_at: Some(registered_at),
+        connected_since: None,
     };
     // A deposed leader leaves the ghost to the new leader's sweep.
     if t.fence.is_held()

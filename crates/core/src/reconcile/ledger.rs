@@ -12,11 +12,13 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::batch::v1::Job;
 
+pub mod connected;
 pub mod offline_rows;
 pub mod registrations;
 pub mod reservations;
 pub mod taken;
 
+pub use connected::ConnectedSince;
 pub use offline_rows::{DEFAULT_GHOST_GRACE, OfflineRows};
 pub use registrations::Registrations;
 pub use reservations::{Reservations, WithheldBackoff};
@@ -75,6 +77,8 @@ pub struct Ledger {
     /// Since when the forge's runner rows named like the group's have been offline: which are
     /// ghosts.
     pub offline_rows: OfflineRows,
+    /// Since when the forge has shown each runner connected (idle or busy) without a break.
+    pub connected: ConnectedSince,
     /// Jobs reserved for one runner each, where the forge binds runners to jobs.
     pub reservations: Reservations,
 }
@@ -89,6 +93,7 @@ impl Ledger {
             _ => {
                 self.registrations.clear();
                 self.offline_rows.clear();
+                self.connected.clear();
                 let opened = GroupSession {
                     kind: forge.kind(),
                     session: Arc::from(forge.open(key)),
@@ -118,7 +123,8 @@ impl Ledger {
     /// listing may still show waiting although one of `runners` (told the forge as `refs`) took
     /// them, or is bound to them ([`Reservations`]), or took some job after the listing was
     /// fetched ([`TakenSinceListing`]); and names in `view.ghosts` the runner rows offline for
-    /// the ghost grace ([`OfflineRows`]).
+    /// the ghost grace ([`OfflineRows`]). It notes which of `runners`, with the forge's state of
+    /// each, are connected ([`ConnectedSince`]).
     pub fn settle_view(
         &mut self,
         view: &mut ForgeView,
@@ -139,6 +145,7 @@ impl Ledger {
             view.waiting_jobs = view.waiting_jobs.saturating_sub(covered);
         }
         view.ghosts = self.offline_rows.settle(view.listed_rows.as_ref());
+        self.connected.note(runners, now);
     }
 }
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::Job;
 
-use super::ledger::{InFlight, Registrations};
+use super::ledger::{ConnectedSince, InFlight, Registrations};
 use crate::crd::RunnerGroup;
 use crate::forge::{ForgeRunnerState, ForgeView, RunnerRef};
 use crate::plan::{ObservedRunner, RunnerPhase};
@@ -129,16 +129,21 @@ pub fn age_seconds(job: &Job, now: Timestamp) -> u64 {
 }
 
 /// Runner references for the forge: every runner of `observed` (Jobs and creations the store
-/// does not show yet), with its phase, its annotations, whether the store shows it and whether
-/// the group's session registered it ([`Registrations::runner_ref`]).
+/// does not show yet), with its phase, its annotations, whether the store shows it, whether
+/// the group's session registered it ([`Registrations::runner_ref`]) and since when the forge
+/// has shown it connected ([`ConnectedSince`]).
 pub fn runner_refs(
     jobs: &[Arc<Job>],
     observed: &[ObservedRunner],
     registrations: &Registrations,
+    connected: &ConnectedSince,
 ) -> Vec<RunnerRef> {
     observed
         .iter()
-        .map(|r| registrations.runner_ref(&r.name, r.phase, find_job(jobs, &r.name)))
+        .map(|r| RunnerRef {
+            connected_since: connected.since(&r.name),
+            ..registrations.runner_ref(&r.name, r.phase, find_job(jobs, &r.name))
+        })
         .collect()
 }
 
@@ -463,6 +468,7 @@ mod tests {
             &jobs,
             &observe_runners(&jobs, &InFlight::default(), "h", ts(2000)),
             &Registrations::default(),
+            &ConnectedSince::default(),
         );
         assert_eq!(refs[0].name, "g-1");
         assert_eq!(refs[0].phase, RunnerPhase::Pending);
@@ -484,7 +490,12 @@ mod tests {
             &BTreeMap::from([("id".to_owned(), "2".to_owned())]),
             std::time::Instant::now(),
         );
-        let refs = runner_refs(&jobs, &observe_runners(&jobs, &fl, "h", ts(2000)), &book);
+        let refs = runner_refs(
+            &jobs,
+            &observe_runners(&jobs, &fl, "h", ts(2000)),
+            &book,
+            &ConnectedSince::default(),
+        );
         let got: Vec<(&str, Option<&str>, bool, bool)> = refs
             .iter()
             .map(|r| {

@@ -37,9 +37,6 @@ impl ForgejoForge {
 
     /// Forgets `group`'s book and whatever no other group uses.
     pub(crate) fn release_group(&self, group: &GroupKey) {
-        if let Ok(mut b) = self.books.lock() {
-            b.remove(group);
-        }
         if let Ok(mut u) = self.users.lock() {
             u.remove(group);
         }
@@ -70,7 +67,7 @@ impl ForgejoForge {
                 ("clients", self.instances.len()),
                 ("listings", self.jobs.len() + self.runners.len()),
                 ("tokens", self.tokens.len()),
-                ("groups", len(&self.books) + len(&self.users)),
+                ("groups", len(&self.users)),
             ],
         );
     }

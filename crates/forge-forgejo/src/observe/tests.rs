@@ -1,6 +1,8 @@
+use std::time::Duration;
+
 use crate::classes::Claim;
 use crate::labels::parse_labels;
-use crate::state::RUNNER_ID_ANNOTATION;
+use crate::runner_id::RUNNER_ID_ANNOTATION;
 use forgerunner_core::runner_job::JOB_BINDING_ANNOTATION;
 
 use super::*;
@@ -49,8 +51,6 @@ fn runners(rows: &[Runner], at: Instant) -> RunnerRows<'_> {
     }
 }
 
-const GRACE: Duration = Duration::from_secs(60);
-
 fn names(names: &[&str]) -> BTreeSet<String> {
     names.iter().map(|n| (*n).to_owned()).collect()
 }
@@ -64,7 +64,6 @@ fn registered(mut r: RunnerRef, at: Instant) -> RunnerRef {
 #[test]
 fn v15_states_rows_and_demand() {
     let labels = Claim::own(&parse_labels(&["debian"]).expect("labels"));
-    let mut book = RunnerClocks::default();
     let t0 = Instant::now();
     let jobs = [
         job(5, "waiting", "h5"),
@@ -95,17 +94,18 @@ fn v15_states_rows_and_demand() {
     };
     let seen = view_v15(
         group(),
-        &mut book,
         &refs,
         Listing { rows: &jobs, at: t0 },
         runners(&rows, t0),
-        GRACE,
-        t0,
     );
     assert_eq!(seen.waiting_jobs, 2, "h5 and h3; gpu is not ours");
     let state = |n: &str| seen.runners.get(n).copied().unwrap_or_default();
     assert_eq!(state("web-aaaaa"), ForgeRunnerState::Idle);
-    assert_eq!(state("web-bbbbb"), ForgeRunnerState::Idle, "offline within grace");
+    assert_eq!(
+        state("web-bbbbb"),
+        ForgeRunnerState::Offline,
+        "as its row shows it: a new runner is offline until it connects"
+    );
     assert_eq!(state("web-ccccc"), ForgeRunnerState::Busy);
     assert_eq!(
         state("web-ddddd"),
@@ -128,20 +128,17 @@ fn v15_states_rows_and_demand() {
         })
     );
 
-    // Later: b is still offline past the grace; a succeeded, but the listing still shows h3.
-    let later = t0 + GRACE;
+    // Later: b is still offline; a succeeded, but the listing still shows h3.
+    let later = t0 + Duration::from_secs(60);
     let refs2 = [
         rref("web-aaaaa", RunnerPhase::Succeeded, Some(10), Some("h3")),
         rref("web-bbbbb", RunnerPhase::Pending, Some(11), None),
     ];
     let seen = view_v15(
         group(),
-        &mut book,
         &refs2,
         Listing { rows: &jobs, at: t0 },
         runners(&rows, t0),
-        GRACE,
-        later,
     );
     assert_eq!(seen.runners.get("web-bbbbb"), Some(&ForgeRunnerState::Offline));
     assert_eq!(
@@ -152,15 +149,12 @@ fn v15_states_rows_and_demand() {
     let jobs2 = [job(5, "waiting", "h5")];
     let seen = view_v15(
         group(),
-        &mut book,
         &[],
         Listing {
             rows: &jobs2,
             at: later,
         },
         runners(&rows, later),
-        GRACE,
-        later,
     );
     assert_eq!(seen.waiting_jobs, 1);
 }
@@ -168,7 +162,6 @@ fn v15_states_rows_and_demand() {
 #[test]
 fn v15_runner_created_after_the_listing_is_not_finished() {
     let labels = Claim::own(&parse_labels(&["debian"]).expect("labels"));
-    let mut book = RunnerClocks::default();
     let listing = Instant::now();
     let created = listing + Duration::from_millis(1);
     let refs = [registered(
@@ -180,15 +173,12 @@ fn v15_runner_created_after_the_listing_is_not_finished() {
             name: "web",
             claim: &labels,
         },
-        &mut book,
         &refs,
         Listing {
             rows: &[],
             at: listing,
         },
         runners(&[], listing),
-        GRACE,
-        created,
     );
     assert!(
         seen.runners.is_empty(),
@@ -203,15 +193,12 @@ fn v15_runner_created_after_the_listing_is_not_finished() {
             name: "web",
             claim: &labels,
         },
-        &mut book,
         &[],
         Listing {
             rows: &[],
             at: created,
         },
         runners(&rows, created),
-        GRACE,
-        created,
     );
     let listed = seen.listed_rows.expect("rows");
     assert_eq!(listed.offline, names(&["web-aaaaa"]));
@@ -221,7 +208,6 @@ fn v15_runner_created_after_the_listing_is_not_finished() {
 #[test]
 fn token_path_reports_the_oldest_runners_busy_per_running_job() {
     let labels = Claim::own(&parse_labels(&["debian"]).expect("labels"));
-    let mut book = RunnerClocks::default();
     let t0 = Instant::now();
     let jobs = [
         job(3, "running", ""),
@@ -236,7 +222,7 @@ fn token_path_reports_the_oldest_runners_busy_per_running_job() {
         registered(rref("web-bbbbb", RunnerPhase::Running, None, None), t0),
         rref("web-ccccc", RunnerPhase::Pending, None, None),
     ];
-    let seen = view_token(&labels, &mut book, &refs, Listing { rows: &jobs, at: t0 });
+    let seen = view_token(&labels, &refs, Listing { rows: &jobs, at: t0 });
     assert_eq!(seen.waiting_jobs, 2);
     assert_eq!(
         seen.runners.into_iter().collect::<Vec<_>>(),
@@ -250,7 +236,6 @@ fn token_path_reports_the_oldest_runners_busy_per_running_job() {
 #[test]
 fn a_bound_runner_whose_job_another_runner_runs_stays_idle() {
     let labels = Claim::own(&parse_labels(&["debian"]).expect("labels"));
-    let mut book = RunnerClocks::default();
     let t0 = Instant::now();
     let jobs = [job(4, "running", "h4")];
     let rows = [row(10, "web-aaaaa", RunnerStatus::Idle)];
@@ -260,12 +245,9 @@ fn a_bound_runner_whose_job_another_runner_runs_stays_idle() {
             name: "web",
             claim: &labels,
         },
-        &mut book,
         &refs,
         Listing { rows: &jobs, at: t0 },
         runners(&rows, t0),
-        GRACE,
-        t0,
     );
     assert_eq!(seen.runners.get("web-aaaaa"), Some(&ForgeRunnerState::Idle));
     assert_eq!(seen.waiting_jobs, 0);
@@ -277,7 +259,6 @@ fn a_bound_runner_whose_job_another_runner_runs_stays_idle() {
 #[test]
 fn a_waiting_job_whose_bound_runner_is_at_work_is_reported_busy() {
     let labels = Claim::own(&parse_labels(&["debian"]).expect("labels"));
-    let mut book = RunnerClocks::default();
     let t0 = Instant::now();
     let jobs = [job(4, "waiting", "h4"), job(5, "waiting", "h5")];
     let rows = [row(10, "web-aaaaa", RunnerStatus::Active)];
@@ -287,12 +268,9 @@ fn a_waiting_job_whose_bound_runner_is_at_work_is_reported_busy() {
             name: "web",
             claim: &labels,
         },
-        &mut book,
         &refs,
         Listing { rows: &jobs, at: t0 },
         runners(&rows, t0),
-        GRACE,
-        t0,
     );
     assert_eq!(seen.runners.get("web-aaaaa"), Some(&ForgeRunnerState::Busy));
     assert_eq!(seen.waiting_jobs, 2, "the listing's count");
@@ -305,7 +283,6 @@ fn a_waiting_job_whose_bound_runner_is_at_work_is_reported_busy() {
 #[test]
 fn absence_from_a_paged_listing_is_finished_only_when_a_lookup_says_so() {
     let labels = Claim::own(&parse_labels(&["debian"]).expect("labels"));
-    let mut book = RunnerClocks::default();
     let t0 = Instant::now();
     let jobs = [job(1, "waiting", "h1"), job(2, "waiting", "h2")];
     let rows = [row(11, "web-bbbbb", RunnerStatus::Idle)];
@@ -314,13 +291,12 @@ fn absence_from_a_paged_listing_is_finished_only_when_a_lookup_says_so() {
         rref("web-bbbbb", RunnerPhase::Running, Some(11), Some("h2")),
     ];
     assert_eq!(unlisted_ids(&refs, &rows), [10]);
-    let view = |book: &mut RunnerClocks, gone: &BTreeSet<i64>| {
+    let view = |gone: &BTreeSet<i64>| {
         view_v15(
             Group {
                 name: "web",
                 claim: &labels,
             },
-            book,
             &refs,
             Listing { rows: &jobs, at: t0 },
             RunnerRows {
@@ -329,14 +305,12 @@ fn absence_from_a_paged_listing_is_finished_only_when_a_lookup_says_so() {
                 whole: false,
                 gone,
             },
-            GRACE,
-            t0,
         )
     };
-    let seen = view(&mut book, &BTreeSet::new());
+    let seen = view(&BTreeSet::new());
     assert_eq!(seen.runners.get("web-aaaaa"), None, "unknown, not finished");
     assert_eq!(seen.waiting_jobs, 2, "its job still waits for it");
-    let seen = view(&mut book, &[10].into());
+    let seen = view(&[10].into());
     assert_eq!(seen.runners.get("web-aaaaa"), Some(&ForgeRunnerState::Finished));
 }
 
@@ -352,7 +326,6 @@ fn a_bound_runner_is_stranded_only_on_listings_that_prove_it() {
     let jobs = [job(2, "waiting", "h2")];
     let rows = [row(10, "web-aaaaa", RunnerStatus::Idle)];
     let seen = |jobs_at: Instant, runners_at: Instant, created: Option<Instant>| {
-        let mut book = RunnerClocks::default();
         let mut r = rref("web-aaaaa", RunnerPhase::Running, Some(10), Some("h1"));
         r.registered_at = created;
         let refs = [r];
@@ -361,15 +334,12 @@ fn a_bound_runner_is_stranded_only_on_listings_that_prove_it() {
                 name: "web",
                 claim: &labels,
             },
-            &mut book,
             &refs,
             Listing {
                 rows: &jobs,
                 at: jobs_at,
             },
             runners(&rows, runners_at),
-            GRACE,
-            t1,
         )
     };
     let stranded = seen(t0, t1, Some(t0));

@@ -17,7 +17,7 @@ use crate::forge::Resolved;
 use crate::pod::{
     ENV_INSTANCE_URL, ENV_JOB_HANDLE, ENV_RUNNER_UUID, REGISTRATION_TOKEN_KEY, TOKEN_KEY, register_env,
 };
-use crate::state::{RUNNER_ID_ANNOTATION, runner_id};
+use crate::runner_id::{self, RUNNER_ID_ANNOTATION};
 use crate::types::{Runner, RunnerStatus};
 use crate::version::Mode;
 
@@ -118,7 +118,7 @@ impl ForgejoSession {
         }
         let client = &r.instance.client;
         // Always fresh data: deleting a runner that just took a job would kill the job.
-        let row = match runner_id(runner) {
+        let row = match runner_id::of(runner) {
             Some(id) => match client.get_runner(r.version, &r.scope, id).await? {
                 // The id comes from a Job annotation anyone who may edit Jobs can rewrite: the
                 // row it names is ours only if it carries the runner's name. Otherwise it is
@@ -151,9 +151,9 @@ impl ForgejoSession {
         let withheld = runner.binding().is_some()
             && runner.phase == RunnerPhase::Running
             && row.status == RunnerStatus::Idle
-            && forge.with_book(&ctx.key, |b| {
-                b.connected_for(&runner.name, Instant::now()) >= forge.opts.held_evidence
-            });
+            && runner.connected_since.map_or(Duration::ZERO, |since| {
+                Instant::now().saturating_duration_since(since)
+            }) >= forge.opts.held_evidence;
         let outcome = client.delete_runner(r.version, &r.scope, row.id).await?;
         forge.expire_runners(&r).await;
         tracing::debug!(

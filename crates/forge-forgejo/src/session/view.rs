@@ -7,7 +7,6 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Instant;
 
 use forgerunner_core::forge::{ForgeFacts, ForgeView, GroupContext, RunnerRef, WaitingJob};
 
@@ -38,7 +37,6 @@ impl ForgejoSession {
             rows: &jobs.value,
             at: jobs.at,
         };
-        let now = Instant::now();
         let mut versions = runner_versions::of_image(&ctx.group.spec);
         let seen = match r.mode {
             Mode::Ephemeral => {
@@ -58,29 +56,22 @@ impl ForgejoSession {
                     rows.to_mut().extend(found);
                 }
                 runner_versions::report_listed(&mut versions, refs, &rows);
-                forge.with_book(&ctx.key, |clocks| {
-                    observe::view_v15(
-                        observe::Group {
-                            name: &ctx.key.name,
-                            claim: &r.claim,
-                        },
-                        clocks,
-                        refs,
-                        jobs_listing,
-                        RunnerRows {
-                            rows: &rows,
-                            at: runners.at,
-                            whole: listed.whole,
-                            gone: &gone,
-                        },
-                        forge.opts.offline_grace,
-                        now,
-                    )
-                })
+                observe::view_v15(
+                    observe::Group {
+                        name: &ctx.key.name,
+                        claim: &r.claim,
+                    },
+                    refs,
+                    jobs_listing,
+                    RunnerRows {
+                        rows: &rows,
+                        at: runners.at,
+                        whole: listed.whole,
+                        gone: &gone,
+                    },
+                )
             }
-            Mode::RegistrationToken => forge.with_book(&ctx.key, |clocks| {
-                observe::view_token(&r.claim, clocks, refs, jobs_listing)
-            }),
+            Mode::RegistrationToken => observe::view_token(&r.claim, refs, jobs_listing),
         };
         // This pass's listings are cached by now.
         forge.report_cache();

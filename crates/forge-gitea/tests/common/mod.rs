@@ -56,5 +56,6 @@ pub fn running(name: &str) -> forgerunner_core::forge::RunnerRef {
         phase: forgerunner_core::plan::RunnerPhase::Running,
         stored: true,
         registered_at: None,
+        connected_since: None,
     }
 }

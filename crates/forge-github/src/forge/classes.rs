@@ -267,6 +267,7 @@ mod tests {
             phase: forgerunner_core::plan::RunnerPhase::Running,
             stored: true,
             registered_at: None,
+            connected_since: None,
         };
         let in_use = sets_in_use(&[runner(Some("7")), runner(None), runner(Some("x"))]);
         assert_eq!(in_use, BTreeSet::from([7]));

@@ -235,6 +235,7 @@ mod tests {
             phase: forgerunner_core::plan::RunnerPhase::Running,
             stored: true,
             registered_at: None,
+            connected_since: None,
         };
         assert!(registered_in_another_scale_set(&runner(Some("7")), &[8]));
         assert!(!registered_in_another_scale_set(&runner(Some("8")), &[8]));

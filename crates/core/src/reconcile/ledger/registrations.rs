@@ -91,6 +91,7 @@ impl Registrations {
             phase,
             stored: job.is_some(),
             registered_at: registration.map(|r| r.at),
+            connected_since: None,
         }
     }
 }

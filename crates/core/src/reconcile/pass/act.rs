@@ -46,6 +46,7 @@ pub(super) async fn act(
         check_pod_security,
         identities: &decided.identities,
         registrations: &ledger.registrations,
+        connected: &ledger.connected,
     };
     let retired = retire_once(&target, &mut ledger.upkeep).await;
     let new_runners = new_runners(found, seen, decided, &mut ledger.reservations);

@@ -64,7 +64,7 @@ pub(super) async fn observe(
     let killed = killed_runners(&pods, &found.group.key.name, &jobs, &runners).await;
     mark_killed(&mut runners, &killed);
     ledger.registrations.retain_observed(&runners);
-    let refs = runner_refs(&jobs, &runners, &ledger.registrations);
+    let refs = runner_refs(&jobs, &runners, &ledger.registrations, &ledger.connected);
     let observed = found.session.snapshot(&found.group, &refs);
     let mut view = bounded(ctx.forge_deadline, "observe", &found.group, observed).await?;
     let runners = with_forge_states(runners, &view);

@@ -92,7 +92,8 @@ async fn demand_creates_runner_jobs_with_secrets_within_max() {
 
 /// The group's books remember which runners its session registered (issue 27: core keeps the
 /// books, forges report facts): the forge is told so in every pass while the process lives, and
-/// a restarted controller, whose session registered none of them, tells them adopted.
+/// a restarted controller, whose session registered none of them, tells them adopted. They also
+/// count how long the forge has shown each runner connected, and tell the forge.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_forge_is_told_which_runners_its_session_registered() {
     let mut h = Harness::start(true).await;
@@ -118,6 +119,17 @@ async fn the_forge_is_told_which_runners_its_session_registered() {
         })
     };
     wait_for("both told stored and registered here", || async { told(true) }).await;
+    // The fake forge shows every runner idle: from the pass after the first that saw them so,
+    // the forge is told since when they have been connected (core's clock, not the forge's).
+    let connected = || {
+        names
+            .iter()
+            .all(|n| forge.told(n).is_some_and(|r| r.connected_since.is_some()))
+    };
+    wait_for("both told connected since a pass saw them idle", || async {
+        connected()
+    })
+    .await;
     h.restart_controller().await;
     h.trigger.wake(GroupKey {
         namespace: NS.into(),

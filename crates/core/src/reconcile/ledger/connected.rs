@@ -9,7 +9,7 @@
 //! Process memory: after a restart a runner's clock starts at the first pass that sees it
 //! connected, so the evidence it gives comes late, never early.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
 use crate::forge::ForgeRunnerState;
@@ -25,12 +25,16 @@ impl ConnectedSince {
     /// Takes in a pass's runners with the forge's state of each: a runner shown idle or busy
     /// keeps its time (or starts one at `now`); any other state, or a runner gone, ends it.
     pub fn note(&mut self, runners: &[ObservedRunner], now: Instant) {
-        let connected =
-            |r: &ObservedRunner| matches!(r.forge_state, ForgeRunnerState::Idle | ForgeRunnerState::Busy);
-        self.since
-            .retain(|name, _| runners.iter().any(|r| &r.name == name && connected(r)));
-        for r in runners.iter().filter(|r| connected(r)) {
-            self.since.entry(r.name.clone()).or_insert(now);
+        let connected: BTreeSet<&str> = runners
+            .iter()
+            .filter(|r| matches!(r.forge_state, ForgeRunnerState::Idle | ForgeRunnerState::Busy))
+            .map(|r| r.name.as_str())
+            .collect();
+        self.since.retain(|name, _| connected.contains(name.as_str()));
+        for name in connected {
+            if !self.since.contains_key(name) {
+                self.since.insert(name.to_owned(), now);
+            }
         }
         if self.since.is_empty() {
             // An emptied B-tree keeps its node; a group with no connected runner keeps nothing.

@@ -12,7 +12,7 @@
 //! group's session is replaced or closed ([`super::Ledger::session`]): another session did not
 //! register them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
 use k8s_openapi::api::batch::v1::Job;
@@ -47,8 +47,8 @@ impl Registrations {
 
     /// Forgets the runners no pass observes any more (their Jobs are gone, and so are they).
     pub fn retain_observed(&mut self, runners: &[ObservedRunner]) {
-        self.by_runner
-            .retain(|name, _| runners.iter().any(|r| &r.name == name));
+        let observed: BTreeSet<&str> = runners.iter().map(|r| r.name.as_str()).collect();
+        self.by_runner.retain(|name, _| observed.contains(name.as_str()));
         if self.by_runner.is_empty() {
             // An emptied B-tree keeps its node; a group that made no runner lately keeps nothing.
             self.by_runner = BTreeMap::new();

@@ -12,9 +12,9 @@ use forgerunner_core::budget::{BudgetCell, RateBudget};
 use forgerunner_core::forge::SecretValue;
 use forgerunner_core::metrics::{ForgeRequestLabels, Metrics};
 use forgerunner_http::address_policy::{self, AddressPolicy};
-use forgerunner_http::{BodyError, Redirected, TransportFailure};
+use forgerunner_http::{BodyError, LongPollClient, Redirected, TransportFailure};
 use reqwest::header::{HeaderMap, HeaderValue};
-use reqwest::{Method, RequestBuilder};
+use reqwest::{Method, RequestBuilder, StatusCode};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -142,16 +142,26 @@ pub struct Transport {
     /// Admin, REST and queue calls other than the long poll: HTTP/2 where the server offers it,
     /// so the short calls of many groups share a connection.
     pub http: reqwest::Client,
-    /// The message long poll only, over HTTP/1.1: every group holds a poll open for about 50 s,
-    /// and as streams of one HTTP/2 connection the polls beyond the server's
-    /// `SETTINGS_MAX_CONCURRENT_STREAMS` would queue behind the others (ARC runs one listener
-    /// process, so one connection, per scale set). Over HTTP/1.1 each open poll holds its own
-    /// connection of this client's pool.
-    pub poll: reqwest::Client,
+    /// The message long poll only (see [`PollTransport`]).
+    pub poll: PollTransport,
     /// Whether requests go through a proxy (reported in the User-Agent, as ARC's did).
     pub has_proxy: bool,
     /// Bounds the requests of `http` in flight per host.
     pub limits: HostLimits,
+}
+
+/// How the message long poll travels: over HTTP/1.1, one connection per open poll. Every
+/// group holds a poll open for about 50 s, and as streams of one HTTP/2 connection the polls
+/// beyond the server's `SETTINGS_MAX_CONCURRENT_STREAMS` would queue behind the others (ARC
+/// runs one listener process, so one connection, per scale set).
+#[derive(Clone, Debug)]
+pub enum PollTransport {
+    /// Direct: the lean client of [`forgerunner_http::long_poll`], which holds a waiting
+    /// poll's connection in a few KiB instead of reqwest's 45.
+    Direct(Arc<LongPollClient>),
+    /// Through a proxy (the group's or the environment's): reqwest, HTTP/1.1 only, whose pool
+    /// keeps each connection for the group's next poll.
+    Proxied(reqwest::Client),
 }
 
 /// Builds the HTTP transport: `ca_bundle` (PEM) is trusted on top of the system roots, `proxy`
@@ -169,15 +179,27 @@ pub fn build_transport(
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(IDLE_CONNECTIONS_PER_HOST)
         .pool_idle_timeout(IDLE_CONNECTION_TIMEOUT);
-    // Each group's connection goes back to the pool for the moment between two polls: the
-    // pool keeps as many as there are groups (reqwest's default, no cap), or every poll of
-    // the groups above a cap would open a new TLS connection.
-    let poll = reqwest::Client::builder()
-        .http1_only()
-        .pool_idle_timeout(IDLE_CONNECTION_TIMEOUT);
+    let poll = if LongPollClient::serves(proxy) {
+        let client = LongPollClient::new(
+            ca_bundle,
+            opts.addresses,
+            opts.connect_timeout,
+            IDLE_CONNECTION_TIMEOUT,
+        )
+        .map_err(|e| ApiError::Config(e.to_string()))?;
+        PollTransport::Direct(Arc::new(client))
+    } else {
+        // Each group's connection goes back to the pool for the moment between two polls:
+        // the pool keeps as many as there are groups (reqwest's default, no cap), or every
+        // poll of the groups above a cap would open a new TLS connection.
+        let poll = reqwest::Client::builder()
+            .http1_only()
+            .pool_idle_timeout(IDLE_CONNECTION_TIMEOUT);
+        PollTransport::Proxied(finish_client(poll, ca_bundle, proxy, opts)?)
+    };
     Ok(Transport {
         http: finish_client(http, ca_bundle, proxy, opts)?,
-        poll: finish_client(poll, ca_bundle, proxy, opts)?,
+        poll,
         has_proxy: forgerunner_http::proxy_of(proxy).is_some(),
         limits: HostLimits::default(),
     })
@@ -208,7 +230,11 @@ fn finish_client(
 /// A failed exchange: transient, except when every address of the host was refused (a
 /// resolution a moment later says the same, and the operator's configuration must change).
 fn transport_error(operation: &'static str, e: &reqwest::Error) -> ApiError {
-    let failure = TransportFailure::from_reqwest(e);
+    transport_failure(operation, TransportFailure::from_reqwest(e))
+}
+
+/// [`transport_error`] for a failure already described.
+fn transport_failure(operation: &'static str, failure: TransportFailure) -> ApiError {
     if failure.is_address_refused() {
         return ApiError::Config(format!("{operation}: {failure}"));
     }
@@ -294,8 +320,8 @@ struct ErrorBody {
 #[derive(Debug)]
 pub struct GithubClient {
     http: reqwest::Client,
-    /// The HTTP/1.1 client of the long poll (see [`Transport::poll`]).
-    poll_http: reqwest::Client,
+    /// How the long poll travels (see [`PollTransport`]).
+    poll: PollTransport,
     has_proxy: bool,
     /// The transport's bound on requests in flight per host (all but the long poll).
     limits: HostLimits,
@@ -325,7 +351,7 @@ impl GithubClient {
     ) -> GithubClient {
         GithubClient {
             http: transport.http,
-            poll_http: transport.poll,
+            poll: transport.poll,
             has_proxy: transport.has_proxy,
             limits: transport.limits,
             scale_set_id: AtomicI64::new(0),
@@ -447,49 +473,17 @@ impl GithubClient {
             _ => None,
         };
         let started = Instant::now();
-        let sent = match request {
-            Ok(r) => http.execute(r).await,
-            Err(e) => Err(e),
-        };
-        let result = match sent {
-            Err(e) => Err(transport_error(operation, &e)),
-            Ok(resp) if resp.status().is_redirection() => {
-                // Not followed (see `finish_client`): its body is of no use either.
-                self.note_budget(resp.headers());
-                Err(ApiError::Redirect {
-                    operation,
-                    detail: Redirected::from_reply(resp.status(), resp.headers(), resp.url()),
-                })
+        // Boxed: every group's listener task holds a poll in flight, inline, all the time, and
+        // a future is as large as its largest branch; boxed, only the branch taken is held.
+        let result = match (request, lane, &self.poll) {
+            (Err(e), _, _) => Err(transport_error(operation, &e)),
+            (Ok(r), Lane::Poll, PollTransport::Direct(lean)) => {
+                Box::pin(self.answer_direct(operation, lean, r)).await
             }
-            Ok(resp) => {
-                let status = resp.status().as_u16();
-                let headers = resp.headers().clone();
-                self.note_budget(&headers);
-                let ok = (200..300).contains(&status);
-                let cap = if ok { MAX_REPLY_BYTES } else { MAX_ERROR_BYTES };
-                match (forgerunner_http::read_capped(resp, cap).await, ok) {
-                    (Err(BodyError::Read(f)), _) => Err(ApiError::Transport {
-                        operation,
-                        message: f.to_string(),
-                    }),
-                    (Err(e @ BodyError::TooLarge { .. }), true) => Err(ApiError::TooLarge {
-                        operation,
-                        what: e.to_string(),
-                    }),
-                    // The status says what went wrong; an oversized explanation is dropped.
-                    (Err(BodyError::TooLarge { .. }), false) => {
-                        Err(status_error(operation, status, &headers, b""))
-                    }
-                    (Ok(mut body), true) => {
-                        // In place: a long-poll message may be tens of KiB.
-                        if body.starts_with(BOM) {
-                            body.drain(..BOM.len());
-                        }
-                        Ok(Reply { status, body })
-                    }
-                    (Ok(body), false) => Err(status_error(operation, status, &headers, strip_bom(&body))),
-                }
+            (Ok(r), Lane::Poll, PollTransport::Proxied(poll)) => {
+                Box::pin(self.answer(operation, poll, r)).await
             }
+            (Ok(r), Lane::Bounded, _) => Box::pin(self.answer(operation, &http, r)).await,
         };
         let outcome = match &result {
             Ok(r) => status_outcome(r.status, false),
@@ -504,6 +498,52 @@ impl GithubClient {
             started.elapsed().as_secs_f64(),
         );
         result
+    }
+
+    /// Sends `request` on `http` and reads the answer.
+    async fn answer(
+        &self,
+        operation: &'static str,
+        http: &reqwest::Client,
+        request: reqwest::Request,
+    ) -> Result<Reply, ApiError> {
+        let resp = http
+            .execute(request)
+            .await
+            .map_err(|e| transport_error(operation, &e))?;
+        let status = resp.status();
+        let headers = resp.headers().clone();
+        self.note_budget(&headers);
+        if status.is_redirection() {
+            // Not followed (see `finish_client`): its body is of no use either.
+            return Err(redirected(operation, status, &headers, resp.url()));
+        }
+        let body = forgerunner_http::read_capped(resp, reply_cap(status)).await;
+        settle(operation, status, &headers, body)
+    }
+
+    /// Sends the long poll `request` on the direct poll client and reads the answer.
+    async fn answer_direct(
+        &self,
+        operation: &'static str,
+        lean: &LongPollClient,
+        request: reqwest::Request,
+    ) -> Result<Reply, ApiError> {
+        let timeout = request.timeout().copied().unwrap_or(self.opts.poll_timeout);
+        let answer = lean
+            .get(request.url(), request.headers(), timeout, reply_cap)
+            .await
+            .map_err(|f| transport_failure(operation, f))?;
+        self.note_budget(&answer.headers);
+        if answer.status.is_redirection() {
+            return Err(redirected(
+                operation,
+                answer.status,
+                &answer.headers,
+                request.url(),
+            ));
+        }
+        settle(operation, answer.status, &answer.headers, answer.body)
     }
 
     fn request(&self, method: Method, url: Url, auth: Auth<'_>) -> RequestBuilder {
@@ -530,11 +570,11 @@ impl GithubClient {
         self.request(method, url, auth)
     }
 
-    /// Builds the message long poll: on the HTTP/1.1 client, so that it holds a connection of
-    /// its own instead of a stream of the connection every group shares (see
-    /// [`Transport::poll`]).
+    /// Builds the message long poll, for [`GithubClient::execute_poll`], which sends it on
+    /// the poll transport: a connection of its own instead of a stream of the connection every
+    /// group shares (see [`PollTransport`]).
     pub fn poll_request(&self, url: Url, auth: Auth<'_>) -> RequestBuilder {
-        self.request_on(&self.poll_http, Method::GET, url, auth)
+        self.request_on(&self.http, Method::GET, url, auth)
     }
 
     /// Ordinary request timeout.
@@ -727,6 +767,55 @@ struct RegistrationReply {
     url: String,
     #[serde(default)]
     token: String,
+}
+
+/// The most body bytes read of an answer with `status`.
+fn reply_cap(status: StatusCode) -> usize {
+    if status.is_success() {
+        MAX_REPLY_BYTES
+    } else {
+        MAX_ERROR_BYTES
+    }
+}
+
+/// The error of an answer that redirected `request` (redirects are never followed).
+fn redirected(operation: &'static str, status: StatusCode, headers: &HeaderMap, request: &Url) -> ApiError {
+    ApiError::Redirect {
+        operation,
+        detail: Redirected::from_reply(status, headers, request),
+    }
+}
+
+/// The reply, or the error, of an answer with `status`, `headers` and `body` (as far as it
+/// was read).
+fn settle(
+    operation: &'static str,
+    status: StatusCode,
+    headers: &HeaderMap,
+    body: Result<Vec<u8>, BodyError>,
+) -> Result<Reply, ApiError> {
+    let ok = status.is_success();
+    let status = status.as_u16();
+    match (body, ok) {
+        (Err(BodyError::Read(f)), _) => Err(ApiError::Transport {
+            operation,
+            message: f.to_string(),
+        }),
+        (Err(e @ BodyError::TooLarge { .. }), true) => Err(ApiError::TooLarge {
+            operation,
+            what: e.to_string(),
+        }),
+        // The status says what went wrong; an oversized explanation is dropped.
+        (Err(BodyError::TooLarge { .. }), false) => Err(status_error(operation, status, headers, b"")),
+        (Ok(mut body), true) => {
+            // In place: a long-poll message may be tens of KiB.
+            if body.starts_with(BOM) {
+                body.drain(..BOM.len());
+            }
+            Ok(Reply { status, body })
+        }
+        (Ok(body), false) => Err(status_error(operation, status, headers, strip_bom(&body))),
+    }
 }
 
 fn status_error(operation: &'static str, status: u16, headers: &HeaderMap, body: &[u8]) -> ApiError {

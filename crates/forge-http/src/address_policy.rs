@@ -95,7 +95,7 @@ impl Resolve for PublicResolver {
 
 /// Splits resolved addresses into those the policy allows and (the first [`MAX_NAMED`] of)
 /// those it refuses, with their classes.
-fn keep_public(found: Vec<SocketAddr>) -> (Vec<SocketAddr>, Vec<(IpAddr, AddressClass)>) {
+pub(crate) fn keep_public(found: Vec<SocketAddr>) -> (Vec<SocketAddr>, Vec<(IpAddr, AddressClass)>) {
     let mut kept = Vec::new();
     let mut refused = Vec::new();
     for addr in found {

@@ -26,6 +26,7 @@ pub mod cache_checks;
 pub mod cache_server;
 pub mod listing;
 pub mod listing_memory;
+pub mod long_poll;
 #[cfg(any(test, feature = "testing"))]
 pub mod pod_checks;
 pub mod pool;
@@ -48,6 +49,7 @@ pub use body::{BodyError, ByteSize, read_capped};
 pub use bounded::{Entries, Page, PageShape};
 pub use listing::{ListingBudget, ListingError, ListingLimits};
 pub use listing_memory::{Charge, ListingMemory, entries_of};
+pub use long_poll::{LongPollClient, PollAnswer};
 pub use pool::{Connection, Instance, InstanceKey, Pool, PoolError};
 pub use redirect::{Redirected, no_redirects};
 pub use request_error::{Asked, RequestError};

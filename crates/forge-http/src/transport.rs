@@ -97,6 +97,19 @@ impl TransportFailure {
         TransportFailure { kind, origin, cause }
     }
 
+    /// A failure of `kind` talking to `url`, with `cause` from the network stack: only the
+    /// URL's origin is kept.
+    pub fn new(kind: TransportKind, url: &url::Url, cause: &str) -> TransportFailure {
+        let origin = Some(url.origin())
+            .filter(url::Origin::is_tuple)
+            .map(|o| o.ascii_serialization());
+        TransportFailure {
+            kind,
+            origin,
+            cause: (!cause.is_empty()).then(|| clip(cause)),
+        }
+    }
+
     /// Whether it was a timeout.
     pub fn is_timeout(&self) -> bool {
         self.kind == TransportKind::Timeout

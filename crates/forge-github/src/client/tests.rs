@@ -479,3 +479,17 @@ async fn private_addresses_are_refused_when_configured() {
         .expect("with the policy off the request arrives");
     assert_eq!(served.load(Ordering::SeqCst), 1);
 }
+
+#[test]
+fn the_poll_travels_direct_unless_a_proxy_is_set() {
+    let opts = HttpOptions::default();
+    let direct = build_transport(None, None, &opts).expect("transport");
+    // A proxy in the operator's environment (CI's, say) also keeps reqwest.
+    assert_eq!(
+        matches!(direct.poll, PollTransport::Direct(_)),
+        LongPollClient::serves(None)
+    );
+    let proxied = build_transport(None, Some("http://proxy.corp:3128"), &opts).expect("transport");
+    assert!(matches!(proxied.poll, PollTransport::Proxied(_)));
+    assert!(proxied.has_proxy);
+}

@@ -85,7 +85,7 @@ mod tests {
     fn client() -> Result<Transport, ()> {
         Ok(Transport {
             http: reqwest::Client::new(),
-            poll: reqwest::Client::new(),
+            poll: crate::client::PollTransport::Proxied(reqwest::Client::new()),
             has_proxy: false,
             limits: Default::default(),
         })

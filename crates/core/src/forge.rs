@@ -109,10 +109,6 @@ pub struct ForgeView {
     /// The runner rows the forge lists for the group, where it lists them (`None`: it lists
     /// none). Facts for core's ghost rule, with no time rule of the forge's.
     pub listed_rows: Option<ListedRows>,
-    /// Runner rows offline, and not busy, for at least core's ghost grace: those without a Job
-    /// in the cluster are ghosts, and the planner deregisters them. Core's ledger fills it from
-    /// `listed_rows` (`reconcile::ledger::OfflineRows`); forges leave it empty.
-    pub ghosts: Vec<String>,
     /// The view tells as it happens which runners took a job, so surplus runners that look idle
     /// may be scaled down. Without it an idle-looking runner may have just taken a job, and
     /// only the idle timeout removes runners.

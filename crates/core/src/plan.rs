@@ -109,8 +109,12 @@ pub struct PlanInput<'a> {
     pub idle_timeout_seconds: u32,
     /// Runners of the group in the cluster, with the forge's state of each.
     pub runners: &'a [ObservedRunner],
-    /// The forge's view: waiting jobs, ghosts, whether it is complete enough to scale down on.
+    /// The forge's view: waiting jobs, whether it is complete enough to scale down on.
     pub view: &'a ForgeView,
+    /// Runner rows the forge has listed offline, and not busy, for at least core's ghost grace
+    /// (`reconcile::ledger::OfflineRows`): those without a Job in the cluster are ghosts, and
+    /// the plan deregisters them.
+    pub ghosts: &'a [String],
     /// Runner failures so far (from the status); creation backs off after them.
     pub failures: FailureHistory,
     /// What is left of the forge's API budget for the group's credential; creation slows down
@@ -473,7 +477,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     // forge lists a name twice.
     let known: BTreeSet<&str> = input.runners.iter().map(|r| r.name.as_str()).collect();
     let mut ghosts_seen: BTreeSet<&str> = BTreeSet::new();
-    for name in &input.view.ghosts {
+    for name in input.ghosts {
         if !known.contains(name.as_str()) && ghosts_seen.insert(name.as_str()) {
             out.remove.push(Removal {
                 name: name.clone(),

@@ -528,6 +528,8 @@ pub struct FakeForge {
     pub waiting: Mutex<Vec<crate::forge::WaitingJob>>,
     /// The binding of the job each registration was bound to, by runner name, in order.
     pub bound: Mutex<Vec<(String, Option<String>)>>,
+    /// The runner rows each view lists (`ForgeView::listed_rows`); none by default.
+    pub listed_rows: Mutex<Option<crate::forge::ListedRows>>,
     /// The fake itself, for the sessions it opens.
     this: std::sync::Weak<FakeForge>,
 }
@@ -555,6 +557,7 @@ impl FakeForge {
             versions: Mutex::default(),
             waiting: Mutex::default(),
             bound: Mutex::default(),
+            listed_rows: Mutex::default(),
         })
     }
 
@@ -671,6 +674,7 @@ impl ForgeSession for FakeSession {
             job_identities: fake.identities.lock().expect("lock").clone(),
             versions: fake.versions.lock().expect("lock").clone(),
             waiting: fake.waiting.lock().expect("lock").clone(),
+            listed_rows: fake.listed_rows.lock().expect("lock").clone(),
             ..ForgeView::default()
         })
     }
@@ -837,13 +841,31 @@ pub fn annotated_job(name: &str, annotations: &[(&str, &str)]) -> k8s_openapi::a
 }
 
 /// The view the reconciler plans on: a forge's `view` of `refs`, settled by the group's `books`
-/// (`Ledger::settle_view`): netted for runners that took a job after the cached jobs listing,
-/// with the ghosts of the forge's runner rows.
+/// (`Ledger::settle_view`): netted for runners that took a job after the cached jobs listing.
 pub fn netted_view(
-    mut view: crate::forge::ForgeView,
+    view: crate::forge::ForgeView,
     refs: &[crate::forge::RunnerRef],
     books: &mut crate::reconcile::ledger::Ledger,
 ) -> crate::forge::ForgeView {
+    settled(view, refs, books).0
+}
+
+/// The ghosts a pass plans on from a forge's `view` of `refs`: the runner rows the group's
+/// `books` (`Ledger::settle_view`) have seen offline for the ghost grace.
+pub fn settled_ghosts(
+    view: crate::forge::ForgeView,
+    refs: &[crate::forge::RunnerRef],
+    books: &mut crate::reconcile::ledger::Ledger,
+) -> Vec<String> {
+    settled(view, refs, books).1
+}
+
+/// `view` settled by `books` as a pass settles it, and the ghosts.
+fn settled(
+    mut view: crate::forge::ForgeView,
+    refs: &[crate::forge::RunnerRef],
+    books: &mut crate::reconcile::ledger::Ledger,
+) -> (crate::forge::ForgeView, Vec<String>) {
     let runners: Vec<crate::plan::ObservedRunner> = refs
         .iter()
         .map(|r| crate::plan::ObservedRunner {
@@ -852,8 +874,8 @@ pub fn netted_view(
             ..crate::plan::ObservedRunner::fresh(r.name.clone())
         })
         .collect();
-    books.settle_view(&mut view, &runners, refs, std::time::Instant::now());
-    view
+    let ghosts = books.settle_view(&mut view, &runners, refs, std::time::Instant::now());
+    (view, ghosts)
 }
 
 /// Registers the new runner `name` of `class` through `session` as a pass does: bound to the

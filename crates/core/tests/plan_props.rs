@@ -18,6 +18,7 @@ struct Observation {
     idle_timeout: u32,
     runners: Vec<ObservedRunner>,
     view: ForgeView,
+    ghosts: Vec<String>,
     failures: u32,
     held: bool,
 }
@@ -30,6 +31,7 @@ impl Observation {
             idle_timeout_seconds: self.idle_timeout,
             runners: &self.runners,
             view: &self.view,
+            ghosts: &self.ghosts,
             failures: forgerunner_core::testing::failure_history(self.failures, self.held),
             budget: None,
             now: forgerunner_core::testing::TEST_NOW,
@@ -157,10 +159,10 @@ fn observation() -> impl Strategy<Value = Observation> {
                     runners,
                     view: ForgeView {
                         waiting_jobs: jobs,
-                        ghosts: offline_idx.into_iter().map(name).collect(),
                         complete,
                         ..ForgeView::default()
                     },
+                    ghosts: offline_idx.into_iter().map(name).collect(),
                     failures,
                     held,
                 }
@@ -246,7 +248,7 @@ proptest! {
         let p = obs.plan();
         let known: BTreeSet<&str> = obs.runners.iter().map(|r| r.name.as_str()).collect();
         for removal in p.remove.iter().filter(|x| !known.contains(x.name.as_str())) {
-            prop_assert!(obs.view.ghosts.contains(&removal.name), "{:?} is neither a runner nor a ghost", removal);
+            prop_assert!(obs.ghosts.contains(&removal.name), "{:?} is neither a runner nor a ghost", removal);
             prop_assert!(removal.deregister && !removal.delete_job);
         }
     }

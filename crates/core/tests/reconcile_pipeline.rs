@@ -12,9 +12,10 @@ use std::time::Duration;
 use forgerunner_core::Fence;
 use forgerunner_core::budget::RateBudget;
 use forgerunner_core::crd::ForgeKind;
-use forgerunner_core::forge::GroupKey;
+use forgerunner_core::forge::{GroupKey, ListedRows};
 use forgerunner_core::job_identity::{JOB_NAME_ANNOTATION, JOB_RUN_ID_ANNOTATION, JobIdentity};
 use forgerunner_core::reconcile::FINALIZER;
+use forgerunner_core::reconcile::ledger::DEFAULT_GHOST_GRACE;
 use forgerunner_core::runner_job::{FORGE_LABEL, GROUP_LABEL, JOB_BINDING_ANNOTATION};
 use forgerunner_core::testing::{OUTDATED_EXIT, SECRET_VALUE, bound_jobs};
 use k8s_openapi::api::batch::v1::Job;
@@ -795,6 +796,45 @@ async fn a_runner_whose_secret_fails_is_deregistered_with_its_job() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_runner_secret_someone_else_holds_is_never_used() {
     first_secret_create_answered(409).await;
+}
+
+/// A runner row the forge lists offline, with no runner Job behind it, is deregistered once
+/// listings at least the ghost grace apart have shown it offline: core's ledger tells the
+/// ghost and hands it to the plan (`PlanInput::ghosts`), and the forge is told to remove it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_row_offline_for_the_ghost_grace_is_deregistered() {
+    let h = Harness::start(true).await;
+    h.create_secret("creds").await;
+    let listed = |at: std::time::Instant| ListedRows {
+        offline: BTreeSet::from(["haunted-gh0st".to_owned()]),
+        online: BTreeSet::new(),
+        whole: true,
+        listed_at: at,
+    };
+    let first_sighting = std::time::Instant::now()
+        .checked_sub(DEFAULT_GHOST_GRACE + Duration::from_secs(1))
+        .expect("the machine has been up longer than the ghost grace");
+    *h.forge.listed_rows.lock().expect("lock") = Some(listed(first_sighting));
+    h.create_group("haunted", gitea_spec(0, 2, 600)).await;
+    wait_for("two passes that saw the row", || async {
+        h.forge.snapshots.load(Ordering::SeqCst) >= 2
+    })
+    .await;
+    assert!(
+        !h.forge.removed().contains(&"haunted-gh0st".to_owned()),
+        "a ghost at first sight"
+    );
+    // A listing fetched a grace after the first sighting still shows it offline.
+    *h.forge.listed_rows.lock().expect("lock") = Some(listed(std::time::Instant::now()));
+    h.trigger.wake(GroupKey {
+        namespace: NS.into(),
+        name: "haunted".into(),
+    });
+    wait_for("the ghost deregistered", || async {
+        h.forge.removed().contains(&"haunted-gh0st".to_owned())
+    })
+    .await;
+    h.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -99,8 +99,8 @@ async fn v15_create_bind_observe_remove() {
     );
     let listed = view.listed_rows.as_ref().expect("15+ lists runner rows");
     assert!(listed.offline.contains("web-aaaaa"), "its row is offline");
-    let settled = forgerunner_core::testing::netted_view(view, &refs, &mut books);
-    assert!(settled.ghosts.is_empty(), "our own fresh runner is no ghost");
+    let ghosts = forgerunner_core::testing::settled_ghosts(view, &refs, &mut books);
+    assert!(ghosts.is_empty(), "our own fresh runner is no ghost");
 
     // Remove (idle timeout): deleted at Forgejo; a second removal finds it gone.
     assert_eq!(
@@ -150,8 +150,8 @@ async fn v15_create_bind_observe_remove() {
         offline_rows: OfflineRows::with_grace(Duration::ZERO),
         ..Ledger::default()
     };
-    let settled = forgerunner_core::testing::netted_view(view, std::slice::from_ref(&bref), &mut no_grace);
-    assert_eq!(settled.ghosts, ["web-zzzzz"]);
+    let ghosts = forgerunner_core::testing::settled_ghosts(view, std::slice::from_ref(&bref), &mut no_grace);
+    assert_eq!(ghosts, ["web-zzzzz"]);
     let gref = runner_ref("web-zzzzz", RunnerPhase::Failed, &BTreeMap::new());
     assert_eq!(
         f2.open(&c.key).deregister(&c, &gref).await.unwrap(),
@@ -496,6 +496,7 @@ fn plan_for(view: &forgerunner_core::forge::ForgeView, names: &[&str]) -> forger
         idle_timeout_seconds: 600,
         runners: &runners,
         view,
+        ghosts: &[],
         failures: FailureHistory::default(),
         budget: None,
         now: jiff::Timestamp::now(),

@@ -56,7 +56,7 @@ fn ctx(name: &str, url: &str, scope: GiteaScope, target: Option<&str>, poll_seco
 /// core `books`.
 async fn ghosts(f: &GiteaForge, c: &GroupContext, books: &mut Ledger) -> Vec<String> {
     let view: ForgeView = common::view(f, c).await.unwrap();
-    forgerunner_core::testing::netted_view(view, &[], books).ghosts
+    forgerunner_core::testing::settled_ghosts(view, &[], books)
 }
 
 fn runner_listings(fake: &GiteaFakeHandle) -> usize {
@@ -160,7 +160,7 @@ async fn a_global_group_does_not_sweep_a_runner_that_was_just_registered() {
         "the row is listed offline"
     );
     // Core's books with the default grace: not a ghost yet.
-    let ghosts = forgerunner_core::testing::netted_view(view, &[], &mut Ledger::default()).ghosts;
+    let ghosts = forgerunner_core::testing::settled_ghosts(view, &[], &mut Ledger::default());
     assert!(ghosts.is_empty(), "not a ghost yet: {ghosts:?}");
     assert!(fake.runners().iter().any(|r| r.id == fresh));
 }

@@ -430,8 +430,8 @@ async fn credentials_state_removal_and_ghosts() {
         offline_rows: OfflineRows::with_grace(Duration::ZERO),
         ..Ledger::default()
     };
-    let settled = forgerunner_core::testing::netted_view(d, &[], &mut books);
-    assert_eq!(settled.ghosts, ["grp-zz9zz"]);
+    let ghosts = forgerunner_core::testing::settled_ghosts(d, &[], &mut books);
+    assert_eq!(ghosts, ["grp-zz9zz"]);
 
     let refs: Vec<RunnerRef> = ["grp-zz9zz", "grp-idle1", "grp-nope0"]
         .iter()

@@ -59,6 +59,7 @@ struct Case {
     idle_timeout: u32,
     runners: Vec<ObservedRunner>,
     view: ForgeView,
+    ghosts: Vec<String>,
     failures: u32,
     held: bool,
     delay: u32,
@@ -76,6 +77,7 @@ fn complete(min: u32, max: u32) -> Case {
             complete: true,
             ..ForgeView::default()
         },
+        ghosts: Vec::new(),
         failures: 0,
         held: false,
         delay: 0,
@@ -101,7 +103,7 @@ impl Case {
         self
     }
     fn offline(mut self, names: &[&str]) -> Self {
-        self.view.ghosts = names.iter().map(|n| (*n).to_owned()).collect();
+        self.ghosts = names.iter().map(|n| (*n).to_owned()).collect();
         self
     }
     fn incomplete(mut self) -> Self {
@@ -129,6 +131,7 @@ impl Case {
             idle_timeout_seconds: self.idle_timeout,
             runners: &self.runners,
             view: &self.view,
+            ghosts: &self.ghosts,
             failures: crate::testing::failure_history(self.failures, self.held),
             budget: None,
             now: crate::testing::TEST_NOW,

@@ -122,16 +122,16 @@ impl Ledger {
     /// Settles the forge's `view` for the planner: takes out of `view.waiting_jobs` the jobs its
     /// listing may still show waiting although one of `runners` (told the forge as `refs`) took
     /// them, or is bound to them ([`Reservations`]), or took some job after the listing was
-    /// fetched ([`TakenSinceListing`]); and names in `view.ghosts` the runner rows offline for
-    /// the ghost grace ([`OfflineRows`]). It notes which of `runners`, with the forge's state of
-    /// each, are connected ([`ConnectedSince`]).
+    /// fetched ([`TakenSinceListing`]). It notes which of `runners`, with the forge's state of
+    /// each, are connected ([`ConnectedSince`]), and returns the runner rows offline for the
+    /// ghost grace ([`OfflineRows`]): the planner's ghosts.
     pub fn settle_view(
         &mut self,
         view: &mut ForgeView,
         runners: &[ObservedRunner],
         refs: &[RunnerRef],
         now: Instant,
-    ) {
+    ) -> Vec<String> {
         self.reservations.observe(refs, now);
         self.reservations.net(view, refs, now);
         if let Some(listed_at) = view.listed_at {
@@ -144,8 +144,8 @@ impl Ledger {
             );
             view.waiting_jobs = view.waiting_jobs.saturating_sub(covered);
         }
-        view.ghosts = self.offline_rows.settle(view.listed_rows.as_ref());
         self.connected.note(runners, now);
+        self.offline_rows.settle(view.listed_rows.as_ref())
     }
 }
 
@@ -335,8 +335,8 @@ mod tests {
         assert_eq!(w.deleted, BTreeSet::from(["a".to_owned()]));
     }
 
-    /// The view the planner gets names as ghosts the rows offline for the grace, from the
-    /// forge's runner rows alone: a forge that lists no rows has none.
+    /// Settling a view names as ghosts the rows offline for the grace, from the forge's runner
+    /// rows alone: a forge that lists no rows has none.
     #[test]
     fn settling_a_view_names_the_rows_offline_for_the_grace() {
         let grace = Duration::from_secs(300);
@@ -354,18 +354,12 @@ mod tests {
             }),
             ..ForgeView::default()
         };
-        let mut first = view_at(t0);
-        ledger.settle_view(&mut first, &[], &[], t0);
-        assert!(first.ghosts.is_empty(), "just seen");
-        let mut later = view_at(t0 + grace);
-        ledger.settle_view(&mut later, &[], &[], t0 + grace);
-        assert_eq!(later.ghosts, ["g-dead0"]);
-        let mut unlisted = ForgeView {
-            ghosts: vec!["g-dead0".to_owned()],
-            ..ForgeView::default()
-        };
-        ledger.settle_view(&mut unlisted, &[], &[], t0 + grace);
-        assert!(unlisted.ghosts.is_empty(), "no runner rows, no ghosts");
+        let first = ledger.settle_view(&mut view_at(t0), &[], &[], t0);
+        assert!(first.is_empty(), "just seen");
+        let later = ledger.settle_view(&mut view_at(t0 + grace), &[], &[], t0 + grace);
+        assert_eq!(later, ["g-dead0"]);
+        let unlisted = ledger.settle_view(&mut ForgeView::default(), &[], &[], t0 + grace);
+        assert!(unlisted.is_empty(), "no runner rows, no ghosts");
         assert!(ledger.offline_rows.is_empty());
     }
 

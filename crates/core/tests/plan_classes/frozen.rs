@@ -174,7 +174,7 @@ pub fn old_plan(input: &PlanInput<'_>) -> Plan {
     // forge lists a name twice.
     let known: BTreeSet<&str> = input.runners.iter().map(|r| r.name.as_str()).collect();
     let mut ghosts_seen: BTreeSet<&str> = BTreeSet::new();
-    for name in &input.view.ghosts {
+    for name in input.ghosts {
         if !known.contains(name.as_str()) && ghosts_seen.insert(name.as_str()) {
             out.remove.push(Removal {
                 name: name.clone(),

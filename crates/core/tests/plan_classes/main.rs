@@ -41,6 +41,7 @@ impl Observation {
             idle_timeout_seconds: self.idle_timeout,
             runners: &self.runners,
             view: &self.view,
+            ghosts: &[],
             failures: forgerunner_core::testing::failure_history(self.failures, self.held),
             budget: None,
             now: forgerunner_core::testing::TEST_NOW,

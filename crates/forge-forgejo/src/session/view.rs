@@ -92,7 +92,6 @@ impl ForgejoSession {
             waiting_jobs: seen.waiting_jobs,
             runners: seen.runners,
             listed_rows: seen.listed_rows,
-            ghosts: Vec::new(),
             // Runner states come from listings, not as they happen: an idle-looking runner may
             // have just taken a job, so surplus runners leave through the idle timeout.
             complete: false,

@@ -122,7 +122,6 @@ impl GiteaSession {
             waiting_jobs: queued,
             runners: states,
             listed_rows: Some(listed_rows),
-            ghosts: Vec::new(),
             // Runner states come from a listing, not as they happen: an idle-looking runner may
             // have just taken a job, so surplus runners leave through the idle timeout.
             complete: false,

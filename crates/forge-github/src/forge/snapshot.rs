@@ -134,7 +134,6 @@ impl GithubSession {
             runners: states,
             // The Actions service drops offline ephemeral runners itself; nothing to report.
             listed_rows: None,
-            ghosts: Vec::new(),
             complete,
             facts: ForgeFacts {
                 scale_set_id: Some(id),

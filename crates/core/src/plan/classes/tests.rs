@@ -92,6 +92,7 @@ impl Case {
             idle_timeout_seconds: self.idle_timeout,
             runners: &self.runners,
             view: &self.view,
+            ghosts: &[],
             failures: crate::testing::failure_history(self.failures, false),
             budget: None,
             now: crate::testing::TEST_NOW,

@@ -54,6 +54,7 @@ pub(super) fn decide(
         idle_timeout_seconds: spec.idle_timeout_seconds(),
         runners: &seen.runners,
         view: &seen.view,
+        ghosts: &seen.ghosts,
         failures,
         budget: seen.view.budget,
         now: seen.now,

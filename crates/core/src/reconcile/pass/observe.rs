@@ -34,6 +34,8 @@ pub(super) struct Seen {
     pub runners: Vec<ObservedRunner>,
     /// The forge's view of the group.
     pub view: ForgeView,
+    /// Runner rows offline at the forge for the ghost grace ([`Ledger::settle_view`]).
+    pub ghosts: Vec<String>,
     /// Runners the cluster is killing while their Jobs still run, and how; failed in `runners`
     /// ([`crate::reconcile::runner_exit::killed_runners`]).
     pub killed: BTreeMap<String, Disruption>,
@@ -68,11 +70,12 @@ pub(super) async fn observe(
     let observed = found.session.snapshot(&found.group, &refs);
     let mut view = bounded(ctx.forge_deadline, "observe", &found.group, observed).await?;
     let runners = with_forge_states(runners, &view);
-    ledger.settle_view(&mut view, &runners, &refs, std::time::Instant::now());
+    let ghosts = ledger.settle_view(&mut view, &runners, &refs, std::time::Instant::now());
     Ok(Seen {
         jobs,
         runners,
         view,
+        ghosts,
         killed,
         now,
     })

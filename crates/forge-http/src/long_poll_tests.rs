@@ -276,3 +276,23 @@ fn a_bad_ca_bundle_is_refused_and_a_proxy_keeps_reqwest() {
     ));
     assert!(!LongPollClient::serves(Some("http://proxy.corp:3128")));
 }
+
+#[tokio::test]
+async fn a_connection_idle_past_the_idle_timeout_is_not_reused() {
+    let server = Server::start(|_| Act::Answer(OK)).await;
+    let client =
+        LongPollClient::new(None, AddressPolicy::AllowPrivate, 5 * SECOND, Duration::ZERO).expect("client");
+    let url = server.url("http", "127.0.0.1");
+    for _ in 0..2 {
+        client
+            .get(&url, &headers(), 5 * SECOND, |_| 100)
+            .await
+            .expect("answer");
+    }
+    assert_eq!(server.accepted.load(Ordering::SeqCst), 2);
+    assert_eq!(
+        client.idle_count(),
+        1,
+        "the old one was dropped when the new one came back"
+    );
+}

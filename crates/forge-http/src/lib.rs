@@ -4,7 +4,8 @@
 //! (`caBundleConfigMap`, `proxyUrl`), reading bodies with a size cap, bounding paged listings
 //! and what they decode to ([`bounded`]), clamping `Retry-After`, describing transport
 //! failures without the request URL, refusing redirects ([`redirect`]) and, when configured,
-//! private addresses ([`address_policy`]).
+//! private addresses ([`address_policy`]); and a lean HTTP/1.1 client for long polls that keeps
+//! all of that ([`long_poll`]).
 //!
 //! Gitea and Forgejo (a fork of Gitea) beyond that: the REST client skeleton ([`rest`]) and how
 //! its failures read ([`request_error`]), the

@@ -296,3 +296,45 @@ async fn a_connection_idle_past_the_idle_timeout_is_not_reused() {
         "the old one was dropped when the new one came back"
     );
 }
+
+/// A listener whose accept queue is full drops new connection attempts, as an address behind a
+/// route that drops packets does: connecting to it hangs.
+async fn silent_address() -> (
+    tokio::net::TcpListener,
+    Vec<std::net::TcpStream>,
+    std::net::SocketAddr,
+) {
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket
+        .bind("127.0.0.1:0".parse().expect("address"))
+        .expect("bind");
+    let listener = socket.listen(1).expect("listen");
+    let addr = listener.local_addr().expect("address");
+    // Fill the accept queue; nothing is ever accepted.
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        if let Ok(s) = std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)) {
+            held.push(s);
+        }
+    }
+    (listener, held, addr)
+}
+
+#[tokio::test]
+async fn an_address_that_drops_connections_leaves_the_others_their_share() {
+    let (_silent, _held, silent) = silent_address().await;
+    // The silent address hangs: it needs a share of the timeout to give up.
+    let hung = tokio::time::timeout(Duration::from_millis(500), tokio::net::TcpStream::connect(silent)).await;
+    assert!(hung.is_err(), "the full accept queue answered: {hung:?}");
+    let server = Server::start(|_| Act::Answer(OK)).await;
+    let good: std::net::SocketAddr = format!("127.0.0.1:{}", server.port).parse().expect("address");
+    let started = Instant::now();
+    let tcp = tokio::time::timeout(10 * SECOND, connect::connect_any(&[silent, good], 4 * SECOND))
+        .await
+        .expect("within the whole timeout");
+    assert!(tcp.is_ok(), "{tcp:?}");
+    assert!(
+        started.elapsed() < 4 * SECOND,
+        "the silent address took all the time"
+    );
+}

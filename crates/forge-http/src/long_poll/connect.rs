@@ -78,12 +78,17 @@ pub(super) async fn open(
     tls: &TlsConnector,
     timeout: Duration,
 ) -> Result<Stream, ConnectError> {
-    tokio::time::timeout(timeout, open_now(url, policy, tls))
+    tokio::time::timeout(timeout, open_now(url, policy, tls, timeout))
         .await
         .unwrap_or(Err(ConnectError::Timeout))
 }
 
-async fn open_now(url: &Url, policy: AddressPolicy, tls: &TlsConnector) -> Result<Stream, ConnectError> {
+async fn open_now(
+    url: &Url,
+    policy: AddressPolicy,
+    tls: &TlsConnector,
+    timeout: Duration,
+) -> Result<Stream, ConnectError> {
     let https = match url.scheme() {
         "https" => true,
         "http" => false,
@@ -108,7 +113,7 @@ async fn open_now(url: &Url, policy: AddressPolicy, tls: &TlsConnector) -> Resul
         ),
         None => return Err(ConnectError::Url("the URL names no host")),
     };
-    let tcp = connect_any(&addresses).await?;
+    let tcp = connect_any(&addresses, timeout).await?;
     // Polls are small and latency matters more than packet count.
     let _ = tcp.set_nodelay(true);
     if https {
@@ -141,12 +146,24 @@ async fn resolve(name: &str, port: u16, policy: AddressPolicy) -> Result<Vec<Soc
 }
 
 /// Connects to the first of `addresses` that accepts, in order; the last failure otherwise.
-async fn connect_any(addresses: &[SocketAddr]) -> Result<TcpStream, ConnectError> {
+/// Each address gets an equal share of `timeout`, as hyper-util's connector gives it
+/// (`ConnectingTcpRemote::new`), so one address that drops packets (an IPv6 route a cluster
+/// lacks) does not use up the time of the others.
+pub(super) async fn connect_any(
+    addresses: &[SocketAddr],
+    timeout: Duration,
+) -> Result<TcpStream, ConnectError> {
+    let share = timeout
+        .checked_div(u32::try_from(addresses.len()).unwrap_or(u32::MAX))
+        .unwrap_or(timeout);
     let mut last = io::Error::new(io::ErrorKind::NotFound, "no address to connect to");
     for addr in addresses {
-        match TcpStream::connect(addr).await {
-            Ok(tcp) => return Ok(tcp),
-            Err(e) => last = e,
+        match tokio::time::timeout(share, TcpStream::connect(addr)).await {
+            Ok(Ok(tcp)) => return Ok(tcp),
+            Ok(Err(e)) => last = e,
+            Err(_) => {
+                last = io::Error::new(io::ErrorKind::TimedOut, format!("connecting to {addr} timed out"))
+            }
         }
     }
     Err(last.into())

@@ -57,10 +57,7 @@ impl TransportFailure {
     /// Describes `e`, dropping any part of it that could echo the request URL.
     pub fn from_reqwest(e: &reqwest::Error) -> TransportFailure {
         let url = e.url();
-        let origin = url
-            .map(|u| u.origin())
-            .filter(url::Origin::is_tuple)
-            .map(|o| o.ascii_serialization());
+        let origin = url.and_then(origin_of);
         // The resolver's own words say all: host, addresses, classes and the setting.
         if let Some(refused) = crate::address_policy::refusal_in(e) {
             return TransportFailure {
@@ -100,12 +97,9 @@ impl TransportFailure {
     /// A failure of `kind` talking to `url`, with `cause` from the network stack: only the
     /// URL's origin is kept.
     pub fn new(kind: TransportKind, url: &url::Url, cause: &str) -> TransportFailure {
-        let origin = Some(url.origin())
-            .filter(url::Origin::is_tuple)
-            .map(|o| o.ascii_serialization());
         TransportFailure {
             kind,
-            origin,
+            origin: origin_of(url),
             cause: (!cause.is_empty()).then(|| clip(cause)),
         }
     }
@@ -132,6 +126,13 @@ impl fmt::Display for TransportFailure {
         }
         Ok(())
     }
+}
+
+/// `scheme://host[:port]` of `url`, the only part of it a failure shows.
+fn origin_of(url: &url::Url) -> Option<String> {
+    Some(url.origin())
+        .filter(url::Origin::is_tuple)
+        .map(|o| o.ascii_serialization())
 }
 
 fn clip(text: &str) -> String {

@@ -4,6 +4,7 @@
 //! Secret of the same name holding what the runner needs to join the forge. The Secret is owned by
 //! the Job, the Job by the `RunnerGroup`, so deleting either cascades.
 
+mod observed;
 pub mod template;
 
 use std::collections::BTreeMap;
@@ -18,6 +19,7 @@ use crate::crd::{RunnerGroup, RunnerGroupSpec};
 use crate::embedded::EmbeddedError;
 use crate::forge::RunnerCredentials;
 
+pub use observed::ObservedJob;
 pub use template::{RUNNER_CONTAINER, merge_container, merge_pod_spec};
 
 /// Label naming the manager of every object forgerunner creates.

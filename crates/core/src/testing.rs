@@ -823,9 +823,9 @@ pub fn bound_jobs(bindings: &[&str]) -> Vec<crate::forge::WaitingJob> {
         .collect()
 }
 
-/// A Job named `name` with `annotations` and nothing else.
-pub fn annotated_job(name: &str, annotations: &[(&str, &str)]) -> k8s_openapi::api::batch::v1::Job {
-    k8s_openapi::api::batch::v1::Job {
+/// A runner Job, as the store keeps it, named `name` with `annotations` and nothing else.
+pub fn annotated_job(name: &str, annotations: &[(&str, &str)]) -> crate::runner_job::ObservedJob {
+    crate::runner_job::ObservedJob {
         metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
             name: Some(name.to_owned()),
             annotations: Some(

@@ -28,6 +28,7 @@ use crate::forge::{
 };
 use crate::plan::{Plan, Removal, RemovalReason, RunnerPhase};
 use crate::runner_class::dress_job;
+use crate::runner_job::ObservedJob;
 use crate::runner_job::{
     BUSY_ANNOTATION, RunnerJobInput, build_runner_job, build_runner_secret, record_binding,
 };
@@ -111,7 +112,7 @@ pub struct Target<'a> {
     /// The group as the forge sees it.
     pub group: &'a GroupContext,
     /// The group's runner Jobs as observed.
-    pub observed: &'a [Arc<Job>],
+    pub observed: &'a [Arc<ObservedJob>],
     /// Runners the cluster was killing while their Jobs still ran, as observed
     /// ([`super::runner_exit::killed_runners`]): what their removal reports when the pod is
     /// gone by the time it is read again.
@@ -206,7 +207,11 @@ async fn mark_busy(t: &Target<'_>, name: &str, report: &mut ApplyReport) {
 
 /// How the forge should see the runner of the Job `name` among `observed`, given what the
 /// group's session registered.
-pub(super) fn runner_ref(observed: &[Arc<Job>], registrations: &Registrations, name: &str) -> RunnerRef {
+pub(super) fn runner_ref(
+    observed: &[Arc<ObservedJob>],
+    registrations: &Registrations,
+    name: &str,
+) -> RunnerRef {
     let job = find_job(observed, name);
     let phase = job.map_or(RunnerPhase::Pending, super::observe::job_phase);
     registrations.runner_ref(name, phase, job)

@@ -7,12 +7,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use k8s_openapi::api::batch::v1::Job;
-
 use crate::crd::{ClassStatus, RunnerGroupSpec};
 use crate::forge::{ForgeRunnerState, WaitingJob};
 use crate::plan::{ClassLimit, Classes, ObservedRunner};
 use crate::runner_class::{ClassMatch, Wanted, group_label_names, job_class, wanted};
+use crate::runner_job::ObservedJob;
 
 /// The class of each runner this process created that the store does not list yet, by runner
 /// name. Without it a runner just created would count as one of the group's own until its Job
@@ -22,7 +21,7 @@ pub struct InFlightClasses(BTreeMap<String, String>);
 
 impl InFlightClasses {
     /// Forgets the runners the store lists now (their Job carries the class).
-    pub fn settle(&mut self, jobs: &[Arc<Job>]) {
+    pub fn settle(&mut self, jobs: &[Arc<ObservedJob>]) {
         let present: BTreeSet<&str> = jobs.iter().filter_map(|j| j.metadata.name.as_deref()).collect();
         self.0.retain(|name, _| !present.contains(name.as_str()));
     }
@@ -37,10 +36,10 @@ impl InFlightClasses {
 }
 
 /// The class of each classed runner among `jobs` and the in-flight creations, by runner name.
-pub fn runner_classes(jobs: &[Arc<Job>], in_flight: &InFlightClasses) -> BTreeMap<String, String> {
+pub fn runner_classes(jobs: &[Arc<ObservedJob>], in_flight: &InFlightClasses) -> BTreeMap<String, String> {
     let mut out = in_flight.0.clone();
     for job in jobs {
-        if let (Some(name), Some(class)) = (job.metadata.name.as_ref(), job_class(job)) {
+        if let (Some(name), Some(class)) = (job.metadata.name.as_ref(), job_class(job.as_ref())) {
             out.insert(name.clone(), class.to_owned());
         }
     }
@@ -155,18 +154,18 @@ mod tests {
         }
     }
 
-    fn job(name: &str, class: Option<&str>) -> Arc<Job> {
+    fn job(name: &str, class: Option<&str>) -> Arc<ObservedJob> {
         let mut labels = BTreeMap::new();
         if let Some(c) = class {
             labels.insert(CLASS_LABEL.to_owned(), c.to_owned());
         }
-        Arc::new(Job {
+        Arc::new(ObservedJob {
             metadata: ObjectMeta {
                 name: Some(name.into()),
                 labels: Some(labels),
                 ..ObjectMeta::default()
             },
-            ..Job::default()
+            ..ObservedJob::default()
         })
     }
 

@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use jiff::Timestamp;
-use k8s_openapi::api::batch::v1::Job;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
@@ -35,6 +34,7 @@ use crate::forge::{
 };
 use crate::names::is_label_value;
 use crate::runner_job::GROUP_LABEL;
+use crate::runner_job::ObservedJob;
 
 /// How long after its `deletionTimestamp` a group waits for the forge. A healthy forge cleans
 /// up in seconds (one scale set delete, a few runner deletes in parallel); two minutes leave
@@ -91,7 +91,7 @@ pub async fn cleanup(group: Arc<RunnerGroup>, ctx: &Context) -> Result<Action, R
     if let Some(s) = &session {
         s.close().await;
     }
-    let jobs_api: Api<Job> = Api::namespaced(ctx.client.clone(), &key.namespace);
+    let jobs_api: Api<ObservedJob> = Api::namespaced(ctx.client.clone(), &key.namespace);
     let jobs = list_group_jobs(&jobs_api, &group).await?;
     let first_attempt = ctx.with_memory(&key, |m| {
         let st = m.cleanup.get_or_insert_with(CleanupState::default);
@@ -167,7 +167,10 @@ fn remaining_budget(group: &RunnerGroup, now: Timestamp, first_attempt: bool) ->
 
 /// The group's runner Jobs, straight from the API server: the decision to release the
 /// finalizer must not rest on a store that lags.
-async fn list_group_jobs(api: &Api<Job>, group: &RunnerGroup) -> Result<Vec<Arc<Job>>, ReconcileError> {
+async fn list_group_jobs(
+    api: &Api<ObservedJob>,
+    group: &RunnerGroup,
+) -> Result<Vec<Arc<ObservedJob>>, ReconcileError> {
     let name = group.name_any();
     if !is_label_value(&name) {
         // A real server refuses such a selector with 400 (apimachinery `labels.Parse` →
@@ -347,7 +350,7 @@ fn timed_out(what: &str) -> String {
 }
 
 /// Deletes the Jobs not yet on their way out; returns how many are still listed.
-async fn delete_jobs(api: &Api<Job>, jobs: &[Arc<Job>]) -> Result<usize, ReconcileError> {
+async fn delete_jobs(api: &Api<ObservedJob>, jobs: &[Arc<ObservedJob>]) -> Result<usize, ReconcileError> {
     for name in jobs
         .iter()
         .filter(|j| j.metadata.deletion_timestamp.is_none())

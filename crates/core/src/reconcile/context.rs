@@ -1,11 +1,11 @@
 //! Shared state of one controller: clients, forges, the Job store and per-group memory.
 
+use crate::runner_job::ObservedJob;
 use crate::schedule::CalendarClock;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use k8s_openapi::api::batch::v1::Job;
 use kube::Client;
 use kube::runtime::reflector::Store;
 use tokio::sync::Semaphore;
@@ -79,7 +79,7 @@ pub struct Context {
     /// [`GroupMemory::recent_events`]).
     pub recorder: EventWriter,
     /// Runner Jobs of this operator, from the controller's reflector.
-    pub jobs: Store<Job>,
+    pub jobs: Store<ObservedJob>,
     /// Whether `jobs` has listed once. Until then an empty store means "not known yet", not
     /// "no runners": planning on it would create runners beyond `maxRunners` after a restart.
     pub jobs_synced: Arc<std::sync::atomic::AtomicBool>,
@@ -125,7 +125,7 @@ impl Context {
         forges: Arc<dyn ForgeSet>,
         metrics: Arc<Metrics>,
         recorder: EventWriter,
-        jobs: Store<Job>,
+        jobs: Store<ObservedJob>,
         jobs_synced: Arc<std::sync::atomic::AtomicBool>,
     ) -> Context {
         Context {
@@ -319,7 +319,7 @@ mod tests {
             forges,
             Arc::new(Metrics::default()),
             EventWriter::new(client, reporter),
-            kube::runtime::reflector::store::<Job>().0,
+            kube::runtime::reflector::store::<ObservedJob>().0,
             Arc::new(std::sync::atomic::AtomicBool::new(true)),
         );
         let delays: Vec<Duration> = (0..50)

@@ -19,11 +19,12 @@ use super::runner_exit::JOB_NAME_LABEL;
 use crate::forge::GroupKey;
 use crate::job_identity::JobIdentity;
 use crate::runner_job::GROUP_LABEL;
+use crate::runner_job::ObservedJob;
 
 /// Runners among `observed` whose identity the forge now tells and whose Job lacks it, with
 /// the annotations to add. Pure.
 pub fn identities_to_record(
-    observed: &[Arc<Job>],
+    observed: &[Arc<ObservedJob>],
     identities: &BTreeMap<String, JobIdentity>,
 ) -> BTreeMap<String, BTreeMap<String, String>> {
     let mut out = BTreeMap::new();
@@ -58,7 +59,11 @@ impl IdentityWrites {
 
     /// Drops from `todo` the runners already handed out and claims the rest; forgets runners
     /// whose Job is no longer among `observed`.
-    pub fn claim(&self, todo: &mut BTreeMap<String, BTreeMap<String, String>>, observed: &[Arc<Job>]) {
+    pub fn claim(
+        &self,
+        todo: &mut BTreeMap<String, BTreeMap<String, String>>,
+        observed: &[Arc<ObservedJob>],
+    ) {
         let mut claimed = self.lock();
         let live: BTreeSet<&str> = observed
             .iter()
@@ -204,7 +209,7 @@ mod tests {
     use super::*;
     use crate::job_identity::{JOB_NAME_ANNOTATION, JOB_RUN_ID_ANNOTATION};
 
-    fn job(name: &str, annotations: &[(&str, &str)]) -> Arc<Job> {
+    fn job(name: &str, annotations: &[(&str, &str)]) -> Arc<ObservedJob> {
         Arc::new(crate::testing::annotated_job(name, annotations))
     }
 

@@ -10,8 +10,6 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::batch::v1::Job;
-
 pub mod connected;
 pub mod offline_rows;
 pub mod registrations;
@@ -37,6 +35,7 @@ use crate::forge::{
 use crate::metrics::JobSeriesBook;
 use crate::plan::ObservedRunner;
 use crate::plan::memory::PlanMemory;
+use crate::runner_job::ObservedJob;
 
 /// One group's books.
 #[derive(Debug, Default)]
@@ -221,7 +220,7 @@ pub struct InFlight {
 
 impl InFlight {
     /// Forgets entries the store has caught up with.
-    pub fn settle(&mut self, jobs: &[Arc<Job>]) {
+    pub fn settle(&mut self, jobs: &[Arc<ObservedJob>]) {
         let present: BTreeSet<&str> = jobs.iter().filter_map(|j| j.metadata.name.as_deref()).collect();
         self.created.retain(|n| !present.contains(n.as_str()));
         self.deleted.retain(|n| present.contains(n.as_str()));

@@ -41,7 +41,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use event_writer::EventWriter;
 use futures::StreamExt;
-use k8s_openapi::api::batch::v1::Job;
 use kube::Client;
 use kube::api::Api;
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
@@ -59,6 +58,7 @@ use crate::forge::{Forge, GroupKey};
 use crate::forge_hosts::ForgeHostAllowlist;
 use crate::metrics::Metrics;
 use crate::runner_job::MANAGED_BY_SELECTOR;
+use crate::runner_job::ObservedJob;
 
 pub use context::Context;
 pub use error::ReconcileError;
@@ -135,13 +135,12 @@ fn group_predicate(g: &RunnerGroup) -> Option<u64> {
     Some(h.finish())
 }
 
-/// Drops what the reconciler never reads from a runner Job before the store keeps it: the pod
-/// template (most of the object), `managedFields` and condition messages. The store holds every
-/// runner Job of every group, so this is most of the operator's memory under load; what stays is
-/// what [`observe`] and the forges read (labels, annotations, owners, timestamps, status
-/// counters and condition types).
-pub fn slim_job(job: &mut Job) {
-    job.spec = None;
+/// Drops what the reconciler never reads from a runner Job before the store keeps it:
+/// `managedFields` and condition messages (an [`ObservedJob`] never had the pod template). The
+/// store holds every runner Job of every group, so this is most of the operator's memory under
+/// load; what stays is what [`observe`] and the forges read (labels, annotations, owners,
+/// timestamps, status counters and condition types).
+pub fn slim_job(job: &mut ObservedJob) {
     job.metadata.managed_fields = None;
     if let Some(status) = job.status.as_mut() {
         for c in status.conditions.iter_mut().flatten() {
@@ -272,7 +271,7 @@ fn scope_controller(
     impl std::future::Future<Output = bool> + Send + 'static,
 ) {
     let client = shared.client;
-    let (groups_api, jobs_api): (Api<RunnerGroup>, Api<Job>) = match scope {
+    let (groups_api, jobs_api): (Api<RunnerGroup>, Api<ObservedJob>) = match scope {
         Some(ns) => (
             Api::namespaced(client.clone(), ns),
             Api::namespaced(client.clone(), ns),
@@ -377,7 +376,7 @@ async fn forward_triggers(
 
 #[cfg(test)]
 mod tests {
-    use k8s_openapi::api::batch::v1::{JobCondition, JobSpec, JobStatus};
+    use k8s_openapi::api::batch::v1::{JobCondition, JobStatus};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ManagedFieldsEntry, ObjectMeta};
 
     use super::*;
@@ -385,7 +384,7 @@ mod tests {
 
     #[test]
     fn slim_job_keeps_what_observation_reads() {
-        let mut job = Job {
+        let mut job = ObservedJob {
             metadata: ObjectMeta {
                 name: Some("g-abcde".into()),
                 namespace: Some("ci".into()),
@@ -396,7 +395,6 @@ mod tests {
                 managed_fields: Some(vec![ManagedFieldsEntry::default()]),
                 ..ObjectMeta::default()
             },
-            spec: Some(JobSpec::default()),
             status: Some(JobStatus {
                 ready: Some(1),
                 conditions: Some(vec![JobCondition {
@@ -414,7 +412,7 @@ mod tests {
             observe::job_annotations(&[Arc::new(job.clone())], "g-abcde"),
         );
         slim_job(&mut job);
-        assert!(job.spec.is_none() && job.metadata.managed_fields.is_none());
+        assert!(job.metadata.managed_fields.is_none());
         let conds = job
             .status
             .as_ref()

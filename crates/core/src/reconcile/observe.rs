@@ -6,12 +6,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use jiff::Timestamp;
-use k8s_openapi::api::batch::v1::Job;
 
 use super::ledger::{ConnectedSince, InFlight, Registrations};
 use crate::crd::RunnerGroup;
 use crate::forge::{ForgeRunnerState, ForgeView, RunnerRef};
 use crate::plan::{ObservedRunner, RunnerPhase};
+use crate::runner_job::ObservedJob;
 use crate::runner_job::{BUSY_ANNOTATION, GROUP_LABEL, TEMPLATE_HASH_ANNOTATION};
 use crate::runner_pod::disruption::Disruption;
 
@@ -24,7 +24,7 @@ use crate::runner_pod::disruption::Disruption;
 /// Job without the owner, or a group whose uid is unknown, is not the group's; nor are a
 /// re-created group's predecessor's Jobs. Such a Job is left alone without a log line: this
 /// runs on every pass, and the Job never becomes the group's later.
-pub fn belongs_to(job: &Job, group: &RunnerGroup) -> bool {
+pub fn belongs_to(job: &ObservedJob, group: &RunnerGroup) -> bool {
     let same_ns = job.metadata.namespace == group.metadata.namespace;
     let labelled =
         job.metadata.labels.as_ref().and_then(|l| l.get(GROUP_LABEL)) == group.metadata.name.as_ref();
@@ -39,7 +39,7 @@ pub fn belongs_to(job: &Job, group: &RunnerGroup) -> bool {
 }
 
 /// The phase of a runner Job, from its deletion mark, conditions and counters.
-pub fn job_phase(job: &Job) -> RunnerPhase {
+pub fn job_phase(job: &ObservedJob) -> RunnerPhase {
     if job.metadata.deletion_timestamp.is_some() {
         return RunnerPhase::Terminating;
     }
@@ -77,7 +77,7 @@ pub fn job_phase(job: &Job) -> RunnerPhase {
 /// `terminating`. A pod the taint manager deleted on a node that stopped answering stays so for
 /// as long as the Node object does. `status.terminating` is written from Kubernetes 1.29
 /// (`JobPodReplacementPolicy`); without it a busy runner's Job with no active pod tells the same.
-pub fn pod_leaving(job: &Job) -> bool {
+pub fn pod_leaving(job: &ObservedJob) -> bool {
     let Some(status) = &job.status else {
         return false;
     };
@@ -100,7 +100,7 @@ pub fn mark_killed(runners: &mut [ObservedRunner], killed: &BTreeMap<String, Dis
 }
 
 /// Whether the Job carries the busy mark.
-pub fn ever_busy(job: &Job) -> bool {
+pub fn ever_busy(job: &ObservedJob) -> bool {
     job.metadata
         .annotations
         .as_ref()
@@ -111,7 +111,7 @@ pub fn ever_busy(job: &Job) -> bool {
 /// Whether the Job's pod was built from another spec than the one hashing to `current`. A Job
 /// without the annotation (made before it existed) is left alone: an upgrade of the operator
 /// alone must not replace every idle runner.
-pub fn outdated(job: &Job, current: &str) -> bool {
+pub fn outdated(job: &ObservedJob, current: &str) -> bool {
     job.metadata
         .annotations
         .as_ref()
@@ -120,7 +120,7 @@ pub fn outdated(job: &Job, current: &str) -> bool {
 }
 
 /// Seconds since the Job was created (0 when unknown or in the future).
-pub fn age_seconds(job: &Job, now: Timestamp) -> u64 {
+pub fn age_seconds(job: &ObservedJob, now: Timestamp) -> u64 {
     job.metadata
         .creation_timestamp
         .as_ref()
@@ -133,7 +133,7 @@ pub fn age_seconds(job: &Job, now: Timestamp) -> u64 {
 /// the group's session registered it ([`Registrations::runner_ref`]) and since when the forge
 /// has shown it connected ([`ConnectedSince`]).
 pub fn runner_refs(
-    jobs: &[Arc<Job>],
+    jobs: &[Arc<ObservedJob>],
     observed: &[ObservedRunner],
     registrations: &Registrations,
     connected: &ConnectedSince,
@@ -148,14 +148,14 @@ pub fn runner_refs(
 }
 
 /// The Job named `name` among `jobs`.
-pub fn find_job<'a>(jobs: &'a [Arc<Job>], name: &str) -> Option<&'a Job> {
+pub fn find_job<'a>(jobs: &'a [Arc<ObservedJob>], name: &str) -> Option<&'a ObservedJob> {
     jobs.iter()
         .find(|j| j.metadata.name.as_deref() == Some(name))
         .map(|j| j.as_ref())
 }
 
 /// The annotations of the Job named `name` (empty when the store does not have it).
-pub fn job_annotations(jobs: &[Arc<Job>], name: &str) -> BTreeMap<String, String> {
+pub fn job_annotations(jobs: &[Arc<ObservedJob>], name: &str) -> BTreeMap<String, String> {
     find_job(jobs, name)
         .and_then(|j| j.metadata.annotations.clone())
         .unwrap_or_default()
@@ -176,7 +176,7 @@ pub fn with_forge_states(mut runners: Vec<ObservedRunner>, view: &ForgeView) -> 
 /// is not counted (or deleted) twice.
 /// `template_hash` is the current spec's ([`crate::runner_job::template_hash`]).
 pub fn observe_runners(
-    jobs: &[Arc<Job>],
+    jobs: &[Arc<ObservedJob>],
     in_flight: &InFlight,
     template_hash: &str,
     now: Timestamp,
@@ -221,8 +221,8 @@ mod tests {
         Timestamp::from_second(secs).expect("valid timestamp")
     }
 
-    fn job(name: &str, status: Option<JobStatus>) -> Job {
-        Job {
+    fn job(name: &str, status: Option<JobStatus>) -> ObservedJob {
+        ObservedJob {
             metadata: ObjectMeta {
                 name: Some(name.into()),
                 namespace: Some("ci".into()),
@@ -234,7 +234,6 @@ mod tests {
                 creation_timestamp: Some(Time(ts(1000))),
                 ..ObjectMeta::default()
             },
-            spec: None,
             status,
         }
     }

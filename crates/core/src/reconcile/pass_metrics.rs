@@ -4,7 +4,6 @@
 use std::sync::Arc;
 
 use jiff::Timestamp;
-use k8s_openapi::api::batch::v1::Job;
 
 use super::context::Context;
 use super::pipeline::group_key;
@@ -15,6 +14,7 @@ use crate::forge::{ForgeRunnerState, ForgeView, GroupKey};
 use crate::job_identity::JobIdentity;
 use crate::metrics::{GroupGauges, GroupLabels, JobLabels, JobSeriesBook, RunnerLabels};
 use crate::plan::ObservedRunner;
+use crate::runner_job::ObservedJob;
 
 /// States of the older `forgerunner_runners` gauge.
 const RUNNER_STATES: [&str; 4] = ["idle", "busy", "pending", "failed"];
@@ -66,7 +66,7 @@ pub fn group_gauges(
 /// What the latency per stage learns from one pass ([`StageTracker::pass`]).
 pub(super) fn stage_samples(
     stages: &mut StageTracker,
-    jobs: &[Arc<Job>],
+    jobs: &[Arc<ObservedJob>],
     observed: &[ObservedRunner],
     view: &ForgeView,
     created: u32,
@@ -86,7 +86,7 @@ pub(super) fn stage_samples(
 pub(super) fn count_jobs(
     ctx: &Context,
     group: &RunnerGroup,
-    jobs: &[Arc<Job>],
+    jobs: &[Arc<ObservedJob>],
     view: &ForgeView,
     samples: &StageSamples,
     series: &mut JobSeriesBook,
@@ -144,7 +144,7 @@ pub(super) fn record_pass(
 
 /// The job a runner runs or ran: as the forge tells it this pass, else as recorded on the
 /// runner Job (a finished runner's job is no longer in the forge's view).
-pub(super) fn job_identity(view: &ForgeView, jobs: &[Arc<Job>], runner: &str) -> Option<JobIdentity> {
+pub(super) fn job_identity(view: &ForgeView, jobs: &[Arc<ObservedJob>], runner: &str) -> Option<JobIdentity> {
     if let Some(id) = view.job_identities.get(runner) {
         return Some(id.clone());
     }

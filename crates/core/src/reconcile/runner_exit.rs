@@ -8,7 +8,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 use tracing::debug;
@@ -16,6 +15,7 @@ use tracing::debug;
 use super::observe::pod_leaving;
 use crate::forge::{ForgeProfile, RunnerExit};
 use crate::plan::ObservedRunner;
+use crate::runner_job::ObservedJob;
 use crate::runner_job::{GROUP_LABEL, RUNNER_CONTAINER};
 use crate::runner_pod::disruption::{Disruption, NodePresence, classify, classify_job};
 
@@ -56,7 +56,7 @@ pub struct FailedPod {
 
 /// How the cluster killed the runner of a failed Job, from its `pods` (the precise reason) or,
 /// when they show none, from the Job `job` as last observed.
-pub fn disruption_of(pods: &[Pod], job: Option<&Job>) -> Option<Disruption> {
+pub fn disruption_of(pods: &[Pod], job: Option<&ObservedJob>) -> Option<Disruption> {
     pods.iter()
         .find_map(|p| classify(p, NodePresence::Unknown))
         .or_else(|| job.and_then(classify_job))
@@ -83,7 +83,7 @@ pub fn killed_while_running(pods: &[Pod]) -> Option<Disruption> {
 pub async fn killed_runners(
     pods: &Api<Pod>,
     group: &str,
-    jobs: &[Arc<Job>],
+    jobs: &[Arc<ObservedJob>],
     runners: &[ObservedRunner],
 ) -> BTreeMap<String, Disruption> {
     let leaving: BTreeSet<&str> = runners
@@ -127,7 +127,7 @@ pub async fn failed_runner_pod(
     pods: &Api<Pod>,
     profile: &ForgeProfile,
     name: &str,
-    job: Option<&Job>,
+    job: Option<&ObservedJob>,
 ) -> FailedPod {
     let lp = ListParams::default().labels(&format!("{JOB_NAME_LABEL}={name}"));
     let items = match pods.list(&lp).await {
@@ -168,21 +168,16 @@ mod tests {
         (code == 7).then_some(RunnerExit::Outdated)
     }
 
-    /// A runner Job as built (with its `podFailurePolicy`), failed with `reason`.
-    fn failed_job(reason: &str) -> Job {
-        let mut job: Job = serde_json::from_value(serde_json::json!({
+    /// A runner Job, as the store keeps it, failed with `reason`.
+    fn failed_job(reason: &str) -> ObservedJob {
+        serde_json::from_value(serde_json::json!({
             "metadata": {"name": "r-abcde"},
             "status": {"failed": 1, "conditions": [
                 {"type": "FailureTarget", "status": "True", "reason": reason},
                 {"type": "Failed", "status": "True", "reason": reason},
             ]},
         }))
-        .expect("job");
-        job.spec = Some(k8s_openapi::api::batch::v1::JobSpec {
-            pod_failure_policy: Some(crate::runner_pod::disruption::runner_pod_failure_policy()),
-            ..Default::default()
-        });
-        job
+        .expect("job")
     }
 
     #[test]
@@ -193,7 +188,7 @@ mod tests {
             disruption_of(&[], Some(&by_policy)),
             Some(Disruption::Unattributed)
         );
-        // As the store keeps it (`slim_job`: no spec).
+        // As the store keeps it (`slim_job`: no condition messages).
         let mut slim = by_policy.clone();
         crate::reconcile::slim_job(&mut slim);
         assert_eq!(disruption_of(&[], Some(&slim)), Some(Disruption::Unattributed));

@@ -10,8 +10,8 @@ use crate::runner_job::RunnerJobError;
 use crate::runner_job::template::runner_container_index;
 
 /// The class a runner's Job names ([`CLASS_LABEL`]); `None` for the group's own runners.
-pub fn job_class(job: &Job) -> Option<&str> {
-    job.metadata
+pub fn job_class(job: &impl kube::Resource) -> Option<&str> {
+    job.meta()
         .labels
         .as_ref()
         .and_then(|l| l.get(CLASS_LABEL))

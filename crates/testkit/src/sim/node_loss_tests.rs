@@ -332,14 +332,14 @@ async fn a_deleted_node_object_takes_the_pod_at_once_and_the_job_policy_remember
     assert_eq!(reason_of(&spot, "Failed"), Some("PodFailurePolicy"));
     assert_eq!(spot.status.as_ref().and_then(|s| s.failed), Some(1));
     assert_eq!(
-        forgerunner_core::runner_pod::disruption::classify_job(&spot),
+        forgerunner_core::runner_pod::disruption::classify_job(&spot.clone().into()),
         Some(Disruption::Unattributed)
     );
     // Without the policy nothing of the disruption is left anywhere.
     let plain = failed_job(&client, "plain").await;
     assert_eq!(reason_of(&plain, "Failed"), Some("BackoffLimitExceeded"));
     assert_eq!(
-        forgerunner_core::runner_pod::disruption::classify_job(&plain),
+        forgerunner_core::runner_pod::disruption::classify_job(&plain.clone().into()),
         None
     );
     // PodGC records no Event.

@@ -15,10 +15,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
-use k8s_openapi::api::batch::v1::Job;
-
 use crate::forge::RunnerRef;
 use crate::plan::{ObservedRunner, RunnerPhase};
+use crate::runner_job::ObservedJob;
 
 /// One runner the session registered: when, and the annotations `register` returned.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -77,7 +76,7 @@ impl Registrations {
 
     /// How the forge should see the runner `name` in `phase`, whose Job is `job` when the store
     /// shows it: the Job's annotations with what `register` returned laid over them.
-    pub fn runner_ref(&self, name: &str, phase: RunnerPhase, job: Option<&Job>) -> RunnerRef {
+    pub fn runner_ref(&self, name: &str, phase: RunnerPhase, job: Option<&ObservedJob>) -> RunnerRef {
         let mut annotations = job
             .and_then(|j| j.metadata.annotations.clone())
             .unwrap_or_default();
@@ -113,7 +112,7 @@ mod tests {
         BTreeMap::from([("forge/runner-id".to_owned(), id.to_owned())])
     }
 
-    fn job(name: &str, annotations: &[(&str, &str)]) -> Job {
+    fn job(name: &str, annotations: &[(&str, &str)]) -> ObservedJob {
         crate::testing::annotated_job(name, annotations)
     }
 

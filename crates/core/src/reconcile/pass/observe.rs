@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Event as CoreEvent, Pod};
 use kube::api::Api;
 use tracing::info;
@@ -23,13 +22,14 @@ use crate::reconcile::observe::{belongs_to, mark_killed, observe_runners, runner
 use crate::reconcile::runner_exit::killed_runners;
 use crate::reconcile::runner_rbac::must_reapply;
 use crate::reconcile::startup_check::find_stuck;
+use crate::runner_job::ObservedJob;
 use crate::runner_job::template_hash;
 use crate::runner_pod::disruption::Disruption;
 
 /// What the observe step saw.
 pub(super) struct Seen {
     /// The group's runner Jobs in the store.
-    pub jobs: Vec<Arc<Job>>,
+    pub jobs: Vec<Arc<ObservedJob>>,
     /// Every runner of the group (in-flight creations included), with the forge's state.
     pub runners: Vec<ObservedRunner>,
     /// The forge's view of the group.
@@ -50,7 +50,7 @@ pub(super) async fn observe(
     found: &Found,
     ledger: &mut Ledger,
 ) -> Result<Seen, ReconcileError> {
-    let jobs: Vec<Arc<Job>> = ctx
+    let jobs: Vec<Arc<ObservedJob>> = ctx
         .jobs
         .state()
         .into_iter()

@@ -32,10 +32,11 @@
 //! (`reconcile::runner_exit::killed_runners`).
 
 use k8s_openapi::api::batch::v1::{
-    Job, PodFailurePolicy, PodFailurePolicyOnPodConditionsPattern, PodFailurePolicyRule,
+    PodFailurePolicy, PodFailurePolicyOnPodConditionsPattern, PodFailurePolicyRule,
 };
 
 use super::{DISRUPTION_TARGET, Disruption};
+use crate::runner_job::ObservedJob;
 
 /// `podFailurePolicy` action that fails the whole Job (k8s.io/api `PodFailurePolicyActionFailJob`).
 pub const FAIL_JOB: &str = "FailJob";
@@ -48,7 +49,7 @@ pub const POD_FAILURE_POLICY_REASON: &str = "PodFailurePolicy";
 /// [`POD_FAILURE_POLICY_REASON`], which outlives the pod.
 ///
 /// Every `FailJob` rule here must fire on `DisruptionTarget` alone: [`classify_job`] reads the
-/// reason as a disruption on Jobs whose spec the operator's store dropped.
+/// reason as a disruption on Jobs the operator's store keeps without their spec.
 pub fn runner_pod_failure_policy() -> PodFailurePolicy {
     PodFailurePolicy {
         rules: vec![PodFailurePolicyRule {
@@ -63,40 +64,15 @@ pub fn runner_pod_failure_policy() -> PodFailurePolicy {
     }
 }
 
-/// Whether every `FailJob` rule of `policy` fires on `DisruptionTarget=True` alone, so that a Job
-/// failed by the policy had a pod with that condition. A Job made by an operator version
-/// with other rules (or none) is not read this way.
-fn fails_only_on_disruption(policy: &PodFailurePolicy) -> bool {
-    let mut fail_job = policy.rules.iter().filter(|r| r.action == FAIL_JOB).peekable();
-    fail_job.peek().is_some()
-        && fail_job.all(|r| {
-            r.on_exit_codes.is_none()
-                && r.on_pod_conditions.as_ref().is_some_and(|patterns| {
-                    !patterns.is_empty()
-                        && patterns.iter().all(|p| {
-                            p.type_ == DISRUPTION_TARGET && p.status.as_deref().unwrap_or("True") == "True"
-                        })
-                })
-        })
-}
-
 /// Whether the runner Job `job` failed because its pod carried `DisruptionTarget=True`: a true
-/// `FailureTarget` or `Failed` condition with reason [`POD_FAILURE_POLICY_REASON`], on a Job
-/// whose policy fails it on that condition only. The pod's own reason is gone with it, so the
-/// answer is [`Disruption::Unattributed`].
+/// `FailureTarget` or `Failed` condition with reason [`POD_FAILURE_POLICY_REASON`]. The pod's
+/// own reason is gone with it, so the answer is [`Disruption::Unattributed`].
 ///
-/// A Job without its spec is taken as the operator's store keeps a runner Job
-/// (`reconcile::slim_job` drops the spec): built with [`runner_pod_failure_policy`]. The reason
-/// alone is enough then, as the Job controller writes it only for a Job with a policy.
-pub fn classify_job(job: &Job) -> Option<Disruption> {
-    if let Some(spec) = &job.spec
-        && !spec
-            .pod_failure_policy
-            .as_ref()
-            .is_some_and(fails_only_on_disruption)
-    {
-        return None;
-    }
+/// The store keeps runner Jobs without their spec ([`ObservedJob`]), so the policy is not read
+/// back: every runner Job is built with [`runner_pod_failure_policy`], whose one `FailJob` rule
+/// fires on `DisruptionTarget` alone, and the Job controller writes the reason only for a Job
+/// with a policy.
+pub fn classify_job(job: &ObservedJob) -> Option<Disruption> {
     let failed_by_policy = job.status.as_ref()?.conditions.iter().flatten().any(|c| {
         (c.type_ == "Failed" || c.type_ == "FailureTarget")
             && c.status == "True"
@@ -107,23 +83,17 @@ pub fn classify_job(job: &Job) -> Option<Disruption> {
 
 #[cfg(test)]
 mod tests {
-    use k8s_openapi::api::batch::v1::JobSpec;
     use serde_json::json;
 
     use super::*;
 
-    /// A runner Job with our policy and the given status.
-    fn job(status: serde_json::Value) -> Job {
-        let mut job: Job = serde_json::from_value(json!({
+    /// A runner Job, as the store keeps it, with the given status.
+    fn job(status: serde_json::Value) -> ObservedJob {
+        serde_json::from_value(json!({
             "metadata": {"name": "r-abcde"},
             "status": status,
         }))
-        .expect("job");
-        job.spec = Some(JobSpec {
-            pod_failure_policy: Some(runner_pod_failure_policy()),
-            ..JobSpec::default()
-        });
-        job
+        .expect("job")
     }
 
     fn condition(type_: &str, reason: &str) -> serde_json::Value {
@@ -140,11 +110,6 @@ mod tests {
                 "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
             }]})
         );
-    }
-
-    #[test]
-    fn the_runner_policy_fails_the_job_on_disruption_alone() {
-        assert!(fails_only_on_disruption(&runner_pod_failure_policy()));
     }
 
     #[test]
@@ -173,60 +138,10 @@ mod tests {
     }
 
     #[test]
-    fn a_false_condition_or_a_job_without_our_policy_tells_nothing() {
+    fn a_false_condition_tells_nothing() {
         let reset = job(json!({"conditions": [
             {"type": "Failed", "status": "False", "reason": "PodFailurePolicy"},
         ]}));
         assert_eq!(classify_job(&reset), None);
-        // A Job made before the policy existed.
-        let mut old = job(json!({"conditions": [condition("Failed", "PodFailurePolicy")]}));
-        old.spec = Some(JobSpec::default());
-        assert_eq!(classify_job(&old), None);
-    }
-
-    #[test]
-    fn a_job_as_the_store_keeps_it_is_read_by_its_conditions() {
-        // `reconcile::slim_job` drops the spec of every stored runner Job.
-        let mut slim = job(json!({"failed": 1, "conditions": [
-            condition("FailureTarget", "PodFailurePolicy"),
-            condition("Failed", "PodFailurePolicy"),
-        ]}));
-        slim.spec = None;
-        assert_eq!(classify_job(&slim), Some(Disruption::Unattributed));
-        let mut own = job(json!({"conditions": [condition("Failed", "BackoffLimitExceeded")]}));
-        own.spec = None;
-        assert_eq!(classify_job(&own), None);
-    }
-
-    #[test]
-    fn only_a_policy_that_fails_on_disruption_alone_is_read() {
-        let with = |rules: serde_json::Value| -> Job {
-            let mut j = job(json!({"conditions": [condition("Failed", "PodFailurePolicy")]}));
-            j.spec.as_mut().expect("spec").pod_failure_policy =
-                Some(serde_json::from_value(json!({"rules": rules})).expect("policy"));
-            j
-        };
-        let exit_code = with(json!([
-            {"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
-            {"action": "FailJob", "onExitCodes": {"operator": "In", "values": [42]}},
-        ]));
-        assert_eq!(classify_job(&exit_code), None, "exit 42 fails it too");
-        let other_condition = with(json!([
-            {"action": "FailJob", "onPodConditions": [{"type": "ConfigIssue", "status": "True"}]},
-        ]));
-        assert_eq!(classify_job(&other_condition), None);
-        let ignore_only = with(json!([
-            {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
-        ]));
-        assert_eq!(classify_job(&ignore_only), None, "no FailJob rule");
-        let defaulted_status = with(json!([
-            {"action": "Ignore", "onExitCodes": {"operator": "In", "values": [3]}},
-            {"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget"}]},
-        ]));
-        assert_eq!(
-            classify_job(&defaulted_status),
-            Some(Disruption::Unattributed),
-            "status defaults to True; other actions do not fail the Job"
-        );
     }
 }

@@ -138,6 +138,42 @@ async fn polls_share_one_kept_connection() {
 }
 
 #[tokio::test]
+async fn a_poll_that_hangs_holds_only_its_own_connection() {
+    // One client serves every group of a forge host: a poll the server never answers must not
+    // hold up another poll, to the same origin or to another one.
+    let same = Server::start(|n| if n == 0 { Act::Hang } else { Act::Answer(OK) }).await;
+    let other = Server::start(|_| Act::Answer(OK)).await;
+    let client = Arc::new(client(AddressPolicy::AllowPrivate, None));
+    let hanging = {
+        let (client, url) = (client.clone(), same.url("http", "127.0.0.1"));
+        tokio::spawn(async move { client.get(&url, &headers(), 60 * SECOND, |_| 100).await })
+    };
+    // The hanging poll has its connection before the others start.
+    let deadline = tokio::time::Instant::now() + 5 * SECOND;
+    while same.requests.load(Ordering::SeqCst) == 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the first poll never arrived"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    for url in [same.url("http", "127.0.0.1"), other.url("http", "127.0.0.1")] {
+        let answer = tokio::time::timeout(5 * SECOND, client.get(&url, &headers(), 5 * SECOND, |_| 100))
+            .await
+            .expect("not held up by the hanging poll")
+            .expect("answer");
+        assert_eq!(answer.status, StatusCode::OK);
+    }
+    assert_eq!(
+        same.accepted.load(Ordering::SeqCst),
+        2,
+        "a second connection to the same origin"
+    );
+    assert!(!hanging.is_finished(), "the hanging poll still waits");
+    hanging.abort();
+}
+
+#[tokio::test]
 async fn a_connection_the_server_closed_while_idle_is_replaced_once() {
     // Every answer closes its connection without `Connection: close`, as a server that
     // drops idle connections does.

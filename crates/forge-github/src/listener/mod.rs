@@ -121,7 +121,11 @@ impl Listener {
             shared: shared.clone(),
             cancel: cancel.clone(),
         };
-        let task = tokio::spawn(tracing::Instrument::instrument(task.run(), span));
+        // `run` borrows the task, so the spawned future holds it once rather than twice.
+        let task = tokio::spawn(tracing::Instrument::instrument(
+            async move { task.run().await },
+            span,
+        ));
         Listener {
             scale_set_id,
             shared,
@@ -223,7 +227,7 @@ impl Task {
         }
     }
 
-    async fn run(self) {
+    async fn run(&self) {
         let mut attempt = 0u32;
         // Jobs a silent session left waiting, acquired by the next session even when its
         // statistics do not count them (in ARC #4027 jobs stayed queued for hours while the
@@ -233,39 +237,42 @@ impl Task {
             if self.cancel.is_cancelled() || self.fenced() {
                 return;
             }
-            let created = tokio::select! {
-                () = self.cancel.cancelled() => return,
-                () = self.config.fence.lapsed() => return,
-                // Boxed here and below: a listener task is as large as its largest await, and
-                // one runs per group; only the long poll's await is kept inline.
-                r = Box::pin(session::create(
-                    &self.client,
-                    self.config.scale_set_id,
-                    &self.config.owner,
-                )) => r,
-            };
-            let session = match created {
-                Ok(s) => s,
-                Err(e) if e.status() == Some(404) => {
-                    tracing::warn!(group = %self.config.key, scale_set_id = self.config.scale_set_id, "scale set is gone at the service");
-                    self.shared.lock().scale_set_gone = true;
-                    self.wake();
-                    return;
-                }
-                Err(e) => {
-                    self.record_error(&e);
-                    let wait = if e.status() == Some(409) {
-                        self.config.conflict_backoff.delay(attempt)
-                    } else {
-                        self.config
-                            .backoff
-                            .delay_with_retry_after(attempt, e.retry_after())
-                    };
-                    attempt = attempt.saturating_add(1);
-                    if !self.pause(wait).await {
+            // A block, so that the answer is gone before the session is polled: a listener
+            // task is as large as what it holds at its largest await, and one runs per group.
+            let mut session = {
+                let created = tokio::select! {
+                    () = self.cancel.cancelled() => return,
+                    () = self.config.fence.lapsed() => return,
+                    // Boxed here and below; only the long poll's await is kept inline.
+                    r = Box::pin(session::create(
+                        &self.client,
+                        self.config.scale_set_id,
+                        &self.config.owner,
+                    )) => r,
+                };
+                match created {
+                    Ok(s) => s,
+                    Err(e) if e.status() == Some(404) => {
+                        tracing::warn!(group = %self.config.key, scale_set_id = self.config.scale_set_id, "scale set is gone at the service");
+                        self.shared.lock().scale_set_gone = true;
+                        self.wake();
                         return;
                     }
-                    continue;
+                    Err(e) => {
+                        self.record_error(&e);
+                        let wait = if e.status() == Some(409) {
+                            self.config.conflict_backoff.delay(attempt)
+                        } else {
+                            self.config
+                                .backoff
+                                .delay_with_retry_after(attempt, e.retry_after())
+                        };
+                        attempt = attempt.saturating_add(1);
+                        if !self.pause(wait).await {
+                            return;
+                        }
+                        continue;
+                    }
                 }
             };
             attempt = 0;
@@ -278,7 +285,6 @@ impl Task {
                 st.last_error = None;
             }
             self.wake();
-            let mut session = session;
             match self
                 .poll_session(&mut session, std::mem::take(&mut carried))
                 .await

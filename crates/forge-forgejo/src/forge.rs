@@ -96,10 +96,10 @@ pub(crate) struct Resolved<'a> {
 
 /// The Forgejo backend. Cheap to share (`Arc`); all state is behind locks.
 #[derive(Clone)]
-pub struct ForgejoForge(Arc<SharedjoShared>);
+pub struct ForgejoForge(Arc<ForgejoShared>);
 
 /// What a [`ForgejoForge`] and the sessions it opens share.
-pub struct SharedjoShared {
+pub struct ForgejoShared {
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) opts: ForgejoOptions,
     /// Wakes a listing's groups when it expires.
@@ -115,9 +115,9 @@ pub struct SharedjoShared {
 }
 
 impl std::ops::Deref for ForgejoForge {
-    type Target = SharedjoShared;
+    type Target = ForgejoShared;
 
-    fn deref(&self) -> &SharedjoShared {
+    fn deref(&self) -> &ForgejoShared {
         &self.0
     }
 }
@@ -138,7 +138,7 @@ impl ForgejoForge {
             .listing_memory
             .clone()
             .unwrap_or_else(|| ListingMemory::new(ListingMemory::DEFAULT_ENTRIES, metrics.clone()));
-        ForgejoForge(Arc::new(SharedjoShared {
+        ForgejoForge(Arc::new(ForgejoShared {
             listing_memory,
             metrics,
             opts,

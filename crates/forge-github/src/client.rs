@@ -176,7 +176,7 @@ pub fn build_transport(
     // A proxy literal never reaches the resolver; with a proxy it is all the client connects to.
     address_policy::check_proxy(opts.addresses, proxy)
         .map_err(|e| ApiError::Config(format!("proxyUrl: {e}")))?;
-    let http = reqwest::Client::builder()
+    let http = forgerunner_http::client_builder()
         .pool_max_idle_per_host(IDLE_CONNECTIONS_PER_HOST)
         .pool_idle_timeout(IDLE_CONNECTION_TIMEOUT);
     let poll = if LongPollClient::serves(proxy) {
@@ -192,7 +192,7 @@ pub fn build_transport(
         // Each group's connection goes back to the pool for the moment between two polls:
         // the pool keeps as many as there are groups (reqwest's default, no cap), or every
         // poll of the groups above a cap would open a new TLS connection.
-        let poll = reqwest::Client::builder()
+        let poll = forgerunner_http::client_builder()
             .http1_only()
             .pool_idle_timeout(IDLE_CONNECTION_TIMEOUT);
         PollTransport::Proxied(finish_client(poll, ca_bundle, proxy, opts)?)
@@ -435,7 +435,8 @@ impl GithubClient {
     ) -> Result<Reply, ApiError> {
         let mut attempt = 0;
         loop {
-            let result = self.attempt(lane, operation, build().timeout(timeout)).await;
+            let (http, request) = build().timeout(timeout).build_split();
+            let result = self.attempt(lane, operation, http, request).await;
             match result {
                 Err(e) if e.is_transient() && attempt < self.opts.max_retries => {
                     let wait_asked = e.retry_after().map(Duration::from_secs);
@@ -452,13 +453,16 @@ impl GithubClient {
         }
     }
 
+    /// Sends one built request and reads its answer. It takes the request built, not its
+    /// builder: a future holds its arguments for as long as it lives, and one long poll per
+    /// group is always waiting.
     async fn attempt(
         &self,
         lane: Lane,
         operation: &'static str,
-        request: RequestBuilder,
+        http: reqwest::Client,
+        request: reqwest::Result<reqwest::Request>,
     ) -> Result<Reply, ApiError> {
-        let (http, request) = request.build_split();
         // An IP literal skips the resolver, and GitHub's answers name URLs (the Actions
         // service's) that no host check saw.
         if let Ok(r) = &request
@@ -475,15 +479,15 @@ impl GithubClient {
         let started = Instant::now();
         // Boxed: every group's listener task holds a poll in flight, inline, all the time, and
         // a future is as large as its largest branch; boxed, only the branch taken is held.
-        let result = match (request, lane, &self.poll) {
-            (Err(e), _, _) => Err(transport_error(operation, &e)),
-            (Ok(r), Lane::Poll, PollTransport::Direct(lean)) => {
-                Box::pin(self.answer_direct(operation, lean, r)).await
-            }
-            (Ok(r), Lane::Poll, PollTransport::Proxied(poll)) => {
-                Box::pin(self.answer(operation, poll, r)).await
-            }
-            (Ok(r), Lane::Bounded, _) => Box::pin(self.answer(operation, &http, r)).await,
+        let result = match request {
+            Err(e) => Err(transport_error(operation, &e)),
+            Ok(r) => match (lane, &self.poll) {
+                (Lane::Poll, PollTransport::Direct(lean)) => {
+                    Box::pin(self.answer_direct(operation, lean, r)).await
+                }
+                (Lane::Poll, PollTransport::Proxied(poll)) => Box::pin(self.answer(operation, poll, r)).await,
+                (Lane::Bounded, _) => Box::pin(self.answer(operation, &http, r)).await,
+            },
         };
         let outcome = match &result {
             Ok(r) => status_outcome(r.status, false),

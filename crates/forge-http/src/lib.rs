@@ -95,6 +95,17 @@ pub fn with_trust(
     Ok(builder)
 }
 
+/// A reqwest client builder for a forge's calls. reqwest is built without a crypto provider
+/// of its own, so that one provider is linked (ring, which kube uses too); when the binary has
+/// not installed a process default (the operator does at start), ring's is installed here.
+pub fn client_builder() -> reqwest::ClientBuilder {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        // An Err means another thread installed one meanwhile: as good.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+    reqwest::Client::builder()
+}
+
 /// Whether `proxy` is set (not blank); groups without one share clients with each other.
 pub fn proxy_of(proxy: Option<&str>) -> Option<&str> {
     proxy.map(str::trim).filter(|p| !p.is_empty())

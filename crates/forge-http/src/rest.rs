@@ -298,7 +298,7 @@ impl RestClient {
         };
         address_policy::check_url(opts.addresses, &base).map_err(refused("url"))?;
         address_policy::check_proxy(opts.addresses, proxy).map_err(refused("proxyUrl"))?;
-        let builder = reqwest::Client::builder()
+        let builder = crate::client_builder()
             // A redirect would take the request past the host allowlist, to wherever the
             // server names (see `crate::redirect`).
             .redirect(no_redirects())

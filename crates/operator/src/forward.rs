@@ -59,7 +59,7 @@ pub struct Forwarder {
 impl Forwarder {
     /// A forwarder whose every relay (connect, send, answer) ends within `timeout`.
     pub fn new(timeout: Duration) -> Result<Self, ForwardError> {
-        let client = reqwest::Client::builder()
+        let client = forgerunner_http::client_builder()
             // Pod to pod: a proxy configured for the forges must not see deliveries.
             .no_proxy()
             .redirect(reqwest::redirect::Policy::none())

@@ -71,8 +71,8 @@ fn run_command(args: &RunArgs) -> ExitCode {
         }
     };
     telemetry::init(cfg.log_format, &cfg.log_level);
-    // kube and reqwest link different rustls providers; without a process default the first
-    // TLS client would panic. An Err only means one is installed already.
+    // One rustls provider for every TLS client: ring, which kube uses too (reqwest is built
+    // without its own). An Err only means one is installed already.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,

@@ -28,9 +28,8 @@ use crate::forge::{
 };
 use crate::plan::{Plan, Removal, RemovalReason, RunnerPhase};
 use crate::runner_class::dress_job;
-use crate::runner_job::ObservedJob;
 use crate::runner_job::{
-    BUSY_ANNOTATION, RunnerJobInput, build_runner_job, build_runner_secret, record_binding,
+    BUSY_ANNOTATION, ObservedJob, RunnerJobInput, build_runner_job, build_runner_secret, record_binding,
 };
 use crate::runner_pod::disruption::Disruption;
 use crate::runner_pod::restricted_violations;

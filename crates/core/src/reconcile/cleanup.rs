@@ -33,8 +33,7 @@ use crate::forge::{
     DEFAULT_CLEANUP_HINT, Forge, ForgeError, ForgeSession, GroupContext, GroupKey, RunnerRef,
 };
 use crate::names::is_label_value;
-use crate::runner_job::GROUP_LABEL;
-use crate::runner_job::ObservedJob;
+use crate::runner_job::{GROUP_LABEL, ObservedJob};
 
 /// How long after its `deletionTimestamp` a group waits for the forge. A healthy forge cleans
 /// up in seconds (one scale set delete, a few runner deletes in parallel); two minutes leave

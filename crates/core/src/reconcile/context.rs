@@ -1,6 +1,5 @@
 //! Shared state of one controller: clients, forges, the Job store and per-group memory.
 
-use crate::runner_job::ObservedJob;
 use crate::schedule::CalendarClock;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -18,6 +17,7 @@ use crate::fence::Fence;
 use crate::forge::GroupKey;
 use crate::forge_hosts::ForgeHostAllowlist;
 use crate::metrics::Metrics;
+use crate::runner_job::ObservedJob;
 
 /// First retry delay after a failed reconcile.
 pub const BACKOFF_BASE: Duration = Duration::from_secs(1);

@@ -18,8 +18,7 @@ use super::apply::is_status;
 use super::runner_exit::JOB_NAME_LABEL;
 use crate::forge::GroupKey;
 use crate::job_identity::JobIdentity;
-use crate::runner_job::GROUP_LABEL;
-use crate::runner_job::ObservedJob;
+use crate::runner_job::{GROUP_LABEL, ObservedJob};
 
 /// Runners among `observed` whose identity the forge now tells and whose Job lacks it, with
 /// the annotations to add. Pure.

@@ -57,8 +57,7 @@ use crate::fence::Fence;
 use crate::forge::{Forge, GroupKey};
 use crate::forge_hosts::ForgeHostAllowlist;
 use crate::metrics::Metrics;
-use crate::runner_job::MANAGED_BY_SELECTOR;
-use crate::runner_job::ObservedJob;
+use crate::runner_job::{MANAGED_BY_SELECTOR, ObservedJob};
 
 pub use context::Context;
 pub use error::ReconcileError;

@@ -11,8 +11,7 @@ use super::ledger::{ConnectedSince, InFlight, Registrations};
 use crate::crd::RunnerGroup;
 use crate::forge::{ForgeRunnerState, ForgeView, RunnerRef};
 use crate::plan::{ObservedRunner, RunnerPhase};
-use crate::runner_job::ObservedJob;
-use crate::runner_job::{BUSY_ANNOTATION, GROUP_LABEL, TEMPLATE_HASH_ANNOTATION};
+use crate::runner_job::{BUSY_ANNOTATION, GROUP_LABEL, ObservedJob, TEMPLATE_HASH_ANNOTATION};
 use crate::runner_pod::disruption::Disruption;
 
 /// Whether `job` is a runner of `group`: same namespace, group label, and an ownerReference to

@@ -15,8 +15,7 @@ use tracing::debug;
 use super::observe::pod_leaving;
 use crate::forge::{ForgeProfile, RunnerExit};
 use crate::plan::ObservedRunner;
-use crate::runner_job::ObservedJob;
-use crate::runner_job::{GROUP_LABEL, RUNNER_CONTAINER};
+use crate::runner_job::{GROUP_LABEL, ObservedJob, RUNNER_CONTAINER};
 use crate::runner_pod::disruption::{Disruption, NodePresence, classify, classify_job};
 
 /// Label the Job controller puts on every pod of a Job (value: the Job's name).

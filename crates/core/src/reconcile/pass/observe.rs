@@ -22,8 +22,7 @@ use crate::reconcile::observe::{belongs_to, mark_killed, observe_runners, runner
 use crate::reconcile::runner_exit::killed_runners;
 use crate::reconcile::runner_rbac::must_reapply;
 use crate::reconcile::startup_check::find_stuck;
-use crate::runner_job::ObservedJob;
-use crate::runner_job::template_hash;
+use crate::runner_job::{ObservedJob, template_hash};
 use crate::runner_pod::disruption::Disruption;
 
 /// What the observe step saw.

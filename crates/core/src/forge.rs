@@ -156,6 +156,10 @@ pub struct ListedRows {
     pub offline: BTreeSet<String>,
     /// Rows online or busy.
     pub online: BTreeSet<String>,
+    /// Of `offline`, the rows that carry a mark only this group writes when it registers a
+    /// runner (Forgejo: the RunnerGroup's uid in the row's description): rows this group
+    /// registered, never a same-named group's elsewhere. Empty where the forge writes no mark.
+    pub own: BTreeSet<String>,
     /// The listing showed every row of its scope, so a row it does not show is gone; a partial
     /// (paged) listing may have skipped a row.
     pub whole: bool,

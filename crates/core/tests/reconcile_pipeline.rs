@@ -808,6 +808,7 @@ async fn a_row_offline_for_the_ghost_grace_is_deregistered() {
     let listed = |at: std::time::Instant| ListedRows {
         offline: BTreeSet::from(["haunted-gh0st".to_owned()]),
         online: BTreeSet::new(),
+        own: std::collections::BTreeSet::new(),
         whole: true,
         listed_at: at,
     };

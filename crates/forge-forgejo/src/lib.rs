@@ -36,6 +36,7 @@ pub mod pod;
 pub mod pod_security;
 mod profile;
 mod requests;
+mod row_mark;
 pub mod runner_id;
 mod runner_versions;
 pub mod scope;

@@ -67,6 +67,8 @@ pub(crate) struct Seen {
 pub(crate) struct Group<'a> {
     pub(crate) name: &'a str,
     pub(crate) claim: &'a Claim,
+    /// The description the group's own rows carry ([`crate::row_mark::of_group`]).
+    pub(crate) mark: Option<&'a str>,
 }
 
 /// The waiting jobs some runner of the group can take, oldest first (the listing is
@@ -96,7 +98,7 @@ pub(crate) fn view_v15(
     jobs: Listing<'_, RunJob>,
     runners: RunnerRows<'_>,
 ) -> Seen {
-    let (group_name, claim) = (group.name, group.claim);
+    let (group_name, claim, mark) = (group.name, group.claim, group.mark);
     let waiting_jobs = waiting(jobs.rows, claim);
     // Every handle the jobs listing shows, waiting or running.
     let listed_handles: BTreeSet<&str> = jobs.rows.iter().map(|j| j.handle.as_str()).collect();
@@ -149,10 +151,16 @@ pub(crate) fn view_v15(
         .iter()
         .filter(|x| is_runner_name_of(group_name, &x.name))
         .partition(|x| x.status == RunnerStatus::Offline);
-    let names = |rows: Vec<&Runner>| rows.into_iter().map(|x| x.name.clone()).collect();
+    let names = |rows: &[&Runner]| rows.iter().map(|x| x.name.clone()).collect();
+    let own: Vec<&Runner> = offline
+        .iter()
+        .copied()
+        .filter(|x| mark.is_some_and(|m| x.description == m))
+        .collect();
     let listed_rows = ListedRows {
-        offline: names(offline),
-        online: names(online),
+        offline: names(&offline),
+        online: names(&online),
+        own: names(&own),
         whole: runners.whole,
         listed_at: runners.at,
     };

@@ -180,12 +180,14 @@ impl ForgejoClient {
         }
     }
 
-    /// `POST …/actions/runners {name, ephemeral: true}` (v15): a runner that takes one task.
+    /// `POST …/actions/runners {name, description, ephemeral: true}` (v15): a runner that
+    /// takes one task.
     pub async fn create_runner(
         &self,
         v: ForgejoVersion,
         scope: &Scope,
         name: &str,
+        description: &str,
     ) -> Result<CreatedRunner, ForgejoError> {
         let t = Target {
             op: Operation::CreateRunner,
@@ -195,7 +197,7 @@ impl ForgejoClient {
         let url = self.url(&API, &scope.runners_path(v), &[]);
         let body = serde_json::json!({
             "name": name,
-            "description": "ephemeral runner managed by forgerunner",
+            "description": description,
             "ephemeral": true,
         });
         // Decoded straight into a `SecretValue`, so the token is never held in plain form.

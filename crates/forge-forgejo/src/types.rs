@@ -109,6 +109,10 @@ pub struct Runner {
     /// Ephemeral (one task, then deleted).
     #[serde(default)]
     pub ephemeral: bool,
+    /// The description it was registered with (a group's mark, [`crate::row_mark`]); at most
+    /// [`bounded::KEPT_NAME_CHARS`] characters kept, and a mark is far shorter.
+    #[serde(default, deserialize_with = "bounded::name")]
+    pub description: String,
     /// The version forgejo-runner reported on its last `Register` or `Declare`
     /// (`ActionRunner.Version`, `modules/structs/repo_actions.go@v15.0.3`); empty before it
     /// first connects, and in a listing that lacks it. At most [`bounded::KEPT_NAME_CHARS`]

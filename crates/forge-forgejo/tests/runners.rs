@@ -78,6 +78,15 @@ async fn v15_create_bind_observe_remove() {
     let id: i64 = creds.annotations[RUNNER_ID_ANNOTATION].parse().unwrap();
     let row = fake.runner(id).expect("runner row");
     assert!(row.ephemeral && row.name == "web-aaaaa");
+    // Forgejo keeps the description it is given (`routers/api/v1/shared/runners.go`
+    // `RegisterRunner`): the group's uid marks the row as its own.
+    assert_eq!(
+        row.description,
+        format!(
+            "ephemeral runner managed by forgerunner for RunnerGroup {}",
+            c.uid
+        )
+    );
     assert_eq!(creds.env.get("FORGEJO_RUNNER_UUID"), Some(&row.uuid));
     assert_eq!(
         creds.secret_data.get("token").map(SecretValue::expose),
@@ -99,6 +108,7 @@ async fn v15_create_bind_observe_remove() {
     );
     let listed = view.listed_rows.as_ref().expect("15+ lists runner rows");
     assert!(listed.offline.contains("web-aaaaa"), "its row is offline");
+    assert!(listed.own.contains("web-aaaaa"), "and carries the group's mark");
     let ghosts = forgerunner_core::testing::settled_ghosts(view, &refs, &mut books);
     assert!(ghosts.is_empty(), "our own fresh runner is no ghost");
 
@@ -144,6 +154,11 @@ async fn v15_create_bind_observe_remove() {
     assert_eq!(
         view.listed_rows.as_ref().map(|r| r.offline.clone()),
         Some(BTreeSet::from(["web-zzzzz".to_owned()]))
+    );
+    assert_eq!(
+        view.listed_rows.as_ref().map(|r| r.own.len()),
+        Some(0),
+        "a row registered without the group's mark may be a same-named group's"
     );
     // Core calls it a ghost: at first sight with no grace (core's `OfflineRows` tests the grace).
     let mut no_grace = Ledger {

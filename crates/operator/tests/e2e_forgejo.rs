@@ -301,3 +301,75 @@ async fn forgejo_10_is_refused_with_a_config_condition_naming_the_version() {
     assert!(fake.tasks().is_empty(), "no job was taken");
     assert!(op.exit_status().is_none(), "the operator keeps running");
 }
+
+/// A process killed between a runner's registration and its Job leaves a runner row at Forgejo
+/// that nothing in the cluster names. Forgejo 15 creates the row at `POST …/actions/runners`
+/// with the description it is given (`routers/api/v1/shared/runners.go` `RegisterRunner`) and
+/// lists that description back (`services/convert/convert.go` `ToActionRunner`), as the fake
+/// does: the row carries the group's mark, so the restarted process removes it well before the
+/// 300 s a row that may be a same-named group's elsewhere is given.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_row_registered_by_a_killed_process_without_its_job_is_removed() {
+    const NS: &str = "e2e-forgejo-kill";
+    const GROUP: &str = "fjkill";
+    const JOBS: usize = 2;
+    /// Well under the 300 s ghost grace of an unmarked row.
+    const REMOVED_WITHIN: Duration = Duration::from_secs(150);
+    let (world, fake) = forgejo_world(NS, "15.0.3+gitea-1.22.0").await;
+    Group::forgejo(GROUP)
+        .in_world_org()
+        .host_label("linux")
+        .max(JOBS as u32)
+        .idle_timeout(5)
+        .create(&world, NS)
+        .await;
+    // Every Job create hangs, so the process is killed with its runners registered and no Job
+    // made; the hung requests outlive the test.
+    world.api.inject(
+        forgerunner_testkit::apiserver::Fault::latency(Duration::from_secs(3600))
+            .verb(forgerunner_testkit::apiserver::Verb::Create)
+            .resource("jobs"),
+    );
+    let mut op = start_operator(&world, "forgejo", "forgerunner-e2e-forgejo-kill");
+    for _ in 0..JOBS {
+        world.queue_forgejo_job(&["linux"]).expect("queue");
+    }
+    let registered = wait_until(DEADLINE, "the runners registered", || {
+        std::future::ready(registered_of(&fake, GROUP) == JOBS)
+    })
+    .await;
+    if registered.is_err() {
+        fail_with_output(&op, "the runners were never registered");
+    }
+    op.kill();
+    world.api.clear_faults();
+    assert!(
+        world.runner_jobs(NS, None).await.expect("list").is_empty(),
+        "the kill left no runner Job"
+    );
+    let left_behind: Vec<String> = fake.runners().into_iter().map(|r| r.name).collect();
+
+    let op = start_operator(&world, "forgejo", "forgerunner-e2e-forgejo-kill");
+    let jobs_done = wait_until(DEADLINE, "every job to complete", || {
+        std::future::ready(world.forgejo_progress(&["linux"]).done == JOBS)
+    })
+    .await;
+    if jobs_done.is_err() {
+        fail_with_output(&op, "the jobs did not complete after the restart");
+    }
+    let removed = wait_until(REMOVED_WITHIN, "the rows the kill left to go", || {
+        std::future::ready(fake.runners().iter().all(|r| !left_behind.contains(&r.name)))
+    })
+    .await;
+    if removed.is_err() {
+        fail_with_output(
+            &op,
+            &format!(
+                "rows left by the killed process still registered after {REMOVED_WITHIN:?}: {:?}",
+                fake.runners().iter().map(|r| &r.name).collect::<Vec<_>>()
+            ),
+        );
+    }
+    let registered = || fake.runners().len();
+    wait_nothing_left(&world, &op, DEADLINE, NS, &ListParams::default(), registered).await;
+}

@@ -17,7 +17,7 @@ pub mod reservations;
 pub mod taken;
 
 pub use connected::ConnectedSince;
-pub use offline_rows::{DEFAULT_GHOST_GRACE, OfflineRows};
+pub use offline_rows::{DEFAULT_GHOST_GRACE, OWN_ROW_GRACE, OfflineRows};
 pub use registrations::Registrations;
 pub use reservations::{Reservations, WithheldBackoff};
 pub use taken::TakenSinceListing;
@@ -348,6 +348,7 @@ mod tests {
             listed_rows: Some(crate::forge::ListedRows {
                 offline: BTreeSet::from(["g-dead0".to_owned()]),
                 online: BTreeSet::new(),
+                own: std::collections::BTreeSet::new(),
                 whole: true,
                 listed_at: at,
             }),
@@ -476,6 +477,7 @@ mod session_tests {
         let rows = crate::forge::ListedRows {
             offline: BTreeSet::from(["g-dead0".to_owned()]),
             online: BTreeSet::new(),
+            own: std::collections::BTreeSet::new(),
             whole: false,
             listed_at: Instant::now(),
         };

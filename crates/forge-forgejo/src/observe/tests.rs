@@ -61,6 +61,9 @@ fn registered(mut r: RunnerRef, at: Instant) -> RunnerRef {
     r
 }
 
+/// The description of the rows the group of these tests registers ([`crate::row_mark`]).
+const MARK: &str = "ephemeral runner managed by forgerunner for RunnerGroup 6f1c";
+
 #[test]
 fn v15_states_rows_and_demand() {
     let labels = Claim::own(&parse_labels(&["debian"]).expect("labels"));
@@ -78,7 +81,18 @@ fn v15_states_rows_and_demand() {
         row(10, "web-aaaaa", RunnerStatus::Idle),
         row(11, "web-bbbbb", RunnerStatus::Offline),
         row(12, "web-ccccc", RunnerStatus::Active),
-        row(13, "web-zzzzz", RunnerStatus::Offline),
+        Runner {
+            description: MARK.into(),
+            ..row(13, "web-zzzzz", RunnerStatus::Offline)
+        },
+        Runner {
+            description: "ephemeral runner managed by forgerunner for RunnerGroup 0b7e".into(),
+            ..row(17, "web-yyyyy", RunnerStatus::Offline)
+        },
+        Runner {
+            description: MARK.into(),
+            ..row(18, "web-xxxxx", RunnerStatus::Idle)
+        },
         row(14, "other-zzzzz", RunnerStatus::Offline),
     ];
     let refs = [
@@ -91,6 +105,7 @@ fn v15_states_rows_and_demand() {
     let group = || Group {
         name: "web",
         claim: &labels,
+        mark: Some(MARK),
     };
     let seen = view_v15(
         group(),
@@ -118,11 +133,14 @@ fn v15_states_rows_and_demand() {
         "row deleted after its task"
     );
     // Every row named like ours, offline or not, for core's ghost rule; none of another group.
+    // Of the offline ones, those with the group's mark are its own: not a same-named group's
+    // (another uid in the description), nor an online row.
     assert_eq!(
         seen.listed_rows,
         Some(ListedRows {
-            offline: names(&["web-bbbbb", "web-zzzzz"]),
-            online: names(&["web-aaaaa", "web-ccccc"]),
+            offline: names(&["web-bbbbb", "web-yyyyy", "web-zzzzz"]),
+            online: names(&["web-aaaaa", "web-ccccc", "web-xxxxx"]),
+            own: names(&["web-zzzzz"]),
             whole: true,
             listed_at: t0,
         })
@@ -172,6 +190,7 @@ fn v15_runner_created_after_the_listing_is_not_finished() {
         Group {
             name: "web",
             claim: &labels,
+            mark: None,
         },
         &refs,
         Listing {
@@ -192,6 +211,7 @@ fn v15_runner_created_after_the_listing_is_not_finished() {
         Group {
             name: "web",
             claim: &labels,
+            mark: None,
         },
         &[],
         Listing {
@@ -244,6 +264,7 @@ fn a_bound_runner_whose_job_another_runner_runs_stays_idle() {
         Group {
             name: "web",
             claim: &labels,
+            mark: None,
         },
         &refs,
         Listing { rows: &jobs, at: t0 },
@@ -267,6 +288,7 @@ fn a_waiting_job_whose_bound_runner_is_at_work_is_reported_busy() {
         Group {
             name: "web",
             claim: &labels,
+            mark: None,
         },
         &refs,
         Listing { rows: &jobs, at: t0 },
@@ -296,6 +318,7 @@ fn absence_from_a_paged_listing_is_finished_only_when_a_lookup_says_so() {
             Group {
                 name: "web",
                 claim: &labels,
+                mark: None,
             },
             &refs,
             Listing { rows: &jobs, at: t0 },
@@ -333,6 +356,7 @@ fn a_bound_runner_is_stranded_only_on_listings_that_prove_it() {
             Group {
                 name: "web",
                 claim: &labels,
+                mark: None,
             },
             &refs,
             Listing {

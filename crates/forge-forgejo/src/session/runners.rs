@@ -65,7 +65,12 @@ impl ForgejoSession {
         let created = r
             .instance
             .client
-            .create_runner(r.version, &r.scope, runner_name)
+            .create_runner(
+                r.version,
+                &r.scope,
+                runner_name,
+                &crate::row_mark::description(&ctx.uid),
+            )
             .await?;
         // The cached runner listing predates this runner: the next pass reads a fresh one.
         forge.expire_runners(r).await;

@@ -56,10 +56,12 @@ impl ForgejoSession {
                     rows.to_mut().extend(found);
                 }
                 runner_versions::report_listed(&mut versions, refs, &rows);
+                let mark = crate::row_mark::of_group(&ctx.uid);
                 observe::view_v15(
                     observe::Group {
                         name: &ctx.key.name,
                         claim: &r.claim,
+                        mark: mark.as_deref(),
                     },
                     refs,
                     jobs_listing,

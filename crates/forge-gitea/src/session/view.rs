@@ -158,6 +158,8 @@ fn listed_rows(group: &str, listing: &Fetched<RunnerListing>) -> ListedRows {
     ListedRows {
         offline: names(offline),
         online: names(online),
+        // The runner's own `Register` call makes a Gitea row: it carries no mark of ours.
+        own: BTreeSet::new(),
         whole: listing.value.complete,
         listed_at: listing.at,
     }

@@ -13,6 +13,11 @@
 //!
 //! Process memory: after a restart a row is a ghost only a grace after this process first sees
 //! it offline.
+//!
+//! A row the forge shows carrying this group's own mark ([`ListedRows::own`]) cannot be a
+//! same-named group's, and a row of ours with a Job is no ghost whatever its state; so one with
+//! no Job was left by a process that died between registering it and creating its Job. It is
+//! a ghost after the much shorter [`OWN_ROW_GRACE`].
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -24,12 +29,20 @@ use crate::forge::ListedRows;
 /// cold node and the start of the runner's containers.
 pub const DEFAULT_GHOST_GRACE: Duration = Duration::from_secs(300);
 
+/// How long a row carrying the group's own mark must stay offline before it is a ghost. The
+/// only writer that may still create its Job is a deposed leader whose fence check passed just
+/// before its lease lapsed, one API call from done: a short wait covers that call. Were that
+/// call slower still, its pod would find its registration gone and fail, and its job would get
+/// another runner: a wasted pod, not a lost job.
+pub const OWN_ROW_GRACE: Duration = Duration::from_secs(30);
+
 /// One group's offline runner rows, by name, with the fetch time of the first listing that
 /// showed each one offline since it was last seen online.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OfflineRows {
     since: BTreeMap<String, Instant>,
     grace: Duration,
+    own_grace: Duration,
 }
 
 impl Default for OfflineRows {
@@ -40,11 +53,13 @@ impl Default for OfflineRows {
 }
 
 impl OfflineRows {
-    /// An empty book whose rows are ghosts after `grace` offline.
+    /// An empty book whose rows are ghosts after `grace` offline, those with the group's own
+    /// mark after [`OWN_ROW_GRACE`] if that is shorter.
     pub fn with_grace(grace: Duration) -> OfflineRows {
         OfflineRows {
             since: BTreeMap::new(),
             grace,
+            own_grace: grace.min(OWN_ROW_GRACE),
         }
     }
 
@@ -71,9 +86,14 @@ impl OfflineRows {
         }
         offline()
             .filter(|n| {
+                let grace = if rows.own.contains(*n) {
+                    self.own_grace
+                } else {
+                    self.grace
+                };
                 self.since
                     .get(*n)
-                    .is_some_and(|since| rows.listed_at.saturating_duration_since(*since) >= self.grace)
+                    .is_some_and(|since| rows.listed_at.saturating_duration_since(*since) >= grace)
             })
             .cloned()
             .collect()
@@ -113,6 +133,7 @@ mod tests {
         ListedRows {
             offline: names(offline),
             online: names(online),
+            own: BTreeSet::new(),
             whole,
             listed_at: at,
         }
@@ -150,6 +171,29 @@ mod tests {
         assert!(book.settle(Some(&cached)).is_empty());
         assert!(book.settle(Some(&cached)).is_empty(), "the same listing again");
         assert_eq!(book.len(), 1);
+    }
+
+    /// A row of the group's own mark is a ghost after the short grace, an unmarked one of the
+    /// same listing only after the whole grace.
+    #[test]
+    fn a_row_with_the_groups_own_mark_is_a_ghost_after_the_short_grace() {
+        let mut book = OfflineRows::with_grace(GRACE);
+        let t0 = Instant::now();
+        let marked = |at: Instant| ListedRows {
+            own: names(&["g-mine0"]),
+            ..listing(&["g-mine0", "g-other"], &[], true, at)
+        };
+        assert!(book.settle(Some(&marked(t0))).is_empty(), "just seen");
+        assert!(
+            book.settle(Some(&marked(t0 + OWN_ROW_GRACE - Duration::from_secs(1))))
+                .is_empty()
+        );
+        assert_eq!(book.settle(Some(&marked(t0 + OWN_ROW_GRACE))), ["g-mine0"]);
+        assert_eq!(
+            book.settle(Some(&marked(t0 + GRACE))),
+            ["g-mine0", "g-other"],
+            "the unmarked row only after the whole grace"
+        );
     }
 
     #[test]

@@ -95,14 +95,25 @@ pub fn with_trust(
     Ok(builder)
 }
 
-/// A reqwest client builder for a forge's calls. reqwest is built without a crypto provider
-/// of its own, so that one provider is linked (ring, which kube uses too); when the binary has
-/// not installed a process default (the operator does at start), ring's is installed here.
+/// The process's one rustls crypto provider: its default, installed as ring's (the provider
+/// kube uses too) when the binary has installed none; the operator installs it at start.
+/// reqwest is built without a provider of its own, and the long poll's TLS takes this one, so
+/// every connection the operator makes uses one provider and only ring is linked.
+pub fn crypto_provider() -> std::sync::Arc<rustls::crypto::CryptoProvider> {
+    use rustls::crypto::{CryptoProvider, ring};
+    CryptoProvider::get_default().cloned().unwrap_or_else(|| {
+        // An Err means another thread installed one meanwhile: that one is the default.
+        let _ = ring::default_provider().install_default();
+        CryptoProvider::get_default()
+            .cloned()
+            .unwrap_or_else(|| std::sync::Arc::new(ring::default_provider()))
+    })
+}
+
+/// A reqwest client builder for a forge's calls, with [`crypto_provider`] installed (reqwest
+/// panics building a client when the process has no provider).
 pub fn client_builder() -> reqwest::ClientBuilder {
-    if rustls::crypto::CryptoProvider::get_default().is_none() {
-        // An Err means another thread installed one meanwhile: as good.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    }
+    let _ = crypto_provider();
     reqwest::Client::builder()
 }
 

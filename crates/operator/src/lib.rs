@@ -71,9 +71,8 @@ fn run_command(args: &RunArgs) -> ExitCode {
         }
     };
     telemetry::init(cfg.log_format, &cfg.log_level);
-    // One rustls provider for every TLS client: ring, which kube uses too (reqwest is built
-    // without its own). An Err only means one is installed already.
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    // One rustls provider for every TLS client, kube's included, before any is built.
+    let _ = forgerunner_http::crypto_provider();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {

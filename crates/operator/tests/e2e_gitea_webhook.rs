@@ -118,6 +118,17 @@ async fn webhooks_serve_jobs_long_before_the_next_poll() {
         "jobs listings within one poll interval"
     );
 
+    // The loop saw the last Job gone by listing; the watch may still be delivering its end.
+    wait_until_or_fail(
+        &op,
+        Instant::now() + Duration::from_secs(10),
+        "the watch to see every runner end",
+        || async {
+            let t = watch.group(GROUP);
+            t.succeeded.len() + t.failed.len() >= t.created.len().max(JOBS)
+        },
+    )
+    .await;
     let tally = watch.group(GROUP);
     assert_eq!(
         tally.created.len(),

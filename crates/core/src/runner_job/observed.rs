@@ -2,20 +2,20 @@
 
 use k8s_openapi::api::batch::v1::{Job, JobStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 /// A runner `batch/v1` Job as the operator reads it back: its metadata and status, no spec.
 ///
 /// The store holds every runner Job of every group for as long as it exists. A decoded `Job`
 /// is 2.8 KiB before any of its strings, most of it the pod template, which nothing reads
 /// after the Job is made; decoding into this type skips the spec, so it is never allocated.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 pub struct ObservedJob {
     /// The Job's metadata.
     #[serde(default)]
     pub metadata: ObjectMeta,
     /// The Job's status, as the Job controller last wrote it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub status: Option<JobStatus>,
 }
 
@@ -56,6 +56,10 @@ mod tests {
 
     use super::*;
 
+    /// A Job on the wire is `metadata`, `spec` and `status`, each optional (`k8s.io/api`
+    /// `batch/v1/types.go` `Job`: `json:"metadata,omitempty"`, `json:"spec,omitempty"`,
+    /// `json:"status,omitempty"`, as vendored in openshift-kni/scheduler-plugins); a watch
+    /// event or list item carries all three.
     #[test]
     fn decoding_keeps_metadata_and_status_and_skips_the_spec() {
         let job: ObservedJob = serde_json::from_value(json!({
@@ -72,6 +76,9 @@ mod tests {
             size_of::<ObservedJob>() * 3 < size_of::<Job>(),
             "smaller than a Job"
         );
+        let bare: ObservedJob =
+            serde_json::from_value(json!({"metadata": {"name": "g-fresh"}})).expect("decodes");
+        assert_eq!(bare.status, None, "a Job the Job controller has not written yet");
     }
 
     #[test]

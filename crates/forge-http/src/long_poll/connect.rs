@@ -42,12 +42,9 @@ pub(super) enum ConnectError {
 
 /// TLS settings for `https` URLs: reqwest's with ALPN `http/1.1` (see
 /// [`crate::with_trust`]): the platform verifier, with `ca_bundle` (PEM) trusted on top of the
-/// platform's roots. The crypto provider is the process default (the operator installs
-/// ring's), else ring's.
+/// platform's roots. The crypto provider is reqwest's too ([`crate::crypto_provider`]).
 pub(super) fn tls_connector(ca_bundle: Option<&str>) -> Result<TlsConnector, TrustError> {
-    let provider = rustls::crypto::CryptoProvider::get_default()
-        .cloned()
-        .unwrap_or_else(|| Arc::new(rustls::crypto::ring::default_provider()));
+    let provider = crate::crypto_provider();
     let verifier = match ca_bundle.filter(|p| !p.trim().is_empty()) {
         None => rustls_platform_verifier::Verifier::new(provider.clone()),
         Some(pem) => {

@@ -151,16 +151,16 @@ pub(crate) fn view_v15(
         .iter()
         .filter(|x| is_runner_name_of(group_name, &x.name))
         .partition(|x| x.status == RunnerStatus::Offline);
-    let names = |rows: &[&Runner]| rows.iter().map(|x| x.name.clone()).collect();
-    let own: Vec<&Runner> = offline
+    let own = offline
         .iter()
-        .copied()
         .filter(|x| mark.is_some_and(|m| x.description == m))
+        .map(|x| x.name.clone())
         .collect();
+    let names = |rows: Vec<&Runner>| rows.into_iter().map(|x| x.name.clone()).collect();
     let listed_rows = ListedRows {
-        offline: names(&offline),
-        online: names(&online),
-        own: names(&own),
+        offline: names(offline),
+        online: names(online),
+        own,
         whole: runners.whole,
         listed_at: runners.at,
     };

@@ -42,7 +42,6 @@ pub const OWN_ROW_GRACE: Duration = Duration::from_secs(30);
 pub struct OfflineRows {
     since: BTreeMap<String, Instant>,
     grace: Duration,
-    own_grace: Duration,
 }
 
 impl Default for OfflineRows {
@@ -59,7 +58,6 @@ impl OfflineRows {
         OfflineRows {
             since: BTreeMap::new(),
             grace,
-            own_grace: grace.min(OWN_ROW_GRACE),
         }
     }
 
@@ -87,7 +85,7 @@ impl OfflineRows {
         offline()
             .filter(|n| {
                 let grace = if rows.own.contains(*n) {
-                    self.own_grace
+                    self.grace.min(OWN_ROW_GRACE)
                 } else {
                     self.grace
                 };
